@@ -1,0 +1,18 @@
+//! Botdesk's domain: identifiers, the [`SandboxProvider`] contract every computer backend implements,
+//! the workspace path rules every path entry point goes through, and secret redaction.
+//!
+//! This crate does no IO. Providers (`botdesk-docker`, `botdesk-fake`) implement the trait; the engine
+//! is the only caller.
+
+pub mod action;
+pub mod error;
+pub mod path;
+pub mod provider;
+pub mod redact;
+pub mod types;
+
+pub use error::SandboxError;
+pub use path::{resolve_for_bot, PathError, WorkspacePath, HOME};
+pub use provider::*;
+pub use redact::Redactor;
+pub use types::*;

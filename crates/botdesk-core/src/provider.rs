@@ -1,0 +1,282 @@
+//! The SandboxProvider contract (DESIGN §5): lifecycle, desktop, exec and files. Nothing above this
+//! trait knows which provider it talks to.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use serde::Serialize;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    action::Action,
+    error::SandboxError,
+    path::WorkspacePath,
+    types::{BotId, ComputerRef, ComputerSpec, MachineStatus, Provisioned},
+};
+
+pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
+
+/// Who is calling and how to stop the call. Every provider method takes one.
+#[derive(Debug, Clone, Default)]
+pub struct CallCtx {
+    pub bot: Option<BotId>,
+    pub run: Option<String>,
+    /// `<run-id>:<fence>` while a run holds the bot's execution lease.
+    pub screen_lease: Option<String>,
+    pub cancel: CancellationToken,
+}
+
+impl CallCtx {
+    pub fn for_bot(bot: &BotId) -> Self {
+        Self { bot: Some(bot.clone()), ..Self::default() }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exec
+
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub const MIN_EXEC_TIMEOUT: Duration = Duration::from_millis(1);
+pub const MAX_EXEC_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+/// Exit code of a command killed by its timeout.
+pub const EXIT_TIMED_OUT: i32 = 124;
+/// Exit code of a command aborted by cancellation.
+pub const EXIT_CANCELLED: i32 = 130;
+
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    pub cwd: WorkspacePath,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+impl ExecRequest {
+    pub fn new(argv: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self { argv: argv.into_iter().map(Into::into).collect(), cwd: WorkspacePath::root(), env: vec![], timeout: DEFAULT_EXEC_TIMEOUT }
+    }
+    pub fn cwd(mut self, cwd: WorkspacePath) -> Self {
+        self.cwd = cwd;
+        self
+    }
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    /// Checks the request before any provider runs it.
+    pub fn validate(&self) -> Result<()> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(SandboxError::Invalid("exec needs a command (argv is empty)".into()));
+        }
+        if self.argv.iter().any(|a| a.contains('\0')) {
+            return Err(SandboxError::Invalid("an argument contains a NUL byte".into()));
+        }
+        if !(MIN_EXEC_TIMEOUT..=MAX_EXEC_TIMEOUT).contains(&self.timeout) {
+            return Err(SandboxError::Invalid(format!(
+                "timeout must be between 1 ms and 60 min, got {} ms",
+                self.timeout.as_millis()
+            )));
+        }
+        for (k, _) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(SandboxError::Invalid(format!("invalid environment variable name {k:?}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamKind {
+    Stdout,
+    Stderr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub stream: StreamKind,
+    pub data: Bytes,
+}
+
+/// Where a provider streams a command's output as it arrives (None: nobody listens).
+pub type OutputSink = Option<UnboundedSender<ExecOutput>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecOutcome {
+    Exited,
+    TimedOut,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecExit {
+    pub code: i32,
+    pub outcome: ExecOutcome,
+    /// "command timed out after N ms" or "command aborted"; None for an ordinary exit.
+    pub message: Option<String>,
+}
+
+impl ExecExit {
+    pub fn exited(code: i32) -> Self {
+        Self { code, outcome: ExecOutcome::Exited, message: None }
+    }
+    pub fn timed_out(after: Duration) -> Self {
+        Self {
+            code: EXIT_TIMED_OUT,
+            outcome: ExecOutcome::TimedOut,
+            message: Some(format!("command timed out after {} ms", after.as_millis())),
+        }
+    }
+    pub fn cancelled() -> Self {
+        Self { code: EXIT_CANCELLED, outcome: ExecOutcome::Cancelled, message: Some("command aborted".into()) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One listing row. Symlinks pointing outside the workspace never appear.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    pub path: WorkspacePath,
+    pub kind: FileKind,
+    pub size: u64,
+    pub executable: bool,
+}
+
+/// One item of a whole-workspace export/import stream; binary-exact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportEntry {
+    pub path: WorkspacePath,
+    pub body: EntryBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryBody {
+    File { bytes: Bytes, executable: bool },
+    Dir,
+    /// Only links that stay inside the workspace are exported; the target is kept as written.
+    Symlink { target: String },
+}
+
+pub type EntryStream = BoxStream<'static, Result<ExportEntry>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ImportSummary {
+    pub files: u64,
+    pub dirs: u64,
+    pub symlinks: u64,
+    pub bytes: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Desktop
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DesktopInfo {
+    pub display: u32,
+    pub slot: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// SHA-256 of the pixels.
+    pub frame_id: String,
+    pub width: u32,
+    pub height: u32,
+    pub cursor: (u32, u32),
+    pub active_window: Option<String>,
+    /// PNG bytes; None when the pixels are unchanged since the last observation.
+    #[serde(skip)]
+    pub png: Option<Bytes>,
+}
+
+fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> {
+    Err(SandboxError::Unsupported { provider, operation })
+}
+
+/// A backend that runs computers. Stop and destroy are idempotent; an unknown computer counts as
+/// gone. Every path argument is already a checked [`WorkspacePath`].
+#[async_trait]
+pub trait SandboxProvider: Send + Sync + 'static {
+    fn kind(&self) -> &'static str;
+
+    // 1. Lifecycle
+    /// Creates the computer, or reconnects to the existing one and starts it if stopped.
+    async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned>;
+    /// Idempotent setup after provision (folders, ownership).
+    async fn prepare(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<()>;
+    async fn status(&self, computer: &ComputerRef) -> Result<MachineStatus>;
+    /// Stops the machine and keeps its disk.
+    async fn stop(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<()>;
+    /// Removes the machine; the next provision is fresh.
+    async fn destroy(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<()>;
+
+    // 2. Desktop (per-bot displays; see DESIGN §6). Providers without screens keep the defaults.
+    async fn open_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<DesktopInfo> {
+        unsupported(self.kind(), "open_desktop")
+    }
+    async fn release_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<()> {
+        unsupported(self.kind(), "release_desktop")
+    }
+    async fn observe(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<Observation> {
+        unsupported(self.kind(), "observe")
+    }
+    async fn act(&self, _computer: &ComputerRef, _bot: &BotId, _actions: &[Action], _ctx: &CallCtx) -> Result<()> {
+        unsupported(self.kind(), "act")
+    }
+
+    // 3. Exec
+    /// Runs `req.argv`, streaming output to `out`. Timeout → exit 124 with the whole process tree
+    /// killed; `ctx.cancel` → exit 130. A command's own exit 124 stays `ExecOutcome::Exited`.
+    async fn exec(&self, computer: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit>;
+
+    // 4. Files
+    /// One directory level; entries carry full workspace paths.
+    async fn list(&self, computer: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>>;
+    /// Creates a directory and its parents; an existing directory is fine.
+    async fn create_dir(&self, computer: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<()>;
+    /// Whole file or an error: over `max_bytes` nothing is returned.
+    async fn read(&self, computer: &ComputerRef, path: &WorkspacePath, max_bytes: u64, ctx: &CallCtx) -> Result<Bytes>;
+    /// Creates parents; replaces atomically.
+    async fn write(&self, computer: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()>;
+    async fn export(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream>;
+    /// Merges the entries into the workspace. A bad entry fails the import before anything changes.
+    async fn import(&self, computer: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary>;
+}
+
+/// Runs a command and collects its output (for callers that do not stream).
+pub async fn exec_collect(
+    provider: &dyn SandboxProvider,
+    computer: &ComputerRef,
+    req: ExecRequest,
+    ctx: &CallCtx,
+) -> Result<(ExecExit, Vec<u8>, Vec<u8>)> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let exit = provider.exec(computer, req, Some(tx), ctx).await?;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    while let Ok(chunk) = rx.try_recv() {
+        match chunk.stream {
+            StreamKind::Stdout => out.extend_from_slice(&chunk.data),
+            StreamKind::Stderr => err.extend_from_slice(&chunk.data),
+        }
+    }
+    Ok((exit, out, err))
+}

@@ -1,0 +1,118 @@
+//! Identifiers and plain data shared by every layer.
+
+use serde::{Deserialize, Serialize};
+use std::{fmt, path::PathBuf};
+
+macro_rules! id_type {
+    ($name:ident) => {
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+        impl $name {
+            pub fn new(s: impl Into<String>) -> Self {
+                Self(s.into())
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+id_type!(BotId);
+id_type!(ComputerId);
+
+/// Team: one computer shared by the bots of a workspace. Private: a whole computer is one bot's home.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputerScope {
+    Team,
+    Private,
+}
+
+impl ComputerScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Team => "team",
+            Self::Private => "private",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "team" => Some(Self::Team),
+            "private" => Some(Self::Private),
+            _ => None,
+        }
+    }
+}
+
+/// Resource limits of one computer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resources {
+    pub memory_bytes: u64,
+    /// CPUs in billionths, as Docker counts them (2_000_000_000 = 2 CPUs).
+    pub nano_cpus: i64,
+    pub pids: i64,
+    /// `/dev/shm`, sized for several browsers.
+    pub shm_bytes: u64,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        Self { memory_bytes: 2 << 30, nano_cpus: 2_000_000_000, pids: 2048, shm_bytes: 1 << 30 }
+    }
+}
+
+/// Everything a provider needs to create (or find) a computer.
+#[derive(Debug, Clone)]
+pub struct ComputerSpec {
+    pub id: ComputerId,
+    pub name: String,
+    pub scope: ComputerScope,
+    /// Host folder holding the workspace, used by providers that mount it (docker).
+    pub home_dir: PathBuf,
+    pub resources: Resources,
+}
+
+/// A computer as the provider knows it: found again by id (the docker provider by its labels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputerRef {
+    pub id: ComputerId,
+}
+
+impl From<&ComputerSpec> for ComputerRef {
+    fn from(s: &ComputerSpec) -> Self {
+        Self { id: s.id.clone() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Provisioned {
+    /// True when the machine was created now (its workspace may need restoring); false when an
+    /// existing machine was reconnected.
+    pub fresh: bool,
+    /// Opaque provider handle (a container id for docker).
+    pub provider_ref: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MachineStatus {
+    Running,
+    Stopped,
+    Missing,
+}
+
+impl MachineStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Stopped => "stopped",
+            Self::Missing => "missing",
+        }
+    }
+}

@@ -1,1 +1,31 @@
+//! The Docker [`SandboxProvider`]: one labelled container per computer, the home bind-mounted from
+//! the data directory, exec through the Docker API, files through `botdesk-helper` inside the
+//! computer (so a path is always judged where the bot sees it). Also builds the computer image.
 
+mod files;
+pub mod image;
+mod provider;
+pub mod spec;
+
+pub use provider::{DockerConfig, DockerProvider};
+
+/// Turns a bollard error into the provider's error, recognising an unreachable engine.
+pub(crate) fn docker_err(e: bollard::errors::Error) -> botdesk_core::SandboxError {
+    use bollard::errors::Error as E;
+    match &e {
+        E::HyperResponseError { .. } | E::IOError { .. } | E::HyperLegacyError { .. } | E::SocketNotFoundError(_) => {
+            botdesk_core::SandboxError::Unavailable(unreachable_message(&e.to_string()))
+        }
+        E::DockerResponseServerError { status_code: 404, message } => botdesk_core::SandboxError::NotFound(message.clone()),
+        _ => botdesk_core::SandboxError::Provider(format!("Docker: {e}")),
+    }
+}
+
+/// The one line every front end prints when the engine cannot be reached: what failed and how to fix it.
+pub fn unreachable_message(detail: &str) -> String {
+    let host = std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+    format!(
+        "Docker is not reachable at {host} ({detail}). Start the Docker engine (`sudo systemctl start docker`, or `sudo dockerd &`), \
+         or run `cargo xtask run`, which starts it for you."
+    )
+}

@@ -1,1 +1,448 @@
+//! A deterministic, in-memory [`SandboxProvider`] for engine tests, and [`Faulty`], a wrapper that
+//! injects failures into any provider.
+//!
+//! The fake runs no programs. Its exec understands a small documented set of commands, enough for
+//! the conformance scenarios: `true`, `false`, `echo`, `printenv NAME`, `pwd`, `cat FILE`,
+//! `sleep SECS`, `ln -s TARGET LINK`, `pgrep -c -fx CMDLINE`, and `sh -c SCRIPT` where SCRIPT is
+//! simple commands separated by `;` or `&` (background), plus `exit N` and `>&2` redirection.
 
+mod faulty;
+pub use faulty::{Fault, Faulty};
+
+use async_trait::async_trait;
+use botdesk_core::*;
+use bytes::Bytes;
+use futures::StreamExt;
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+use tokio::task::JoinSet;
+
+#[derive(Debug, Clone)]
+enum Node {
+    File { bytes: Bytes, executable: bool },
+    Dir,
+    Symlink(String),
+}
+
+#[derive(Default)]
+struct Machine {
+    running: bool,
+    files: BTreeMap<WorkspacePath, Node>,
+    /// Command lines of live background "processes" (for `pgrep`).
+    procs: Arc<Mutex<Vec<String>>>,
+    generation: u64,
+}
+
+#[derive(Default)]
+pub struct FakeProvider {
+    machines: Mutex<HashMap<ComputerId, Machine>>,
+    created: Mutex<u64>,
+}
+
+const MAX_HOPS: usize = 40;
+
+impl FakeProvider {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with_machine<T>(&self, c: &ComputerRef, f: impl FnOnce(&mut Machine) -> Result<T>) -> Result<T> {
+        let mut all = self.machines.lock().unwrap();
+        let m = all.get_mut(&c.id).ok_or_else(|| SandboxError::NotRunning(c.id.to_string()))?;
+        if !m.running {
+            return Err(SandboxError::NotRunning(c.id.to_string()));
+        }
+        f(m)
+    }
+}
+
+/// Follows internal symlinks along `path` (the last component too when `follow_last`).
+fn resolve(files: &BTreeMap<WorkspacePath, Node>, path: &WorkspacePath, follow_last: bool) -> Result<WorkspacePath> {
+    let mut current = path.clone();
+    'hops: for _ in 0..MAX_HOPS {
+        let parts: Vec<&str> = current.components().collect();
+        let mut prefix = WorkspacePath::root();
+        for (i, part) in parts.iter().enumerate() {
+            prefix = prefix.join_path(&WorkspacePath::parse(part)?);
+            let last = i + 1 == parts.len();
+            if let Some(Node::Symlink(target)) = files.get(&prefix) {
+                if last && !follow_last {
+                    return Ok(current);
+                }
+                let dest = prefix.symlink_destination(target).ok_or_else(|| PathError::Escapes(path.to_string()))?;
+                let rest: Vec<&str> = parts[i + 1..].to_vec();
+                current = if rest.is_empty() { dest } else { dest.join_path(&WorkspacePath::parse(&rest.join("/"))?) };
+                continue 'hops;
+            }
+        }
+        return Ok(current);
+    }
+    Err(SandboxError::Invalid(format!("{path}: too many levels of symbolic links")))
+}
+
+fn mkdirs(files: &mut BTreeMap<WorkspacePath, Node>, dir: &WorkspacePath) -> Result<()> {
+    let mut prefix = WorkspacePath::root();
+    for part in dir.components() {
+        prefix = prefix.join_path(&WorkspacePath::parse(part)?);
+        match files.get(&prefix) {
+            None => {
+                files.insert(prefix.clone(), Node::Dir);
+            }
+            Some(Node::Dir) => {}
+            Some(_) => return Err(SandboxError::Invalid(format!("{prefix} is not a directory"))),
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SandboxProvider for FakeProvider {
+    fn kind(&self) -> &'static str {
+        "fake"
+    }
+
+    async fn provision(&self, spec: &ComputerSpec, _ctx: &CallCtx) -> Result<Provisioned> {
+        let mut all = self.machines.lock().unwrap();
+        let fresh = !all.contains_key(&spec.id);
+        let m = all.entry(spec.id.clone()).or_default();
+        if fresh {
+            let mut n = self.created.lock().unwrap();
+            *n += 1;
+            m.generation = *n;
+        }
+        m.running = true;
+        Ok(Provisioned { fresh, provider_ref: format!("fake-{}-{}", spec.id, m.generation) })
+    }
+
+    async fn prepare(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        self.with_machine(c, |_| Ok(()))
+    }
+
+    async fn status(&self, c: &ComputerRef) -> Result<MachineStatus> {
+        Ok(match self.machines.lock().unwrap().get(&c.id) {
+            None => MachineStatus::Missing,
+            Some(m) if m.running => MachineStatus::Running,
+            Some(_) => MachineStatus::Stopped,
+        })
+    }
+
+    async fn stop(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        if let Some(m) = self.machines.lock().unwrap().get_mut(&c.id) {
+            m.running = false;
+            m.procs.lock().unwrap().clear();
+        }
+        Ok(())
+    }
+
+    async fn destroy(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        self.machines.lock().unwrap().remove(&c.id);
+        Ok(())
+    }
+
+    async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
+        req.validate()?;
+        let procs = self.with_machine(c, |m| {
+            match resolve(&m.files, &req.cwd, true)? {
+                p if p.is_root() || matches!(m.files.get(&p), Some(Node::Dir)) => Ok(m.procs.clone()),
+                p => Err(SandboxError::NotFound(p.to_string())),
+            }
+        })?;
+        let mut env: HashMap<String, String> = HashMap::from([
+            ("BOTDESK_COMPUTER_ID".into(), c.id.to_string()),
+            ("HOME".into(), HOME.into()),
+            ("USER".into(), "botdesk".into()),
+        ]);
+        env.extend(req.env.iter().cloned());
+        let mut shell = Shell { provider: self, computer: c, cwd: req.cwd.clone(), env, out, procs, background: JoinSet::new() };
+        let timeout = req.timeout;
+        let argv = req.argv.clone();
+        let result = tokio::select! {
+            code = shell.run(argv) => ExecExit::exited(code),
+            _ = tokio::time::sleep(timeout) => ExecExit::timed_out(timeout),
+            _ = ctx.cancel.cancelled() => ExecExit::cancelled(),
+        };
+        if result.outcome == ExecOutcome::Exited {
+            shell.background.detach_all();
+        } // else: dropping the JoinSet aborts every background task: the whole tree dies.
+        Ok(result)
+    }
+
+    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {
+        self.with_machine(c, |m| {
+            let real = resolve(&m.files, dir, true)?;
+            if !real.is_root() && !matches!(m.files.get(&real), Some(Node::Dir)) {
+                return Err(SandboxError::NotFound(dir.to_string()));
+            }
+            let mut out = vec![];
+            for (p, node) in m.files.range(real.clone()..) {
+                if !p.starts_with(&real) {
+                    break;
+                }
+                if p == &real || p.parent().as_ref() != Some(&real) {
+                    continue;
+                }
+                let shown = dir.join_path(&WorkspacePath::parse(p.file_name().unwrap_or_default())?);
+                out.push(match node {
+                    Node::File { bytes, executable } => FileEntry { path: shown, kind: FileKind::File, size: bytes.len() as u64, executable: *executable },
+                    Node::Dir => FileEntry { path: shown, kind: FileKind::Dir, size: 0, executable: false },
+                    Node::Symlink(t) if p.symlink_destination(t).is_some() => FileEntry { path: shown, kind: FileKind::Symlink, size: 0, executable: false },
+                    Node::Symlink(_) => continue,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<()> {
+        self.with_machine(c, |m| {
+            let real = resolve(&m.files, dir, true)?;
+            mkdirs(&mut m.files, &real)
+        })
+    }
+
+    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, _ctx: &CallCtx) -> Result<Bytes> {
+        self.with_machine(c, |m| {
+            let real = resolve(&m.files, path, true)?;
+            match m.files.get(&real) {
+                Some(Node::File { bytes, .. }) if bytes.len() as u64 > max_bytes => {
+                    Err(SandboxError::TooLarge { path: path.to_string(), size: bytes.len() as u64, max: max_bytes })
+                }
+                Some(Node::File { bytes, .. }) => Ok(bytes.clone()),
+                Some(_) => Err(SandboxError::Invalid(format!("{path} is not a regular file"))),
+                None => Err(SandboxError::NotFound(path.to_string())),
+            }
+        })
+    }
+
+    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, _ctx: &CallCtx) -> Result<()> {
+        if path.is_root() {
+            return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
+        }
+        self.with_machine(c, |m| {
+            let real = resolve(&m.files, path, true)?;
+            if matches!(m.files.get(&real), Some(Node::Dir)) {
+                return Err(SandboxError::Invalid(format!("{path} is a directory")));
+            }
+            mkdirs(&mut m.files, &real.parent().unwrap_or_default())?;
+            m.files.insert(real, Node::File { bytes: data, executable });
+            Ok(())
+        })
+    }
+
+    async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
+        let entries = self.with_machine(c, |m| {
+            Ok(m.files
+                .iter()
+                .filter_map(|(p, n)| {
+                    let body = match n {
+                        Node::File { bytes, executable } => EntryBody::File { bytes: bytes.clone(), executable: *executable },
+                        Node::Dir => EntryBody::Dir,
+                        Node::Symlink(t) if p.symlink_destination(t).is_some() => EntryBody::Symlink { target: t.clone() },
+                        Node::Symlink(_) => return None,
+                    };
+                    Some(Ok(ExportEntry { path: p.clone(), body }))
+                })
+                .collect::<Vec<_>>())
+        })?;
+        Ok(futures::stream::iter(entries).boxed())
+    }
+
+    async fn import(&self, c: &ComputerRef, mut entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
+        let mut all = vec![];
+        while let Some(e) = entries.next().await {
+            let e = e?;
+            if let EntryBody::Symlink { target } = &e.body {
+                if e.path.symlink_destination(target).is_none() {
+                    return Err(PathError::Escapes(format!("{} -> {target}", e.path)).into());
+                }
+            }
+            if e.path.is_root() {
+                return Err(SandboxError::Invalid("an import entry names the workspace root".into()));
+            }
+            all.push(e);
+        }
+        self.with_machine(c, |m| {
+            // Apply to a copy so a conflict leaves the workspace untouched.
+            let mut files = m.files.clone();
+            let mut sum = ImportSummary::default();
+            for e in all {
+                mkdirs(&mut files, &e.path.parent().unwrap_or_default())?;
+                let node = match e.body {
+                    EntryBody::File { bytes, executable } => {
+                        sum.files += 1;
+                        sum.bytes += bytes.len() as u64;
+                        Node::File { bytes, executable }
+                    }
+                    EntryBody::Dir => {
+                        sum.dirs += 1;
+                        if matches!(files.get(&e.path), Some(Node::Dir)) {
+                            continue;
+                        }
+                        Node::Dir
+                    }
+                    EntryBody::Symlink { target } => {
+                        sum.symlinks += 1;
+                        Node::Symlink(target)
+                    }
+                };
+                if matches!(files.get(&e.path), Some(Node::Dir)) && !matches!(node, Node::Dir) {
+                    return Err(SandboxError::Invalid(format!("{} is a directory", e.path)));
+                }
+                files.insert(e.path, node);
+            }
+            m.files = files;
+            Ok(sum)
+        })
+    }
+}
+
+/// The fake's tiny command interpreter.
+struct Shell<'a> {
+    provider: &'a FakeProvider,
+    computer: &'a ComputerRef,
+    cwd: WorkspacePath,
+    env: HashMap<String, String>,
+    out: OutputSink,
+    procs: Arc<Mutex<Vec<String>>>,
+    background: JoinSet<()>,
+}
+
+/// Removes a "process" from the table when its task ends or is aborted.
+struct ProcGuard(Arc<Mutex<Vec<String>>>, String);
+impl Drop for ProcGuard {
+    fn drop(&mut self) {
+        let mut v = self.0.lock().unwrap();
+        if let Some(i) = v.iter().position(|p| p == &self.1) {
+            v.remove(i);
+        }
+    }
+}
+
+async fn fake_sleep(procs: Arc<Mutex<Vec<String>>>, argv: &[String]) -> i32 {
+    let Some(secs) = argv.get(1).and_then(|s| s.parse::<f64>().ok()) else { return 1 };
+    let cmdline = argv.join(" ");
+    procs.lock().unwrap().push(cmdline.clone());
+    let _guard = ProcGuard(procs, cmdline);
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    0
+}
+
+impl Shell<'_> {
+    fn emit(&self, stream: StreamKind, text: String) {
+        if let Some(tx) = &self.out {
+            let _ = tx.send(ExecOutput { stream, data: Bytes::from(text) });
+        }
+    }
+
+    async fn run(&mut self, argv: Vec<String>) -> i32 {
+        if argv.first().map(String::as_str) == Some("sh") && argv.get(1).map(String::as_str) == Some("-c") {
+            return self.script(argv.get(2).cloned().unwrap_or_default()).await;
+        }
+        self.simple(argv, StreamKind::Stdout).await
+    }
+
+    async fn script(&mut self, script: String) -> i32 {
+        let mut code = 0;
+        let mut piece = String::new();
+        let mut chars = script.chars().peekable();
+        let mut pieces = vec![];
+        while let Some(ch) = chars.next() {
+            match ch {
+                ';' => pieces.push((std::mem::take(&mut piece), false)),
+                '&' if chars.peek() != Some(&'2') && !piece.ends_with('>') => pieces.push((std::mem::take(&mut piece), true)),
+                c => piece.push(c),
+            }
+        }
+        pieces.push((piece, false));
+        for (text, background) in pieces {
+            let mut words: Vec<String> = text.split_whitespace().map(|w| w.trim_matches('\'').to_string()).collect();
+            if words.is_empty() {
+                continue;
+            }
+            let stream = if words.last().map(String::as_str) == Some(">&2") {
+                words.pop();
+                StreamKind::Stderr
+            } else {
+                StreamKind::Stdout
+            };
+            if words[0] == "exit" {
+                return words.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+            }
+            if background {
+                if words[0] == "sleep" {
+                    let procs = self.procs.clone();
+                    self.background.spawn(async move {
+                        fake_sleep(procs, &words).await;
+                    });
+                }
+                continue;
+            }
+            code = self.simple(words, stream).await;
+        }
+        code
+    }
+
+    async fn simple(&mut self, argv: Vec<String>, stream: StreamKind) -> i32 {
+        let arg = |i: usize| argv.get(i).cloned().unwrap_or_default();
+        match argv[0].as_str() {
+            "true" => 0,
+            "false" => 1,
+            "echo" => {
+                self.emit(stream, format!("{}\n", argv[1..].join(" ")));
+                0
+            }
+            "pwd" => {
+                self.emit(stream, format!("{}\n", self.cwd.in_computer()));
+                0
+            }
+            "printenv" => match self.env.get(&arg(1)) {
+                Some(v) => {
+                    self.emit(stream, format!("{v}\n"));
+                    0
+                }
+                None => 1,
+            },
+            "sleep" => fake_sleep(self.procs.clone(), &argv).await,
+            "pgrep" if arg(1) == "-c" && arg(2) == "-fx" => {
+                let n = self.procs.lock().unwrap().iter().filter(|p| **p == argv[3..].join(" ")).count();
+                self.emit(stream, format!("{n}\n"));
+                if n > 0 { 0 } else { 1 }
+            }
+            "cat" => {
+                let Ok(p) = self.cwd.join(&arg(1)) else { return 1 };
+                match self.provider.read(self.computer, &p, u64::MAX, &CallCtx::default()).await {
+                    Ok(b) => {
+                        if let Some(tx) = &self.out {
+                            let _ = tx.send(ExecOutput { stream, data: b });
+                        }
+                        0
+                    }
+                    Err(e) => {
+                        self.emit(StreamKind::Stderr, format!("cat: {e}\n"));
+                        1
+                    }
+                }
+            }
+            "ln" if arg(1) == "-s" => {
+                let Ok(link) = self.cwd.join(&arg(3)) else {
+                    self.emit(StreamKind::Stderr, "ln: link escapes the workspace\n".into());
+                    return 1;
+                };
+                let target = arg(2);
+                let r = self.provider.with_machine(self.computer, |m| {
+                    mkdirs(&mut m.files, &link.parent().unwrap_or_default())?;
+                    m.files.insert(link, Node::Symlink(target));
+                    Ok(())
+                });
+                i32::from(r.is_err())
+            }
+            other => {
+                self.emit(StreamKind::Stderr, format!("fake: {other}: command not found\n"));
+                127
+            }
+        }
+    }
+}

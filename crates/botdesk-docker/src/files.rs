@@ -1,0 +1,255 @@
+//! Files through `botdesk-helper` inside the computer: every path is judged where the bot sees it,
+//! and a symlink is never followed out of the workspace.
+
+use bollard::container::LogOutput;
+use botdesk_core::*;
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::Deserialize;
+use std::io::Read;
+use tokio::io::AsyncWriteExt;
+use tokio_util::io::{StreamReader, SyncIoBridge};
+
+use crate::{docker_err, DockerProvider};
+
+#[derive(Deserialize)]
+struct HelperError {
+    code: String,
+    message: String,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
+/// Maps the helper's exit-3 JSON error (or any other failure) to the provider's error.
+fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[u8]) -> SandboxError {
+    let text = String::from_utf8_lossy(stderr);
+    match serde_json::from_str::<HelperError>(text.lines().last().unwrap_or("")) {
+        Ok(e) if code == 3 => match e.code.as_str() {
+            "PATH_ESCAPES" => PathError::Escapes(path.to_string()).into(),
+            "TOO_LARGE" => SandboxError::TooLarge { path: path.to_string(), size: e.size.unwrap_or(0), max },
+            "NOT_FOUND" => SandboxError::NotFound(path.to_string()),
+            _ => SandboxError::Invalid(e.message),
+        },
+        _ => SandboxError::Provider(format!("workspace helper failed with exit {code}: {}", text.trim())),
+    }
+}
+
+async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
+    let container = p.running_container(c).await?;
+    let mut argv = vec!["botdesk-helper"];
+    argv.extend_from_slice(args);
+    let (code, out, err) = p.run_quiet(&container, &argv, stdin).await?;
+    if code != 0 {
+        return Err(helper_error(path, max, code, &err));
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+struct Row {
+    name: String,
+    kind: String,
+    size: u64,
+    executable: bool,
+}
+
+pub async fn list(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<Vec<FileEntry>> {
+    let out = helper(p, c, dir, &["list", dir.as_str()], None, 0).await?;
+    let rows: Vec<Row> = serde_json::from_slice(&out).map_err(|e| SandboxError::Provider(format!("bad listing from the computer: {e}")))?;
+    rows.into_iter()
+        .map(|r| {
+            let kind = match r.kind.as_str() {
+                "dir" => FileKind::Dir,
+                "symlink" => FileKind::Symlink,
+                _ => FileKind::File,
+            };
+            Ok(FileEntry { path: dir.join_path(&WorkspacePath::parse(&r.name)?), kind, size: r.size, executable: r.executable })
+        })
+        .collect()
+}
+
+pub async fn create_dir(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<()> {
+    helper(p, c, dir, &["mkdir", dir.as_str()], None, 0).await.map(drop)
+}
+
+pub async fn read(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, max: u64) -> Result<Bytes> {
+    helper(p, c, path, &["read", path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
+}
+
+pub async fn write(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool) -> Result<()> {
+    if path.is_root() {
+        return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
+    }
+    helper(p, c, path, &["write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
+}
+
+/// Streams the helper's tar export, parsed on a blocking thread into entries.
+pub async fn export(p: &DockerProvider, c: &ComputerRef) -> Result<EntryStream> {
+    let container = p.running_container(c).await?;
+    let argv = vec!["botdesk-helper".to_string(), "export".to_string()];
+    let (exec_id, output, _stdin) = p.start_exec(&container, argv, vec![], HOME, false).await?;
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let err_sink = stderr.clone();
+    let stdout = output.filter_map(move |item| {
+        let r = match item {
+            Ok(LogOutput::StdOut { message }) => Some(Ok(message)),
+            Ok(LogOutput::StdErr { message }) => {
+                err_sink.lock().unwrap().extend_from_slice(&message);
+                None
+            }
+            Ok(_) => None,
+            Err(e) => Some(Err(std::io::Error::other(e))),
+        };
+        futures::future::ready(r)
+    });
+    let reader = SyncIoBridge::new(StreamReader::new(stdout));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<ExportEntry>>(16);
+    let parse_tx = tx.clone();
+    let parse = tokio::task::spawn_blocking(move || parse_tar(reader, &parse_tx));
+    let client = p.client().await?.clone();
+    tokio::spawn(async move {
+        let parsed = parse.await.unwrap_or_else(|e| Err(SandboxError::Provider(format!("export parser crashed: {e}"))));
+        let code = match crate::provider::wait_exit_code(&client, &exec_id).await {
+            Ok(code) => code,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        if let Err(e) = parsed {
+            let _ = tx.send(Err(e)).await;
+        } else if code != 0 {
+            let err = stderr.lock().unwrap().clone();
+            let _ = tx.send(Err(helper_error(&WorkspacePath::root(), 0, code, &err))).await;
+        }
+    });
+    Ok(tokio_stream_from(rx))
+}
+
+fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<ExportEntry>>) -> EntryStream {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+fn parse_tar(reader: impl Read, tx: &tokio::sync::mpsc::Sender<Result<ExportEntry>>) -> Result<()> {
+    let bad = |e: std::io::Error| SandboxError::Provider(format!("bad export stream from the computer: {e}"));
+    let mut archive = tar::Archive::new(reader);
+    let entries = archive.entries().map_err(bad)?;
+    for entry in entries {
+        let mut entry = entry.map_err(bad)?;
+        let raw_path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let path = WorkspacePath::parse(&raw_path)?;
+        let header = entry.header();
+        let body = match header.entry_type() {
+            tar::EntryType::Directory => EntryBody::Dir,
+            tar::EntryType::Symlink => {
+                let target = entry.link_name_bytes().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+                EntryBody::Symlink { target }
+            }
+            tar::EntryType::Regular => {
+                let executable = header.mode().map_err(bad)? & 0o100 != 0;
+                let mut bytes = Vec::with_capacity(header.size().map_err(bad)? as usize);
+                entry.read_to_end(&mut bytes).map_err(bad)?;
+                EntryBody::File { bytes: Bytes::from(bytes), executable }
+            }
+            _ => continue,
+        };
+        if tx.blocking_send(Ok(ExportEntry { path, body })).is_err() {
+            return Ok(()); // the reader went away
+        }
+    }
+    // Read the tar's trailing padding too: closing early would break the helper's pipe.
+    std::io::copy(&mut archive.into_inner(), &mut std::io::sink()).map_err(bad)?;
+    Ok(())
+}
+
+/// Last member of every import stream (see `botdesk-helper import`).
+const COMPLETE_MARKER: &str = ".botdesk-import-complete";
+
+/// Writes the entries as a tar stream into the helper's stdin. An entry that escapes the workspace
+/// aborts the stream before the helper moves anything into place.
+pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStream) -> Result<ImportSummary> {
+    let container = p.running_container(c).await?;
+    let argv = vec!["botdesk-helper".to_string(), "import".to_string()];
+    let (exec_id, mut output, mut input) = p.start_exec(&container, argv, vec![], HOME, true).await?;
+    let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
+    let writer = async move {
+        let written = write_tar(&mut entries, &mut input).await;
+        // Always close stdin: on error the helper then sees a truncated tar, fails, and removes
+        // its staging area, so nothing changed.
+        let closed = input.shutdown().await.map_err(io);
+        written.and(closed)
+    };
+    let reader = async {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        while let Some(item) = output.next().await {
+            match item.map_err(docker_err)? {
+                LogOutput::StdOut { message } => out.extend_from_slice(&message),
+                LogOutput::StdErr { message } => err.extend_from_slice(&message),
+                _ => {}
+            }
+        }
+        Ok::<_, SandboxError>((out, err))
+    };
+    // If the writer fails, dropping its stdin ends the tar early; the helper then fails and removes
+    // its staging area, so nothing changed. The writer's error is the one worth reporting.
+    let (w, r) = tokio::join!(writer, reader);
+    w?;
+    let (out, err) = r?;
+    let code = p.exec_exit_code(&exec_id).await?;
+    if code != 0 {
+        return Err(helper_error(&WorkspacePath::root(), 0, code, &err));
+    }
+    #[derive(Deserialize)]
+    struct Summary {
+        files: u64,
+        dirs: u64,
+        symlinks: u64,
+        bytes: u64,
+    }
+    let s: Summary = serde_json::from_slice(&out).map_err(|e| SandboxError::Provider(format!("bad import summary: {e}")))?;
+    Ok(ImportSummary { files: s.files, dirs: s.dirs, symlinks: s.symlinks, bytes: s.bytes })
+}
+
+async fn write_tar(entries: &mut EntryStream, input: &mut (impl tokio::io::AsyncWrite + Unpin)) -> Result<()> {
+    let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
+    let mut builder = tar::Builder::new(Vec::new());
+        while let Some(entry) = entries.next().await {
+        let entry = entry?;
+        let mut h = tar::Header::new_gnu();
+        match &entry.body {
+            EntryBody::Dir => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                builder.append_data(&mut h, entry.path.as_str(), std::io::empty()).map_err(io)?;
+            }
+            EntryBody::Symlink { target } => {
+                if entry.path.symlink_destination(target).is_none() {
+                    return Err(PathError::Escapes(format!("{} -> {target}", entry.path)).into());
+                }
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_mode(0o777);
+                h.set_size(0);
+                builder.append_link(&mut h, entry.path.as_str(), target).map_err(io)?;
+            }
+            EntryBody::File { bytes, executable } => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(if *executable { 0o755 } else { 0o644 });
+                h.set_size(bytes.len() as u64);
+                builder.append_data(&mut h, entry.path.as_str(), &bytes[..]).map_err(io)?;
+            }
+        }
+        let chunk = std::mem::take(builder.get_mut());
+        input.write_all(&chunk).await.map_err(io)?;
+    }
+    // The helper applies nothing unless the stream ends with this marker, so an import cut short
+    // (by an error here or a dropped connection) changes nothing.
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_mode(0o644);
+    h.set_size(0);
+    builder.append_data(&mut h, COMPLETE_MARKER, std::io::empty()).map_err(io)?;
+    let rest = builder.into_inner().map_err(io)?;
+    input.write_all(&rest).await.map_err(io)?;
+    Ok(())
+}

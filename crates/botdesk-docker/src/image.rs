@@ -1,0 +1,328 @@
+//! The computer image: its recipe is embedded in the binary, its tag is the recipe's content hash,
+//! and it is built where it is missing. Where the base image cannot be pulled, the base is made
+//! with debootstrap from the Debian mirror the host's apt already uses, and imported.
+
+use bollard::image::{BuildImageOptions, CreateImageOptions};
+use botdesk_core::{Result, SandboxError};
+use bytes::Bytes;
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use std::{collections::HashMap, path::Path};
+use tokio::io::AsyncBufReadExt;
+
+use crate::{docker_err, DockerProvider};
+
+pub const REPO: &str = "botdesk/computer";
+pub const DEFAULT_BASE: &str = "debian:bookworm-slim";
+/// What the debootstrap fallback imports its base as.
+pub const LOCAL_BASE: &str = "botdesk/base:bookworm";
+
+/// (name in the build context, bytes, mode) of every recipe file.
+pub const RECIPE: &[(&str, &[u8], u32)] = &[
+    ("Dockerfile", include_bytes!("../../../infra/sandboxes/computer/Dockerfile"), 0o644),
+    ("start.sh", include_bytes!("../../../infra/sandboxes/computer/start.sh"), 0o755),
+    ("botdesk-helper", include_bytes!("../../../infra/sandboxes/computer/botdesk-helper"), 0o755),
+    ("uv.version", include_bytes!("../../../infra/sandboxes/computer/uv.version"), 0o644),
+];
+
+/// `botdesk/computer:<first 12 hex of the recipe's SHA-256>`: a changed recipe is a new image.
+pub fn image_tag() -> String {
+    let mut h = Sha256::new();
+    for (name, bytes, mode) in RECIPE {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(mode.to_le_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    format!("{REPO}:{}", &hex::encode(h.finalize())[..12])
+}
+
+pub fn uv_version() -> &'static str {
+    std::str::from_utf8(RECIPE[3].1).unwrap_or("").trim()
+}
+
+/// What the build is doing now: real stages, not estimated percentages.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "stage", rename_all = "snake_case")]
+pub enum BuildProgress {
+    /// Fetching the uv wheel on the host.
+    FetchUv { message: String },
+    /// Making the base image (debootstrap), with its log line.
+    Base { message: String },
+    /// A Dockerfile step (`step` of `total`).
+    Step { step: u32, total: u32, message: String },
+    Done { image: String },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct BuildOptions {
+    /// Base image to build on; default `debian:bookworm-slim` when present or pullable, else
+    /// a debootstrapped base.
+    pub base: Option<String>,
+    /// Where downloads are kept between builds.
+    pub cache_dir: std::path::PathBuf,
+}
+
+impl DockerProvider {
+    pub async fn image_present(&self, image: &str) -> Result<bool> {
+        match self.client().await?.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// Builds this provider's image (its tag is in the config), reporting progress as it goes.
+    pub async fn build_image(&self, opts: &BuildOptions, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
+        let image = self.cfg.image.clone();
+        let base = self.ensure_base(opts, progress).await?;
+        let wheel = fetch_uv(&opts.cache_dir, progress).await?;
+        let context = build_context(&wheel)?;
+        let options = BuildImageOptions {
+            t: image.clone(),
+            rm: true,
+            forcerm: true,
+            buildargs: HashMap::from([("BASE".to_string(), base)]),
+            labels: HashMap::from([("botdesk.managed".to_string(), "1".to_string())]),
+            ..Default::default()
+        };
+        let mut stream = self.client().await?.build_image(options, None, Some(context));
+        let mut last_lines: Vec<String> = vec![];
+        while let Some(item) = stream.next().await {
+            let info = item.map_err(|e| SandboxError::Provider(format!("image build failed: {e}\n{}", last_lines.join(""))))?;
+            if let Some(err) = info.error {
+                return Err(SandboxError::Provider(format!("image build failed: {err}\n{}", last_lines.join(""))));
+            }
+            if let Some(line) = info.stream {
+                if let Some((step, total, message)) = parse_step(&line) {
+                    progress(BuildProgress::Step { step, total, message });
+                }
+                last_lines.push(line);
+                if last_lines.len() > 30 {
+                    last_lines.remove(0);
+                }
+            }
+        }
+        if !self.image_present(&image).await? {
+            return Err(SandboxError::Provider(format!("image build ended but {image} is missing:\n{}", last_lines.join(""))));
+        }
+        progress(BuildProgress::Done { image: image.clone() });
+        Ok(image)
+    }
+
+    async fn ensure_base(&self, opts: &BuildOptions, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
+        if let Some(base) = &opts.base {
+            return Ok(base.clone());
+        }
+        for candidate in [DEFAULT_BASE, LOCAL_BASE] {
+            if self.image_present(candidate).await? {
+                return Ok(candidate.to_string());
+            }
+        }
+        progress(BuildProgress::Base { message: format!("pulling {DEFAULT_BASE}") });
+        let pull = CreateImageOptions { from_image: DEFAULT_BASE, ..Default::default() };
+        let mut pulling = self.client().await?.create_image(Some(pull), None, None);
+        let mut pulled = true;
+        while let Some(item) = pulling.next().await {
+            if let Err(e) = item {
+                progress(BuildProgress::Base { message: format!("cannot pull {DEFAULT_BASE} ({e}); making the base with debootstrap") });
+                pulled = false;
+                break;
+            }
+        }
+        if pulled && self.image_present(DEFAULT_BASE).await? {
+            return Ok(DEFAULT_BASE.to_string());
+        }
+        self.debootstrap_base(opts, progress).await?;
+        Ok(LOCAL_BASE.to_string())
+    }
+
+    async fn debootstrap_base(&self, opts: &BuildOptions, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<()> {
+        let fail = |m: String| SandboxError::Provider(m);
+        if which("debootstrap").is_none() {
+            return Err(fail(format!(
+                "{DEFAULT_BASE} cannot be pulled and debootstrap is not installed: install it (`sudo apt-get install debootstrap`) or load a Debian bookworm image"
+            )));
+        }
+        let mirror = debian_mirror();
+        std::fs::create_dir_all(&opts.cache_dir).map_err(|e| fail(format!("cannot create {}: {e}", opts.cache_dir.display())))?;
+        let root = tempfile::Builder::new()
+            .prefix("debootstrap-")
+            .tempdir_in(&opts.cache_dir)
+            .map_err(|e| fail(format!("cannot create a folder for debootstrap: {e}")))?;
+        progress(BuildProgress::Base { message: format!("debootstrap bookworm from {mirror}") });
+        let mut child = tokio::process::Command::new("debootstrap")
+            .args(["--variant=minbase", "bookworm"])
+            .arg(root.path())
+            .arg(&mirror)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| fail(format!("cannot run debootstrap: {e}")))?;
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        let mut tail = vec![];
+        while let Ok(Some(line)) = lines.next_line().await {
+            progress(BuildProgress::Base { message: line.clone() });
+            tail.push(line);
+        }
+        let out = child.wait_with_output().await.map_err(|e| fail(format!("debootstrap: {e}")))?;
+        if !out.status.success() {
+            let n = tail.len().saturating_sub(10);
+            return Err(fail(format!(
+                "debootstrap failed ({}; it needs root): {}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim(),
+                tail[n..].join("\n")
+            )));
+        }
+        progress(BuildProgress::Base { message: format!("importing the base as {LOCAL_BASE}") });
+        let tar = tokio::process::Command::new("tar")
+            .arg("-C")
+            .arg(root.path())
+            .args(["-c", "."])
+            .output()
+            .await
+            .map_err(|e| fail(format!("cannot run tar: {e}")))?;
+        if !tar.status.success() {
+            return Err(fail(format!("tar of the base failed: {}", String::from_utf8_lossy(&tar.stderr))));
+        }
+        let (repo, tag) = LOCAL_BASE.split_once(':').expect("tagged");
+        let import = CreateImageOptions { from_src: "-", repo, tag, ..Default::default() };
+        let mut importing = self.client().await?.create_image(Some(import), Some(Bytes::from(tar.stdout)), None);
+        while let Some(item) = importing.next().await {
+            item.map_err(|e| fail(format!("importing the base failed: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_step(line: &str) -> Option<(u32, u32, String)> {
+    let rest = line.trim().strip_prefix("Step ")?;
+    let (nums, message) = rest.split_once(" : ")?;
+    let (a, b) = nums.split_once('/')?;
+    Some((a.parse().ok()?, b.parse().ok()?, message.trim().to_string()))
+}
+
+fn which(cmd: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(cmd))
+        .find(|p| p.is_file())
+}
+
+/// The Debian mirror the host's apt already uses (`BOTDESK_DEBIAN_MIRROR` overrides it).
+pub fn debian_mirror() -> String {
+    if let Ok(m) = std::env::var("BOTDESK_DEBIAN_MIRROR") {
+        return m;
+    }
+    let mut texts = vec![];
+    if let Ok(t) = std::fs::read_to_string("/etc/apt/sources.list") {
+        texts.push(t);
+    }
+    if let Ok(dir) = std::fs::read_dir("/etc/apt/sources.list.d") {
+        let mut paths: Vec<_> = dir.flatten().map(|e| e.path()).collect();
+        paths.sort();
+        texts.extend(paths.iter().filter_map(|p| std::fs::read_to_string(p).ok()));
+    }
+    texts.iter().find_map(|t| mirror_in(t)).unwrap_or_else(|| "http://deb.debian.org/debian".to_string())
+}
+
+/// Finds a Debian main archive (not security) in one-line or deb822 apt sources.
+fn mirror_in(text: &str) -> Option<String> {
+    let usable = |uri: &str| (uri.starts_with("http://") || uri.starts_with("https://")) && !uri.contains("security");
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() == Some(&"deb") {
+            let uri = words.iter().skip(1).find(|w| !w.starts_with('['))?;
+            if usable(uri) && words.iter().any(|w| w.starts_with("bookworm")) {
+                return Some(uri.to_string());
+            }
+        }
+    }
+    for stanza in text.split("\n\n") {
+        let field = |name: &str| stanza.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
+        if let (Some(uris), Some(suites)) = (field("URIs:"), field("Suites:")) {
+            if suites.split_whitespace().any(|s| s == "bookworm") {
+                if let Some(uri) = uris.split_whitespace().find(|u| usable(u)) {
+                    return Some(uri.to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The uv wheel, fetched on the host with pip (the container cannot reach that registry over TLS).
+async fn fetch_uv(cache: &Path, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<std::path::PathBuf> {
+    let version = uv_version();
+    let arch = match std::env::consts::ARCH {
+        "aarch64" => "aarch64",
+        _ => "x86_64",
+    };
+    let wheel = cache.join(format!("uv-{version}-{arch}.whl"));
+    if wheel.is_file() {
+        return Ok(wheel);
+    }
+    std::fs::create_dir_all(cache).map_err(|e| SandboxError::Provider(format!("cannot create {}: {e}", cache.display())))?;
+    progress(BuildProgress::FetchUv { message: format!("downloading uv {version} with pip") });
+    let dir = tempfile::tempdir_in(cache).map_err(|e| SandboxError::Provider(format!("temp dir: {e}")))?;
+    let out = tokio::process::Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11", "--platform"])
+        .arg(format!("manylinux_2_17_{arch}"))
+        .arg(format!("uv=={version}"))
+        .arg("-d")
+        .arg(dir.path())
+        .output()
+        .await
+        .map_err(|e| SandboxError::Provider(format!("cannot run pip to fetch uv (install python3-pip): {e}")))?;
+    if !out.status.success() {
+        return Err(SandboxError::Provider(format!("fetching uv {version} failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let found = std::fs::read_dir(dir.path())
+        .ok()
+        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "whl")))
+        .ok_or_else(|| SandboxError::Provider("pip reported success but left no uv wheel".into()))?;
+    std::fs::rename(&found, &wheel).map_err(|e| SandboxError::Provider(format!("keeping the uv wheel: {e}")))?;
+    Ok(wheel)
+}
+
+fn build_context(wheel: &Path) -> Result<Bytes> {
+    let io = |e: std::io::Error| SandboxError::Provider(format!("build context: {e}"));
+    let mut tar = tar::Builder::new(Vec::new());
+    for (name, bytes, mode) in RECIPE {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(*mode);
+        tar.append_data(&mut h, name, *bytes).map_err(io)?;
+    }
+    let wheel_bytes = std::fs::read(wheel).map_err(io)?;
+    let mut h = tar::Header::new_gnu();
+    h.set_size(wheel_bytes.len() as u64);
+    h.set_mode(0o644);
+    tar.append_data(&mut h, "uv.whl", &wheel_bytes[..]).map_err(io)?;
+    Ok(Bytes::from(tar.into_inner().map_err(io)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_is_stable_and_content_derived() {
+        assert_eq!(image_tag(), image_tag());
+        assert!(image_tag().starts_with("botdesk/computer:"));
+        assert_eq!(image_tag().len(), "botdesk/computer:".len() + 12);
+    }
+
+    #[test]
+    fn steps_and_mirrors_parse() {
+        assert_eq!(parse_step("Step 3/9 : RUN true\n"), Some((3, 9, "RUN true".into())));
+        assert_eq!(parse_step(" ---> abc"), None);
+        let deb822 = "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n";
+        assert_eq!(mirror_in(deb822).as_deref(), Some("http://mirror.example/debian"));
+        assert_eq!(mirror_in("deb [arch=amd64] http://m.example/debian bookworm main\n").as_deref(), Some("http://m.example/debian"));
+        assert_eq!(mirror_in("deb http://m.example/ubuntu jammy main\n"), None);
+    }
+}

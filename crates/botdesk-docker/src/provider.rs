@@ -1,0 +1,424 @@
+use async_trait::async_trait;
+use bollard::{
+    container::{
+        CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions,
+        StopContainerOptions,
+    },
+    exec::{CreateExecOptions, StartExecResults},
+    Docker,
+};
+use botdesk_core::*;
+use bytes::Bytes;
+use futures::{stream::BoxStream, StreamExt};
+use std::{collections::HashMap, time::Duration};
+use tokio::{io::AsyncWrite, sync::OnceCell};
+
+use crate::{docker_err, spec};
+
+#[derive(Debug, Clone)]
+pub struct DockerConfig {
+    /// `botdesk/computer:<recipe hash>`.
+    pub image: String,
+    /// Hash of the data directory: containers of other data directories are never touched.
+    pub data_dir_label: String,
+    /// Extra label for test runs (`botdesk.test-run`).
+    pub test_run: Option<String>,
+    /// How long to wait for a started computer to report ready.
+    pub ready_timeout: Duration,
+}
+
+impl DockerConfig {
+    pub fn new(image: impl Into<String>, data_dir_label: impl Into<String>) -> Self {
+        Self {
+            image: image.into(),
+            data_dir_label: data_dir_label.into(),
+            test_run: std::env::var("BOTDESK_TEST_RUN").ok().filter(|s| !s.is_empty()),
+            ready_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+pub struct DockerProvider {
+    pub(crate) cfg: DockerConfig,
+    docker: OnceCell<Docker>,
+}
+
+/// A container found by its labels.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub id: String,
+    pub computer: String,
+    pub running: bool,
+}
+
+pub(crate) type ExecOutputStream = BoxStream<'static, Result<LogOutput, bollard::errors::Error>>;
+
+impl DockerProvider {
+    /// Never fails: the engine is contacted on first use, so a stopped Docker gives a clear error
+    /// from the call that needed it instead of from start-up.
+    pub fn new(cfg: DockerConfig) -> Self {
+        Self { cfg, docker: OnceCell::new() }
+    }
+
+    pub fn config(&self) -> &DockerConfig {
+        &self.cfg
+    }
+
+    pub async fn client(&self) -> Result<&Docker> {
+        self.docker
+            .get_or_try_init(|| async {
+                let d = Docker::connect_with_local_defaults().map_err(docker_err)?;
+                tokio::time::timeout(Duration::from_secs(5), d.negotiate_version())
+                    .await
+                    .map_err(|_| SandboxError::Unavailable(crate::unreachable_message("no answer within 5 s")))?
+                    .map_err(docker_err)
+            })
+            .await
+    }
+
+    /// The engine's version, proving it answers.
+    pub async fn engine_version(&self) -> Result<String> {
+        let v = self.client().await?.version().await.map_err(docker_err)?;
+        Ok(v.version.unwrap_or_else(|| "unknown".into()))
+    }
+
+    /// Every container of this data directory (for `computer ls` and reconcile).
+    pub async fn list_managed(&self) -> Result<Vec<Found>> {
+        self.find(None).await
+    }
+
+    async fn find(&self, computer: Option<&ComputerId>) -> Result<Vec<Found>> {
+        let mut label = vec![
+            format!("{}=1", spec::LABEL_MANAGED),
+            format!("{}={}", spec::LABEL_DATA_DIR, self.cfg.data_dir_label),
+        ];
+        if let Some(c) = computer {
+            label.push(format!("{}={c}", spec::LABEL_COMPUTER));
+        }
+        let opts = ListContainersOptions { all: true, filters: HashMap::from([("label".to_string(), label)]), ..Default::default() };
+        let list = self.client().await?.list_containers(Some(opts)).await.map_err(docker_err)?;
+        Ok(list
+            .into_iter()
+            .map(|c| Found {
+                id: c.id.unwrap_or_default(),
+                computer: c.labels.and_then(|l| l.get(spec::LABEL_COMPUTER).cloned()).unwrap_or_default(),
+                running: c.state.as_deref() == Some("running"),
+            })
+            .collect())
+    }
+
+    pub(crate) async fn running_container(&self, c: &ComputerRef) -> Result<String> {
+        match self.find(Some(&c.id)).await?.into_iter().next() {
+            Some(f) if f.running => Ok(f.id),
+            _ => Err(SandboxError::NotRunning(c.id.to_string())),
+        }
+    }
+
+    /// Removes a container by id (used by reconcile for orphans).
+    pub async fn remove_container(&self, id: &str) -> Result<()> {
+        match self
+            .client()
+            .await?
+            .remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() }))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+            Err(e) => Err(docker_err(e)),
+        }
+    }
+
+    /// Starts an exec of `argv` as the workspace user and returns its output stream and stdin.
+    pub(crate) async fn start_exec(
+        &self,
+        container: &str,
+        argv: Vec<String>,
+        env: Vec<String>,
+        cwd: &str,
+        stdin: bool,
+    ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
+        let docker = self.client().await?;
+        let exec = docker
+            .create_exec(
+                container,
+                CreateExecOptions {
+                    cmd: Some(argv),
+                    env: Some(env),
+                    working_dir: Some(cwd.to_string()),
+                    user: Some(spec::USER.to_string()),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    attach_stdin: Some(stdin),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => SandboxError::NotRunning(container.into()),
+                e => docker_err(e),
+            })?;
+        match docker.start_exec(&exec.id, None).await.map_err(docker_err)? {
+            StartExecResults::Attached { output, input } => Ok((exec.id, output, input)),
+            StartExecResults::Detached => Err(SandboxError::Provider("Docker detached an attached exec".into())),
+        }
+    }
+
+    /// The exit code of a finished exec.
+    pub(crate) async fn exec_exit_code(&self, exec_id: &str) -> Result<i32> {
+        wait_exit_code(self.client().await?, exec_id).await
+    }
+
+    /// Runs a short helper command to completion and returns (exit code, stdout, stderr).
+    pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+        use tokio::io::AsyncWriteExt;
+        let argv = argv.iter().map(|s| s.to_string()).collect();
+        let (exec_id, mut output, mut input) = self.start_exec(container, argv, vec![], HOME, stdin.is_some()).await?;
+        let writer = async move {
+            if let Some(data) = stdin {
+                input.write_all(&data).await?;
+                input.shutdown().await?;
+            }
+            Ok::<_, std::io::Error>(input)
+        };
+        let reader = async {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            while let Some(item) = output.next().await {
+                match item.map_err(docker_err)? {
+                    LogOutput::StdOut { message } => out.extend_from_slice(&message),
+                    LogOutput::StdErr { message } => err.extend_from_slice(&message),
+                    _ => {}
+                }
+            }
+            Ok::<_, SandboxError>((out, err))
+        };
+        let (w, r) = tokio::join!(writer, reader);
+        let (out, err) = r?;
+        let _input = w.map_err(|e| SandboxError::Provider(format!("writing to the computer: {e}")))?;
+        Ok((self.exec_exit_code(&exec_id).await?, out, err))
+    }
+
+    async fn wait_ready(&self, container: &str) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + self.cfg.ready_timeout;
+        loop {
+            match self.run_quiet(container, &["test", "-e", "/tmp/.botdesk-ready"], None).await {
+                Ok((0, _, _)) => return Ok(()),
+                Ok(_) => {}
+                Err(SandboxError::NotRunning(_)) => {
+                    return Err(SandboxError::Provider(format!(
+                        "the computer stopped while starting; last lines of its log:\n{}",
+                        self.log_tail(container).await
+                    )))
+                }
+                Err(e) => return Err(e),
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(SandboxError::Provider(format!(
+                    "the computer did not become ready within {} s; last lines of its log:\n{}",
+                    self.cfg.ready_timeout.as_secs(),
+                    self.log_tail(container).await
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn log_tail(&self, container: &str) -> String {
+        let Ok(docker) = self.client().await else { return String::new() };
+        let opts = LogsOptions::<String> { stdout: true, stderr: true, tail: "20".into(), ..Default::default() };
+        let mut logs = docker.logs(container, Some(opts));
+        let mut text = String::new();
+        while let Some(Ok(line)) = logs.next().await {
+            text.push_str(&line.to_string());
+        }
+        text
+    }
+
+    async fn kill_exec_tree(&self, container: &str, exec_id: &str, tag: &str) {
+        // Repeat until Docker says the exec's own process is gone: the first kill can race its start.
+        for _ in 0..100 {
+            let _ = self.run_quiet(container, &["botdesk-helper", "kill", tag], None).await;
+            match self.client().await {
+                Ok(d) => match d.inspect_exec(exec_id).await {
+                    Ok(info) if info.running == Some(true) => {}
+                    _ => break,
+                },
+                Err(_) => break,
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // One last sweep for descendants that outlived the main process.
+        let _ = self.run_quiet(container, &["botdesk-helper", "kill", tag], None).await;
+    }
+
+    fn prepare_home(spec: &ComputerSpec) -> Result<()> {
+        let io = |e: std::io::Error| SandboxError::Provider(format!("cannot prepare {}: {e}", spec.home_dir.display()));
+        std::fs::create_dir_all(&spec.home_dir).map_err(io)?;
+        // The workspace user is uid 1000 inside the computer; as root we hand the folder to it.
+        if is_root() {
+            std::os::unix::fs::chown(&spec.home_dir, Some(1000), Some(1000)).map_err(io)?;
+        }
+        Ok(())
+    }
+}
+
+/// Docker sets an exec's exit code a moment after its output stream ends.
+pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32> {
+    for _ in 0..400 {
+        let info = docker.inspect_exec(exec_id).await.map_err(docker_err)?;
+        if info.running != Some(true) {
+            if let Some(code) = info.exit_code {
+                return Ok(code as i32);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Err(SandboxError::Provider(format!("exec {exec_id} never reported an exit code")))
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
+}
+
+#[async_trait]
+impl SandboxProvider for DockerProvider {
+    fn kind(&self) -> &'static str {
+        "docker"
+    }
+
+    async fn provision(&self, spec: &ComputerSpec, _ctx: &CallCtx) -> Result<Provisioned> {
+        let docker = self.client().await?;
+        Self::prepare_home(spec)?;
+        let mut fresh = false;
+        let found = match self.find(Some(&spec.id)).await?.into_iter().next() {
+            Some(f) => f,
+            None => {
+                let name = spec::container_name(&self.cfg.data_dir_label, spec);
+                let labels = spec::labels(&self.cfg.data_dir_label, spec.id.as_str(), self.cfg.test_run.as_deref());
+                let config = spec::container_config(&self.cfg.image, labels, spec);
+                match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
+                    Ok(r) => {
+                        fresh = true;
+                        Found { id: r.id, computer: spec.id.to_string(), running: false }
+                    }
+                    // Someone (the CLI beside the app) created it a moment ago: reconnect.
+                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+                        self.find(Some(&spec.id)).await?.into_iter().next().ok_or_else(|| {
+                            SandboxError::Provider(format!("container {name} exists but carries other labels; remove it"))
+                        })?
+                    }
+                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }) => {
+                        return Err(SandboxError::Provider(format!(
+                            "the computer image {} is missing ({message}); build it with `botdesk image build`",
+                            self.cfg.image
+                        )))
+                    }
+                    Err(e) => return Err(docker_err(e)),
+                }
+            }
+        };
+        if !found.running {
+            match docker.start_container(&found.id, None::<StartContainerOptions<String>>).await {
+                Ok(()) => {}
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => {}
+                Err(e) => return Err(docker_err(e)),
+            }
+        }
+        self.wait_ready(&found.id).await?;
+        Ok(Provisioned { fresh, provider_ref: found.id })
+    }
+
+    async fn prepare(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        let id = self.running_container(c).await?;
+        self.wait_ready(&id).await
+    }
+
+    async fn status(&self, c: &ComputerRef) -> Result<MachineStatus> {
+        Ok(match self.find(Some(&c.id)).await?.into_iter().next() {
+            None => MachineStatus::Missing,
+            Some(f) if f.running => MachineStatus::Running,
+            Some(_) => MachineStatus::Stopped,
+        })
+    }
+
+    async fn stop(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        let docker = self.client().await?;
+        for f in self.find(Some(&c.id)).await? {
+            if f.running {
+                match docker.stop_container(&f.id, Some(StopContainerOptions { t: 10 })).await {
+                    Ok(()) => {}
+                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => {}
+                    Err(e) => return Err(docker_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn destroy(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        for f in self.find(Some(&c.id)).await? {
+            self.remove_container(&f.id).await?;
+        }
+        Ok(())
+    }
+
+    async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
+        req.validate()?;
+        let started = tokio::time::Instant::now();
+        let container = self.running_container(c).await?;
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        env.push(format!("BOTDESK_EXEC_ID={tag}"));
+        let deadline = tokio::time::sleep_until(started + req.timeout);
+        tokio::pin!(deadline);
+        // Starting is not raced against the deadline: once Docker may have started the process we
+        // must know its exec id to kill its tree. An elapsed deadline fires right after.
+        let cwd = req.cwd.in_computer();
+        let (exec_id, mut output, _stdin) = self.start_exec(&container, req.argv.clone(), env, &cwd, false).await?;
+        let stopped = loop {
+            tokio::select! {
+                item = output.next() => match item {
+                    Some(Ok(LogOutput::StdOut { message })) => send(&out, StreamKind::Stdout, message),
+                    Some(Ok(LogOutput::StdErr { message })) => send(&out, StreamKind::Stderr, message),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(docker_err(e)),
+                    None => break None,
+                },
+                _ = &mut deadline => break Some(ExecExit::timed_out(req.timeout)),
+                _ = ctx.cancel.cancelled() => break Some(ExecExit::cancelled()),
+            }
+        };
+        match stopped {
+            None => Ok(ExecExit::exited(self.exec_exit_code(&exec_id).await?)),
+            Some(exit) => {
+                drop(output);
+                self.kill_exec_tree(&container, &exec_id, &tag).await;
+                Ok(exit)
+            }
+        }
+    }
+
+    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {
+        crate::files::list(self, c, dir).await
+    }
+    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<()> {
+        crate::files::create_dir(self, c, dir).await
+    }
+    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, _ctx: &CallCtx) -> Result<Bytes> {
+        crate::files::read(self, c, path, max_bytes).await
+    }
+    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, _ctx: &CallCtx) -> Result<()> {
+        crate::files::write(self, c, path, data, executable).await
+    }
+    async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
+        crate::files::export(self, c).await
+    }
+    async fn import(&self, c: &ComputerRef, entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
+        crate::files::import(self, c, entries).await
+    }
+}
+
+fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
+    if let Some(tx) = out {
+        let _ = tx.send(ExecOutput { stream, data });
+    }
+}

@@ -1,0 +1,63 @@
+//! The container spec of a computer (DESIGN §4): labels, user, limits, mounts, the one published port.
+
+use bollard::{
+    container::Config,
+    models::{HostConfig, PortBinding},
+};
+use botdesk_core::{ComputerSpec, HOME};
+use std::collections::HashMap;
+
+pub const LABEL_MANAGED: &str = "botdesk.managed";
+pub const LABEL_COMPUTER: &str = "botdesk.computer";
+pub const LABEL_DATA_DIR: &str = "botdesk.data-dir";
+/// Set by tests (from `BOTDESK_TEST_RUN`) so a test run can prove it left nothing behind.
+pub const LABEL_TEST_RUN: &str = "botdesk.test-run";
+/// The screen gateway's port inside the computer; published on 127.0.0.1 with a random host port.
+pub const GATEWAY_PORT: &str = "7900/tcp";
+pub const USER: &str = "1000:1000";
+
+pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {
+    format!("botdesk-{}-{}", &data_dir_label[..8.min(data_dir_label.len())], spec.id)
+}
+
+pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> HashMap<String, String> {
+    let mut l = HashMap::from([
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_COMPUTER.to_string(), computer.to_string()),
+        (LABEL_DATA_DIR.to_string(), data_dir_label.to_string()),
+    ]);
+    if let Some(run) = test_run {
+        l.insert(LABEL_TEST_RUN.to_string(), run.to_string());
+    }
+    l
+}
+
+pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec) -> Config<String> {
+    let r = spec.resources;
+    Config {
+        image: Some(image.to_string()),
+        hostname: Some("botdesk".into()),
+        user: Some(USER.into()),
+        env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}")]),
+        labels: Some(labels),
+        exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),
+        host_config: Some(HostConfig {
+            binds: Some(vec![format!("{}:{HOME}", spec.home_dir.display())]),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            memory: Some(r.memory_bytes as i64),
+            memory_swap: Some(r.memory_bytes as i64),
+            nano_cpus: Some(r.nano_cpus),
+            pids_limit: Some(r.pids),
+            shm_size: Some(r.shm_bytes as i64),
+            // A fresh /tmp on every start: no stale X locks, and the readiness marker belongs to this boot.
+            tmpfs: Some(HashMap::from([("/tmp".to_string(), "rw,exec,nosuid,size=512m,mode=1777".to_string())])),
+            port_bindings: Some(HashMap::from([(
+                GATEWAY_PORT.to_string(),
+                Some(vec![PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) }]),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}

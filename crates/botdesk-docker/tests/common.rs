@@ -1,0 +1,57 @@
+//! Shared set-up for tests against the real Docker engine. Each target gets its own data directory
+//! (so its own `botdesk.data-dir` label) and removes every container with that label when dropped.
+
+use botdesk_conformance::Target;
+use botdesk_core::{ComputerId, ComputerScope, ComputerSpec, Resources};
+use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
+use std::sync::Arc;
+
+pub struct Cleanup {
+    provider: Arc<DockerProvider>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let provider = self.provider.clone();
+        // Drop cannot await: clean up on a thread with its own runtime.
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                for found in provider.list_managed().await.unwrap_or_default() {
+                    let _ = provider.remove_container(&found.id).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+pub async fn docker_provider() -> (Arc<DockerProvider>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let label = format!("test{}", uuid::Uuid::new_v4().simple());
+    let provider = Arc::new(DockerProvider::new(DockerConfig::new(image_tag(), label)));
+    let version = provider.engine_version().await.expect("the Docker engine must run for these tests (cargo xtask test starts it)");
+    assert!(!version.is_empty());
+    assert!(
+        provider.image_present(&image_tag()).await.unwrap(),
+        "the computer image {} is missing: `cargo xtask test` builds it (or `botdesk image build`)",
+        image_tag()
+    );
+    (provider, dir)
+}
+
+pub async fn docker_target() -> Target {
+    let (provider, dir) = docker_provider().await;
+    let root = dir.path().to_path_buf();
+    Target {
+        provider: provider.clone(),
+        make_spec: Box::new(move |name| ComputerSpec {
+            id: ComputerId::new(name),
+            name: name.to_string(),
+            scope: ComputerScope::Team,
+            home_dir: root.join("homes").join(name),
+            resources: Resources::default(),
+        }),
+        guard: Some(Box::new(Cleanup { provider, _dir: dir })),
+    }
+}

@@ -1,0 +1,87 @@
+//! Failure injection around any provider: the next call of a chosen operation fails once.
+
+use async_trait::async_trait;
+use botdesk_core::*;
+use bytes::Bytes;
+use futures::StreamExt;
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The next `provision` fails before reaching the provider.
+    Provision,
+    /// The next `export` stream breaks after this many entries.
+    ExportAfter(usize),
+}
+
+pub struct Faulty {
+    pub inner: Arc<dyn SandboxProvider>,
+    armed: Mutex<Vec<Fault>>,
+}
+
+impl Faulty {
+    pub fn new(inner: Arc<dyn SandboxProvider>) -> Self {
+        Self { inner, armed: Mutex::new(vec![]) }
+    }
+    pub fn arm(&self, fault: Fault) {
+        self.armed.lock().unwrap().push(fault);
+    }
+    fn take(&self, pred: impl Fn(&Fault) -> bool) -> Option<Fault> {
+        let mut armed = self.armed.lock().unwrap();
+        let i = armed.iter().position(pred)?;
+        Some(armed.remove(i))
+    }
+}
+
+#[async_trait]
+impl SandboxProvider for Faulty {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+    async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
+        if self.take(|f| *f == Fault::Provision).is_some() {
+            return Err(SandboxError::Injected("provision"));
+        }
+        self.inner.provision(spec, ctx).await
+    }
+    async fn prepare(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        self.inner.prepare(c, ctx).await
+    }
+    async fn status(&self, c: &ComputerRef) -> Result<MachineStatus> {
+        self.inner.status(c).await
+    }
+    async fn stop(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        self.inner.stop(c, ctx).await
+    }
+    async fn destroy(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        self.inner.destroy(c, ctx).await
+    }
+    async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
+        self.inner.exec(c, req, out, ctx).await
+    }
+    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
+        self.inner.list(c, dir, ctx).await
+    }
+    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<()> {
+        self.inner.create_dir(c, dir, ctx).await
+    }
+    async fn read(&self, c: &ComputerRef, p: &WorkspacePath, max: u64, ctx: &CallCtx) -> Result<Bytes> {
+        self.inner.read(c, p, max, ctx).await
+    }
+    async fn write(&self, c: &ComputerRef, p: &WorkspacePath, data: Bytes, x: bool, ctx: &CallCtx) -> Result<()> {
+        self.inner.write(c, p, data, x, ctx).await
+    }
+    async fn export(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream> {
+        let stream = self.inner.export(c, ctx).await?;
+        match self.take(|f| matches!(f, Fault::ExportAfter(_))) {
+            Some(Fault::ExportAfter(n)) => Ok(stream
+                .take(n)
+                .chain(futures::stream::once(async { Err(SandboxError::Injected("export")) }))
+                .boxed()),
+            _ => Ok(stream),
+        }
+    }
+    async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
+        self.inner.import(c, entries, ctx).await
+    }
+}

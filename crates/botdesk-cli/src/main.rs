@@ -1,1 +1,341 @@
-fn main() {}
+//! `botdesk`: the command line, a second front end of the same engine as the app.
+//! Every command takes `--json` (one JSON object, or JSON lines for streams). Errors are one clear
+//! line on stderr and a non-zero exit.
+
+use botdesk_engine::{BuildProgress, ComputerScope, Engine, EngineConfig, EngineError, ProviderChoice, StreamKind};
+use bytes::Bytes;
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use std::{io::Write, path::PathBuf, process::ExitCode, time::Duration};
+
+#[derive(Parser)]
+#[command(name = "botdesk", version, about = "Run AI bots on their own Linux desktops, on your laptop.")]
+struct Cli {
+    /// Print one JSON object (JSON lines for streams) instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Data directory (default: $BOTDESK_DATA_DIR, else the platform data dir).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check Docker, the computer image, the data directory, the keyring and display libraries.
+    Doctor,
+    /// The computer image.
+    Image {
+        #[command(subcommand)]
+        cmd: ImageCmd,
+    },
+    /// Create, list and remove bots.
+    Bot {
+        #[command(subcommand)]
+        cmd: BotCmd,
+    },
+    /// The computers bots run on.
+    Computer {
+        #[command(subcommand)]
+        cmd: ComputerCmd,
+    },
+    /// Run a command on a bot's computer, in the bot's folder; its exit code is passed through.
+    Exec {
+        bot: String,
+        /// Working directory, relative to the bot's folder (`shared/…` and `bots/…` address the Team root).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Timeout in milliseconds (1 to 3,600,000; default 300,000).
+        #[arg(long, value_name = "MS")]
+        timeout: Option<u64>,
+        #[arg(last = true, required = true, value_name = "ARGV")]
+        argv: Vec<String>,
+    },
+    /// Files in a bot's workspace (paths relative to the bot's folder).
+    Files {
+        #[command(subcommand)]
+        cmd: FilesCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCmd {
+    /// Build the computer image if it is missing (or always, with --force).
+    Build {
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show the image tag and whether it is present.
+    Status,
+}
+
+#[derive(Subcommand)]
+enum BotCmd {
+    Create {
+        name: String,
+        /// team (shared with the workspace's other bots) or private (a whole computer of its own).
+        #[arg(long, default_value = "team", value_parser = ["team", "private"])]
+        computer: String,
+        /// Model id (see `botdesk model list`).
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long, default_value = "")]
+        instructions: String,
+    },
+    List,
+    Rm {
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ComputerCmd {
+    Ls,
+    /// Stop a computer; its disk is kept.
+    Stop { id: String },
+    /// Remove a computer's machine; its stored workspace is kept.
+    Destroy { id: String },
+    /// Adopt or remove containers left by a crash (also runs at every app start).
+    Reconcile,
+}
+
+#[derive(Subcommand)]
+enum FilesCmd {
+    /// List a folder.
+    Ls { bot: String, path: Option<String> },
+    /// Write a file's raw bytes to stdout.
+    Cat {
+        bot: String,
+        path: String,
+        #[arg(long, default_value_t = 512 << 20)]
+        max_bytes: u64,
+    },
+    /// Copy a local file into the workspace.
+    Put {
+        bot: String,
+        local: PathBuf,
+        path: String,
+        /// Mark executable (default: as the local file is).
+        #[arg(long)]
+        executable: Option<bool>,
+    },
+    /// Copy a workspace file to a local path.
+    Get {
+        bot: String,
+        path: String,
+        local: PathBuf,
+        #[arg(long, default_value_t = 512 << 20)]
+        max_bytes: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG")).with_writer(std::io::stderr).init();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("botdesk: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
+    if json {
+        println!("{value}");
+    } else {
+        let t = text();
+        if !t.is_empty() {
+            println!("{t}");
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
+    let data_dir = cli.data_dir.clone().unwrap_or_else(botdesk_engine::DataDir::default_location);
+    let engine = Engine::open(EngineConfig::new(data_dir, ProviderChoice::Docker)).await?;
+    let json = cli.json;
+    match cli.cmd {
+        Cmd::Doctor => {
+            let report = engine.doctor().await;
+            print(json, serde_json::to_value(&report).unwrap(), || {
+                report
+                    .checks
+                    .iter()
+                    .map(|c| {
+                        let fix = c.fix.as_ref().map(|f| format!("\n      fix: {f}")).unwrap_or_default();
+                        format!("{} {:<18} {}{fix}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+            return Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        }
+        Cmd::Image { cmd: ImageCmd::Status } => {
+            let (tag, present) = (engine.image_tag(), engine.image_present().await?);
+            print(json, json!({"image": tag, "present": present}), || format!("{tag} {}", if present { "present" } else { "missing" }));
+        }
+        Cmd::Image { cmd: ImageCmd::Build { force } } => {
+            let tag = engine.image_tag();
+            if !force && engine.image_present().await? {
+                print(json, json!({"image": tag, "built": false, "present": true}), || format!("{tag} is already present"));
+            } else {
+                let image = build_image(&engine, json).await?;
+                print(json, json!({"image": image, "built": true, "present": true}), || format!("built {image}"));
+            }
+        }
+        Cmd::Bot { cmd: BotCmd::Create { name, computer, model, instructions } } => {
+            let scope = ComputerScope::parse(&computer).expect("clap checked it");
+            let bot = engine.create_bot(&name, scope, model.as_deref(), &instructions).await?;
+            print(json, serde_json::to_value(&bot).unwrap(), || format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name));
+        }
+        Cmd::Bot { cmd: BotCmd::List } => {
+            let bots = engine.list_bots().await?;
+            print(json, json!({ "bots": bots }), || {
+                if bots.is_empty() {
+                    return "no bots yet: botdesk bot create NAME".into();
+                }
+                bots.iter().map(|b| format!("{:<24} {:<14} {:<8} {}", b.name, b.id, b.computer.scope.as_str(), b.computer.name)).collect::<Vec<_>>().join("\n")
+            });
+        }
+        Cmd::Bot { cmd: BotCmd::Rm { name } } => {
+            let bot = engine.remove_bot(&name).await?;
+            print(json, json!({"removed": bot}), || format!("removed bot {}; its files stay in the workspace", bot.name));
+        }
+        Cmd::Computer { cmd: ComputerCmd::Ls } => {
+            let computers = engine.list_computers().await?;
+            print(json, json!({ "computers": computers }), || {
+                if computers.is_empty() {
+                    return "no computers yet: one is made with the first bot".into();
+                }
+                computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status, c.bots.join(", "))).collect::<Vec<_>>().join("\n")
+            });
+        }
+        Cmd::Computer { cmd: ComputerCmd::Stop { id } } => {
+            let c = engine.stop_computer(&id).await?;
+            print(json, serde_json::to_value(&c).unwrap(), || format!("stopped computer {} ({}); its disk is kept", c.name, c.id));
+        }
+        Cmd::Computer { cmd: ComputerCmd::Destroy { id } } => {
+            let c = engine.destroy_computer(&id).await?;
+            print(json, serde_json::to_value(&c).unwrap(), || format!("destroyed computer {} ({}); its workspace stays in {}", c.name, c.id, c.home.display()));
+        }
+        Cmd::Computer { cmd: ComputerCmd::Reconcile } => {
+            let r = engine.reconcile().await?;
+            print(json, serde_json::to_value(&r).unwrap(), || format!("adopted {}, removed {}", r.adopted.len(), r.removed.len()));
+        }
+        Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
+        Cmd::Files { cmd } => files(&engine, json, cmd).await?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn build_image(engine: &Engine, json: bool) -> Result<String, EngineError> {
+    let bar = indicatif::ProgressBar::new(0);
+    if json {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    } else {
+        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {wide_msg}").unwrap().progress_chars("=> "));
+        bar.enable_steady_tick(Duration::from_millis(120));
+    }
+    let b = bar.clone();
+    let progress = move |p: BuildProgress| {
+        if json {
+            println!("{}", json!({ "progress": p }));
+            return;
+        }
+        match p {
+            BuildProgress::FetchUv { message } | BuildProgress::Base { message } => b.set_message(message),
+            BuildProgress::Step { step, total, message } => {
+                b.set_length(total as u64);
+                b.set_position(step as u64);
+                b.set_message(message.chars().take(100).collect::<String>());
+            }
+            BuildProgress::Done { image } => b.set_message(format!("done: {image}")),
+        }
+    };
+    let result = engine.build_image(&progress).await;
+    bar.finish_and_clear();
+    result
+}
+
+async fn exec(engine: &Engine, json: bool, bot: &str, cwd: Option<String>, timeout: Option<u64>, argv: Vec<String>) -> Result<ExitCode, EngineError> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<botdesk_engine::ExecOutput>();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+    let printer = tokio::spawn(async move {
+        while let Some(chunk) = rx.recv().await {
+            if json {
+                println!("{}", json!({"stream": chunk.stream, "data": String::from_utf8_lossy(&chunk.data)}));
+            } else {
+                let _ = match chunk.stream {
+                    StreamKind::Stdout => std::io::stdout().write_all(&chunk.data).and_then(|_| std::io::stdout().flush()),
+                    StreamKind::Stderr => std::io::stderr().write_all(&chunk.data),
+                };
+            }
+        }
+    });
+    let exit = engine.exec(bot, argv, cwd.as_deref(), timeout.map(Duration::from_millis), Some(tx), cancel).await;
+    let _ = printer.await;
+    let exit = exit?;
+    if json {
+        println!("{}", json!({"exit_code": exit.code, "outcome": exit.outcome, "message": exit.message}));
+    } else if let Some(m) = &exit.message {
+        eprintln!("botdesk: {m}");
+    }
+    Ok(ExitCode::from(exit.code.clamp(0, 255) as u8))
+}
+
+async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineError> {
+    match cmd {
+        FilesCmd::Ls { bot, path } => {
+            let (dir, entries) = engine.files_list(&bot, path.as_deref().unwrap_or("")).await?;
+            print(json, json!({"path": dir, "entries": entries}), || {
+                entries
+                    .iter()
+                    .map(|e| {
+                        let kind = match e.kind {
+                            botdesk_engine::FileKind::Dir => "dir ",
+                            botdesk_engine::FileKind::Symlink => "link",
+                            botdesk_engine::FileKind::File if e.executable => "exec",
+                            botdesk_engine::FileKind::File => "file",
+                        };
+                        format!("{kind} {:>12} {}", e.size, e.path)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        FilesCmd::Cat { bot, path, max_bytes } => {
+            let bytes = engine.files_read(&bot, &path, max_bytes).await?;
+            std::io::stdout().write_all(&bytes).and_then(|_| std::io::stdout().flush()).map_err(|e| EngineError::invalid(format!("writing to stdout: {e}")))?;
+        }
+        FilesCmd::Put { bot, local, path, executable } => {
+            let meta = std::fs::metadata(&local).map_err(|e| EngineError::invalid(format!("cannot read {}: {e}", local.display())))?;
+            if !meta.is_file() {
+                return Err(EngineError::invalid(format!("{} is not a regular file", local.display())));
+            }
+            let data = std::fs::read(&local).map_err(|e| EngineError::invalid(format!("cannot read {}: {e}", local.display())))?;
+            let exec = executable.unwrap_or_else(|| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0);
+            let size = data.len();
+            let written = engine.files_write(&bot, &path, Bytes::from(data), exec).await?;
+            print(json, json!({"path": written, "size": size, "executable": exec}), || format!("wrote {size} bytes to {written}"));
+        }
+        FilesCmd::Get { bot, path, local, max_bytes } => {
+            let bytes = engine.files_read(&bot, &path, max_bytes).await?;
+            let tmp = local.with_extension("botdesk-partial");
+            std::fs::write(&tmp, &bytes)
+                .and_then(|_| std::fs::rename(&tmp, &local))
+                .map_err(|e| EngineError::invalid(format!("cannot write {}: {e}", local.display())))?;
+            print(json, json!({"path": path, "local": local, "size": bytes.len()}), || format!("saved {} bytes to {}", bytes.len(), local.display()));
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,407 @@
+//! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
+//! CLI and the app are two front ends of this one engine; it does not know either exists.
 
+mod doctor;
+mod error;
+mod paths;
+
+pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
+pub use botdesk_docker::image::BuildProgress;
+pub use doctor::{Check, DoctorReport};
+pub use error::{EngineError, ErrorCode, Result};
+pub use paths::DataDir;
+
+use botdesk_core::*;
+use botdesk_docker::{DockerConfig, DockerProvider};
+use botdesk_store::{NewBot, Store};
+use bytes::Bytes;
+use serde::Serialize;
+use std::{collections::HashSet, path::PathBuf, sync::Arc, time::Duration};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Time is an input: tests pass their own clock.
+pub trait Clock: Send + Sync + 'static {
+    fn now_ms(&self) -> i64;
+}
+
+pub struct SystemClock;
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    }
+}
+
+pub enum ProviderChoice {
+    /// The local Docker engine (`DOCKER_HOST` respected).
+    Docker,
+    /// Any other provider (tests use the fake).
+    Custom(Arc<dyn SandboxProvider>),
+}
+
+pub struct EngineConfig {
+    pub data_dir: PathBuf,
+    pub provider: ProviderChoice,
+    pub clock: Arc<dyn Clock>,
+    pub resources: Resources,
+}
+
+impl EngineConfig {
+    pub fn new(data_dir: impl Into<PathBuf>, provider: ProviderChoice) -> Self {
+        Self { data_dir: data_dir.into(), provider, clock: Arc::new(SystemClock), resources: Resources::default() }
+    }
+}
+
+/// What a front end shows for a bot.
+#[derive(Debug, Clone, Serialize)]
+pub struct BotView {
+    pub id: String,
+    pub name: String,
+    pub computer: ComputerBrief,
+    pub model: Option<String>,
+    pub instructions: String,
+    /// The bot's own folder in the workspace (`bots/<id>` on a Team computer, `.` on a Private one).
+    pub folder: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComputerBrief {
+    pub id: String,
+    pub name: String,
+    pub scope: ComputerScope,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComputerView {
+    pub id: String,
+    pub name: String,
+    pub scope: ComputerScope,
+    /// What the provider reports now (`running`, `stopped`, `missing`), or the stored state when
+    /// the provider cannot be reached.
+    pub status: String,
+    pub bots: Vec<String>,
+    pub home: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReconcileReport {
+    /// Containers matched to a computer in the database.
+    pub adopted: Vec<String>,
+    /// Containers of this data directory with no computer in the database, removed.
+    pub removed: Vec<String>,
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    data: DataDir,
+    store: Store,
+    provider: Arc<dyn SandboxProvider>,
+    docker: Option<Arc<DockerProvider>>,
+    clock: Arc<dyn Clock>,
+    resources: Resources,
+    /// Computers provisioned and prepared by this process, so a second call skips the set-up.
+    ready: Mutex<HashSet<ComputerId>>,
+}
+
+const MAX_BOT_NAME: usize = 64;
+
+fn check_bot_name(name: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.');
+    if name.is_empty() || name.chars().count() > MAX_BOT_NAME || !name.chars().all(ok_char) || name.starts_with([' ', '.', '-']) || name.ends_with(' ') {
+        return Err(EngineError::invalid(format!(
+            "{name:?} is not a valid bot name: use 1 to {MAX_BOT_NAME} letters, digits, spaces, '-', '_' or '.', starting with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Opens the data directory and the database. Docker is not contacted here: a stopped engine
+    /// shows up as a clear error from the first call that needs it.
+    pub async fn open(config: EngineConfig) -> Result<Self> {
+        let data = DataDir::open(config.data_dir)?;
+        let store = Store::open(&data.db()).await.map_err(|e| EngineError::from(e).context(format!("opening {}", data.db().display())))?;
+        let (provider, docker): (Arc<dyn SandboxProvider>, _) = match config.provider {
+            ProviderChoice::Docker => {
+                let d = Arc::new(DockerProvider::new(DockerConfig::new(botdesk_docker::image::image_tag(), data.label())));
+                (d.clone(), Some(d))
+            }
+            ProviderChoice::Custom(p) => (p, None),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner { data, store, provider, docker, clock: config.clock, resources: config.resources, ready: Mutex::new(HashSet::new()) }),
+        })
+    }
+
+    pub fn data_dir(&self) -> &DataDir {
+        &self.inner.data
+    }
+
+    pub fn provider_kind(&self) -> &'static str {
+        self.inner.provider.kind()
+    }
+
+    fn now(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
+    fn docker(&self) -> Result<&Arc<DockerProvider>> {
+        self.inner.docker.as_ref().ok_or_else(|| EngineError::invalid("this engine does not use Docker"))
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Image
+
+    pub fn image_tag(&self) -> String {
+        botdesk_docker::image::image_tag()
+    }
+
+    pub async fn image_present(&self) -> Result<bool> {
+        Ok(self.docker()?.image_present(&self.image_tag()).await?)
+    }
+
+    /// Builds the computer image (base from `BOTDESK_BASE_IMAGE` if set), reporting real stages.
+    pub async fn build_image(&self, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
+        let opts = botdesk_docker::image::BuildOptions {
+            base: std::env::var("BOTDESK_BASE_IMAGE").ok().filter(|b| !b.is_empty()),
+            cache_dir: self.inner.data.cache(),
+        };
+        self.docker()?.build_image(&opts, progress).await.map_err(|e| EngineError::from(e).context("building the computer image"))
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Bots
+
+    pub async fn create_bot(&self, name: &str, scope: ComputerScope, model: Option<&str>, instructions: &str) -> Result<BotView> {
+        check_bot_name(name)?;
+        let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind() };
+        let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
+        // A Team computer that is already up gets the new bot's folder now; otherwise on next start.
+        self.inner.ready.lock().await.remove(&computer.id);
+        Ok(view(bot, &computer))
+    }
+
+    pub async fn list_bots(&self) -> Result<Vec<BotView>> {
+        let computers = self.inner.store.list_computers().await?;
+        let bots = self.inner.store.list_bots().await?;
+        Ok(bots
+            .into_iter()
+            .filter_map(|b| {
+                let c = computers.iter().find(|c| c.id == b.computer_id)?;
+                Some(view(b, c))
+            })
+            .collect())
+    }
+
+    pub async fn bot(&self, name_or_id: &str) -> Result<BotView> {
+        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+        Ok(view(bot, &computer))
+    }
+
+    /// Removes a bot. A Private computer goes with it (its container is destroyed; its workspace
+    /// folder stays on disk). On a Team computer the bot's folder stays too.
+    pub async fn remove_bot(&self, name_or_id: &str) -> Result<BotView> {
+        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+        let shown = view(bot.clone(), &computer);
+        if computer.scope == ComputerScope::Private {
+            self.inner.provider.destroy(&ComputerRef { id: computer.id.clone() }, &CallCtx::default()).await
+                .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
+        }
+        self.inner.store.delete_bot(&bot.id).await?;
+        Ok(shown)
+    }
+
+    async fn bot_and_computer(&self, name_or_id: &str) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
+        let bot = self.inner.store.bot(name_or_id).await?;
+        let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
+        Ok((bot, computer))
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Computers
+
+    fn spec(&self, c: &botdesk_store::Computer) -> ComputerSpec {
+        ComputerSpec {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            scope: c.scope,
+            home_dir: self.inner.data.home(&c.home_key),
+            resources: self.inner.resources,
+        }
+    }
+
+    pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
+        let mut out = vec![];
+        for c in self.inner.store.list_computers().await? {
+            let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
+            let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
+            out.push(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), bots });
+        }
+        Ok(out)
+    }
+
+    /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
+    async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
+        let cref = ComputerRef { id: computer.id.clone() };
+        let mut ready = self.inner.ready.lock().await;
+        if ready.contains(&computer.id) && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+            return Ok(cref);
+        }
+        let ctx = CallCtx::default();
+        let starting = |e: SandboxError| EngineError::from(e).context(format!("starting computer {}", computer.name));
+        let p = self.inner.provider.provision(&self.spec(computer), &ctx).await.map_err(starting)?;
+        self.inner.provider.prepare(&cref, &ctx).await.map_err(starting)?;
+        if computer.scope == ComputerScope::Team {
+            self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await.map_err(starting)?;
+            for bot in self.inner.store.bots_on(&computer.id).await? {
+                self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await.map_err(starting)?;
+            }
+        }
+        self.inner.store.set_computer_state(&computer.id, "running", Some(&p.provider_ref), self.now()).await?;
+        ready.insert(computer.id.clone());
+        Ok(cref)
+    }
+
+    /// Stops a computer and keeps its disk.
+    pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
+        let c = self.inner.store.computer(id_or_name).await?;
+        self.inner.ready.lock().await.remove(&c.id);
+        self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
+            .map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
+        self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
+        self.computer_view(c).await
+    }
+
+    /// Removes the machine. The stored workspace (its home folder) is never removed.
+    pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
+        let c = self.inner.store.computer(id_or_name).await?;
+        self.inner.ready.lock().await.remove(&c.id);
+        self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
+            .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))?;
+        self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
+        self.computer_view(c).await
+    }
+
+    async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
+        let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
+        let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
+        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), bots })
+    }
+
+    /// After a crash: every container labelled with this data directory is adopted when the
+    /// database knows its computer, and removed when it does not (it can only be left over from a
+    /// computer whose row is gone, e.g. a bot removed while Docker was down). Containers of other
+    /// data directories are never touched.
+    pub async fn reconcile(&self) -> Result<ReconcileReport> {
+        let docker = match &self.inner.docker {
+            Some(d) => d,
+            None => return Ok(ReconcileReport::default()),
+        };
+        let known: HashSet<String> = self.inner.store.list_computers().await?.into_iter().map(|c| c.id.to_string()).collect();
+        let mut report = ReconcileReport::default();
+        for found in docker.list_managed().await? {
+            if known.contains(&found.computer) {
+                let state = if found.running { "running" } else { "stopped" };
+                self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.id), self.now()).await?;
+                report.adopted.push(found.computer);
+            } else {
+                docker.remove_container(&found.id).await?;
+                report.removed.push(found.computer);
+            }
+        }
+        Ok(report)
+    }
+
+    // --------------------------------------------------------------------------------------------
+    // Exec and files, with paths resolved the way the bot's own tools resolve them
+
+    fn resolve(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, input: &str) -> Result<WorkspacePath> {
+        Ok(resolve_for_bot(computer.scope, &bot.id, input)?)
+    }
+
+    /// Runs a command on the bot's computer. `cwd` is relative to the bot's folder.
+    pub async fn exec(
+        &self,
+        bot: &str,
+        argv: Vec<String>,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        out: OutputSink,
+        cancel: CancellationToken,
+    ) -> Result<ExecExit> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let cwd = self.resolve(&bot, &computer, cwd.unwrap_or(""))?;
+        let cref = self.ensure_running(&computer).await?;
+        let mut req = ExecRequest::new(argv).cwd(cwd).env("BOTDESK_BOT_ID", bot.id.as_str());
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        let ctx = CallCtx { cancel, ..CallCtx::for_bot(&bot.id) };
+        Ok(self.inner.provider.exec(&cref, req, out, &ctx).await?)
+    }
+
+    pub async fn files_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let dir = self.resolve(&bot, &computer, path)?;
+        let cref = self.ensure_running(&computer).await?;
+        let mut entries = self.inner.provider.list(&cref, &dir, &CallCtx::for_bot(&bot.id)).await?;
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok((dir.to_string(), entries))
+    }
+
+    pub async fn files_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let file = self.resolve(&bot, &computer, path)?;
+        let cref = self.ensure_running(&computer).await?;
+        Ok(self.inner.provider.read(&cref, &file, max_bytes, &CallCtx::for_bot(&bot.id)).await?)
+    }
+
+    /// Writes a file (parents created). Returns the workspace path written.
+    pub async fn files_write(&self, bot: &str, path: &str, data: Bytes, executable: bool) -> Result<String> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let file = self.resolve(&bot, &computer, path)?;
+        let cref = self.ensure_running(&computer).await?;
+        self.inner.provider.write(&cref, &file, data, executable, &CallCtx::for_bot(&bot.id)).await?;
+        Ok(file.to_string())
+    }
+
+    // --------------------------------------------------------------------------------------------
+
+    pub async fn doctor(&self) -> DoctorReport {
+        doctor::run(self.inner.docker.as_deref(), &self.inner.data).await
+    }
+}
+
+fn view(bot: botdesk_store::Bot, c: &botdesk_store::Computer) -> BotView {
+    let folder = match c.scope {
+        ComputerScope::Team => path::bot_folder(&bot.id).to_string(),
+        ComputerScope::Private => ".".into(),
+    };
+    BotView {
+        id: bot.id.to_string(),
+        name: bot.name,
+        computer: ComputerBrief { id: c.id.to_string(), name: c.name.clone(), scope: c.scope },
+        model: bot.model,
+        instructions: bot.instructions,
+        folder,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bot_names() {
+        for ok in ["alpha", "Research bot 2", "a.b_c-d", "Ünïcode"] {
+            check_bot_name(ok).unwrap();
+        }
+        for bad in ["", " x", "x ", ".hidden", "-x", "a/b", "a\\b", "x\n", &"x".repeat(65)] {
+            assert!(check_bot_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! `doctor`: every check a person needs before the first bot runs, each with how to fix it.
+
+use botdesk_docker::DockerProvider;
+use serde::Serialize;
+
+use crate::paths::DataDir;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub ok: bool,
+    pub checks: Vec<Check>,
+}
+
+fn pass(name: &'static str, detail: impl Into<String>) -> Check {
+    Check { name, ok: true, detail: detail.into(), fix: None }
+}
+fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name, ok: false, detail: detail.into(), fix: Some(fix.into()) }
+}
+
+pub async fn run(docker: Option<&DockerProvider>, data: &DataDir) -> DoctorReport {
+    let mut checks = vec![];
+    let tag = botdesk_docker::image::image_tag();
+    match docker {
+        Some(d) => match d.engine_version().await {
+            Ok(v) => {
+                checks.push(pass("docker", format!("Docker {v} answers")));
+                checks.push(match d.image_present(&tag).await {
+                    Ok(true) => pass("image", format!("{tag} is present")),
+                    Ok(false) => fail("image", format!("{tag} is missing"), "run `botdesk image build` (or `cargo xtask run`)"),
+                    Err(e) => fail("image", e.to_string(), "check the Docker engine"),
+                });
+            }
+            Err(e) => {
+                checks.push(fail("docker", e.to_string(), "start the Docker engine: `sudo systemctl start docker` or `sudo dockerd &`"));
+                checks.push(fail("image", format!("{tag}: unknown while Docker is not reachable"), "start Docker first"));
+            }
+        },
+        None => checks.push(pass("docker", "not used by this engine")),
+    }
+    checks.push(data_dir_check(data));
+    checks.push(keyring_check().await);
+    checks.push(display_libraries_check());
+    DoctorReport { ok: checks.iter().all(|c| c.ok), checks }
+}
+
+fn data_dir_check(data: &DataDir) -> Check {
+    let probe = data.root().join(format!(".doctor-{}", std::process::id()));
+    match std::fs::write(&probe, b"ok").and_then(|_| std::fs::remove_file(&probe)) {
+        Ok(()) => pass("data_dir", format!("{} is writable", data.root().display())),
+        Err(e) => fail("data_dir", format!("{} is not writable: {e}", data.root().display()), "set BOTDESK_DATA_DIR to a writable folder"),
+    }
+}
+
+/// Reaches the OS keyring (Secret Service on Linux) and looks up a probe entry: "no entry" proves
+/// the keyring answers.
+async fn keyring_check() -> Check {
+    let probe = tokio::task::spawn_blocking(|| -> Result<(), String> {
+        let store = zbus_secret_service_keyring_store::Store::new().map_err(|e| e.to_string())?;
+        let entry = keyring_core::Entry::new_in_store(&(store as std::sync::Arc<keyring_core::CredentialStore>), "botdesk", "doctor-probe")
+            .map_err(|e| e.to_string())?;
+        match entry.get_password() {
+            Ok(_) | Err(keyring_core::Error::NoEntry) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    });
+    match tokio::time::timeout(std::time::Duration::from_secs(10), probe).await {
+        Ok(Ok(Ok(()))) => pass("keyring", "the Secret Service keyring answers"),
+        Ok(Ok(Err(e))) => fail("keyring", format!("the keyring is not reachable: {e}"), "start a Secret Service (e.g. gnome-keyring-daemon) in your session"),
+        Ok(Err(e)) => fail("keyring", format!("the keyring probe crashed: {e}"), "report this"),
+        Err(_) => fail("keyring", "the keyring did not answer within 10 s", "unlock or restart your keyring daemon"),
+    }
+}
+
+/// The app's window needs WebKitGTK 4.1 (Linux).
+fn display_libraries_check() -> Check {
+    if !cfg!(target_os = "linux") {
+        return pass("display_libraries", "provided by the operating system");
+    }
+    let dirs = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"];
+    let needed = ["libwebkit2gtk-4.1.so.0", "libgtk-3.so.0"];
+    let missing: Vec<&str> = needed.iter().copied().filter(|lib| !dirs.iter().any(|d| std::path::Path::new(d).join(lib).exists())).collect();
+    if missing.is_empty() {
+        pass("display_libraries", "WebKitGTK 4.1 and GTK 3 are installed")
+    } else {
+        fail(
+            "display_libraries",
+            format!("missing {}", missing.join(", ")),
+            "sudo apt-get install libwebkit2gtk-4.1-0 libgtk-3-0 (or run `cargo xtask run`)",
+        )
+    }
+}

@@ -1,0 +1,76 @@
+use botdesk_core::SandboxError;
+use botdesk_store::StoreError;
+use serde::Serialize;
+
+/// What a front end may branch on. Everything else is in the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    NotFound,
+    Conflict,
+    Invalid,
+    PathEscapes,
+    TooLarge,
+    DockerUnavailable,
+    NotRunning,
+    Busy,
+    Provider,
+    Internal,
+}
+
+/// An engine error: a code and one clear sentence (with context) for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{message}")]
+pub struct EngineError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl EngineError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Invalid, message)
+    }
+    /// Prefixes what the engine was doing.
+    pub fn context(mut self, doing: impl std::fmt::Display) -> Self {
+        self.message = format!("{doing}: {}", self.message);
+        self
+    }
+}
+
+impl From<SandboxError> for EngineError {
+    fn from(e: SandboxError) -> Self {
+        let code = match &e {
+            SandboxError::Path(_) => ErrorCode::PathEscapes,
+            SandboxError::TooLarge { .. } => ErrorCode::TooLarge,
+            SandboxError::NotFound(_) => ErrorCode::NotFound,
+            SandboxError::Invalid(_) => ErrorCode::Invalid,
+            SandboxError::Unavailable(_) => ErrorCode::DockerUnavailable,
+            SandboxError::NotRunning(_) => ErrorCode::NotRunning,
+            SandboxError::Unsupported { .. } => ErrorCode::Invalid,
+            SandboxError::Provider(_) | SandboxError::Injected(_) => ErrorCode::Provider,
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        let code = match &e {
+            StoreError::NotFound(_) => ErrorCode::NotFound,
+            StoreError::Conflict(_) => ErrorCode::Conflict,
+            _ => ErrorCode::Internal,
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+impl From<botdesk_core::PathError> for EngineError {
+    fn from(e: botdesk_core::PathError) -> Self {
+        SandboxError::from(e).into()
+    }
+}
+
+pub type Result<T, E = EngineError> = std::result::Result<T, E>;

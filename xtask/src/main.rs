@@ -1,1 +1,338 @@
-fn main() {}
+//! Project automation. `cargo xtask run` and `cargo xtask test` are the two set-up commands of the
+//! README: on a fresh Debian/Ubuntu machine they install missing system packages, make sure a
+//! Docker engine answers, build the UI and the computer image, then launch the app or run every
+//! test. `cargo xtask bench` measures and rewrites docs/benchmarks.md.
+//!
+//! std only, so it builds before any system package is installed.
+
+use std::{
+    env,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitCode, Stdio},
+    thread::sleep,
+    time::{Duration, Instant},
+};
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+/// Packages to build and run the app and its computers.
+const RUN_PACKAGES: &[&str] = &[
+    "build-essential", "pkg-config", "libwebkit2gtk-4.1-dev", "libxdo-dev", "libssl-dev",
+    "libayatana-appindicator3-dev", "librsvg2-dev", "docker.io", "debootstrap", "ca-certificates",
+];
+/// Extra packages the tests need: a display, screenshots, a Secret Service keyring.
+const TEST_PACKAGES: &[&str] = &["xvfb", "imagemagick", "xdotool", "x11-utils", "dbus", "dbus-x11", "gnome-keyring", "webkit2gtk-driver"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("run") => run(),
+        Some("test") => test(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        Some("prepare") => prepare(true),
+        _ => Err("usage: cargo xtask run | test [cargo test args] | bench | prepare".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn say(msg: &str) {
+    eprintln!("\x1b[1mxtask:\x1b[0m {msg}");
+}
+
+fn status(cmd: &mut Command) -> Result {
+    let shown = format!("{cmd:?}");
+    let st = cmd.status().map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if st.success() { Ok(()) } else { Err(format!("{shown} failed ({st})")) }
+}
+
+fn quiet_ok(cmd: &mut Command) -> bool {
+    cmd.stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+}
+
+fn have(cmd: &str) -> bool {
+    env::var_os("PATH")
+        .map(|p| env::split_paths(&p).chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")]).any(|d| d.join(cmd).is_file()))
+        .unwrap_or(false)
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+// ------------------------------------------------------------------------------------------------
+// Preparation
+
+fn prepare(for_tests: bool) -> Result {
+    install_packages(for_tests)?;
+    ensure_docker()?;
+    build_ui()?;
+    build_image()
+}
+
+fn debian_like() -> bool {
+    std::fs::read_to_string("/etc/os-release")
+        .map(|s| s.lines().any(|l| (l.starts_with("ID=") || l.starts_with("ID_LIKE=")) && (l.contains("debian") || l.contains("ubuntu"))))
+        .unwrap_or(false)
+}
+
+fn installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
+        .unwrap_or(false)
+}
+
+fn install_packages(for_tests: bool) -> Result {
+    let mut wanted: Vec<&str> = RUN_PACKAGES.to_vec();
+    if for_tests {
+        wanted.extend_from_slice(TEST_PACKAGES);
+    }
+    // A Docker engine that already answers (Docker Desktop, docker-ce) needs no docker.io.
+    if docker_answers() {
+        wanted.retain(|p| *p != "docker.io");
+    }
+    if !have("node") || !have("npm") {
+        wanted.extend_from_slice(&["nodejs", "npm"]);
+    }
+    if !quiet_ok(Command::new("python3").args(["-m", "pip", "--version"])) {
+        wanted.extend_from_slice(&["python3", "python3-pip"]);
+    }
+    if !debian_like() {
+        say("not a Debian/Ubuntu system: install the equivalents of these packages yourself:");
+        eprintln!("  {}", wanted.join(" "));
+        return Ok(());
+    }
+    let missing: Vec<&str> = wanted.into_iter().filter(|p| !installed(p)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let apt = |args: &[&str]| -> Command {
+        let mut c = if is_root() {
+            Command::new("apt-get")
+        } else {
+            let mut s = Command::new("sudo");
+            s.arg("apt-get");
+            s
+        };
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    if !is_root() && !have("sudo") {
+        return Err(format!(
+            "missing system packages; as root run:\n  apt-get update && apt-get install -y {}",
+            missing.join(" ")
+        ));
+    }
+    say(&format!("installing system packages: {}", missing.join(" ")));
+    status(&mut apt(&["update", "-qq"]))?;
+    let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
+    install.args(&missing);
+    status(&mut install)
+}
+
+fn docker_answers() -> bool {
+    have("docker") && quiet_ok(Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]))
+}
+
+fn ensure_docker() -> Result {
+    if docker_answers() {
+        return Ok(());
+    }
+    if env::var_os("DOCKER_HOST").is_some() {
+        return Err("DOCKER_HOST is set but no Docker engine answers there: start that engine".into());
+    }
+    if !have("dockerd") {
+        return Err("no Docker engine answers and dockerd is not installed: install Docker (Debian: apt-get install docker.io)".into());
+    }
+    if !is_root() {
+        return Err("the Docker engine is installed but not running: start it with `sudo systemctl start docker` (or `sudo dockerd &`)".into());
+    }
+    say("starting the Docker engine (dockerd)");
+    let log = root().join("target").join("dockerd.log");
+    std::fs::create_dir_all(log.parent().unwrap()).map_err(|e| e.to_string())?;
+    let out = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    // setsid: the engine outlives this command, as a system service would.
+    Command::new("setsid")
+        .arg("dockerd")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().map_err(|e| e.to_string())?)
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("cannot start dockerd: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if docker_answers() {
+            return Ok(());
+        }
+        sleep(Duration::from_millis(250));
+    }
+    Err(format!("dockerd did not answer within 60 s; see {}", log.display()))
+}
+
+fn build_ui() -> Result {
+    let ui = root().join("ui");
+    if !ui.join("node_modules").join(".package-lock.json").exists() {
+        say("installing the UI's npm packages");
+        status(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&ui))?;
+    }
+    say("building the UI");
+    status(Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ui))
+}
+
+fn build_image() -> Result {
+    status(cargo().args(["build", "--quiet", "-p", "botdesk-cli"]))?;
+    let cli = root().join("target/debug/botdesk");
+    // Builds only when the image for the current recipe is missing; shows a progress bar.
+    status(Command::new(cli).args(["image", "build"]))
+}
+
+// ------------------------------------------------------------------------------------------------
+// run
+
+fn run() -> Result {
+    prepare(false)?;
+    say("building the app");
+    status(cargo().args(["build", "-p", "botdesk-app"]))?;
+    let mut app = Command::new(root().join("target/debug/botdesk-app"));
+    if env::var_os("DISPLAY").is_none() && env::var_os("WAYLAND_DISPLAY").is_none() {
+        return Err("no display: run this in a desktop session (or set DISPLAY)".into());
+    }
+    say("launching Botdesk");
+    status(&mut app)
+}
+
+// ------------------------------------------------------------------------------------------------
+// test
+
+/// Services the tests need, stopped when this is dropped.
+struct Services {
+    children: Vec<Child>,
+    pids: Vec<u32>,
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for pid in &self.pids {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+fn free_display() -> u32 {
+    (90..200).find(|n| !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() && !Path::new(&format!("/tmp/.X{n}-lock")).exists()).unwrap_or(99)
+}
+
+fn start_services(envs: &mut Vec<(String, String)>) -> Result<Services> {
+    let mut s = Services { children: vec![], pids: vec![] };
+    // A display for the app tests.
+    let n = free_display();
+    let xvfb = Command::new("Xvfb")
+        .args([format!(":{n}"), "-screen".into(), "0".into(), "1280x800x24".into(), "-nolisten".into(), "tcp".into()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start Xvfb: {e}"))?;
+    s.children.push(xvfb);
+    let display = format!(":{n}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !quiet_ok(Command::new("xdpyinfo").args(["-display", &display])) {
+        if Instant::now() > deadline {
+            return Err("Xvfb did not answer within 20 s".into());
+        }
+        sleep(Duration::from_millis(100));
+    }
+    envs.push(("DISPLAY".into(), display));
+    envs.push(("WEBKIT_DISABLE_COMPOSITING_MODE".into(), "1".into()));
+    // A session bus with an unlocked Secret Service keyring, in a home of its own.
+    let keyring_home = root().join("target/test-keyring-home");
+    let _ = std::fs::remove_dir_all(&keyring_home);
+    std::fs::create_dir_all(keyring_home.join("data")).map_err(|e| e.to_string())?;
+    let out = Command::new("dbus-daemon")
+        .args(["--session", "--fork", "--print-address=1", "--print-pid=1"])
+        .output()
+        .map_err(|e| format!("cannot start dbus-daemon: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    let address = lines.next().unwrap_or("").trim().to_string();
+    if let Some(pid) = lines.next().and_then(|p| p.trim().parse().ok()) {
+        s.pids.push(pid);
+    }
+    if address.is_empty() {
+        return Err(format!("dbus-daemon printed no address: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut keyring = Command::new("gnome-keyring-daemon")
+        .args(["--unlock", "--components=secrets", "--foreground"])
+        .env("DBUS_SESSION_BUS_ADDRESS", &address)
+        .env("HOME", &keyring_home)
+        .env("XDG_DATA_HOME", keyring_home.join("data"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start gnome-keyring-daemon: {e}"))?;
+    drop(keyring.stdin.take()); // an empty password unlocks the new login keyring
+    s.children.push(keyring);
+    envs.push(("DBUS_SESSION_BUS_ADDRESS".into(), address));
+    sleep(Duration::from_millis(500));
+    Ok(s)
+}
+
+fn test(extra: &[String]) -> Result {
+    prepare(true)?;
+    let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
+    let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
+    let services = start_services(&mut envs)?;
+    say("building and running every test");
+    let result = status(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(services);
+    let leftovers = sweep_containers(&run_id);
+    result?;
+    match leftovers {
+        0 => Ok(()),
+        n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
+    }
+}
+
+/// Removes containers labelled with this test run; returns how many there were.
+fn sweep_containers(run_id: &str) -> usize {
+    let out = Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=botdesk.test-run={run_id}")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let ids: Vec<&str> = out.split_whitespace().collect();
+    if !ids.is_empty() {
+        let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).stdout(Stdio::null()).status();
+    }
+    ids.len()
+}
+
+// ------------------------------------------------------------------------------------------------
+// bench
+
+fn bench(extra: &[String]) -> Result {
+    prepare(false)?;
+    say("building and running the benchmarks (release)");
+    status(cargo().args(["run", "--release", "-p", "botdesk-bench", "--"]).arg(root().join("docs/benchmarks.md")).args(extra))
+}

@@ -1,0 +1,199 @@
+//! The `botdesk` binary against the real Docker engine and real SQLite, as a person would use it.
+
+use serde_json::Value;
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_botdesk");
+
+/// A data directory of its own; every computer in it is destroyed when the test ends.
+struct Data {
+    dir: tempfile::TempDir,
+}
+
+impl Data {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--data-dir").arg(self.path()).args(args);
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+    /// Runs, expects success, parses stdout as one JSON object.
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let out = self.run(&all);
+        assert!(out.status.success(), "botdesk {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("botdesk {args:?} printed no JSON object ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+impl Drop for Data {
+    fn drop(&mut self) {
+        let out = self.run(&["--json", "computer", "ls"]);
+        if let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) {
+            for c in v["computers"].as_array().into_iter().flatten() {
+                let _ = self.run(&["computer", "destroy", c["id"].as_str().unwrap()]);
+            }
+        }
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn doctor_reports_every_check() {
+    let data = Data::new();
+    let out = data.run(&["--json", "doctor"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["docker", "image", "data_dir", "keyring", "display_libraries"]);
+    for c in report["checks"].as_array().unwrap() {
+        assert_eq!(c["ok"], true, "check failed: {c}");
+    }
+    assert!(out.status.success());
+    assert!(report["checks"][0]["detail"].as_str().unwrap().starts_with("Docker "), "the engine version is reported");
+}
+
+#[test]
+fn bots_exec_and_files_against_a_real_computer() {
+    let data = Data::new();
+    let alpha = data.json(&["bot", "create", "alpha"]);
+    let gamma = data.json(&["bot", "create", "gamma", "--computer", "team"]);
+    let solo = data.json(&["bot", "create", "solo", "--computer", "private"]);
+    let alpha_id = alpha["id"].as_str().unwrap().to_string();
+    assert_eq!(alpha["name"], "alpha");
+    assert_eq!(alpha["computer"]["id"], gamma["computer"]["id"], "Team bots share one computer");
+    assert_ne!(alpha["computer"]["id"], solo["computer"]["id"]);
+    let listed = data.json(&["bot", "list"]);
+    let names: Vec<&str> = listed["bots"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha", "gamma", "solo"]);
+
+    // exec runs in the bot's own folder and passes the exit code through.
+    let out = data.run(&["exec", "alpha", "--", "sh", "-c", "pwd; echo oops >&2; exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(stdout(&out).trim(), format!("/home/botdesk/bots/{alpha_id}"));
+    assert_eq!(stderr(&out).trim(), "oops");
+    let out = data.run(&["exec", "solo", "--", "pwd"]);
+    assert_eq!(stdout(&out).trim(), "/home/botdesk", "a Private bot's folder is the whole home");
+
+    // files: put / ls / cat / get, binary-exact, executable bit kept; relative to the bot's folder.
+    let local = data.path().join("tool.bin");
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(70_000).collect();
+    std::fs::write(&local, &bytes).unwrap();
+    std::fs::set_permissions(&local, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let put = data.json(&["files", "put", "alpha", local.to_str().unwrap(), "bin/tool.bin"]);
+    assert_eq!(put["path"], format!("bots/{alpha_id}/bin/tool.bin"));
+    let ls = data.json(&["files", "ls", "alpha", "bin"]);
+    assert_eq!(ls["entries"][0]["path"], format!("bots/{alpha_id}/bin/tool.bin"));
+    assert_eq!(ls["entries"][0]["size"], 70_000);
+    assert_eq!(ls["entries"][0]["executable"], true);
+    let cat = data.run(&["files", "cat", "alpha", "bin/tool.bin"]);
+    assert!(cat.status.success());
+    assert_eq!(cat.stdout, bytes, "cat writes the raw bytes");
+    let back = data.path().join("back.bin");
+    data.json(&["files", "get", "alpha", "bin/tool.bin", back.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&back).unwrap(), bytes);
+    let out = data.run(&["exec", "alpha", "--cwd", "bin", "--", "sh", "-c", "test -x tool.bin && pwd"]);
+    assert_eq!(stdout(&out).trim(), format!("/home/botdesk/bots/{alpha_id}/bin"));
+
+    // shared/… addresses the Team root, for every bot of the computer.
+    std::fs::write(data.path().join("r.txt"), b"report").unwrap();
+    data.json(&["files", "put", "alpha", data.path().join("r.txt").to_str().unwrap(), "shared/report.txt"]);
+    assert_eq!(data.run(&["files", "cat", "gamma", "shared/report.txt"]).stdout, b"report");
+
+    // Escapes get one clear line and change nothing.
+    for bad in ["../../etc/passwd", "/etc/passwd", "a/../../x", "..\\x"] {
+        let out = data.run(&["files", "cat", "alpha", bad]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("escapes the computer workspace"), "{err}");
+    }
+
+    // computer ls lists every computer with its id; destroy removes the machine, never the workspace.
+    let computers = data.json(&["computer", "ls"]);
+    let ids: Vec<&str> = computers["computers"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2);
+    let team = alpha["computer"]["id"].as_str().unwrap();
+    assert!(ids.contains(&team));
+    let destroyed = data.json(&["computer", "destroy", team]);
+    assert_eq!(destroyed["status"], "missing");
+    let home: PathBuf = destroyed["home"].as_str().unwrap().into();
+    assert_eq!(std::fs::read(home.join(format!("bots/{alpha_id}/bin/tool.bin"))).unwrap(), bytes, "the stored workspace stays");
+    // The next use provisions a fresh machine on the same workspace.
+    let out = data.run(&["exec", "alpha", "--", "sh", "-c", "cat ../../shared/report.txt"]);
+    assert_eq!(stdout(&out), "report");
+    // stop keeps the disk; the next use starts it again.
+    assert_eq!(data.json(&["computer", "stop", "team"])["status"], "stopped");
+    assert_eq!(data.run(&["exec", "alpha", "--", "true"]).status.code(), Some(0));
+
+    // Removing the Private bot removes its computer.
+    data.json(&["bot", "rm", "solo"]);
+    assert_eq!(data.json(&["computer", "ls"])["computers"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn exec_streams_json_lines_and_times_out() {
+    let data = Data::new();
+    data.json(&["bot", "create", "t1"]);
+    let out = data.run(&["--json", "exec", "t1", "--", "sh", "-c", "echo one; echo two >&2"]);
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.contains(&serde_json::json!({"stream": "stdout", "data": "one\n"})), "{lines:?}");
+    assert!(lines.contains(&serde_json::json!({"stream": "stderr", "data": "two\n"})), "{lines:?}");
+    assert_eq!(lines.last().unwrap()["exit_code"], 0);
+    let out = data.run(&["exec", "--timeout", "300", "t1", "--", "sleep", "20"]);
+    assert_eq!(out.status.code(), Some(124));
+    assert!(stderr(&out).contains("command timed out after 300 ms"));
+    let out = data.run(&["exec", "--timeout", "0", "t1", "--", "true"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("timeout must be between 1 ms and 60 min"), "{}", stderr(&out));
+    let out = data.run(&["exec", "nobody", "--", "true"]);
+    assert_eq!(stderr(&out).trim(), "botdesk: bot \"nobody\" was not found");
+}
+
+#[test]
+fn docker_down_is_one_clear_line_and_nothing_panics() {
+    let data = Data::new();
+    data.json(&["bot", "create", "offline"]);
+    let socket = data.path().join("no-docker.sock");
+    let host = format!("unix://{}", socket.display());
+    for args in [
+        vec!["exec", "offline", "--", "true"],
+        vec!["files", "ls", "offline"],
+        vec!["computer", "ls"],
+        vec!["computer", "stop", "team"],
+        vec!["image", "status"],
+        vec!["image", "build"],
+    ] {
+        let out = data.cmd(&args).env("DOCKER_HOST", &host).output().unwrap();
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} should fail without Docker");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("Docker is not reachable") && err.contains("Start the Docker engine"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"));
+    }
+    let out = data.cmd(&["--json", "doctor"]).env("DOCKER_HOST", &host).output().unwrap();
+    assert!(!out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["checks"][0]["ok"], false);
+    assert!(report["checks"][0]["fix"].as_str().unwrap().contains("start the Docker engine"));
+    // What needs no Docker keeps working.
+    let out = data.cmd(&["bot", "list"]).env("DOCKER_HOST", &host).output().unwrap();
+    assert!(out.status.success() && stdout(&out).contains("offline"));
+}

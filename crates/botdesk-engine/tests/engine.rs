@@ -1,0 +1,123 @@
+//! The engine over the fake provider (fast, deterministic) and, for reconcile, the real Docker engine.
+
+use botdesk_core::{ComputerId, ComputerScope, ComputerSpec, Resources, SandboxProvider};
+use botdesk_engine::{Clock, Engine, EngineConfig, ErrorCode, ProviderChoice};
+use bytes::Bytes;
+use std::sync::{atomic::AtomicI64, Arc};
+use tokio_util::sync::CancellationToken;
+
+struct FixedClock(AtomicI64);
+impl Clock for FixedClock {
+    fn now_ms(&self) -> i64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+async fn fake_engine() -> (Engine, Arc<botdesk_fake::FakeProvider>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(botdesk_fake::FakeProvider::new());
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
+    cfg.clock = Arc::new(FixedClock(AtomicI64::new(1_000)));
+    (Engine::open(cfg).await.unwrap(), fake, dir)
+}
+
+async fn stdout_of(engine: &Engine, bot: &str, argv: &[&str], cwd: Option<&str>) -> (i32, String) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let exit = engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), cwd, None, Some(tx), CancellationToken::new()).await.unwrap();
+    let mut out = String::new();
+    while let Ok(c) = rx.try_recv() {
+        out.push_str(&String::from_utf8_lossy(&c.data));
+    }
+    (exit.code, out)
+}
+
+#[tokio::test]
+async fn paths_resolve_in_the_bots_folder_exactly_as_the_bots_tools_will() {
+    let (engine, _fake, _dir) = fake_engine().await;
+    let a = engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
+    let p = engine.create_bot("p", ComputerScope::Private, Some("m1"), "be brief").await.unwrap();
+    assert_eq!(a.folder, format!("bots/{}", a.id));
+    assert_eq!(p.folder, ".");
+    assert_eq!(stdout_of(&engine, "a", &["pwd"], None).await, (0, format!("/home/botdesk/bots/{}\n", a.id)));
+    assert_eq!(stdout_of(&engine, "p", &["pwd"], None).await, (0, "/home/botdesk\n".into()));
+    let written = engine.files_write("a", "out/r.txt", Bytes::from_static(b"r"), false).await.unwrap();
+    assert_eq!(written, format!("bots/{}/out/r.txt", a.id));
+    assert_eq!(engine.files_write("a", "shared/s.txt", Bytes::from_static(b"s"), false).await.unwrap(), "shared/s.txt");
+    assert_eq!(engine.files_write("p", "notes.txt", Bytes::from_static(b"n"), false).await.unwrap(), "notes.txt");
+    let (dir, entries) = engine.files_list("a", "out").await.unwrap();
+    assert_eq!(dir, format!("bots/{}/out", a.id));
+    assert_eq!(entries.len(), 1);
+    assert_eq!(&engine.files_read("a", "out/r.txt", 10).await.unwrap()[..], b"r");
+    let err = engine.files_read("a", "../../etc/passwd", 10).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::PathEscapes);
+    assert_eq!(err.message, "\"../../etc/passwd\" escapes the computer workspace");
+    let err = engine.files_read("a", "out/r.txt", 0).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::TooLarge);
+}
+
+#[tokio::test]
+async fn bots_are_validated_listed_and_removed() {
+    let (engine, fake, _dir) = fake_engine().await;
+    assert_eq!(engine.create_bot("../evil", ComputerScope::Team, None, "").await.unwrap_err().code, ErrorCode::Invalid);
+    engine.create_bot("one", ComputerScope::Team, None, "").await.unwrap();
+    assert_eq!(engine.create_bot("ONE", ComputerScope::Team, None, "").await.unwrap_err().code, ErrorCode::Conflict);
+    let solo = engine.create_bot("solo", ComputerScope::Private, None, "").await.unwrap();
+    stdout_of(&engine, "solo", &["true"], None).await;
+    let solo_ref = botdesk_core::ComputerRef { id: ComputerId::new(&solo.computer.id) };
+    assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Running);
+    engine.remove_bot("solo").await.unwrap();
+    assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Missing, "a Private bot's machine goes with it");
+    assert_eq!(engine.list_bots().await.unwrap().iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["one"]);
+    assert_eq!(engine.remove_bot("solo").await.unwrap_err().code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn stop_and_destroy_then_the_next_use_starts_again() {
+    let (engine, _fake, _dir) = fake_engine().await;
+    engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
+    stdout_of(&engine, "a", &["true"], None).await;
+    assert_eq!(engine.stop_computer("team").await.unwrap().status, "stopped");
+    assert_eq!(stdout_of(&engine, "a", &["echo", "back"], None).await, (0, "back\n".into()));
+    assert_eq!(engine.destroy_computer("team").await.unwrap().status, "missing");
+    assert_eq!(stdout_of(&engine, "a", &["echo", "again"], None).await, (0, "again\n".into()));
+    assert_eq!(engine.list_computers().await.unwrap()[0].status, "running");
+}
+
+/// Reconcile against the real engine: a labelled container whose computer the database knows is
+/// adopted; one it does not know (left by a crash) is removed; other data directories are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_adopts_known_and_removes_orphan_containers() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    engine.create_bot("r", ComputerScope::Team, None, "").await.unwrap();
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    engine.exec("r", vec!["true".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+    // An orphan: a container of this data directory for a computer the database never had.
+    let orphan = botdesk_docker::DockerProvider::new(botdesk_docker::DockerConfig::new(engine.image_tag(), engine.data_dir().label()));
+    let spec = ComputerSpec {
+        id: ComputerId::new("corphan"),
+        name: "orphan".into(),
+        scope: ComputerScope::Team,
+        home_dir: dir.path().join("homes/corphan"),
+        resources: Resources::default(),
+    };
+    orphan.provision(&spec, &Default::default()).await.unwrap();
+    // A container of another data directory must survive.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = botdesk_docker::DockerProvider::new(botdesk_docker::DockerConfig::new(engine.image_tag(), "someone-else"));
+    let other_spec = ComputerSpec { home_dir: other_dir.path().join("h"), ..spec.clone() };
+    other.provision(&other_spec, &Default::default()).await.unwrap();
+
+    let report = engine.reconcile().await.unwrap();
+    let team = engine.list_computers().await.unwrap()[0].id.clone();
+    assert_eq!(report.adopted, vec![team.clone()]);
+    assert_eq!(report.removed, vec!["corphan".to_string()]);
+    assert!(orphan.list_managed().await.unwrap().iter().all(|f| f.computer != "corphan"));
+    assert_eq!(other.list_managed().await.unwrap().len(), 1, "another data directory's container was touched");
+    // A second pass finds nothing to remove.
+    assert!(engine.reconcile().await.unwrap().removed.is_empty());
+
+    other.destroy(&botdesk_core::ComputerRef::from(&other_spec), &Default::default()).await.unwrap();
+    engine.destroy_computer(&team).await.unwrap();
+    assert!(orphan.list_managed().await.unwrap().is_empty());
+}

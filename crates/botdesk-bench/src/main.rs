@@ -1,0 +1,115 @@
+//! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
+//! run on the same machine, and the table replaces docs/benchmarks.md.
+//! Usage: botdesk-bench OUT.md
+
+use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
+use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+struct Row {
+    what: &'static str,
+    ours: Duration,
+    anchor_name: &'static str,
+    anchor: Duration,
+    n: usize,
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time_cmd(args: &[&str]) -> Duration {
+    let t = Instant::now();
+    let st = Command::new("docker").args(args).status().expect("docker CLI");
+    assert!(st.success(), "docker {args:?} failed");
+    t.elapsed()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main]
+async fn main() {
+    let out = std::env::args().nth(1).expect("usage: botdesk-bench OUT.md");
+    let dir = tempfile::tempdir().unwrap();
+    let image = image_tag();
+    let provider = DockerProvider::new(DockerConfig::new(&image, format!("bench{}", uuid::Uuid::new_v4().simple())));
+    let version = provider.engine_version().await.expect("Docker must answer");
+    assert!(provider.image_present(&image).await.unwrap(), "{image} is missing: run `botdesk image build`");
+    let ctx = CallCtx::default();
+    let spec = |i: usize| ComputerSpec {
+        id: ComputerId::new(format!("bench-{i}")),
+        name: format!("bench-{i}"),
+        scope: ComputerScope::Team,
+        home_dir: dir.path().join(format!("home-{i}")),
+        resources: Resources::default(),
+    };
+    let mut rows = vec![];
+
+    // Computer cold start: create + start until the desktop reports ready.
+    const STARTS: usize = 5;
+    let mut ours = vec![];
+    let mut anchor = vec![];
+    for i in 0..STARTS {
+        let s = spec(i);
+        let t = Instant::now();
+        let p = provider.provision(&s, &ctx).await.expect("provision");
+        ours.push(t.elapsed());
+        assert!(p.fresh);
+        provider.destroy(&ComputerRef::from(&s), &ctx).await.unwrap();
+        anchor.push(time_cmd(&["run", "--rm", "--user", "1000:1000", &image, "true"]));
+    }
+    rows.push(Row { what: "computer cold start (create + start until ready)", ours: median(ours), anchor_name: "`docker run --rm IMAGE true`", anchor: median(anchor), n: STARTS });
+
+    // Exec round trip of `true` on a running computer.
+    const EXECS: usize = 50;
+    let s = spec(100);
+    let p = provider.provision(&s, &ctx).await.unwrap();
+    let c = ComputerRef::from(&s);
+    let (mut ours, mut anchor) = (vec![], vec![]);
+    for _ in 0..EXECS {
+        let t = Instant::now();
+        let exit = provider.exec(&c, ExecRequest::new(["true"]), None, &ctx).await.unwrap();
+        ours.push(t.elapsed());
+        assert_eq!(exit.code, 0);
+        anchor.push(time_cmd(&["exec", &p.provider_ref, "true"]));
+    }
+    rows.push(Row { what: "exec round trip (`true`)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: EXECS });
+    provider.destroy(&c, &ctx).await.unwrap();
+
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let mut md = String::from(
+        "# Benchmarks\n\nWritten by `cargo xtask bench` (crate `botdesk-bench`). Every figure is a median, beside an anchor \
+         measured in the same run on the same machine; the ratio is ours ÷ anchor (below 1 means faster than the anchor).\n\n",
+    );
+    md.push_str(&format!(
+        "Machine: {} cores, {cpu}; Docker {version}; image `{image}`.\n\n| what | ours (median) | anchor | anchor (median) | ratio | n |\n|---|---|---|---|---|---|\n",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    ));
+    for r in &rows {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {:.2} | {} |\n",
+            r.what,
+            ms(r.ours),
+            r.anchor_name,
+            ms(r.anchor),
+            r.ours.as_secs_f64() / r.anchor.as_secs_f64(),
+            r.n
+        ));
+    }
+    md.push_str(
+        "\nNotes:\n- Cold start includes creating the container, starting it, and waiting until Xvfb answers on display `:1` \
+         with fluxbox started (the anchor starts nothing and exits at once).\n- The exec anchor runs the Docker CLI, so it also pays a \
+         process start; ours keeps one API connection.\n",
+    );
+    std::fs::write(&out, &md).expect("write the benchmarks table");
+    print!("{md}");
+}

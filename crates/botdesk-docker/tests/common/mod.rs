@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each test file uses a different part of this module
 //! Shared set-up for tests against the real Docker engine. Each target gets its own data directory
 //! (so its own `botdesk.data-dir` label) and removes every container with that label when dropped.
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 pub struct Cleanup {
     provider: Arc<DockerProvider>,
-    _dir: tempfile::TempDir,
+    pub dir: tempfile::TempDir,
 }
 
 impl Drop for Cleanup {
@@ -26,7 +27,8 @@ impl Drop for Cleanup {
     }
 }
 
-pub async fn docker_provider() -> (Arc<DockerProvider>, tempfile::TempDir) {
+/// A provider with a data-dir label of its own; the guard removes its containers when dropped.
+pub async fn docker_provider() -> (Arc<DockerProvider>, Cleanup) {
     let dir = tempfile::tempdir().unwrap();
     let label = format!("test{}", uuid::Uuid::new_v4().simple());
     let provider = Arc::new(DockerProvider::new(DockerConfig::new(image_tag(), label)));
@@ -37,12 +39,12 @@ pub async fn docker_provider() -> (Arc<DockerProvider>, tempfile::TempDir) {
         "the computer image {} is missing: `cargo xtask test` builds it (or `botdesk image build`)",
         image_tag()
     );
-    (provider, dir)
+    (provider.clone(), Cleanup { provider, dir })
 }
 
 pub async fn docker_target() -> Target {
-    let (provider, dir) = docker_provider().await;
-    let root = dir.path().to_path_buf();
+    let (provider, cleanup) = docker_provider().await;
+    let root = cleanup.dir.path().to_path_buf();
     Target {
         provider: provider.clone(),
         make_spec: Box::new(move |name| ComputerSpec {
@@ -52,6 +54,6 @@ pub async fn docker_target() -> Target {
             home_dir: root.join("homes").join(name),
             resources: Resources::default(),
         }),
-        guard: Some(Box::new(Cleanup { provider, _dir: dir })),
+        guard: Some(Box::new(cleanup)),
     }
 }

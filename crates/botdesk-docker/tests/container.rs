@@ -1,0 +1,66 @@
+//! The container spec and the image's start script, checked on the real engine.
+
+mod common;
+use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, Resources, SandboxProvider};
+use common::docker_provider;
+use std::process::Command;
+
+fn inspect(id: &str, format: &str) -> String {
+    let out = Command::new("docker").args(["inspect", "--format", format, id]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loopback() {
+    let (provider, cleanup) = docker_provider().await;
+    let dir = &cleanup.dir;
+    let spec = ComputerSpec {
+        id: ComputerId::new("spec-check"),
+        name: "spec-check".into(),
+        scope: ComputerScope::Team,
+        home_dir: dir.path().join("home"),
+        resources: Resources::default(),
+    };
+    let p = provider.provision(&spec, &CallCtx::default()).await.unwrap();
+    let id = &p.provider_ref;
+    assert_eq!(inspect(id, "{{.Config.User}}"), "1000:1000");
+    assert_eq!(inspect(id, "{{json .HostConfig.CapDrop}}"), r#"["ALL"]"#);
+    assert_eq!(inspect(id, "{{json .HostConfig.SecurityOpt}}"), r#"["no-new-privileges"]"#);
+    assert_eq!(inspect(id, "{{.HostConfig.Memory}}"), (2u64 << 30).to_string());
+    assert_eq!(inspect(id, "{{.HostConfig.NanoCpus}}"), "2000000000");
+    assert_eq!(inspect(id, "{{.HostConfig.PidsLimit}}"), "2048");
+    assert_eq!(inspect(id, "{{index .Config.Labels \"botdesk.managed\"}}"), "1");
+    assert_eq!(inspect(id, "{{index .Config.Labels \"botdesk.computer\"}}"), "spec-check");
+    assert_eq!(inspect(id, "{{index .Config.Labels \"botdesk.data-dir\"}}"), provider.config().data_dir_label);
+    // Exactly one published port, the gateway, on 127.0.0.1 with a host port Docker picked.
+    let ports = inspect(id, "{{json .NetworkSettings.Ports}}");
+    let ports: serde_json::Value = serde_json::from_str(&ports).unwrap();
+    let ports = ports.as_object().unwrap();
+    assert_eq!(ports.keys().collect::<Vec<_>>(), ["7900/tcp"]);
+    let bindings = ports["7900/tcp"].as_array().unwrap();
+    assert!(!bindings.is_empty() && bindings.iter().all(|b| b["HostIp"] == "127.0.0.1"), "{bindings:?}");
+    // The home is the bind-mounted workspace and belongs to the workspace user.
+    assert_eq!(inspect(id, "{{range .Mounts}}{{.Source}} -> {{.Destination}}{{end}}"), format!("{} -> /home/botdesk", spec.home_dir.display()));
+    let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", "id -u; stat -c %u .; touch made-here"]), &CallCtx::default()).await.unwrap();
+    assert_eq!(exit.code, 0);
+    assert_eq!(String::from_utf8_lossy(&out), "1000\n1000\n");
+    assert!(spec.home_dir.join("made-here").exists(), "the workspace is the host folder");
+    provider.destroy(&ComputerRef::from(&spec), &CallCtx::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn start_script_fails_loudly_when_x_never_answers() {
+    let (_provider, _cleanup) = docker_provider().await;
+    // A read-only root and no /tmp tmpfs: Xvfb cannot create its socket, so X never answers.
+    let out = Command::new("docker")
+        .args(["run", "--rm", "--read-only", "--label", "botdesk.managed=1"])
+        .args(std::env::var("BOTDESK_TEST_RUN").map(|r| vec!["--label".to_string(), format!("botdesk.test-run={r}")]).unwrap_or_default())
+        .arg(botdesk_docker::image::image_tag())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("X display :1 did not answer"), "{err}");
+    assert!(err.contains("last lines of its log"), "{err}");
+}

@@ -57,6 +57,40 @@ enum Cmd {
         #[command(subcommand)]
         cmd: FilesCmd,
     },
+    /// Take control of a bot's screen, or hand it back.
+    Control {
+        #[command(subcommand)]
+        cmd: ControlCmd,
+    },
+    /// Diagnostics for the lease database.
+    Lease {
+        #[command(subcommand)]
+        cmd: LeaseCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum ControlCmd {
+    /// Refused with "Stop the bot first" while the bot runs (unless it waits for you).
+    Take { bot: String },
+    /// Hand the screen back; a run waiting for you resumes.
+    Release {
+        bot: String,
+        /// Tell the waiting run you skipped what it asked for (default: finished).
+        #[arg(long)]
+        skipped: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum LeaseCmd {
+    /// Start a run for BOT and hold its execution lease, heartbeating, for MS milliseconds
+    /// (prints the lease as one JSON line when it is held). Exits 1 with "busy" if another run holds it.
+    Hold {
+        bot: String,
+        #[arg(long, default_value_t = 3_600_000)]
+        ms: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -87,6 +121,10 @@ enum BotCmd {
     Rm {
         name: String,
     },
+    /// Stop a bot: cancel its runs, end its leases, release its desktop.
+    Stop {
+        name: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -98,6 +136,13 @@ enum ComputerCmd {
     Destroy { id: String },
     /// Adopt or remove containers left by a crash (also runs at every app start).
     Reconcile,
+    /// The owner's Release computer: free a reservation whose worker is gone.
+    Release {
+        id: String,
+        /// Confirm that no worker or provider call is still running (needed when that cannot be proven).
+        #[arg(long)]
+        confirm: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -156,7 +201,9 @@ fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
 
 async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(botdesk_engine::DataDir::default_location);
-    let engine = Engine::open(EngineConfig::new(data_dir, ProviderChoice::Docker)).await?;
+    let mut config = EngineConfig::new(data_dir, ProviderChoice::Docker);
+    config.clock = std::sync::Arc::new(botdesk_engine::OffsetClock::from_env());
+    let engine = Engine::open(config).await?;
     let json = cli.json;
     match cli.cmd {
         Cmd::Doctor => {
@@ -226,9 +273,56 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let r = engine.reconcile().await?;
             print(json, serde_json::to_value(&r).unwrap(), || format!("adopted {}, removed {}", r.adopted.len(), r.removed.len()));
         }
+        Cmd::Bot { cmd: BotCmd::Stop { name } } => {
+            let cancelled = engine.stop_bot(&name).await?;
+            print(json, json!({"bot": name, "cancelled_runs": cancelled}), || format!("stopped {name}; cancelled {} run(s)", cancelled.len()));
+        }
+        Cmd::Computer { cmd: ComputerCmd::Release { id, confirm } } => {
+            let out = engine.release_computer(&id, confirm).await?;
+            print(json, serde_json::to_value(&out).unwrap(), || match &out.reservation {
+                None => format!("computer {} was not reserved", out.computer),
+                Some(r) => format!("released computer {} ({} reservation, stage {})", out.computer, r.action, r.stage),
+            });
+        }
+        Cmd::Control { cmd: ControlCmd::Take { bot } } => {
+            let lease = engine.take_control(&bot).await?;
+            print(json, serde_json::to_value(&lease).unwrap(), || format!("you have control of {bot}'s screen until {} (lease {})", lease.expires_at, lease.lease_id));
+        }
+        Cmd::Control { cmd: ControlCmd::Release { bot, skipped } } => {
+            let Some(lease) = engine.control_of(&bot).await? else {
+                return Err(EngineError::new(botdesk_engine::ErrorCode::Stale, format!("you do not have control of {bot}'s screen")));
+            };
+            let result = if skipped { botdesk_engine::TakeoverResult::Skipped } else { botdesk_engine::TakeoverResult::Finished };
+            let resumed = engine.release_control(&bot, &lease.lease_id, result).await?;
+            print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {bot}'s screen"));
+        }
+        Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(&engine, &bot, ms).await,
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(&engine, json, cmd).await?,
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Holds a run's execution lease with heartbeats (a diagnostic, and the multi-process test's driver).
+async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, EngineError> {
+    let run = engine.create_run(bot, "hold the execution lease").await?;
+    let (run, mut lease) = match engine.lease_run(&run.id).await {
+        Ok(x) => x,
+        Err(e) => {
+            // The queued run never got the lease: record that instead of leaving it queued.
+            let _ = engine.fail_queued_run(&run.id, &e.message).await;
+            return Err(e);
+        }
+    };
+    let run = engine.begin_run(&run).await?;
+    println!("{}", json!({"run_id": run.id, "fence": lease.fence, "screen_lease": lease.screen_lease_id(), "expires_at": lease.expires_at}));
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
+    let beat = Duration::from_millis(engine.policy().run_heartbeat as u64);
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(beat.min(deadline - tokio::time::Instant::now())).await;
+        lease = engine.heartbeat_run(&run, &lease).await?;
+    }
+    engine.finish_run(&run, &lease, botdesk_engine::RunStatus::Completed, None).await?;
     Ok(ExitCode::SUCCESS)
 }
 

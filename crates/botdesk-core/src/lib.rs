@@ -9,10 +9,12 @@ pub mod error;
 pub mod path;
 pub mod provider;
 pub mod redact;
+pub mod state;
 pub mod types;
 
 pub use error::SandboxError;
 pub use path::{resolve_for_bot, PathError, WorkspacePath, HOME};
 pub use provider::*;
 pub use redact::Redactor;
+pub use state::*;
 pub use types::*;

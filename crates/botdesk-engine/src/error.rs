@@ -14,6 +14,8 @@ pub enum ErrorCode {
     DockerUnavailable,
     NotRunning,
     Busy,
+    /// The caller's lease or view is out of date (older fence, expired lease).
+    Stale,
     Provider,
     Internal,
 }
@@ -61,6 +63,8 @@ impl From<StoreError> for EngineError {
         let code = match &e {
             StoreError::NotFound(_) => ErrorCode::NotFound,
             StoreError::Conflict(_) => ErrorCode::Conflict,
+            StoreError::Busy(_) => ErrorCode::Busy,
+            StoreError::Stale(_) => ErrorCode::Stale,
             _ => ErrorCode::Internal,
         };
         Self::new(code, e.to_string())

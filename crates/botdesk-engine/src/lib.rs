@@ -3,13 +3,17 @@
 
 mod doctor;
 mod error;
+mod leases;
 mod paths;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
 pub use doctor::{Check, DoctorReport};
 pub use error::{EngineError, ErrorCode, Result};
+pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
+pub use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
+pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 
 use botdesk_core::*;
 use botdesk_docker::{DockerConfig, DockerProvider};
@@ -44,11 +48,26 @@ pub struct EngineConfig {
     pub provider: ProviderChoice,
     pub clock: Arc<dyn Clock>,
     pub resources: Resources,
+    pub policy: Policy,
 }
 
 impl EngineConfig {
     pub fn new(data_dir: impl Into<PathBuf>, provider: ProviderChoice) -> Self {
-        Self { data_dir: data_dir.into(), provider, clock: Arc::new(SystemClock), resources: Resources::default() }
+        Self { data_dir: data_dir.into(), provider, clock: Arc::new(SystemClock), resources: Resources::default(), policy: Policy::default() }
+    }
+}
+
+/// The system clock shifted by `BOTDESK_CLOCK_OFFSET_MS` (a test input: a second process can
+/// live "later" to see leases expire without waiting).
+pub struct OffsetClock(pub i64);
+impl OffsetClock {
+    pub fn from_env() -> Self {
+        Self(std::env::var("BOTDESK_CLOCK_OFFSET_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+    }
+}
+impl Clock for OffsetClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + self.0
     }
 }
 
@@ -93,16 +112,17 @@ pub struct ReconcileReport {
 
 #[derive(Clone)]
 pub struct Engine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     data: DataDir,
     store: Store,
     provider: Arc<dyn SandboxProvider>,
     docker: Option<Arc<DockerProvider>>,
     clock: Arc<dyn Clock>,
     resources: Resources,
+    policy: Policy,
     /// Computers provisioned and prepared by this process, so a second call skips the set-up.
     ready: Mutex<HashSet<ComputerId>>,
 }
@@ -132,8 +152,18 @@ impl Engine {
             }
             ProviderChoice::Custom(p) => (p, None),
         };
+        config.policy.validate()?;
         Ok(Self {
-            inner: Arc::new(Inner { data, store, provider, docker, clock: config.clock, resources: config.resources, ready: Mutex::new(HashSet::new()) }),
+            inner: Arc::new(Inner {
+                data,
+                store,
+                provider,
+                docker,
+                clock: config.clock,
+                resources: config.resources,
+                policy: config.policy,
+                ready: Mutex::new(HashSet::new()),
+            }),
         })
     }
 
@@ -145,7 +175,7 @@ impl Engine {
         self.inner.provider.kind()
     }
 
-    fn now(&self) -> i64 {
+    pub(crate) fn now(&self) -> i64 {
         self.inner.clock.now_ms()
     }
 
@@ -266,12 +296,18 @@ impl Engine {
         Ok(cref)
     }
 
-    /// Stops a computer and keeps its disk.
+    /// Stops a computer and keeps its disk. Refused while bots hold live execution leases on it
+    /// ("Other bots are still using this computer") or while it is reserved.
     pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
+        let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         self.inner.ready.lock().await.remove(&c.id);
-        self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
-            .map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
+        self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
+        let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
+        let ok = stopped.is_ok();
+        let err = stopped.as_ref().err().map(|e| e.to_string());
+        self.inner.store.finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now()).await?;
+        stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
         self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
         self.computer_view(c).await
     }

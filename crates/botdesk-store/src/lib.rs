@@ -1,11 +1,14 @@
 //! SQLite persistence (sqlx, WAL): workspaces, computers, bots. The engine is the only caller; this
 //! crate knows nothing of Docker. Time comes in as an argument (`now_ms`) so tests control it.
 
+mod leases;
+pub use leases::*;
+
 use botdesk_core::{BotId, ComputerId, ComputerScope};
 use serde::Serialize;
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
-    Row, SqlitePool,
+    SqlitePool,
 };
 use std::{path::Path, time::Duration};
 
@@ -19,6 +22,12 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// Someone else holds what was asked for (a live lease, control, a reservation).
+    #[error("{0}")]
+    Busy(String),
+    /// The caller's lease or view is out of date (an older fence, an expired lease, a moved state).
+    #[error("{0}")]
+    Stale(String),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -61,10 +70,10 @@ pub struct NewBot<'a> {
 
 #[derive(Clone)]
 pub struct Store {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     let mut b = [0u8; 6];
     getrandom(&mut b);
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -76,40 +85,45 @@ fn getrandom(buf: &mut [u8]) {
     std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)).expect("/dev/urandom is readable");
 }
 
-fn computer_from(row: &sqlx::sqlite::SqliteRow) -> Result<Computer> {
-    let scope: String = row.try_get("scope")?;
-    Ok(Computer {
-        id: ComputerId::new(row.try_get::<String, _>("id")?),
-        name: row.try_get("name")?,
-        scope: ComputerScope::parse(&scope).ok_or_else(|| StoreError::Conflict(format!("unknown scope {scope}")))?,
-        home_key: row.try_get("home_key")?,
-        provider: row.try_get("provider")?,
-        provider_ref: row.try_get("provider_ref")?,
-        state: row.try_get("state")?,
-    })
+/// Row shapes as sqlx reads them; converted to the domain types below.
+struct ComputerRow {
+    id: String,
+    name: String,
+    scope: String,
+    home_key: String,
+    provider: String,
+    provider_ref: Option<String>,
+    state: String,
 }
 
-fn bot_from(row: &sqlx::sqlite::SqliteRow) -> Result<Bot> {
-    Ok(Bot {
-        id: BotId::new(row.try_get::<String, _>("id")?),
-        name: row.try_get("name")?,
-        computer_id: ComputerId::new(row.try_get::<String, _>("computer_id")?),
-        model: row.try_get("model")?,
-        instructions: row.try_get("instructions")?,
-        created_at: row.try_get("created_at")?,
-    })
+impl TryFrom<ComputerRow> for Computer {
+    type Error = StoreError;
+    fn try_from(r: ComputerRow) -> Result<Self> {
+        Ok(Computer {
+            scope: ComputerScope::parse(&r.scope).ok_or_else(|| StoreError::Conflict(format!("unknown scope {}", r.scope)))?,
+            id: ComputerId::new(r.id),
+            name: r.name,
+            home_key: r.home_key,
+            provider: r.provider,
+            provider_ref: r.provider_ref,
+            state: r.state,
+        })
+    }
 }
 
-// Column lists as macros so every query stays one static string (sqlx refuses dynamic SQL).
-macro_rules! computer_cols {
-    () => {
-        "id, name, scope, home_key, provider, provider_ref, state"
-    };
+struct BotRow {
+    id: String,
+    name: String,
+    computer_id: String,
+    model: Option<String>,
+    instructions: String,
+    created_at: i64,
 }
-macro_rules! bot_cols {
-    () => {
-        "id, name, computer_id, model, instructions, created_at"
-    };
+
+impl From<BotRow> for Bot {
+    fn from(r: BotRow) -> Self {
+        Bot { id: BotId::new(r.id), name: r.name, computer_id: ComputerId::new(r.computer_id), model: r.model, instructions: r.instructions, created_at: r.created_at }
+    }
 }
 
 impl Store {
@@ -130,13 +144,12 @@ impl Store {
 
     /// The default workspace, created on first use.
     pub async fn default_workspace(&self, now_ms: i64) -> Result<Workspace> {
-        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES (?, 'default', ?) ON CONFLICT(name) DO NOTHING")
-            .bind(new_id())
-            .bind(now_ms)
+        let id = new_id();
+        sqlx::query!("INSERT INTO workspaces (id, name, created_at) VALUES (?1, 'default', ?2) ON CONFLICT(name) DO NOTHING", id, now_ms)
             .execute(&self.pool)
             .await?;
-        let row = sqlx::query("SELECT id, name FROM workspaces WHERE name = 'default'").fetch_one(&self.pool).await?;
-        Ok(Workspace { id: row.try_get("id")?, name: row.try_get("name")? })
+        let row = sqlx::query!(r#"SELECT id AS "id!", name FROM workspaces WHERE name = 'default'"#).fetch_one(&self.pool).await?;
+        Ok(Workspace { id: row.id, name: row.name })
     }
 
     /// Creates a bot and, as needed, its computer (the workspace's Team computer, or a new Private
@@ -144,16 +157,19 @@ impl Store {
     pub async fn create_bot(&self, new: NewBot<'_>, now_ms: i64) -> Result<(Bot, Computer)> {
         let ws = self.default_workspace(now_ms).await?;
         let mut tx = self.pool.begin().await?;
-        if sqlx::query("SELECT 1 FROM bots WHERE name = ?").bind(new.name).fetch_optional(&mut *tx).await?.is_some() {
+        if sqlx::query!("SELECT 1 AS one FROM bots WHERE name = ?1", new.name).fetch_optional(&mut *tx).await?.is_some() {
             return Err(StoreError::Conflict(format!("a bot named {:?} already exists", new.name)));
         }
         let existing_team = match new.scope {
-            ComputerScope::Team => sqlx::query(concat!("SELECT ", computer_cols!(), " FROM computers WHERE workspace_id = ? AND scope = 'team'"))
-                .bind(&ws.id)
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|r| computer_from(&r))
-                .transpose()?,
+            ComputerScope::Team => sqlx::query_as!(
+                ComputerRow,
+                r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
+                ws.id
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(Computer::try_from)
+            .transpose()?,
             ComputerScope::Private => None,
         };
         let computer = match existing_team {
@@ -164,18 +180,12 @@ impl Store {
                     ComputerScope::Team => "team".to_string(),
                     ComputerScope::Private => format!("private-{}", new.name.to_lowercase()),
                 };
-                sqlx::query(
+                let scope = new.scope.as_str();
+                sqlx::query!(
                     "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, created_at, updated_at)
-                     VALUES (?, ?, ?, ?, ?, ?, 'stopped', ?, ?)",
+                     VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?6)",
+                    id, ws.id, name, scope, new.provider, now_ms
                 )
-                .bind(&id)
-                .bind(&ws.id)
-                .bind(&name)
-                .bind(new.scope.as_str())
-                .bind(&id)
-                .bind(new.provider)
-                .bind(now_ms)
-                .bind(now_ms)
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| match e {
@@ -201,56 +211,56 @@ impl Store {
             instructions: new.instructions.to_string(),
             created_at: now_ms,
         };
-        sqlx::query("INSERT INTO bots (id, workspace_id, name, computer_id, model, instructions, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
-            .bind(bot.id.as_str())
-            .bind(&ws.id)
-            .bind(&bot.name)
-            .bind(bot.computer_id.as_str())
-            .bind(&bot.model)
-            .bind(&bot.instructions)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
+        let (bid, cid) = (bot.id.as_str(), bot.computer_id.as_str());
+        sqlx::query!(
+            "INSERT INTO bots (id, workspace_id, name, computer_id, model, instructions, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            bid, ws.id, bot.name, cid, bot.model, bot.instructions, now_ms
+        )
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok((bot, computer))
     }
 
     pub async fn list_bots(&self) -> Result<Vec<Bot>> {
-        let rows = sqlx::query(concat!("SELECT ", bot_cols!(), " FROM bots ORDER BY created_at, name")).fetch_all(&self.pool).await?;
-        rows.iter().map(bot_from).collect()
+        let rows = sqlx::query_as!(BotRow, r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots ORDER BY created_at, name"#)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().map(Bot::from).collect())
     }
 
     /// A bot by name (case-insensitive) or id.
     pub async fn bot(&self, name_or_id: &str) -> Result<Bot> {
-        let row = sqlx::query(concat!("SELECT ", bot_cols!(), " FROM bots WHERE name = ? OR id = ?"))
-            .bind(name_or_id)
-            .bind(name_or_id)
+        sqlx::query_as!(BotRow, r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots WHERE name = ?1 OR id = ?1"#, name_or_id)
             .fetch_optional(&self.pool)
             .await?
-            .ok_or_else(|| StoreError::NotFound(format!("bot {name_or_id:?}")))?;
-        bot_from(&row)
+            .map(Bot::from)
+            .ok_or_else(|| StoreError::NotFound(format!("bot {name_or_id:?}")))
     }
 
     /// Deletes a bot; a Private computer left without bots goes with it (its home stays on disk).
     /// Returns the computer row that was deleted, if any.
     pub async fn delete_bot(&self, id: &BotId) -> Result<Option<Computer>> {
+        let bid = id.as_str();
         let mut tx = self.pool.begin().await?;
-        let bot = sqlx::query(concat!("SELECT ", bot_cols!(), " FROM bots WHERE id = ?"))
-            .bind(id.as_str())
+        let bot = sqlx::query!("SELECT computer_id FROM bots WHERE id = ?1", bid)
             .fetch_optional(&mut *tx)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("bot {id}")))?;
-        let bot = bot_from(&bot)?;
-        sqlx::query("DELETE FROM bots WHERE id = ?").bind(id.as_str()).execute(&mut *tx).await?;
-        let row = sqlx::query(concat!("SELECT ", computer_cols!(), " FROM computers WHERE id = ? AND scope = 'private'
-             AND NOT EXISTS (SELECT 1 FROM bots WHERE computer_id = computers.id)"))
-        .bind(bot.computer_id.as_str())
+        sqlx::query!("DELETE FROM bots WHERE id = ?1", bid).execute(&mut *tx).await?;
+        let row = sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE id = ?1 AND scope = 'private'
+               AND NOT EXISTS (SELECT 1 FROM bots WHERE computer_id = computers.id)"#,
+            bot.computer_id
+        )
         .fetch_optional(&mut *tx)
         .await?;
         let removed = match row {
             Some(r) => {
-                let c = computer_from(&r)?;
-                sqlx::query("DELETE FROM computers WHERE id = ?").bind(c.id.as_str()).execute(&mut *tx).await?;
+                let c = Computer::try_from(r)?;
+                let cid = c.id.as_str();
+                sqlx::query!("DELETE FROM computers WHERE id = ?1", cid).execute(&mut *tx).await?;
                 Some(c)
             }
             None => None,
@@ -260,39 +270,55 @@ impl Store {
     }
 
     pub async fn list_computers(&self) -> Result<Vec<Computer>> {
-        let rows = sqlx::query(concat!("SELECT ", computer_cols!(), " FROM computers ORDER BY created_at, name")).fetch_all(&self.pool).await?;
-        rows.iter().map(computer_from).collect()
+        let rows = sqlx::query_as!(ComputerRow, r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers ORDER BY created_at, name"#)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(Computer::try_from).collect()
     }
 
     /// A computer by id or name.
     pub async fn computer(&self, id_or_name: &str) -> Result<Computer> {
-        let row = sqlx::query(concat!("SELECT ", computer_cols!(), " FROM computers WHERE id = ? OR name = ?"))
-            .bind(id_or_name)
-            .bind(id_or_name)
-            .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("computer {id_or_name:?}")))?;
-        computer_from(&row)
+        sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE id = ?1 OR name = ?1"#,
+            id_or_name
+        )
+        .fetch_optional(&self.pool)
+        .await?
+        .map(Computer::try_from)
+        .transpose()?
+        .ok_or_else(|| StoreError::NotFound(format!("computer {id_or_name:?}")))
     }
 
     pub async fn bots_on(&self, computer: &ComputerId) -> Result<Vec<Bot>> {
-        let rows = sqlx::query(concat!("SELECT ", bot_cols!(), " FROM bots WHERE computer_id = ? ORDER BY created_at"))
-            .bind(computer.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(bot_from).collect()
+        let cid = computer.as_str();
+        let rows = sqlx::query_as!(
+            BotRow,
+            r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots WHERE computer_id = ?1 ORDER BY created_at"#,
+            cid
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(Bot::from).collect())
     }
 
-    /// Records what the provider reported. (Checked state transitions arrive with the lease engine.)
+    /// Records what the provider reported (reconcile and start-up); lifecycle transitions go
+    /// through [`Store::transition_computer`].
     pub async fn set_computer_state(&self, id: &ComputerId, state: &str, provider_ref: Option<&str>, now_ms: i64) -> Result<()> {
-        sqlx::query("UPDATE computers SET state = ?, provider_ref = COALESCE(?, provider_ref), updated_at = ? WHERE id = ?")
-            .bind(state)
-            .bind(provider_ref)
-            .bind(now_ms)
-            .bind(id.as_str())
-            .execute(&self.pool)
-            .await?;
+        let cid = id.as_str();
+        sqlx::query!(
+            "UPDATE computers SET state = ?1, provider_ref = COALESCE(?2, provider_ref), updated_at = ?3, generation = generation + 1 WHERE id = ?4",
+            state, provider_ref, now_ms, cid
+        )
+        .execute(&self.pool)
+        .await?;
         Ok(())
+    }
+
+    /// Last activity on a computer (ms), for idle suspend.
+    pub async fn last_active(&self, id: &ComputerId) -> Result<i64> {
+        let cid = id.as_str();
+        Ok(sqlx::query!("SELECT last_active_at FROM computers WHERE id = ?1", cid).fetch_one(&self.pool).await?.last_active_at)
     }
 }
 

@@ -1,0 +1,184 @@
+//! The engine's state machines as explicit enums with checked transitions. The store applies each
+//! transition as a compare-and-swap in SQL; these tables say which ones exist.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {what} cannot go from {from} to {to}")]
+pub struct TransitionError {
+    pub what: &'static str,
+    pub from: &'static str,
+    pub to: &'static str,
+}
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),* }
+            }
+            pub fn parse(s: &str) -> Option<Self> {
+                match s { $($text => Some($name::$variant),)* _ => None }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// queued → leased → running → waiting_input | waiting_takeover → completed | failed | cancelled
+    RunStatus {
+        Queued => "queued",
+        Leased => "leased",
+        Running => "running",
+        WaitingInput => "waiting_input",
+        WaitingTakeover => "waiting_takeover",
+        Completed => "completed",
+        Failed => "failed",
+        Cancelled => "cancelled",
+    }
+);
+
+impl RunStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+    /// Active runs keep the bot busy: Take control is refused (unless waiting for a takeover).
+    pub fn is_active(self) -> bool {
+        !self.is_terminal()
+    }
+    pub fn can_become(self, to: Self) -> bool {
+        use RunStatus::*;
+        match self {
+            Queued => matches!(to, Leased | Failed | Cancelled),
+            Leased => matches!(to, Running | Failed | Cancelled),
+            Running => matches!(to, WaitingInput | WaitingTakeover | Completed | Failed | Cancelled),
+            WaitingInput | WaitingTakeover => matches!(to, Running | Failed | Cancelled),
+            Completed | Failed | Cancelled => false,
+        }
+    }
+    pub fn check(self, to: Self) -> Result<(), TransitionError> {
+        if self.can_become(to) { Ok(()) } else { Err(TransitionError { what: "run", from: self.as_str(), to: to.as_str() }) }
+    }
+}
+
+string_enum!(
+    /// stopped | suspended | error → booting → running → suspending → suspended; running → stopped.
+    ComputerState {
+        Stopped => "stopped",
+        Booting => "booting",
+        Running => "running",
+        Suspending => "suspending",
+        Suspended => "suspended",
+        Error => "error",
+    }
+);
+
+impl ComputerState {
+    pub fn can_become(self, to: Self) -> bool {
+        use ComputerState::*;
+        match self {
+            Stopped | Suspended | Error => matches!(to, Booting),
+            Booting => matches!(to, Running | Error | Stopped),
+            Running => matches!(to, Suspending | Stopped | Error),
+            Suspending => matches!(to, Suspended | Error | Running),
+        }
+    }
+    pub fn check(self, to: Self) -> Result<(), TransitionError> {
+        if self.can_become(to) { Ok(()) } else { Err(TransitionError { what: "computer", from: self.as_str(), to: to.as_str() }) }
+    }
+}
+
+string_enum!(
+    /// What a computer reservation is for.
+    ReservationAction {
+        Update => "update",
+        Recover => "recover",
+        Stop => "stop",
+        IdleSuspend => "idle_suspend",
+    }
+);
+
+string_enum!(
+    /// Real lifecycle stages of a reservation's work, stored as they happen (never percentages).
+    ReservationStage {
+        Reserved => "reserved",
+        Checkpointing => "checkpointing",
+        ClosingBrowsers => "closing_browsers",
+        Stopping => "stopping",
+        Provisioning => "provisioning",
+        Restoring => "restoring",
+        Done => "done",
+    }
+);
+
+string_enum!(
+    /// `interrupted`: the worker stopped heartbeating; the reservation is kept until the owner
+    /// releases the computer.
+    ReservationStatus {
+        Active => "active",
+        Interrupted => "interrupted",
+        Completed => "completed",
+        Failed => "failed",
+        Released => "released",
+    }
+);
+
+string_enum!(
+    /// How the person ended a takeover the bot asked for.
+    TakeoverResult {
+        Finished => "finished",
+        Skipped => "skipped",
+    }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_transitions_are_exactly_the_designed_ones() {
+        use RunStatus::*;
+        let allowed = [
+            (Queued, Leased), (Queued, Failed), (Queued, Cancelled),
+            (Leased, Running), (Leased, Failed), (Leased, Cancelled),
+            (Running, WaitingInput), (Running, WaitingTakeover), (Running, Completed), (Running, Failed), (Running, Cancelled),
+            (WaitingInput, Running), (WaitingInput, Failed), (WaitingInput, Cancelled),
+            (WaitingTakeover, Running), (WaitingTakeover, Failed), (WaitingTakeover, Cancelled),
+        ];
+        for &a in RunStatus::ALL {
+            for &b in RunStatus::ALL {
+                assert_eq!(a.can_become(b), allowed.contains(&(a, b)), "{a} -> {b}");
+            }
+        }
+        assert_eq!(Completed.check(Running).unwrap_err().to_string(), "a run cannot go from completed to running");
+    }
+
+    #[test]
+    fn computer_transitions() {
+        use ComputerState::*;
+        assert!(Stopped.can_become(Booting) && Suspended.can_become(Booting) && Error.can_become(Booting));
+        assert!(Booting.can_become(Running) && Running.can_become(Suspending) && Suspending.can_become(Suspended));
+        assert!(!Stopped.can_become(Running) && !Suspended.can_become(Suspending) && !Running.can_become(Booting));
+        assert_eq!(Stopped.check(Suspended).unwrap_err().to_string(), "a computer cannot go from stopped to suspended");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
+        }
+        for s in ComputerState::ALL {
+            assert_eq!(ComputerState::parse(s.as_str()), Some(*s));
+        }
+    }
+}

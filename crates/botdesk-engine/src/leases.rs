@@ -1,0 +1,346 @@
+//! Runs, execution and control leases, reservations and idle suspend (DESIGN §7) on top of the
+//! store's compare-and-swap transitions. Policies (TTLs, heartbeats) live here.
+
+use botdesk_core::*;
+use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
+use serde::Serialize;
+
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+/// Lease timings (milliseconds).
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub exec_ttl: i64,
+    pub run_heartbeat: i64,
+    pub control_ttl: i64,
+    pub reservation_heartbeat: i64,
+    /// A reservation whose worker is silent this long is marked interrupted (and kept).
+    pub reservation_silence: i64,
+    /// Idle time before a computer is suspended (at least 30 s).
+    pub idle_suspend: i64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            exec_ttl: 5 * 60_000,
+            run_heartbeat: 60_000,
+            control_ttl: 15 * 60_000,
+            reservation_heartbeat: 30_000,
+            reservation_silence: 10 * 60_000,
+            idle_suspend: 10 * 60_000,
+        }
+    }
+}
+
+pub const MIN_IDLE_SUSPEND_MS: i64 = 30_000;
+
+impl Policy {
+    pub fn validate(&self) -> Result<()> {
+        if self.idle_suspend < MIN_IDLE_SUSPEND_MS {
+            return Err(EngineError::invalid(format!("idle suspend must be at least 30 s, got {} ms", self.idle_suspend)));
+        }
+        Ok(())
+    }
+}
+
+/// Which process on which machine holds a reservation: what the owner's Release checks.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into())
+}
+
+fn process_alive(pid: i64) -> bool {
+    pid > 0 && std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseProof {
+    /// The worker's process is gone from this machine.
+    WorkerGone { pid: i64 },
+    /// The machine rebooted since the reservation was made.
+    Rebooted,
+    /// The owner confirmed no worker is running.
+    OwnerConfirmed,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ReleaseOutcome {
+    pub computer: String,
+    pub reservation: Option<Reservation>,
+    pub proof: Option<ReleaseProof>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleOutcome {
+    /// Not idle long enough, or in use.
+    NotIdle,
+    Suspended,
+    /// Activity appeared while checkpointing: the computer stays up.
+    Aborted,
+}
+
+impl Engine {
+    pub fn policy(&self) -> Policy {
+        self.inner.policy
+    }
+
+    async fn bot_refs(&self, bot: &str) -> Result<(BotId, ComputerId)> {
+        let b = self.inner.store.bot(bot).await?;
+        Ok((b.id, b.computer_id))
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Runs and execution leases
+
+    /// Queues a run for a bot.
+    pub async fn create_run(&self, bot: &str, task: &str) -> Result<Run> {
+        let (bot, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.create_run(&bot, &computer, task, self.now()).await?)
+    }
+
+    /// Claims the bot's execution lease for a queued run (holder = run id) and moves it to
+    /// `leased`. A live lease held by another run is `Busy`. Runs left behind with an older fence
+    /// (their process died and their lease expired) are marked failed.
+    pub async fn lease_run(&self, run_id: &str) -> Result<(Run, ExecLease)> {
+        let run = self.inner.store.run(run_id).await?;
+        let now = self.now();
+        let lease = self.inner.store.claim_execution(&run.computer_id, &run.bot_id, &run.id, now, self.inner.policy.exec_ttl).await?;
+        for stale in self.inner.store.active_runs(&run.bot_id).await? {
+            if stale.id != run.id && stale.fence.is_some_and(|f| f < lease.fence) {
+                let reason = "its process stopped heartbeating and its execution lease expired";
+                let _ = self.inner.store.transition_run(&stale.id, stale.status, RunStatus::Failed, now, None, Some(reason)).await;
+            }
+        }
+        let run = self.inner.store.transition_run(&run.id, RunStatus::Queued, RunStatus::Leased, now, Some(lease.fence), None).await?;
+        Ok((run, lease))
+    }
+
+    /// A queued run that could not get its lease ends as failed, with the reason.
+    pub async fn fail_queued_run(&self, run_id: &str, reason: &str) -> Result<Run> {
+        Ok(self.inner.store.transition_run(run_id, RunStatus::Queued, RunStatus::Failed, self.now(), None, Some(reason)).await?)
+    }
+
+    pub async fn begin_run(&self, run: &Run) -> Result<Run> {
+        Ok(self.inner.store.transition_run(&run.id, RunStatus::Leased, RunStatus::Running, self.now(), None, None).await?)
+    }
+
+    /// The run's heartbeat: renews its lease (an older fence fails) and records the beat.
+    pub async fn heartbeat_run(&self, run: &Run, lease: &ExecLease) -> Result<ExecLease> {
+        let now = self.now();
+        let lease = self.inner.store.renew_execution(lease, now, self.inner.policy.exec_ttl).await?;
+        self.inner.store.heartbeat_run(&run.id, now).await?;
+        Ok(lease)
+    }
+
+    /// The bot asks for the person: the run waits for a takeover and its lease is extended for as
+    /// long as a control lease may last.
+    pub async fn wait_for_takeover(&self, run: &Run, lease: &ExecLease) -> Result<(Run, ExecLease)> {
+        let now = self.now();
+        let lease = self.inner.store.renew_execution(lease, now, self.inner.policy.control_ttl.max(self.inner.policy.exec_ttl)).await?;
+        let run = self.inner.store.transition_run(&run.id, RunStatus::Running, RunStatus::WaitingTakeover, now, None, None).await?;
+        Ok((run, lease))
+    }
+
+    /// Ends a run (completed, failed or cancelled) and releases its lease.
+    pub async fn finish_run(&self, run: &Run, lease: &ExecLease, to: RunStatus, error: Option<&str>) -> Result<Run> {
+        if !to.is_terminal() {
+            return Err(EngineError::invalid(format!("{to} does not end a run")));
+        }
+        let current = self.inner.store.run(&run.id).await?;
+        let run = self.inner.store.transition_run(&run.id, current.status, to, self.now(), None, error).await?;
+        match self.inner.store.release_execution(lease).await {
+            Ok(()) | Err(botdesk_store::StoreError::Stale(_)) => Ok(run),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Stop: cancels the bot's active runs, ends its leases and releases its desktop.
+    pub async fn stop_bot(&self, bot: &str) -> Result<Vec<String>> {
+        let (bot, computer) = self.bot_refs(bot).await?;
+        let now = self.now();
+        let mut cancelled = vec![];
+        for run in self.inner.store.active_runs(&bot).await? {
+            if self.inner.store.transition_run(&run.id, run.status, RunStatus::Cancelled, now, None, Some("stopped by the person")).await.is_ok() {
+                cancelled.push(run.id);
+            }
+        }
+        self.inner.store.end_bot_leases(&bot).await?;
+        match self.inner.provider.release_desktop(&ComputerRef { id: computer }, &bot, &CallCtx::for_bot(&bot)).await {
+            Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) | Err(SandboxError::Unavailable(_)) => {}
+            Err(e) => return Err(EngineError::from(e).context("releasing the bot's desktop")),
+        }
+        Ok(cancelled)
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Control
+
+    /// Take control of a bot's screen. Refused with Busy "Stop the bot first" while the bot runs,
+    /// unless its run waits for a takeover; taking it again returns the existing lease.
+    pub async fn take_control(&self, bot: &str) -> Result<ControlLease> {
+        let (bot, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.take_control(&computer, &bot, self.now(), self.inner.policy.control_ttl).await?)
+    }
+
+    /// The person is active: extend control.
+    pub async fn renew_control(&self, bot: &str, lease_id: &str) -> Result<ControlLease> {
+        let (_, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.renew_control(&computer, lease_id, self.now(), self.inner.policy.control_ttl).await?)
+    }
+
+    /// Release hands the screen back and resumes a waiting run (`finished` or `skipped`).
+    pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult) -> Result<Option<String>> {
+        let (_, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.release_control(&computer, lease_id, result, self.now()).await?)
+    }
+
+    /// The current control lease of a bot's computer, if it names this bot.
+    pub async fn control_of(&self, bot: &str) -> Result<Option<ControlLease>> {
+        let (bot, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.control(&computer, self.now()).await?.filter(|c| c.bot_id == bot))
+    }
+
+    /// Whether input to this bot's screen is allowed under this control lease.
+    pub async fn authorize_input(&self, bot: &str, lease_id: &str) -> Result<()> {
+        let (bot, computer) = self.bot_refs(bot).await?;
+        Ok(self.inner.store.authorize_input(&computer, &bot, lease_id, self.now()).await?)
+    }
+
+    /// Housekeeping: revokes expired control (waiting runs resume as skipped) and marks silent
+    /// reservation workers interrupted.
+    pub async fn expire(&self) -> Result<(Vec<(ComputerId, BotId)>, Vec<String>)> {
+        let now = self.now();
+        let revoked = self.inner.store.expire_control(now).await?;
+        let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;
+        Ok((revoked, interrupted))
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Reservations
+
+    /// Reserves a computer for this process (its pid and the machine's boot id are recorded).
+    pub async fn reserve_computer(&self, computer: &str, action: ReservationAction) -> Result<Reservation> {
+        let c = self.inner.store.computer(computer).await?;
+        Ok(self.inner.store.reserve(&c.id, action, std::process::id() as i64, &boot_id(), self.now()).await?)
+    }
+
+    pub async fn reservation_stage(&self, reservation: &Reservation, stage: ReservationStage) -> Result<()> {
+        Ok(self.inner.store.set_reservation_stage(&reservation.id, stage, self.now()).await?)
+    }
+
+    pub async fn heartbeat_reservation(&self, reservation: &Reservation) -> Result<()> {
+        Ok(self.inner.store.heartbeat_reservation(&reservation.id, self.now()).await?)
+    }
+
+    pub async fn finish_reservation(&self, reservation: &Reservation, ok: bool, error: Option<&str>) -> Result<()> {
+        let status = if ok { ReservationStatus::Completed } else { ReservationStatus::Failed };
+        Ok(self.inner.store.finish_reservation(&reservation.id, status, error, self.now()).await?)
+    }
+
+    /// The owner's **Release computer**: frees a reservation once the worker is proven gone (its
+    /// process is not running on this machine, or the machine rebooted), or when the owner
+    /// confirms. A worker still running on this machine is never overridden.
+    pub async fn release_computer(&self, computer: &str, owner_confirms: bool) -> Result<ReleaseOutcome> {
+        let c = self.inner.store.computer(computer).await?;
+        let Some(res) = self.inner.store.reservation(&c.id).await? else {
+            return Ok(ReleaseOutcome { computer: c.id.to_string(), reservation: None, proof: None });
+        };
+        let same_boot = res.owner_boot_id == boot_id();
+        let proof = if !same_boot {
+            ReleaseProof::Rebooted
+        } else if res.owner_pid == std::process::id() as i64 {
+            return Err(EngineError::new(ErrorCode::Busy, "this process is the worker holding the reservation; let it finish"));
+        } else if !process_alive(res.owner_pid) {
+            ReleaseProof::WorkerGone { pid: res.owner_pid }
+        } else if owner_confirms {
+            // The pid is alive on this machine: it may be ours, or a recycled pid. Only the owner can tell.
+            ReleaseProof::OwnerConfirmed
+        } else {
+            return Err(EngineError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the worker holding this computer ({} {}, process {}) may still be running; stop it, or confirm with --confirm that nothing is running",
+                    res.action, res.stage, res.owner_pid
+                ),
+            ));
+        };
+        self.inner.store.release_reservation(&res.id, self.now()).await?;
+        Ok(ReleaseOutcome { computer: c.id.to_string(), reservation: Some(res), proof: Some(proof) })
+    }
+
+    // ---------------------------------------------------------------------------------------------
+    // Idle suspend
+
+    /// Suspends a computer idle for the policy's time: never during an active run or a live lease,
+    /// checkpointed first (`checkpoint` does it), re-checked after the checkpoint, and never when
+    /// the checkpoint failed (the computer keeps running and the error is returned).
+    pub async fn idle_suspend<F, Fut>(&self, computer: &str, checkpoint: F) -> Result<IdleOutcome>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let c = self.inner.store.computer(computer).await?;
+        if !self.idle_now(&c.id).await? {
+            return Ok(IdleOutcome::NotIdle);
+        }
+        let res = match self.inner.store.reserve(&c.id, ReservationAction::IdleSuspend, std::process::id() as i64, &boot_id(), self.now()).await {
+            Ok(r) => r,
+            Err(botdesk_store::StoreError::Busy(_)) => return Ok(IdleOutcome::NotIdle),
+            Err(e) => return Err(e.into()),
+        };
+        self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
+        if let Err(e) = checkpoint().await {
+            self.inner.store.finish_reservation(&res.id, ReservationStatus::Failed, Some(&e.message), self.now()).await?;
+            return Err(e.context("idle suspend skipped: the checkpoint failed, so the computer keeps running"));
+        }
+        // Re-check: a run may have been queued while we checkpointed.
+        if self.has_active_runs(&c.id).await? {
+            self.inner.store.finish_reservation(&res.id, ReservationStatus::Completed, Some("activity during the checkpoint"), self.now()).await?;
+            return Ok(IdleOutcome::Aborted);
+        }
+        self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
+        self.inner.ready.lock().await.remove(&c.id);
+        let state = ComputerState::parse(&c.state).unwrap_or(ComputerState::Running);
+        if state == ComputerState::Running {
+            self.inner.store.transition_computer(&c.id, ComputerState::Running, ComputerState::Suspending, self.now()).await?;
+        }
+        let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
+        match stopped {
+            Ok(()) => {
+                if state == ComputerState::Running {
+                    self.inner.store.transition_computer(&c.id, ComputerState::Suspending, ComputerState::Suspended, self.now()).await?;
+                }
+                self.inner.store.set_reservation_stage(&res.id, ReservationStage::Done, self.now()).await?;
+                self.inner.store.finish_reservation(&res.id, ReservationStatus::Completed, None, self.now()).await?;
+                Ok(IdleOutcome::Suspended)
+            }
+            Err(e) => {
+                let e = EngineError::from(e);
+                let _ = self.inner.store.transition_computer(&c.id, ComputerState::Suspending, ComputerState::Error, self.now()).await;
+                self.inner.store.finish_reservation(&res.id, ReservationStatus::Failed, Some(&e.message), self.now()).await?;
+                Err(e.context("suspending the computer"))
+            }
+        }
+    }
+
+    async fn has_active_runs(&self, computer: &ComputerId) -> Result<bool> {
+        let now = self.now();
+        if !self.inner.store.live_lease_bots(computer, now).await?.is_empty() {
+            return Ok(true);
+        }
+        for bot in self.inner.store.bots_on(computer).await? {
+            if !self.inner.store.active_runs(&bot.id).await?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    async fn idle_now(&self, computer: &ComputerId) -> Result<bool> {
+        let last = self.inner.store.last_active(computer).await?;
+        Ok(self.now() - last >= self.inner.policy.idle_suspend && !self.has_active_runs(computer).await?
+            && self.inner.store.control(computer, self.now()).await?.is_none())
+    }
+}

@@ -76,13 +76,15 @@ impl Store {
     // ---------------------------------------------------------------------------------------------
     // Execution leases
 
-    /// Inserts the lease, or reclaims an expired one with `fence + 1`. A live lease is `Busy`; a
-    /// reserved computer refuses new leases.
+    /// Inserts the lease, or reclaims an expired one with `fence + 1`. A live lease is `Busy`; so
+    /// is a reserved computer, and a bot whose screen the person controls (one driver per bot).
     pub async fn claim_execution(&self, computer: &ComputerId, bot: &BotId, holder: &str, now: i64, ttl_ms: i64) -> Result<ExecLease> {
         let (c, b, expires) = (computer.as_str(), bot.as_str(), now + ttl_ms);
         let row = sqlx::query!(
             r#"INSERT INTO execution_leases (computer_id, bot_id, holder, fence, expires_at)
-               SELECT ?1, ?2, ?3, 1, ?4 WHERE NOT EXISTS (SELECT 1 FROM computers WHERE id = ?1 AND reservation_id IS NOT NULL)
+               SELECT ?1, ?2, ?3, 1, ?4 WHERE NOT EXISTS (
+                   SELECT 1 FROM computers WHERE id = ?1
+                   AND (reservation_id IS NOT NULL OR (control_bot_id = ?2 AND control_expires_at > ?5)))
                ON CONFLICT (computer_id, bot_id) DO UPDATE
                  SET holder = excluded.holder, fence = execution_leases.fence + 1, expires_at = excluded.expires_at
                  WHERE execution_leases.expires_at <= ?5
@@ -97,6 +99,9 @@ impl Store {
                 Ok(ExecLease { computer_id: computer.clone(), bot_id: bot.clone(), holder: holder.into(), fence: r.fence, expires_at: expires })
             }
             None if self.reservation(computer).await?.is_some() => Err(busy("this computer is reserved for maintenance; try again when it finishes")),
+            None if self.control(computer, now).await?.is_some_and(|c| c.bot_id == *bot) => {
+                Err(busy("the user has the screen of this bot; the run can start when they release it"))
+            }
             None => Err(busy("the bot is busy: another run holds its execution lease")),
         }
     }
@@ -391,7 +396,8 @@ impl Store {
     // Reservations
 
     /// Reserves a computer for update / recover / stop / idle suspend. Refused while another
-    /// reservation holds it, or while bots hold live execution leases on it.
+    /// reservation holds it, while the person controls one of its screens, or while bots hold
+    /// live execution leases on it.
     pub async fn reserve(&self, computer: &ComputerId, action: ReservationAction, owner_pid: i64, boot_id: &str, now: i64) -> Result<Reservation> {
         let id = format!("res{}", new_id());
         let (c, a, stage, status) = (computer.as_str(), action.as_str(), ReservationStage::Reserved.as_str(), ReservationStatus::Active.as_str());
@@ -399,6 +405,7 @@ impl Store {
         let done = sqlx::query!(
             "UPDATE computers SET reservation_id = ?1, generation = generation + 1
              WHERE id = ?2 AND reservation_id IS NULL
+               AND (control_lease_id IS NULL OR control_expires_at <= ?3)
                AND NOT EXISTS (SELECT 1 FROM execution_leases WHERE computer_id = ?2 AND holder IS NOT NULL AND expires_at > ?3)",
             id, c, now
         )
@@ -408,6 +415,9 @@ impl Store {
             drop(tx);
             if let Some(r) = self.reservation(computer).await? {
                 return Err(busy(format!("this computer is already reserved ({}, {})", r.action, r.status)));
+            }
+            if self.control(computer, now).await?.is_some() {
+                return Err(busy("you have control of a screen on this computer; release it first"));
             }
             return Err(busy("Other bots are still using this computer"));
         }

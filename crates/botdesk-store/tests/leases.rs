@@ -215,3 +215,17 @@ async fn a_reservation_blocks_leases_takeovers_and_other_reservations() {
     f2.s.finish_reservation(&res.id, ReservationStatus::Failed, Some("disk full"), 1).await.unwrap();
     assert!(f2.s.reservation(&f2.c).await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn one_driver_per_bot_a_controlled_screen_refuses_runs_and_reservations() {
+    let f = fixture().await;
+    let (c, a, b) = (&f.c, &f.bots[0], &f.bots[1]);
+    let ctl = f.s.take_control(c, a, 0, CTL).await.unwrap();
+    assert_eq!(msg(f.s.claim_execution(c, a, "run", 1, TTL).await.unwrap_err()), "the user has the screen of this bot; the run can start when they release it");
+    f.s.claim_execution(c, b, "run-b", 1, TTL).await.expect("another bot still runs");
+    assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "Other bots are still using this computer");
+    f.s.end_bot_leases(b).await.unwrap();
+    assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "you have control of a screen on this computer; release it first");
+    f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, 3).await.unwrap();
+    f.s.claim_execution(c, a, "run", 4, TTL).await.unwrap();
+}

@@ -416,10 +416,10 @@ impl Store {
             if let Some(r) = self.reservation(computer).await? {
                 return Err(busy(format!("this computer is already reserved ({}, {})", r.action, r.status)));
             }
-            if self.control(computer, now).await?.is_some() {
-                return Err(busy("you have control of a screen on this computer; release it first"));
+            if !self.live_lease_bots(computer, now).await?.is_empty() {
+                return Err(busy("Other bots are still using this computer"));
             }
-            return Err(busy("Other bots are still using this computer"));
+            return Err(busy("you have control of a screen on this computer; release it first"));
         }
         sqlx::query!(
             "INSERT INTO reservations (id, computer_id, action, stage, status, owner_pid, owner_boot_id, heartbeat_at, created_at, updated_at)

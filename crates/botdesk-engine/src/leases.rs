@@ -117,6 +117,10 @@ impl Engine {
         Ok((run, lease))
     }
 
+    pub async fn run_status(&self, run_id: &str) -> Result<Run> {
+        Ok(self.inner.store.run(run_id).await?)
+    }
+
     /// A queued run that could not get its lease ends as failed, with the reason.
     pub async fn fail_queued_run(&self, run_id: &str, reason: &str) -> Result<Run> {
         Ok(self.inner.store.transition_run(run_id, RunStatus::Queued, RunStatus::Failed, self.now(), None, Some(reason)).await?)

@@ -277,6 +277,7 @@ impl Engine {
     /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
     async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
         let cref = ComputerRef { id: computer.id.clone() };
+        self.inner.store.touch(&computer.id, self.now()).await?;
         let mut ready = self.inner.ready.lock().await;
         if ready.contains(&computer.id) && self.inner.provider.status(&cref).await? == MachineStatus::Running {
             return Ok(cref);

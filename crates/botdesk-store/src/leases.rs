@@ -168,7 +168,8 @@ impl Store {
         Ok(rows.into_iter().map(|r| BotId::new(r.bot_id)).collect())
     }
 
-    async fn touch(&self, computer: &ComputerId, now: i64) -> Result<()> {
+    /// Records activity on a computer (idle suspend counts from the last one).
+    pub async fn touch(&self, computer: &ComputerId, now: i64) -> Result<()> {
         let c = computer.as_str();
         sqlx::query!("UPDATE computers SET last_active_at = MAX(last_active_at, ?1) WHERE id = ?2", now, c).execute(&self.pool).await?;
         Ok(())

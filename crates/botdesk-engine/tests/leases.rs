@@ -1,0 +1,186 @@
+//! The engine's lease flows over the fake provider, with a manual clock.
+
+use botdesk_core::{ComputerScope, ReservationAction, RunStatus, SandboxProvider, TakeoverResult};
+use botdesk_engine::*;
+use std::sync::{
+    atomic::{AtomicI64, Ordering},
+    Arc,
+};
+
+struct ManualClock(AtomicI64);
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+struct World {
+    engine: Engine,
+    clock: Arc<ManualClock>,
+    fake: Arc<botdesk_fake::FakeProvider>,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn advance(&self, ms: i64) {
+        self.clock.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+async fn world(policy: Policy) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(botdesk_fake::FakeProvider::new());
+    let clock = Arc::new(ManualClock(AtomicI64::new(1_000_000)));
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
+    cfg.clock = clock.clone();
+    cfg.policy = policy;
+    let engine = Engine::open(cfg).await.unwrap();
+    engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
+    engine.create_bot("b", ComputerScope::Team, None, "").await.unwrap();
+    World { engine, clock, fake, dir }
+}
+
+async fn start(e: &Engine, bot: &str) -> (Run, ExecLease) {
+    let run = e.create_run(bot, "task").await.unwrap();
+    let (run, lease) = e.lease_run(&run.id).await.unwrap();
+    (e.begin_run(&run).await.unwrap(), lease)
+}
+
+#[tokio::test]
+async fn a_run_holds_its_lease_with_heartbeats_and_releases_it_at_the_end() {
+    let w = world(Policy::default()).await;
+    let (run, lease) = start(&w.engine, "a").await;
+    assert_eq!(lease.screen_lease_id(), format!("{}:1", run.id));
+    let second = w.engine.create_run("a", "other").await.unwrap();
+    assert_eq!(w.engine.lease_run(&second.id).await.unwrap_err().code, ErrorCode::Busy);
+    w.engine.fail_queued_run(&second.id, "busy").await.unwrap();
+    w.advance(200_000);
+    let lease = w.engine.heartbeat_run(&run, &lease).await.unwrap();
+    w.advance(200_000); // 400 s after the claim, alive thanks to the heartbeat
+    let lease = w.engine.heartbeat_run(&run, &lease).await.unwrap();
+    let done = w.engine.finish_run(&run, &lease, RunStatus::Completed, None).await.unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    let (_, next) = start(&w.engine, "a").await;
+    assert_eq!(next.fence, 2);
+}
+
+#[tokio::test]
+async fn a_dead_runs_lease_expires_and_its_run_is_marked_failed_on_reclaim() {
+    let w = world(Policy::default()).await;
+    let (dead, _lease) = start(&w.engine, "a").await;
+    w.advance(Policy::default().exec_ttl);
+    let (_, lease) = start(&w.engine, "a").await;
+    assert_eq!(lease.fence, 2);
+    let dead = w.engine.run_status(&dead.id).await.unwrap();
+    assert_eq!(dead.status, RunStatus::Failed);
+    assert!(dead.error.unwrap().contains("stopped heartbeating"));
+}
+
+#[tokio::test]
+async fn take_control_waits_for_stop_or_a_takeover_request_and_release_resumes_the_run() {
+    let w = world(Policy::default()).await;
+    let (run, lease) = start(&w.engine, "a").await;
+    let e = w.engine.take_control("a").await.unwrap_err();
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Stop the bot first"));
+    // The bot asks for the person; its lease is extended for the takeover.
+    let (run, lease) = w.engine.wait_for_takeover(&run, &lease).await.unwrap();
+    assert!(lease.expires_at >= w.clock.now_ms() + Policy::default().control_ttl);
+    let ctl = w.engine.take_control("a").await.unwrap();
+    assert_eq!(w.engine.take_control("a").await.unwrap(), ctl, "taking it again returns the same lease");
+    w.engine.authorize_input("a", &ctl.lease_id).await.unwrap();
+    assert!(w.engine.authorize_input("b", &ctl.lease_id).await.is_err());
+    assert_eq!(w.engine.release_control("a", &ctl.lease_id, TakeoverResult::Skipped).await.unwrap(), Some(run.id.clone()));
+    let resumed = w.engine.run_status(&run.id).await.unwrap();
+    assert_eq!((resumed.status, resumed.takeover_result), (RunStatus::Running, Some(TakeoverResult::Skipped)));
+    // Stop cancels the run and ends its lease; control is then allowed.
+    assert_eq!(w.engine.stop_bot("a").await.unwrap(), vec![run.id.clone()]);
+    assert_eq!(w.engine.run_status(&run.id).await.unwrap().status, RunStatus::Cancelled);
+    let ctl = w.engine.take_control("a").await.unwrap();
+    // Expiry revokes input by itself.
+    w.advance(Policy::default().control_ttl);
+    let (revoked, _) = w.engine.expire().await.unwrap();
+    assert_eq!(revoked.len(), 1);
+    assert!(w.engine.authorize_input("a", &ctl.lease_id).await.is_err());
+    let _ = lease;
+}
+
+#[tokio::test]
+async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
+    let w = world(Policy::default()).await;
+    w.engine.exec("b", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    let (_run, _lease) = start(&w.engine, "a").await;
+    let e = w.engine.stop_computer("team").await.unwrap_err();
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Other bots are still using this computer"));
+    w.engine.stop_bot("a").await.unwrap();
+    assert_eq!(w.engine.stop_computer("team").await.unwrap().status, "stopped");
+}
+
+#[tokio::test]
+async fn release_computer_needs_proof_that_the_worker_is_gone_or_the_owners_word() {
+    let w = world(Policy::default()).await;
+    // This process's own reservation: never released from under it.
+    let res = w.engine.reserve_computer("team", ReservationAction::Update).await.unwrap();
+    assert_eq!(w.engine.release_computer("team", true).await.unwrap_err().code, ErrorCode::Busy);
+    w.engine.finish_reservation(&res, true, None).await.unwrap();
+    assert!(w.engine.release_computer("team", false).await.unwrap().reservation.is_none());
+
+    let store = botdesk_store::Store::open(&w.dir.path().join("botdesk.db")).await.unwrap();
+    let team = w.engine.list_computers().await.unwrap()[0].id.clone();
+    let team = botdesk_core::ComputerId::new(team);
+    // A worker process that has exited: proven gone.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = child.id() as i64;
+    child.wait().unwrap();
+    store.reserve(&team, ReservationAction::Recover, dead_pid, &boot_id(), w.clock.now_ms()).await.unwrap();
+    let out = w.engine.release_computer("team", false).await.unwrap();
+    assert!(matches!(out.proof, Some(ReleaseProof::WorkerGone { pid }) if pid == dead_pid));
+    // Reserved before a reboot: proven gone.
+    store.reserve(&team, ReservationAction::Stop, 1, "an-older-boot", w.clock.now_ms()).await.unwrap();
+    assert!(matches!(w.engine.release_computer("team", false).await.unwrap().proof, Some(ReleaseProof::Rebooted)));
+    // A live process on this machine: only the owner's confirmation frees it; interrupted or not.
+    store.reserve(&team, ReservationAction::IdleSuspend, 1, &boot_id(), w.clock.now_ms()).await.unwrap();
+    w.advance(Policy::default().reservation_silence);
+    let (_, interrupted) = w.engine.expire().await.unwrap();
+    assert_eq!(interrupted.len(), 1);
+    let e = w.engine.release_computer("team", false).await.unwrap_err();
+    assert!(e.message.contains("may still be running"), "{}", e.message);
+    assert!(w.engine.create_run("a", "t").await.is_ok());
+    assert!(matches!(w.engine.release_computer("team", true).await.unwrap().proof, Some(ReleaseProof::OwnerConfirmed)));
+}
+
+#[tokio::test]
+async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_checkpoint() {
+    let policy = Policy { idle_suspend: 60_000, ..Policy::default() };
+    let w = world(policy).await;
+    assert!(Engine::open({
+        let mut c = EngineConfig::new(w.dir.path().join("other"), ProviderChoice::Custom(w.fake.clone()));
+        c.policy = Policy { idle_suspend: 29_999, ..Policy::default() };
+        c
+    })
+    .await
+    .is_err(), "idle suspend below 30 s is refused");
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    let computer = botdesk_core::ComputerRef { id: botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()) };
+    // Not idle yet.
+    assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
+    w.advance(60_000);
+    // Never during an active run.
+    let (run, lease) = start(&w.engine, "a").await;
+    w.advance(60_000);
+    assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
+    w.engine.finish_run(&run, &lease, RunStatus::Completed, None).await.unwrap();
+    w.advance(60_000);
+    // A failed checkpoint: clear error, and the computer keeps running.
+    let e = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap_err();
+    assert!(e.message.contains("the checkpoint failed") && e.message.contains("disk full"), "{}", e.message);
+    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Running);
+    // Activity during the checkpoint: re-checked, aborted.
+    let engine = w.engine.clone();
+    let outcome = w.engine.idle_suspend("team", || async move { engine.create_run("b", "new work").await.map(drop) }).await.unwrap();
+    assert_eq!(outcome, IdleOutcome::Aborted);
+    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Running);
+    w.engine.stop_bot("b").await.unwrap();
+    // Idle, checkpoint fine: suspended.
+    assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::Suspended);
+    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
+}

@@ -302,6 +302,7 @@ fn test(extra: &[String]) -> Result {
     prepare(true)?;
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
+    check_sqlx_cache()?;
     let services = start_services(&mut envs)?;
     say("building and running every test");
     let result = status(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
@@ -312,6 +313,20 @@ fn test(extra: &[String]) -> Result {
         0 => Ok(()),
         n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
     }
+}
+
+/// The committed `.sqlx/` query cache must match the queries and the migrations.
+fn check_sqlx_cache() -> Result {
+    if !quiet_ok(cargo().args(["sqlx", "--version"])) {
+        say("installing sqlx-cli (once)");
+        status(cargo().args(["install", "sqlx-cli", "--version", "^0.9", "--no-default-features", "--features", "sqlite", "--locked"]))?;
+    }
+    let db = root().join("target/sqlx-check.db");
+    let _ = std::fs::remove_file(&db);
+    let url = format!("sqlite://{}", db.display());
+    say("checking the .sqlx query cache (cargo sqlx prepare --check)");
+    status(cargo().args(["sqlx", "database", "setup", "--source", "crates/botdesk-store/migrations"]).env("DATABASE_URL", &url))?;
+    status(cargo().args(["sqlx", "prepare", "--workspace", "--check"]).env("DATABASE_URL", &url))
 }
 
 /// Removes containers labelled with this test run; returns how many there were.

@@ -9,6 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod leases;
+
 struct Row {
     what: &'static str,
     ours: Duration,
@@ -33,8 +35,41 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Lease figures: (one-process ops/s, anchor updates/s, two-process ops/s and full cycles/s, violations in each).
+async fn lease_bench(dir: &std::path::Path) -> (f64, f64, f64, f64, u64, u64) {
+    const SECS: f64 = 3.0;
+    let db = dir.join("leases.db");
+    let (store, c, bots) = leases::setup(&db).await;
+    let one = leases::contend(store, c, bots, 1, SECS, "solo").await;
+    let anchor = leases::anchor_updates(&dir.join("anchor.db"), SECS).await;
+    // Two processes × 32 tasks on one database.
+    let me = std::env::current_exe().unwrap();
+    let spawn = |tag: &str| {
+        std::process::Command::new(&me).args(["--lease-worker", db.to_str().unwrap(), tag]).stdout(std::process::Stdio::piped()).spawn().unwrap()
+    };
+    let (a, b) = (spawn("p1"), spawn("p2"));
+    let (mut ops, mut cycles, mut violations, mut secs) = (0.0, 0.0, 0, 0f64);
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "lease worker failed");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        ops += v["ops"].as_f64().unwrap();
+        cycles += v["cycles"].as_f64().unwrap();
+        violations += v["violations"].as_u64().unwrap();
+        secs = secs.max(v["secs"].as_f64().unwrap());
+    }
+    (one.ops as f64 / one.secs, anchor, ops / secs, cycles / secs, one.violations, violations)
+}
+
 #[tokio::main]
 async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--lease-worker") {
+        let (store, c, bots) = leases::open(std::path::Path::new(&args[2])).await;
+        let r = leases::contend(store, c, bots, 32, 3.0, &args[3]).await;
+        println!("{}", serde_json::json!({"ops": r.ops, "cycles": r.cycles, "violations": r.violations, "secs": r.secs}));
+        return;
+    }
     let out = std::env::args().nth(1).expect("usage: botdesk-bench OUT.md");
     let dir = tempfile::tempdir().unwrap();
     let image = image_tag();
@@ -82,6 +117,8 @@ async fn main() {
     rows.push(Row { what: "exec round trip (`true`)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: EXECS });
     provider.destroy(&c, &ctx).await.unwrap();
 
+    let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
+
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
@@ -105,6 +142,17 @@ async fn main() {
             r.n
         ));
     }
+    md.push_str(&format!(
+        "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\
+         | lease ops/s, one process, one task (claim, check, renew, release) | {one_ops:.0} | plain one-row `UPDATE`s/s, one task | {anchor_ups:.0} | {:.2} | {one_violations} |\n\
+         | lease ops/s, two processes × 32 tasks contending for {} bots | {two_ops:.0} ({two_cycles:.0} full cycles/s) | same anchor | {anchor_ups:.0} | {:.2} | {violations} |\n\
+         \nTarget: ≥ 5,000 lease ops/s on this machine, zero violations (a violation: a fence that did not grow, a claim that another \
+         holder could see through, or a held lease that could not be renewed and released).\n",
+        one_ops / anchor_ups,
+        leases::BOTS,
+        two_ops / anchor_ups,
+    ));
+    assert_eq!(one_violations + violations, 0, "lease invariants were violated");
     md.push_str(
         "\nNotes:\n- Cold start includes creating the container, starting it, and waiting until Xvfb answers on display `:1` \
          with fluxbox started (the anchor starts nothing and exits at once).\n- The exec anchor runs the Docker CLI, so it also pays a \

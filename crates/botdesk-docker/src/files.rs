@@ -179,20 +179,8 @@ pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStrea
         let closed = input.shutdown().await.map_err(io);
         written.and(closed)
     };
-    let reader = async {
-        let (mut out, mut err) = (Vec::new(), Vec::new());
-        while let Some(item) = output.next().await {
-            match item.map_err(docker_err)? {
-                LogOutput::StdOut { message } => out.extend_from_slice(&message),
-                LogOutput::StdErr { message } => err.extend_from_slice(&message),
-                _ => {}
-            }
-        }
-        Ok::<_, SandboxError>((out, err))
-    };
-    // If the writer fails, dropping its stdin ends the tar early; the helper then fails and removes
-    // its staging area, so nothing changed. The writer's error is the one worth reporting.
-    let (w, r) = tokio::join!(writer, reader);
+    // On failure the writer's error is the one worth reporting.
+    let (w, r) = tokio::join!(writer, crate::provider::collect_output(&mut output));
     w?;
     let (out, err) = r?;
     let code = p.exec_exit_code(&exec_id).await?;

@@ -180,18 +180,7 @@ impl DockerProvider {
             }
             Ok::<_, std::io::Error>(input)
         };
-        let reader = async {
-            let (mut out, mut err) = (Vec::new(), Vec::new());
-            while let Some(item) = output.next().await {
-                match item.map_err(docker_err)? {
-                    LogOutput::StdOut { message } => out.extend_from_slice(&message),
-                    LogOutput::StdErr { message } => err.extend_from_slice(&message),
-                    _ => {}
-                }
-            }
-            Ok::<_, SandboxError>((out, err))
-        };
-        let (w, r) = tokio::join!(writer, reader);
+        let (w, r) = tokio::join!(writer, collect_output(&mut output));
         let (out, err) = r?;
         let _input = w.map_err(|e| SandboxError::Provider(format!("writing to the computer: {e}")))?;
         Ok((self.exec_exit_code(&exec_id).await?, out, err))
@@ -259,6 +248,19 @@ impl DockerProvider {
         }
         Ok(())
     }
+}
+
+/// Reads an exec's output to its end: (stdout, stderr).
+pub(crate) async fn collect_output(output: &mut ExecOutputStream) -> Result<(Vec<u8>, Vec<u8>)> {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    while let Some(item) = output.next().await {
+        match item.map_err(docker_err)? {
+            LogOutput::StdOut { message } => out.extend_from_slice(&message),
+            LogOutput::StdErr { message } => err.extend_from_slice(&message),
+            _ => {}
+        }
+    }
+    Ok((out, err))
 }
 
 /// Docker sets an exec's exit code a moment after its output stream ends.

@@ -10,7 +10,7 @@ use std::io::Read;
 use tokio::io::AsyncWriteExt;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
-use crate::{docker_err, DockerProvider};
+use crate::DockerProvider;
 
 #[derive(Deserialize)]
 struct HelperError {

@@ -98,6 +98,9 @@ pub struct ComputerView {
     /// What the provider reports now (`running`, `stopped`, `missing`), or the stored state when
     /// the provider cannot be reached.
     pub status: String,
+    /// The lifecycle state recorded in the database (stopped, booting, running, suspending,
+    /// suspended, error).
+    pub state: String,
     pub bots: Vec<String>,
     pub home: PathBuf,
 }
@@ -269,7 +272,7 @@ impl Engine {
         for c in self.inner.store.list_computers().await? {
             let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
             let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
-            out.push(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), bots });
+            out.push(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), state: c.state, bots });
         }
         Ok(out)
     }
@@ -284,17 +287,57 @@ impl Engine {
         }
         let ctx = CallCtx::default();
         let starting = |e: SandboxError| EngineError::from(e).context(format!("starting computer {}", computer.name));
-        let p = self.inner.provider.provision(&self.spec(computer), &ctx).await.map_err(starting)?;
-        self.inner.provider.prepare(&cref, &ctx).await.map_err(starting)?;
-        if computer.scope == ComputerScope::Team {
-            self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await.map_err(starting)?;
-            for bot in self.inner.store.bots_on(&computer.id).await? {
-                self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await.map_err(starting)?;
-            }
+        // The row walks stopped|suspended|error → booting → running by compare-and-swap. Losing a
+        // swap means another process (the app beside the CLI) is booting it: provisioning is
+        // idempotent, so both go on and one of them records `running`.
+        let now = self.now();
+        let mut state = self.stored_state(&computer.id).await?;
+        if state == ComputerState::Suspending {
+            return Err(EngineError::new(ErrorCode::Busy, format!("computer {} is being suspended; try again in a moment", computer.name)));
         }
-        self.inner.store.set_computer_state(&computer.id, "running", Some(&p.provider_ref), self.now()).await?;
+        if state == ComputerState::Running && self.inner.provider.status(&cref).await? != MachineStatus::Running {
+            self.swap(&computer.id, ComputerState::Running, ComputerState::Stopped, now).await?;
+            state = ComputerState::Stopped;
+        }
+        if state != ComputerState::Running && state != ComputerState::Booting {
+            self.swap(&computer.id, state, ComputerState::Booting, now).await?;
+        }
+        let provisioned = async {
+            let p = self.inner.provider.provision(&self.spec(computer), &ctx).await?;
+            self.inner.provider.prepare(&cref, &ctx).await?;
+            if computer.scope == ComputerScope::Team {
+                self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
+                for bot in self.inner.store.bots_on(&computer.id).await.map_err(|e| SandboxError::Provider(e.to_string()))? {
+                    self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await?;
+                }
+            }
+            Ok::<_, SandboxError>(p)
+        }
+        .await;
+        let p = match provisioned {
+            Ok(p) => p,
+            Err(e) => {
+                self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
+                return Err(starting(e));
+            }
+        };
+        self.swap(&computer.id, ComputerState::Booting, ComputerState::Running, self.now()).await?;
+        self.inner.store.set_computer_state(&computer.id, ComputerState::Running.as_str(), Some(&p.provider_ref), self.now()).await?;
         ready.insert(computer.id.clone());
         Ok(cref)
+    }
+
+    async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {
+        let c = self.inner.store.computer(id.as_str()).await?;
+        ComputerState::parse(&c.state).ok_or_else(|| EngineError::new(ErrorCode::Internal, format!("unknown computer state {}", c.state)))
+    }
+
+    /// A compare-and-swap of the computer's state; losing it to another process is fine.
+    async fn swap(&self, id: &ComputerId, from: ComputerState, to: ComputerState, now: i64) -> Result<()> {
+        match self.inner.store.transition_computer(id, from, to, now).await {
+            Ok(()) | Err(botdesk_store::StoreError::Stale(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Stops a computer and keeps its disk. Refused while bots hold live execution leases on it
@@ -309,7 +352,11 @@ impl Engine {
         let err = stopped.as_ref().err().map(|e| e.to_string());
         self.inner.store.finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now()).await?;
         stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
-        self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
+        match self.stored_state(&c.id).await? {
+            ComputerState::Running => self.swap(&c.id, ComputerState::Running, ComputerState::Stopped, self.now()).await?,
+            ComputerState::Booting => self.swap(&c.id, ComputerState::Booting, ComputerState::Stopped, self.now()).await?,
+            _ => {}
+        }
         self.computer_view(c).await
     }
 
@@ -326,7 +373,8 @@ impl Engine {
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
         let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
         let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
-        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), bots })
+        let state = self.inner.store.computer(c.id.as_str()).await?.state;
+        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), state, bots })
     }
 
     /// After a crash: every container labelled with this data directory is adopted when the

@@ -112,7 +112,10 @@ async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
     let e = w.engine.stop_computer("team").await.unwrap_err();
     assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Other bots are still using this computer"));
     w.engine.stop_bot("a").await.unwrap();
-    assert_eq!(w.engine.stop_computer("team").await.unwrap().status, "stopped");
+    let stopped = w.engine.stop_computer("team").await.unwrap();
+    assert_eq!((stopped.status.as_str(), stopped.state.as_str()), ("stopped", "stopped"));
+    w.engine.exec("b", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "running");
 }
 
 #[tokio::test]
@@ -183,4 +186,8 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     // Idle, checkpoint fine: suspended.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::Suspended);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "suspended");
+    // The next use boots it again: suspended → booting → running.
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "running");
 }

@@ -62,11 +62,35 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ControlCmd,
     },
+    /// A bot's desktop (its own X display, window manager and screen transport).
+    Desktop {
+        #[command(subcommand)]
+        cmd: DesktopCmd,
+    },
+    /// Save a PNG screenshot of a bot's desktop.
+    Screenshot { bot: String, out: PathBuf },
+    /// Perform a JSON array of actions on a bot's desktop (the model's computer_act format).
+    Act {
+        bot: String,
+        /// e.g. '[{"type":"click","x":100,"y":200},{"type":"type","text":"hello"}]'
+        actions: String,
+        /// Wait this long after the batch (0 to 5000 ms; default 350).
+        #[arg(long)]
+        settle_ms: Option<u64>,
+    },
     /// Diagnostics for the lease database.
     Lease {
         #[command(subcommand)]
         cmd: LeaseCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum DesktopCmd {
+    /// Start the bot's desktop (lazily started otherwise by its first graphical tool).
+    Open { bot: String },
+    /// Stop it: tokens revoked, display torn down and verified gone, slot freed.
+    Release { bot: String },
 }
 
 #[derive(Subcommand)]
@@ -297,6 +321,29 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {bot}'s screen"));
         }
         Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(&engine, &bot, ms).await,
+        Cmd::Desktop { cmd: DesktopCmd::Open { bot } } => {
+            let d = engine.open_desktop(&bot).await?;
+            print(json, serde_json::to_value(&d).unwrap(), || format!("{}'s desktop is display :{} (slot {})", d.bot, d.display, d.slot));
+        }
+        Cmd::Desktop { cmd: DesktopCmd::Release { bot } } => {
+            let released = engine.release_desktop(&bot).await?;
+            print(json, json!({"bot": bot, "released": released}), || {
+                if released { format!("released {bot}'s desktop") } else { format!("{bot} had no desktop open") }
+            });
+        }
+        Cmd::Screenshot { bot, out } => {
+            let obs = engine.screenshot(&bot).await?;
+            let png = obs.png.clone().unwrap_or_default();
+            std::fs::write(&out, &png).map_err(|e| EngineError::invalid(format!("cannot write {}: {e}", out.display())))?;
+            print(json, json!({"path": out, "frame_id": obs.frame_id, "width": obs.width, "height": obs.height, "cursor": obs.cursor, "active_window": obs.active_window, "bytes": png.len()}), || {
+                format!("saved {}x{} screenshot to {}", obs.width, obs.height, out.display())
+            });
+        }
+        Cmd::Act { bot, actions, settle_ms } => {
+            let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
+            let n = engine.act(&bot, &value, settle_ms).await?;
+            print(json, json!({"bot": bot, "actions": n}), || format!("performed {n} action(s)"));
+        }
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(&engine, json, cmd).await?,
     }

@@ -191,19 +191,29 @@ pub struct ImportSummary {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DesktopInfo {
+    /// X display number inside the computer (`:N`); equal to the slot.
     pub display: u32,
     pub slot: u32,
 }
 
+/// A capability to one display's screen through the computer's gateway: connect to
+/// `127.0.0.1:port`, send `token` and a newline, then speak RFB.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScreenAccess {
+    pub port: u16,
+    pub token: String,
+    pub control: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Observation {
-    /// SHA-256 of the pixels.
+    /// SHA-256 of the pixels (hex).
     pub frame_id: String,
     pub width: u32,
     pub height: u32,
     pub cursor: (u32, u32),
     pub active_window: Option<String>,
-    /// PNG bytes; None when the pixels are unchanged since the last observation.
+    /// PNG bytes; None when the pixels are unchanged since the caller's last observation.
     #[serde(skip)]
     pub png: Option<Bytes>,
 }
@@ -229,17 +239,34 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// Removes the machine; the next provision is fresh.
     async fn destroy(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<()>;
 
-    // 2. Desktop (per-bot displays; see DESIGN §6). Providers without screens keep the defaults.
-    async fn open_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<DesktopInfo> {
+    // 2. Desktop (per-bot displays; see DESIGN §6). The engine allocates slots; display N = slot N.
+    // Providers without screens keep the defaults.
+    /// Starts display `slot` (if needed) with a view transport bound to `view_token`.
+    async fn open_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _slot: u32, _view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
         unsupported(self.kind(), "open_desktop")
     }
-    async fn release_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<()> {
+    /// Revokes the display's tokens, stops everything on it and verifies it is gone; an error
+    /// means the teardown was not verified (the slot must stay reserved).
+    async fn release_desktop(&self, _computer: &ComputerRef, _slot: u32, _ctx: &CallCtx) -> Result<()> {
         unsupported(self.kind(), "release_desktop")
     }
-    async fn observe(&self, _computer: &ComputerRef, _bot: &BotId, _ctx: &CallCtx) -> Result<Observation> {
+    /// Starts the control transport of display `slot` (input allowed), bound to `token`.
+    async fn control_transport(&self, _computer: &ComputerRef, _slot: u32, _token: &str, _ctx: &CallCtx) -> Result<()> {
+        unsupported(self.kind(), "control_transport")
+    }
+    /// Revokes a screen token: refused at once, open connections dropped within a second.
+    async fn revoke_token(&self, _computer: &ComputerRef, _token: &str, _ctx: &CallCtx) -> Result<()> {
+        unsupported(self.kind(), "revoke_token")
+    }
+    /// How a VNC client reaches the screen behind `token`.
+    async fn screen(&self, _computer: &ComputerRef, _token: &str, _control: bool) -> Result<ScreenAccess> {
+        unsupported(self.kind(), "screen")
+    }
+    async fn observe(&self, _computer: &ComputerRef, _slot: u32, _ctx: &CallCtx) -> Result<Observation> {
         unsupported(self.kind(), "observe")
     }
-    async fn act(&self, _computer: &ComputerRef, _bot: &BotId, _actions: &[Action], _ctx: &CallCtx) -> Result<()> {
+    /// Performs a checked batch in order on display `slot`.
+    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _ctx: &CallCtx) -> Result<()> {
         unsupported(self.kind(), "act")
     }
 

@@ -22,6 +22,8 @@ pub const RECIPE: &[(&str, &[u8], u32)] = &[
     ("Dockerfile", include_bytes!("../../../infra/sandboxes/computer/Dockerfile"), 0o644),
     ("start.sh", include_bytes!("../../../infra/sandboxes/computer/start.sh"), 0o755),
     ("botdesk-helper", include_bytes!("../../../infra/sandboxes/computer/botdesk-helper"), 0o755),
+    ("botdesk-display", include_bytes!("../../../infra/sandboxes/computer/botdesk-display"), 0o755),
+    ("botdesk-gateway", include_bytes!("../../../infra/sandboxes/computer/botdesk-gateway"), 0o755),
     ("uv.version", include_bytes!("../../../infra/sandboxes/computer/uv.version"), 0o644),
 ];
 
@@ -39,7 +41,8 @@ pub fn image_tag() -> String {
 }
 
 pub fn uv_version() -> &'static str {
-    std::str::from_utf8(RECIPE[3].1).unwrap_or("").trim()
+    let (_, bytes, _) = RECIPE.iter().find(|(name, _, _)| *name == "uv.version").expect("uv.version is in the recipe");
+    std::str::from_utf8(bytes).unwrap_or("").trim()
 }
 
 /// What the build is doing now: real stages, not estimated percentages.

@@ -2,6 +2,7 @@
 //! the data directory, exec through the Docker API, files through `botdesk-helper` inside the
 //! computer (so a path is always judged where the bot sees it). Also builds the computer image.
 
+pub mod desktop;
 mod files;
 pub mod image;
 mod provider;

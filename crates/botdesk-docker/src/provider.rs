@@ -41,6 +41,8 @@ impl DockerConfig {
 pub struct DockerProvider {
     pub(crate) cfg: DockerConfig,
     docker: OnceCell<Docker>,
+    /// Gateway port and agent token per container id.
+    pub(crate) gateways: std::sync::Mutex<HashMap<String, crate::desktop::Gateway>>,
 }
 
 /// A container found by its labels.
@@ -57,7 +59,7 @@ impl DockerProvider {
     /// Never fails: the engine is contacted on first use, so a stopped Docker gives a clear error
     /// from the call that needed it instead of from start-up.
     pub fn new(cfg: DockerConfig) -> Self {
-        Self { cfg, docker: OnceCell::new() }
+        Self { cfg, docker: OnceCell::new(), gateways: Default::default() }
     }
 
     pub fn config(&self) -> &DockerConfig {
@@ -138,6 +140,9 @@ impl DockerProvider {
         stdin: bool,
     ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
         let docker = self.client().await?;
+        let mut env = env;
+        // The gateway's agent token is the engine's capability, not the bot's.
+        env.push("BOTDESK_AGENT_TOKEN=".to_string());
         let exec = docker
             .create_exec(
                 container,
@@ -296,7 +301,7 @@ impl SandboxProvider for DockerProvider {
             None => {
                 let name = spec::container_name(&self.cfg.data_dir_label, spec);
                 let labels = spec::labels(&self.cfg.data_dir_label, spec.id.as_str(), self.cfg.test_run.as_deref());
-                let config = spec::container_config(&self.cfg.image, labels, spec);
+                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::desktop::new_token());
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
@@ -397,6 +402,28 @@ impl SandboxProvider for DockerProvider {
                 Ok(exit)
             }
         }
+    }
+
+    async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
+        self.open_desktop_impl(c, slot, view_token).await
+    }
+    async fn release_desktop(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<()> {
+        self.release_desktop_impl(c, slot).await
+    }
+    async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, _ctx: &CallCtx) -> Result<()> {
+        self.display_script(c, &["control", &slot.to_string(), token]).await
+    }
+    async fn revoke_token(&self, c: &ComputerRef, token: &str, _ctx: &CallCtx) -> Result<()> {
+        self.display_script(c, &["revoke", token]).await
+    }
+    async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        self.screen_impl(c, token, control).await
+    }
+    async fn observe(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<Observation> {
+        self.observe_impl(c, slot).await
+    }
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], _ctx: &CallCtx) -> Result<()> {
+        self.act_impl(c, slot, actions).await
     }
 
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {

@@ -32,13 +32,14 @@ pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> H
     l
 }
 
-pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec) -> Config<String> {
+/// `agent_token` is the engine's capability on the screen gateway (screenshots and input).
+pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec, agent_token: &str) -> Config<String> {
     let r = spec.resources;
     Config {
         image: Some(image.to_string()),
         hostname: Some("botdesk".into()),
         user: Some(USER.into()),
-        env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}")]),
+        env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}"), format!("BOTDESK_AGENT_TOKEN={agent_token}")]),
         labels: Some(labels),
         exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),
         host_config: Some(HostConfig {

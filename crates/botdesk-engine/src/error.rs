@@ -14,6 +14,8 @@ pub enum ErrorCode {
     DockerUnavailable,
     NotRunning,
     Busy,
+    /// Beyond `SANDBOX_TEAM_SCREEN_LIMIT`: graphical tools refuse, shell and files keep working.
+    MultiScreenUnavailable,
     /// The caller's lease or view is out of date (older fence, expired lease).
     Stale,
     Provider,

@@ -171,9 +171,12 @@ impl Engine {
             }
         }
         self.inner.store.end_bot_leases(&bot).await?;
-        match self.inner.provider.release_desktop(&ComputerRef { id: computer }, &bot, &CallCtx::for_bot(&bot)).await {
-            Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) | Err(SandboxError::Unavailable(_)) => {}
-            Err(e) => return Err(EngineError::from(e).context("releasing the bot's desktop")),
+        if self.inner.store.desktop_of(&computer, &bot).await?.is_some() {
+            match self.release_desktop(bot.as_str()).await {
+                Ok(_) => {}
+                Err(e) if matches!(e.code, ErrorCode::DockerUnavailable | ErrorCode::NotRunning) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(cancelled)
     }
@@ -196,8 +199,10 @@ impl Engine {
 
     /// Release hands the screen back and resumes a waiting run (`finished` or `skipped`).
     pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult) -> Result<Option<String>> {
-        let (_, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.release_control(&computer, lease_id, result, self.now()).await?)
+        let (bot_id, computer) = self.bot_refs(bot).await?;
+        let resumed = self.inner.store.release_control(&computer, lease_id, result, self.now()).await?;
+        self.revoke_control_transport(&bot_id, &computer).await?;
+        Ok(resumed)
     }
 
     /// The current control lease of a bot's computer, if it names this bot.
@@ -217,6 +222,9 @@ impl Engine {
     pub async fn expire(&self) -> Result<(Vec<(ComputerId, BotId)>, Vec<String>)> {
         let now = self.now();
         let revoked = self.inner.store.expire_control(now).await?;
+        for (computer, bot) in &revoked {
+            self.revoke_control_transport(bot, computer).await?;
+        }
         let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;
         Ok((revoked, interrupted))
     }

@@ -1,6 +1,7 @@
 //! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
+mod desktop;
 mod doctor;
 mod error;
 mod leases;
@@ -8,7 +9,9 @@ mod paths;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
+pub use desktop::{ControlView, DesktopView};
 pub use doctor::{Check, DoctorReport};
+pub use botdesk_core::Observation;
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
@@ -49,11 +52,20 @@ pub struct EngineConfig {
     pub clock: Arc<dyn Clock>,
     pub resources: Resources,
     pub policy: Policy,
+    /// Hard cap on concurrent desktops per computer (`SANDBOX_TEAM_SCREEN_LIMIT`); none by default.
+    pub screen_limit: Option<u32>,
 }
 
 impl EngineConfig {
     pub fn new(data_dir: impl Into<PathBuf>, provider: ProviderChoice) -> Self {
-        Self { data_dir: data_dir.into(), provider, clock: Arc::new(SystemClock), resources: Resources::default(), policy: Policy::default() }
+        Self {
+            data_dir: data_dir.into(),
+            provider,
+            clock: Arc::new(SystemClock),
+            resources: Resources::default(),
+            policy: Policy::default(),
+            screen_limit: std::env::var("SANDBOX_TEAM_SCREEN_LIMIT").ok().and_then(|v| v.trim().parse().ok()),
+        }
     }
 }
 
@@ -126,6 +138,9 @@ pub(crate) struct Inner {
     clock: Arc<dyn Clock>,
     resources: Resources,
     policy: Policy,
+    screen_limit: Option<u32>,
+    /// Last frame id each bot observed (an unchanged screen returns no image).
+    frames: Mutex<std::collections::HashMap<BotId, String>>,
     /// Computers provisioned and prepared by this process, so a second call skips the set-up.
     ready: Mutex<HashSet<ComputerId>>,
 }
@@ -165,6 +180,8 @@ impl Engine {
                 clock: config.clock,
                 resources: config.resources,
                 policy: config.policy,
+                screen_limit: config.screen_limit,
+                frames: Mutex::new(Default::default()),
                 ready: Mutex::new(HashSet::new()),
             }),
         })
@@ -248,7 +265,7 @@ impl Engine {
         Ok(shown)
     }
 
-    async fn bot_and_computer(&self, name_or_id: &str) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
+    pub(crate) async fn bot_and_computer(&self, name_or_id: &str) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
         let bot = self.inner.store.bot(name_or_id).await?;
         let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
         Ok((bot, computer))
@@ -278,7 +295,7 @@ impl Engine {
     }
 
     /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
-    async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
+    pub(crate) async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
         let cref = ComputerRef { id: computer.id.clone() };
         self.inner.store.touch(&computer.id, self.now()).await?;
         let mut ready = self.inner.ready.lock().await;
@@ -352,6 +369,7 @@ impl Engine {
         let err = stopped.as_ref().err().map(|e| e.to_string());
         self.inner.store.finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now()).await?;
         stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
+        self.inner.store.clear_desktops(&c.id).await?;
         match self.stored_state(&c.id).await? {
             ComputerState::Running => self.swap(&c.id, ComputerState::Running, ComputerState::Stopped, self.now()).await?,
             ComputerState::Booting => self.swap(&c.id, ComputerState::Booting, ComputerState::Stopped, self.now()).await?,
@@ -366,6 +384,7 @@ impl Engine {
         self.inner.ready.lock().await.remove(&c.id);
         self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
             .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))?;
+        self.inner.store.clear_desktops(&c.id).await?;
         self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
         self.computer_view(c).await
     }

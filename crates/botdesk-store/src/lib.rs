@@ -1,7 +1,9 @@
 //! SQLite persistence (sqlx, WAL): workspaces, computers, bots. The engine is the only caller; this
 //! crate knows nothing of Docker. Time comes in as an argument (`now_ms`) so tests control it.
 
+mod desktops;
 mod leases;
+pub use desktops::Desktop;
 pub use leases::*;
 
 use botdesk_core::{BotId, ComputerId, ComputerScope};

@@ -1,0 +1,312 @@
+//! Per-bot desktops on the Docker provider: displays are started and torn down by
+//! `botdesk-display` (exec); screenshots, input, cursor and window titles go through the engine's
+//! agent capability on the computer's screen gateway, one persistent port per computer.
+
+use botdesk_core::{action::Action, action::Button, action::Direction, *};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::TcpStream,
+};
+
+use crate::{docker_err, spec, DockerProvider};
+
+/// Where a computer's gateway listens on the host, and the engine's agent token.
+#[derive(Debug, Clone)]
+pub(crate) struct Gateway {
+    pub port: u16,
+    pub agent_token: String,
+}
+
+/// A new random capability token: 128 bits as 32 hex digits.
+pub fn new_token() -> String {
+    let mut b = [0u8; 16];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("/dev/urandom is readable");
+    hex::encode(b)
+}
+
+fn xdotool_button(b: Button) -> &'static str {
+    match b {
+        Button::Left => "1",
+        Button::Middle => "2",
+        Button::Right => "3",
+    }
+}
+
+/// Turns a checked batch into xdotool invocations: chainable commands share one process; `type`
+/// consumes the rest of its command line, so it ends a chain.
+pub fn xdotool_runs(actions: &[Action]) -> Vec<Vec<String>> {
+    let mut runs: Vec<Vec<String>> = vec![];
+    let mut cur: Vec<String> = vec![];
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let at = |cur: &mut Vec<String>, p: &Option<(u32, u32)>| {
+        if let Some((x, y)) = p {
+            cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string()]));
+        }
+    };
+    for a in actions {
+        match a {
+            Action::Click { x, y, button } => cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string(), "click", xdotool_button(*button)])),
+            Action::Move { x, y } => cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string()])),
+            Action::Down { at: p, button } => {
+                at(&mut cur, p);
+                cur.extend(s(&["mousedown", xdotool_button(*button)]));
+            }
+            Action::Up { at: p, button } => {
+                at(&mut cur, p);
+                cur.extend(s(&["mouseup", xdotool_button(*button)]));
+            }
+            Action::Drag { x, y, to_x, to_y, button } => cur.extend(s(&[
+                "mousemove", "--sync", &x.to_string(), &y.to_string(), "mousedown", xdotool_button(*button),
+                "mousemove", "--sync", &to_x.to_string(), &to_y.to_string(), "mouseup", xdotool_button(*button),
+            ])),
+            Action::Key { key, modifiers } => {
+                let mut combo: Vec<String> = modifiers.iter().map(|m| keysym(m)).collect();
+                combo.push(keysym(key));
+                cur.extend(s(&["key", "--clearmodifiers", &combo.join("+")]));
+            }
+            Action::Scroll { at: p, direction, amount } => {
+                at(&mut cur, p);
+                let b = match direction {
+                    Direction::Up => "4",
+                    Direction::Down => "5",
+                    Direction::Left => "6",
+                    Direction::Right => "7",
+                };
+                cur.extend(s(&["click", "--repeat", &amount.to_string(), "--delay", "10", b]));
+            }
+            Action::Wait { ms } => cur.extend(s(&["sleep", &format!("{:.3}", *ms as f64 / 1000.0)])),
+            Action::Type { text } => {
+                cur.extend(s(&["type", "--delay", "8", "--", text]));
+                runs.push(std::mem::take(&mut cur));
+            }
+        }
+    }
+    if !cur.is_empty() {
+        runs.push(cur);
+    }
+    runs
+}
+
+/// Friendly key names a model uses, mapped to X keysym names.
+pub fn keysym(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let mapped = match lower.as_str() {
+        "ctrl" | "control" => "ctrl",
+        "alt" | "option" => "alt",
+        "shift" => "shift",
+        "super" | "meta" | "cmd" | "command" | "win" | "windows" => "super",
+        "enter" | "return" => "Return",
+        "esc" | "escape" => "Escape",
+        "tab" => "Tab",
+        "backspace" => "BackSpace",
+        "delete" | "del" => "Delete",
+        "space" => "space",
+        "up" | "arrowup" => "Up",
+        "down" | "arrowdown" => "Down",
+        "left" | "arrowleft" => "Left",
+        "right" | "arrowright" => "Right",
+        "home" => "Home",
+        "end" => "End",
+        "pageup" | "page_up" => "Prior",
+        "pagedown" | "page_down" => "Next",
+        "insert" => "Insert",
+        _ => return if name.chars().count() == 1 { name.to_string() } else { name.to_string() },
+    };
+    mapped.to_string()
+}
+
+/// Pixels of an XWD screenshot as tightly packed RGB, with width and height.
+pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
+    let bad = |why: &str| SandboxError::Provider(format!("bad screenshot from the computer: {why}"));
+    let field = |i: usize| -> Result<u32> {
+        data.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(|| bad("short header"))
+    };
+    let header_size = field(0)? as usize;
+    let (width, height) = (field(4)?, field(5)?);
+    let byte_order = field(7)?;
+    let bits_per_pixel = field(11)?;
+    let bytes_per_line = field(12)? as usize;
+    let ncolors = field(19)? as usize;
+    if bits_per_pixel != 32 {
+        return Err(bad(&format!("{bits_per_pixel} bits per pixel")));
+    }
+    let start = header_size + ncolors * 12;
+    let need = start + bytes_per_line * height as usize;
+    if data.len() < need || width == 0 || height == 0 {
+        return Err(bad("truncated pixels"));
+    }
+    let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
+    for row in 0..height as usize {
+        let line = &data[start + row * bytes_per_line..start + row * bytes_per_line + width as usize * 4];
+        for px in line.chunks_exact(4) {
+            if byte_order == 0 {
+                rgb.extend_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
+            } else {
+                rgb.extend_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
+            }
+        }
+    }
+    Ok((width, height, rgb))
+}
+
+pub fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Result<Bytes> {
+    let mut out = Vec::with_capacity(rgb.len() / 4);
+    let mut enc = png::Encoder::new(&mut out, width, height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Fast);
+    let err = |e: png::EncodingError| SandboxError::Provider(format!("encoding the screenshot: {e}"));
+    enc.write_header().map_err(err)?.write_image_data(rgb).map_err(err)?;
+    Ok(Bytes::from(out))
+}
+
+impl DockerProvider {
+    /// The gateway's host port and the agent token, read from the container (and cached).
+    pub(crate) async fn gateway(&self, c: &ComputerRef) -> Result<Gateway> {
+        let id = self.running_container(c).await?;
+        if let Some(g) = self.gateways.lock().unwrap().get(&id) {
+            return Ok(g.clone());
+        }
+        let info = self.client().await?.inspect_container(&id, None).await.map_err(docker_err)?;
+        let agent_token = info
+            .config
+            .and_then(|c| c.env)
+            .unwrap_or_default()
+            .into_iter()
+            .find_map(|e| e.strip_prefix("BOTDESK_AGENT_TOKEN=").map(str::to_string))
+            .ok_or_else(|| SandboxError::Provider("this computer predates screen support: destroy it and open the bot again".into()))?;
+        let port = info
+            .network_settings
+            .and_then(|n| n.ports)
+            .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
+            .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
+            .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
+        let g = Gateway { port, agent_token };
+        self.gateways.lock().unwrap().insert(id, g.clone());
+        Ok(g)
+    }
+
+    /// One agent request; returns the JSON answer and, for screenshots, the raw bytes.
+    async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
+        let g = self.gateway(c).await?;
+        let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
+        let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let mut stream = BufReader::new(stream);
+        stream.get_mut().write_all(format!("{}\n{}\n", g.agent_token, req).as_bytes()).await.map_err(io)?;
+        let mut line = String::new();
+        stream.read_line(&mut line).await.map_err(io)?;
+        if line.trim() != "OK" {
+            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {}", line.trim())));
+        }
+        line.clear();
+        stream.read_line(&mut line).await.map_err(io)?;
+        let answer: Value = serde_json::from_str(&line).map_err(|e| SandboxError::Provider(format!("bad gateway answer {line:?}: {e}")))?;
+        if answer["ok"] != true {
+            return Err(SandboxError::Provider(answer["error"].as_str().unwrap_or("the desktop agent failed").to_string()));
+        }
+        let body = match answer["len"].as_u64() {
+            Some(len) => {
+                let mut buf = vec![0u8; len as usize];
+                stream.read_exact(&mut buf).await.map_err(io)?;
+                Some(buf)
+            }
+            None => None,
+        };
+        Ok((answer, body))
+    }
+
+    pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str]) -> Result<()> {
+        let container = self.running_container(c).await?;
+        let mut argv = vec!["botdesk-display"];
+        argv.extend_from_slice(args);
+        let (code, _, err) = self.run_quiet(&container, &argv, None).await?;
+        if code != 0 {
+            return Err(SandboxError::Provider(String::from_utf8_lossy(&err).trim().to_string()));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str) -> Result<DesktopInfo> {
+        self.display_script(c, &["up", &slot.to_string(), view_token]).await?;
+        Ok(DesktopInfo { display: slot, slot })
+    }
+
+    pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32) -> Result<()> {
+        self.display_script(c, &["down", &slot.to_string()]).await
+    }
+
+    pub(crate) async fn screen_impl(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        let g = self.gateway(c).await?;
+        Ok(ScreenAccess { port: g.port, token: token.to_string(), control })
+    }
+
+    pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32) -> Result<Observation> {
+        let (shot, info) = tokio::join!(self.agent(c, json!({"op": "shot", "display": slot})), self.agent(c, json!({"op": "info", "display": slot})));
+        let (_, raw) = shot?;
+        let (info, _) = info?;
+        let (width, height, rgb) = xwd_to_rgb(&raw.unwrap_or_default())?;
+        let frame_id = hex::encode(Sha256::digest(&rgb));
+        let png = encode_png(width, height, &rgb)?;
+        Ok(Observation {
+            frame_id,
+            width,
+            height,
+            cursor: (info["x"].as_u64().unwrap_or(0) as u32, info["y"].as_u64().unwrap_or(0) as u32),
+            active_window: info["title"].as_str().map(str::to_string),
+            png: Some(png),
+        })
+    }
+
+    pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action]) -> Result<()> {
+        let runs = xdotool_runs(actions);
+        if runs.is_empty() {
+            return Ok(());
+        }
+        self.agent(c, json!({"op": "xdotool", "display": slot, "runs": runs})).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botdesk_core::action::parse_batch;
+
+    #[test]
+    fn batches_become_few_xdotool_runs_and_type_ends_a_chain() {
+        let actions = parse_batch(&json!([
+            {"type": "click", "x": 10, "y": 20},
+            {"type": "key", "key": "l", "modifiers": ["ctrl"]},
+            {"type": "type", "text": "-héllo 世界"},
+            {"type": "scroll", "direction": "down", "amount": 3},
+            {"type": "wait", "ms": 250}
+        ]))
+        .unwrap();
+        let runs = xdotool_runs(&actions);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0], ["mousemove", "--sync", "10", "20", "click", "1", "key", "--clearmodifiers", "ctrl+l", "type", "--delay", "8", "--", "-héllo 世界"]);
+        assert_eq!(runs[1], ["click", "--repeat", "3", "--delay", "10", "5", "sleep", "0.250"]);
+        assert_eq!(keysym("Enter"), "Return");
+        assert_eq!(keysym("PageDown"), "Next");
+    }
+
+    #[test]
+    fn xwd_pixels_decode() {
+        let mut h = vec![0u32; 25];
+        h[0] = 100 + 4; // header + window name
+        h[4] = 2;
+        h[5] = 1;
+        h[7] = 0;
+        h[11] = 32;
+        h[12] = 8;
+        let mut data: Vec<u8> = h.iter().flat_map(|v| v.to_be_bytes()).collect();
+        data.extend_from_slice(b"abc\0");
+        data.extend_from_slice(&[1, 2, 3, 0, 4, 5, 6, 0]);
+        assert_eq!(xwd_to_rgb(&data).unwrap(), (2, 1, vec![3, 2, 1, 6, 5, 4]));
+        assert!(xwd_to_rgb(&data[..50]).is_err());
+    }
+}

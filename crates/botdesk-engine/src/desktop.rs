@@ -1,0 +1,132 @@
+//! Per-bot desktops: slots from the store, displays from the provider, observe and act.
+
+use botdesk_core::{action, *};
+use serde::Serialize;
+
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DesktopView {
+    pub bot: String,
+    pub computer: String,
+    pub display: u32,
+    pub slot: u32,
+    /// The gateway's host port (127.0.0.1) and this screen's view token.
+    pub port: u16,
+    pub view_token: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlView {
+    pub lease: botdesk_store::ControlLease,
+    pub port: u16,
+    pub control_token: String,
+}
+
+fn new_token() -> String {
+    botdesk_docker::desktop::new_token()
+}
+
+impl Engine {
+    /// Opens the bot's desktop (lazily: display, window manager and view transport start now).
+    pub async fn open_desktop(&self, bot: &str) -> Result<DesktopView> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let cref = self.ensure_running(&computer).await?;
+        let limit = self.inner.screen_limit;
+        let (d, _) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
+            botdesk_store::StoreError::Busy(m) if m.starts_with("MULTI_SCREEN_UNAVAILABLE") => EngineError::new(ErrorCode::MultiScreenUnavailable, m),
+            e => e.into(),
+        })?;
+        let ctx = CallCtx::for_bot(&bot.id);
+        if let Err(e) = self.inner.provider.open_desktop(&cref, &bot.id, d.slot, &d.view_token, &ctx).await {
+            // Tear down whatever started; the slot is freed only if that is verified.
+            let verified = self.inner.provider.release_desktop(&cref, d.slot, &ctx).await.is_ok();
+            if self.inner.store.begin_release_desktop(&computer.id, &bot.id).await?.is_some() {
+                self.inner.store.finish_release_desktop(&computer.id, d.slot, verified).await?;
+            }
+            return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
+        }
+        let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
+        Ok(DesktopView { bot: bot.name, computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
+    }
+
+    /// Releases the bot's desktop: tokens revoked, transports, browser, window manager and X
+    /// stopped and verified gone, then the slot is free. A failed teardown keeps it reserved.
+    pub async fn release_desktop(&self, bot: &str) -> Result<bool> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
+        self.inner.frames.lock().await.remove(&bot.id);
+        let cref = ComputerRef { id: computer.id.clone() };
+        let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
+        self.inner.store.finish_release_desktop(&computer.id, d.slot, result.is_ok()).await?;
+        result.map_err(|e| EngineError::from(e).context(format!("releasing {}'s desktop (its slot stays reserved)", bot.name)))?;
+        Ok(true)
+    }
+
+    /// A screenshot of the bot's desktop (opened if needed). `png` is None when the pixels are the
+    /// same as at this bot's previous observation.
+    pub async fn observe(&self, bot: &str) -> Result<Observation> {
+        let view = self.open_desktop(bot).await?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let mut obs = self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?;
+        let mut frames = self.inner.frames.lock().await;
+        if frames.get(&bot.id) == Some(&obs.frame_id) {
+            obs.png = None;
+        }
+        frames.insert(bot.id, obs.frame_id.clone());
+        Ok(obs)
+    }
+
+    /// A full screenshot regardless of what was seen before (for the CLI and the UI).
+    pub async fn screenshot(&self, bot: &str) -> Result<Observation> {
+        let view = self.open_desktop(bot).await?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        Ok(self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?)
+    }
+
+    /// Performs a batch of actions (the JSON array of DESIGN §9) on the bot's desktop, then waits
+    /// `settle_ms` (default 350, at most 5000). An invalid or oversized batch is refused before
+    /// anything reaches the screen.
+    pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<usize> {
+        let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let view = self.open_desktop(bot).await?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        self.inner.provider.act(&ComputerRef { id: computer.id }, view.slot, &batch, &CallCtx::for_bot(&bot.id)).await?;
+        tokio::time::sleep(std::time::Duration::from_millis(action::settle_ms(settle_ms))).await;
+        Ok(batch.len())
+    }
+
+    /// Take control with a screen: the control lease, plus a control transport on the bot's
+    /// display reachable through the gateway with its own token.
+    pub async fn take_control_screen(&self, bot_name: &str) -> Result<ControlView> {
+        let lease = self.take_control(bot_name).await?;
+        let view = self.open_desktop(bot_name).await?;
+        let (bot, computer) = self.bot_and_computer(bot_name).await?;
+        let cref = ComputerRef { id: computer.id.clone() };
+        let d = self.inner.store.desktop_of(&computer.id, &bot.id).await?.ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released"))?;
+        let token = match d.control_token {
+            Some(t) => t,
+            None => {
+                let t = new_token();
+                self.inner.provider.control_transport(&cref, view.slot, &t, &CallCtx::for_bot(&bot.id)).await?;
+                self.inner.store.set_control_token(&computer.id, view.slot, Some(&t)).await?;
+                t
+            }
+        };
+        Ok(ControlView { lease, port: view.port, control_token: token })
+    }
+
+    /// Revokes the control transport of the bot's screen (on release or expiry of control).
+    pub(crate) async fn revoke_control_transport(&self, bot: &BotId, computer: &ComputerId) -> Result<()> {
+        if let Some(d) = self.inner.store.desktop_of(computer, bot).await? {
+            if let Some(t) = d.control_token {
+                self.inner.store.set_control_token(computer, d.slot, None).await?;
+                match self.inner.provider.revoke_token(&ComputerRef { id: computer.clone() }, &t, &CallCtx::for_bot(bot)).await {
+                    Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! Per-bot desktops on the real Docker engine: separate displays, slots, the screen gateway's
+//! tokens, input isolation, the screen limit.
+
+use botdesk_engine::*;
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::TcpStream,
+    time::{Duration, Instant},
+};
+use tokio_util::sync::CancellationToken;
+
+/// An engine on its own data directory; its computers are destroyed when dropped.
+struct World {
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                for c in engine.list_computers().await.unwrap_or_default() {
+                    let _ = engine.destroy_computer(&c.id).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+async fn world(screen_limit: Option<u32>, bots: &[&str]) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    cfg.screen_limit = screen_limit;
+    let engine = Engine::open(cfg).await.unwrap();
+    for b in bots {
+        engine.create_bot(b, ComputerScope::Team, None, "").await.unwrap();
+    }
+    World { engine, _dir: dir }
+}
+
+/// Connects to the gateway with a token; returns the stream after the gateway's answer line.
+fn gateway(port: u16, token: &str) -> (String, TcpStream) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("{token}\n").as_bytes()).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    (line.trim().to_string(), s)
+}
+
+/// The RFB handshake (no authentication on the token-guarded socket), then one pointer event.
+fn rfb_pointer(mut s: TcpStream, x: u16, y: u16) {
+    let mut version = [0u8; 12];
+    s.read_exact(&mut version).unwrap();
+    assert_eq!(&version, b"RFB 003.008\n");
+    s.write_all(b"RFB 003.008\n").unwrap();
+    let mut n = [0u8; 1];
+    s.read_exact(&mut n).unwrap();
+    let mut types = vec![0u8; n[0] as usize];
+    s.read_exact(&mut types).unwrap();
+    assert!(types.contains(&1), "security None offered: {types:?}");
+    s.write_all(&[1]).unwrap();
+    let mut result = [0u8; 4];
+    s.read_exact(&mut result).unwrap();
+    assert_eq!(result, [0, 0, 0, 0]);
+    s.write_all(&[1]).unwrap(); // shared
+    let mut init = [0u8; 24];
+    s.read_exact(&mut init).unwrap();
+    let name_len = u32::from_be_bytes([init[20], init[21], init[22], init[23]]);
+    let mut name = vec![0u8; name_len as usize];
+    s.read_exact(&mut name).unwrap();
+    let [xh, xl] = x.to_be_bytes();
+    let [yh, yl] = y.to_be_bytes();
+    s.write_all(&[5, 0, xh, xl, yh, yl]).unwrap();
+    s.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+}
+
+async fn cursor(e: &Engine, bot: &str) -> (u32, u32) {
+    e.screenshot(bot).await.unwrap().cursor
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes_nothing() {
+    let w = world(None, &["a", "b"]).await;
+    let (da, db) = tokio::join!(w.engine.open_desktop("a"), w.engine.open_desktop("b"));
+    let (da, db) = (da.unwrap(), db.unwrap());
+    assert_ne!(da.display, db.display);
+    assert_eq!({ let mut s = [da.slot, db.slot]; s.sort(); s }, [1, 2], "lowest free slots");
+    let moves = |x: u32, y: u32| serde_json::json!([{"type": "move", "x": x, "y": y}]);
+    let (ma, mb) = (moves(101, 102), moves(201, 202));
+    let (ra, rb) = tokio::join!(w.engine.act("a", &ma, Some(0)), w.engine.act("b", &mb, Some(0)));
+    ra.unwrap();
+    rb.unwrap();
+    assert_eq!(cursor(&w.engine, "a").await, (101, 102));
+    assert_eq!(cursor(&w.engine, "b").await, (201, 202));
+
+    // 25 actions: refused before anything reaches the screen.
+    let before = w.engine.screenshot("a").await.unwrap();
+    let batch: Vec<_> = (0..25).map(|i| serde_json::json!({"type": "move", "x": 500 + i, "y": 500})).collect();
+    let e = w.engine.act("a", &serde_json::json!(batch), Some(0)).await.unwrap_err();
+    assert!(e.message.contains("at most 24 actions"), "{}", e.message);
+    let after = w.engine.screenshot("a").await.unwrap();
+    assert_eq!((after.cursor, after.frame_id), (before.cursor, before.frame_id), "the screen changed");
+
+    // An unchanged screen returns no image to the model; a change does.
+    assert!(w.engine.observe("a").await.unwrap().png.is_some());
+    assert!(w.engine.observe("a").await.unwrap().png.is_none(), "unchanged screen");
+    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -geometry 40x10+50+50 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let changed = w.engine.observe("a").await.unwrap();
+    assert!(changed.png.is_some(), "a changed screen returns an image");
+    assert!(changed.png.unwrap().starts_with(b"\x89PNG"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typing_any_unicode_reaches_the_app() {
+    let w = world(None, &["u"]).await;
+    let d = w.engine.open_desktop("u").await.unwrap();
+    let cmd = format!("DISPLAY=:{} xterm -u8 -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.display);
+    w.engine.exec("u", vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let text = "Ωμέγα 世界 ✓ — naïve";
+    let actions = serde_json::json!([
+        {"type": "click", "x": 100, "y": 60},
+        {"type": "type", "text": text},
+        {"type": "key", "key": "Return"},
+        {"type": "key", "key": "d", "modifiers": ["ctrl"]}
+    ]);
+    w.engine.act("u", &actions, Some(500)).await.unwrap();
+    let typed = w.engine.files_read("u", "typed.txt", 1000).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&typed), format!("{text}\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections() {
+    let w = world(None, &["a", "b", "c"]).await;
+    let da = w.engine.open_desktop("a").await.unwrap();
+    let db = w.engine.open_desktop("b").await.unwrap();
+    assert_eq!((da.slot, db.slot), (1, 2));
+    // A view connection through the gateway speaks RFB.
+    let (answer, mut open_b) = gateway(db.port, &db.view_token);
+    assert_eq!(answer, "OK");
+    let mut banner = [0u8; 12];
+    open_b.read_exact(&mut banner).unwrap();
+    assert_eq!(&banner, b"RFB 003.008\n");
+    // Slot reuse: A releases, C gets slot 1; A's token is refused, C's accepted.
+    assert!(w.engine.release_desktop("a").await.unwrap());
+    let dc = w.engine.open_desktop("c").await.unwrap();
+    assert_eq!(dc.slot, 1, "the lowest free slot is reused after a verified teardown");
+    assert_ne!(dc.view_token, da.view_token);
+    assert_eq!(gateway(da.port, &da.view_token).0, "ERR unknown or revoked token");
+    assert_eq!(gateway(dc.port, &dc.view_token).0, "OK");
+    assert_eq!(gateway(dc.port, "0123456789abcdef0123456789abcdef").0, "ERR unknown or revoked token");
+    // Revocation drops an already-open connection within a second.
+    open_b.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let released = Instant::now();
+    assert!(w.engine.release_desktop("b").await.unwrap());
+    let mut buf = [0u8; 4096];
+    let dropped = loop {
+        match open_b.read(&mut buf) {
+            Ok(0) | Err(_) => break Instant::now(),
+            Ok(_) => continue,
+        }
+    };
+    assert!(dropped.duration_since(released) < Duration::from_secs(2), "dropped after {:?}", dropped.duration_since(released));
+    assert_eq!(gateway(db.port, &db.view_token).0, "ERR unknown or revoked token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn above_the_screen_limit_graphical_calls_fail_and_exec_still_works() {
+    let w = world(Some(1), &["one", "two"]).await;
+    w.engine.open_desktop("one").await.unwrap();
+    let e = w.engine.open_desktop("two").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::MultiScreenUnavailable);
+    assert!(e.message.starts_with("MULTI_SCREEN_UNAVAILABLE"), "{}", e.message);
+    assert_eq!(w.engine.act("two", &serde_json::json!([{"type": "move", "x": 1, "y": 1}]), Some(0)).await.unwrap_err().code, ErrorCode::MultiScreenUnavailable);
+    let exit = w.engine.exec("two", vec!["true".into()], None, None, None, CancellationToken::new()).await.unwrap();
+    assert_eq!(exit.code, 0, "shell keeps working");
+    w.engine.release_desktop("one").await.unwrap();
+    w.engine.open_desktop("two").await.expect("the freed slot is usable");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_through_a_control_capability_reaches_only_that_bots_display() {
+    let w = world(None, &["a", "b"]).await;
+    let da = w.engine.open_desktop("a").await.unwrap();
+    w.engine.open_desktop("b").await.unwrap();
+    let b_before = cursor(&w.engine, "b").await;
+    // The view capability is view-only: pointer events are ignored.
+    let (ok, s) = gateway(da.port, &da.view_token);
+    assert_eq!(ok, "OK");
+    rfb_pointer(s, 33, 44);
+    assert_ne!(cursor(&w.engine, "a").await, (33, 44), "a view token moved the pointer");
+    // Control of A moves A's pointer and never B's.
+    let ctl = w.engine.take_control_screen("a").await.unwrap();
+    let (ok, s) = gateway(ctl.port, &ctl.control_token);
+    assert_eq!(ok, "OK");
+    rfb_pointer(s, 77, 88);
+    assert_eq!(cursor(&w.engine, "a").await, (77, 88));
+    assert_eq!(cursor(&w.engine, "b").await, b_before);
+    // Release revokes the control capability.
+    w.engine.release_control("a", &ctl.lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    assert_eq!(gateway(ctl.port, &ctl.control_token).0, "ERR unknown or revoked token");
+}

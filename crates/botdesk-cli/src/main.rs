@@ -78,11 +78,26 @@ enum Cmd {
         #[arg(long)]
         settle_ms: Option<u64>,
     },
+    /// DOM-level control of the bot's own Chromium (its profile, its logins).
+    Browser {
+        #[command(subcommand)]
+        cmd: BrowserCmd,
+    },
     /// Diagnostics for the lease database.
     Lease {
         #[command(subcommand)]
         cmd: LeaseCmd,
     },
+}
+
+#[derive(Subcommand)]
+enum BrowserCmd {
+    /// Open an http(s) URL; prints the page snapshot.
+    Navigate { bot: String, url: String },
+    /// The page text and up to 80 interactive elements as `role "name" [eN]`.
+    Snapshot { bot: String },
+    /// Click / fill / type by ref: '[{"action":"fill","ref":"e2","text":"alice"},{"action":"click","ref":"e3"}]'
+    Act { bot: String, actions: String },
 }
 
 #[derive(Subcommand)]
@@ -330,6 +345,17 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, json!({"bot": bot, "released": released}), || {
                 if released { format!("released {bot}'s desktop") } else { format!("{bot} had no desktop open") }
             });
+        }
+        Cmd::Browser { cmd } => {
+            let snap = match cmd {
+                BrowserCmd::Navigate { bot, url } => engine.browser_navigate(&bot, &url).await?,
+                BrowserCmd::Snapshot { bot } => engine.browser_snapshot(&bot).await?,
+                BrowserCmd::Act { bot, actions } => {
+                    let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
+                    engine.browser_act(&bot, &value).await?
+                }
+            };
+            print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
         Cmd::Screenshot { bot, out } => {
             let obs = engine.screenshot(&bot).await?;

@@ -5,6 +5,7 @@
 //! is the only caller.
 
 pub mod action;
+pub mod browser;
 pub mod error;
 pub mod path;
 pub mod provider;

@@ -218,6 +218,17 @@ pub struct Observation {
     pub png: Option<Bytes>,
 }
 
+/// One page-browser request (DESIGN §9: browser_navigate, browser_snapshot, browser_act).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BrowserCommand {
+    /// Start the browser and wait until its DevTools answer.
+    Ready,
+    Navigate { url: String },
+    Snapshot,
+    Act { actions: Vec<crate::browser::BrowserAction> },
+}
+
 fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> {
     Err(SandboxError::Unsupported { provider, operation })
 }
@@ -264,6 +275,11 @@ pub trait SandboxProvider: Send + Sync + 'static {
     }
     async fn observe(&self, _computer: &ComputerRef, _slot: u32, _ctx: &CallCtx) -> Result<Observation> {
         unsupported(self.kind(), "observe")
+    }
+    /// DOM-level control of the bot's own Chromium on display `slot` (started on first use with
+    /// the profile folder `profile` under `.browser-profiles/`). Returns the page snapshot.
+    async fn page_browser(&self, _computer: &ComputerRef, _slot: u32, _profile: &str, _command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
+        unsupported(self.kind(), "page_browser")
     }
     /// Performs a checked batch in order on display `slot`.
     async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _ctx: &CallCtx) -> Result<()> {

@@ -262,6 +262,14 @@ impl DockerProvider {
         })
     }
 
+    pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand) -> Result<Value> {
+        let (answer, _) = self
+            .agent(c, json!({"op": "browser", "display": slot, "profile": profile, "command": command}))
+            .await
+            .map_err(|e| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen.")))?;
+        Ok(answer["result"].clone())
+    }
+
     pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action]) -> Result<()> {
         let runs = xdotool_runs(actions);
         if runs.is_empty() {

@@ -422,6 +422,9 @@ impl SandboxProvider for DockerProvider {
     async fn observe(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<Observation> {
         self.observe_impl(c, slot).await
     }
+    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
+        self.browser_impl(c, slot, profile, command).await
+    }
     async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], _ctx: &CallCtx) -> Result<()> {
         self.act_impl(c, slot, actions).await
     }

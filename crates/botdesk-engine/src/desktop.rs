@@ -1,6 +1,6 @@
 //! Per-bot desktops: slots from the store, displays from the provider, observe and act.
 
-use botdesk_core::{action, *};
+use botdesk_core::{action, browser, *};
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
@@ -129,4 +129,41 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+impl Engine {
+    async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
+        let view = self.open_desktop(bot).await?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let profile = browser::profile_name(&bot.id);
+        Ok(self.inner.provider.page_browser(&ComputerRef { id: computer.id }, view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?)
+    }
+
+    /// Opens an http(s) URL in the bot's own Chromium (started on first use with its profile);
+    /// returns the page snapshot.
+    pub async fn browser_navigate(&self, bot: &str, url: &str) -> Result<serde_json::Value> {
+        browser::check_url(url).map_err(EngineError::invalid)?;
+        self.browser(bot, BrowserCommand::Navigate { url: url.to_string() }).await
+    }
+
+    /// Page text plus up to 80 visible interactive elements with refs (passwords masked).
+    pub async fn browser_snapshot(&self, bot: &str) -> Result<serde_json::Value> {
+        self.browser(bot, BrowserCommand::Snapshot).await
+    }
+
+    /// Click / fill / type by ref (at most 24); returns the new snapshot.
+    pub async fn browser_act(&self, bot: &str, actions: &serde_json::Value) -> Result<serde_json::Value> {
+        let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
+        self.browser(bot, BrowserCommand::Act { actions }).await
+    }
+}
+
+/// The snapshot as text: `role "name" [eN]` lines after the page text.
+pub fn snapshot_text(s: &serde_json::Value) -> String {
+    let mut out = format!("{} — {}\n\n{}\n\n", s["title"].as_str().unwrap_or(""), s["url"].as_str().unwrap_or(""), s["text"].as_str().unwrap_or("").trim());
+    for e in s["elements"].as_array().into_iter().flatten() {
+        let value = e["value"].as_str().map(|v| format!(" = {v:?}")).unwrap_or_default();
+        out.push_str(&format!("{} {:?} [{}]{}\n", e["role"].as_str().unwrap_or(""), e["name"].as_str().unwrap_or(""), e["ref"].as_str().unwrap_or(""), value));
+    }
+    out
 }

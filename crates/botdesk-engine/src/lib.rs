@@ -9,7 +9,7 @@ mod paths;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
-pub use desktop::{ControlView, DesktopView};
+pub use desktop::{snapshot_text, ControlView, DesktopView};
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::Observation;
 pub use error::{EngineError, ErrorCode, Result};

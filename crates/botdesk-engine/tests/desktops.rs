@@ -206,3 +206,68 @@ async fn input_through_a_control_capability_reaches_only_that_bots_display() {
     w.engine.release_control("a", &ctl.lease.lease_id, TakeoverResult::Finished).await.unwrap();
     assert_eq!(gateway(ctl.port, &ctl.control_token).0, "ERR unknown or revoked token");
 }
+
+const SET_COOKIE: &str = r#"<!doctype html><title>Set</title><script>document.cookie = "login=" + new URLSearchParams(location.search).get("user") + "; max-age=86400; path=/";</script><p>cookie set</p>"#;
+const SHOW: &str = r#"<!doctype html><title>Show</title><p id=c></p><script>document.getElementById('c').textContent = 'cookie: ' + (document.cookie || '(none)');</script>
+<form onsubmit="document.getElementById('r').textContent = 'hello ' + this.who.value; return false"><label>Name <input name=who></label><input type=password name=pw value=secret><button>Greet</button></form><p id=r></p>"#;
+
+fn text(snapshot: &serde_json::Value) -> &str {
+    snapshot["text"].as_str().unwrap()
+}
+
+/// Serves the test pages from inside the computer (its loopback; no network needed).
+async fn serve_pages(e: &Engine, bot: &str) -> String {
+    e.files_write(bot, "shared/site/set.html", SET_COOKIE.into(), false).await.unwrap();
+    e.files_write(bot, "shared/site/show.html", SHOW.into(), false).await.unwrap();
+    let serve = "cd /home/botdesk/shared/site && (setsid python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &); sleep 0.5";
+    e.exec(bot, vec!["sh".into(), "-c".into(), serve.into()], None, None, None, CancellationToken::new()).await.unwrap();
+    "http://127.0.0.1:8123".into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
+    let w = world(None, &["a", "b", "c"]).await;
+    let site = serve_pages(&w.engine, "a").await;
+    // Two bots browse at once; a cookie set in A's browser is never visible in B's.
+    let (set, show) = (format!("{site}/set.html?user=alice"), format!("{site}/show.html"));
+    let (sa, sb) = tokio::join!(w.engine.browser_navigate("a", &set), w.engine.browser_navigate("b", &show));
+    assert!(text(&sa.unwrap()).contains("cookie set"));
+    assert!(text(&sb.unwrap()).contains("cookie: (none)"));
+    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    // Snapshot: refs, values, passwords masked; act by ref fills and clicks.
+    let snap = w.engine.browser_snapshot("b").await.unwrap();
+    let elements = snap["elements"].as_array().unwrap();
+    assert_eq!(elements.iter().map(|e| e["ref"].as_str().unwrap()).collect::<Vec<_>>(), ["e1", "e2", "e3"]);
+    assert_eq!(elements[1]["value"], "********", "passwords are masked");
+    assert!(!snap.to_string().contains("secret"));
+    let after = w.engine.browser_act("b", &serde_json::json!([{"action": "fill", "ref": "e1", "text": "Bob"}, {"action": "click", "ref": "e3"}])).await.unwrap();
+    assert!(text(&after).contains("hello Bob"), "{}", text(&after));
+    // Bad input: clear errors, nothing done.
+    assert!(w.engine.browser_navigate("a", "file:///etc/passwd").await.unwrap_err().message.contains("only http and https"));
+    assert!(w.engine.browser_navigate("a", "http://user:pw@127.0.0.1:8123/").await.unwrap_err().message.contains("credentials"));
+    let missing = w.engine.browser_act("a", &serde_json::json!([{"action": "click", "ref": "e99"}])).await.unwrap_err();
+    assert!(missing.message.contains("computer_act"), "the error suggests the fallback: {}", missing.message);
+
+    // Release A (graceful close), let C take slot 1, reopen A on another slot: login still there.
+    let slot_a = w.engine.open_desktop("a").await.unwrap().slot;
+    assert!(w.engine.release_desktop("a").await.unwrap());
+    assert_eq!(w.engine.open_desktop("c").await.unwrap().slot, slot_a, "C reuses A's old slot");
+    let new_slot = w.engine.open_desktop("a").await.unwrap().slot;
+    assert_ne!(new_slot, slot_a);
+    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    // The new occupant of the recycled slot has its own clean profile.
+    assert!(text(&w.engine.browser_navigate("c", &format!("{site}/show.html")).await.unwrap()).contains("cookie: (none)"));
+    // A hard kill of A's Chromium: the next use restarts it on the same profile, no restore bubble.
+    let bot_a = w.engine.bot("a").await.unwrap();
+    let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(bot_a.id.clone()));
+    let kill = vec!["pkill".into(), "-9".into(), "-f".into(), format!("user-data-dir=.*{profile}")];
+    w.engine.exec("a", kill, None, None, None, CancellationToken::new()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    let shot = w.engine.screenshot("a").await.unwrap();
+    assert_eq!(shot.active_window.as_deref(), Some("Show - Chromium"));
+    // Profiles are keyed by bot: one folder per bot that browsed.
+    let (_, profiles) = w.engine.files_list("a", "/home/botdesk/.browser-profiles").await.unwrap();
+    assert_eq!(profiles.len(), 3);
+    assert!(profiles.iter().any(|p| p.path.as_str().ends_with(&profile)));
+}

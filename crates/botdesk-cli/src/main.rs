@@ -83,6 +83,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: BrowserCmd,
     },
+    /// A loopback port a stock VNC viewer (TigerVNC, Remmina) can open: view-only unless you take
+    /// control with --control (refused while the bot runs).
+    Screen {
+        #[command(subcommand)]
+        cmd: ScreenCmd,
+    },
     /// Diagnostics for the lease database.
     Lease {
         #[command(subcommand)]
@@ -98,6 +104,18 @@ enum BrowserCmd {
     Snapshot { bot: String },
     /// Click / fill / type by ref: '[{"action":"fill","ref":"e2","text":"alice"},{"action":"click","ref":"e3"}]'
     Act { bot: String, actions: String },
+}
+
+#[derive(Subcommand)]
+enum ScreenCmd {
+    Forward {
+        bot: String,
+        /// Local port (default: a free one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        #[arg(long)]
+        control: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -357,6 +375,7 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             };
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
+        Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(&engine, json, &bot, port, control).await,
         Cmd::Screenshot { bot, out } => {
             let obs = engine.screenshot(&bot).await?;
             let png = obs.png.clone().unwrap_or_default();
@@ -397,6 +416,45 @@ async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, Eng
     }
     engine.finish_run(&run, &lease, botdesk_engine::RunStatus::Completed, None).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Forwards a loopback port to the bot's screen through the computer's gateway, presenting the
+/// view (or control) token for each connection; the viewer only sees plain RFB.
+async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, control: bool) -> Result<ExitCode, EngineError> {
+    let (gateway, token) = if control {
+        let c = engine.take_control_screen(bot).await?;
+        (c.port, c.control_token)
+    } else {
+        let d = engine.open_desktop(bot).await?;
+        (d.port, d.view_token)
+    };
+    let io = |e: std::io::Error| EngineError::invalid(format!("screen forward: {e}"));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.map_err(io)?;
+    let local = listener.local_addr().map_err(io)?;
+    print(json, json!({"bot": bot, "listen": local.to_string(), "control": control}), || {
+        format!("{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}`. Ctrl-C stops.", if control { "control" } else { "view only" }, local.port())
+    });
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            accepted = listener.accept() => {
+                let (mut viewer, _) = accepted.map_err(io)?;
+                let token = token.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                    let Ok(upstream) = tokio::net::TcpStream::connect(("127.0.0.1", gateway)).await else { return };
+                    let mut upstream = tokio::io::BufReader::new(upstream);
+                    if upstream.get_mut().write_all(format!("{token}\n").as_bytes()).await.is_err() { return }
+                    let mut answer = String::new();
+                    if upstream.read_line(&mut answer).await.is_err() || answer.trim() != "OK" {
+                        eprintln!("botdesk: the gateway refused the screen: {}", answer.trim());
+                        return;
+                    }
+                    let _ = tokio::io::copy_bidirectional(&mut viewer, &mut upstream).await;
+                });
+            }
+        }
+    }
 }
 
 async fn build_image(engine: &Engine, json: bool) -> Result<String, EngineError> {

@@ -266,6 +266,31 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
     let shot = w.engine.screenshot("a").await.unwrap();
     assert_eq!(shot.active_window.as_deref(), Some("Show - Chromium"));
+    // Chromium's DevTools ports listen on the computer's loopback only, and nothing but the
+    // gateway is published on the host.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    w.engine.exec("a", vec!["cat".into(), "/proc/net/tcp".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+    let mut tcp = String::new();
+    while let Ok(c) = rx.try_recv() {
+        tcp.push_str(&String::from_utf8_lossy(&c.data));
+    }
+    let devtools: Vec<(String, u32)> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (ip, port) = f.get(1)?.split_once(':')?;
+            (f.get(3) == Some(&"0A")).then(|| (ip.to_string(), u32::from_str_radix(port, 16).unwrap()))
+        })
+        .filter(|(_, port)| (9222..9400).contains(port))
+        .collect();
+    assert_eq!(devtools.len(), 3, "one DevTools port per browsing bot: {devtools:?}");
+    assert!(devtools.iter().all(|(ip, _)| ip == "0100007F"), "DevTools must listen on 127.0.0.1 only: {devtools:?}");
+    let computer = w.engine.list_computers().await.unwrap()[0].id.clone();
+    let ids = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    let ports = std::process::Command::new("docker").arg("port").arg(String::from_utf8_lossy(&ids.stdout).trim()).output().unwrap();
+    let ports = String::from_utf8_lossy(&ports.stdout);
+    assert!(ports.lines().all(|l| l.starts_with("7900/tcp -> 127.0.0.1:")) && ports.lines().count() >= 1, "published: {ports}");
     // Profiles are keyed by bot: one folder per bot that browsed.
     let (_, profiles) = w.engine.files_list("a", "/home/botdesk/.browser-profiles").await.unwrap();
     assert_eq!(profiles.len(), 3);

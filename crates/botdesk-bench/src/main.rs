@@ -9,22 +9,23 @@ use std::{
     time::{Duration, Instant},
 };
 
+mod desktops;
 mod leases;
 
-struct Row {
-    what: &'static str,
-    ours: Duration,
-    anchor_name: &'static str,
-    anchor: Duration,
-    n: usize,
+pub(crate) struct Row {
+    pub(crate) what: &'static str,
+    pub(crate) ours: Duration,
+    pub(crate) anchor_name: &'static str,
+    pub(crate) anchor: Duration,
+    pub(crate) n: usize,
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
-fn time_cmd(args: &[&str]) -> Duration {
+pub(crate) fn time_cmd(args: &[&str]) -> Duration {
     let t = Instant::now();
     let st = Command::new("docker").args(args).status().expect("docker CLI");
     assert!(st.success(), "docker {args:?} failed");
@@ -117,6 +118,9 @@ async fn main() {
     rows.push(Row { what: "exec round trip (`true`)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: EXECS });
     provider.destroy(&c, &ctx).await.unwrap();
 
+    let (desktop_rows, density) = desktops::run(dir.path()).await;
+    rows.extend(desktop_rows);
+
     let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -142,6 +146,12 @@ async fn main() {
             r.n
         ));
     }
+    md.push_str(&format!(
+        "\n## Density\n\n{} desktops, each with Chromium open on a page, in one computer with the default 2 GiB limit (the run \
+         stops at 16 desktops or 1.9 GiB): {:.0} MiB per extra desktop, beside the anchor of the idle computer itself, {:.0} MiB. \
+         Targets: at least 10 desktops, at most 180 MiB each.\n",
+        density.desktops, density.per_desktop_mib, density.base_mib
+    ));
     md.push_str(&format!(
         "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\
          | lease ops/s, one process, one task (claim, check, renew, release) | {one_ops:.0} | plain one-row `UPDATE`s/s, one task | {anchor_ups:.0} | {:.2} | {one_violations} |\n\

@@ -114,7 +114,7 @@ pub fn keysym(name: &str) -> String {
         "pageup" | "page_up" => "Prior",
         "pagedown" | "page_down" => "Next",
         "insert" => "Insert",
-        _ => return if name.chars().count() == 1 { name.to_string() } else { name.to_string() },
+        _ => return name.to_string(), // a single character or an X keysym name (F5, KP_Enter, …)
     };
     mapped.to_string()
 }

@@ -79,6 +79,16 @@ fn rfb_pointer(mut s: TcpStream, x: u16, y: u16) {
     std::thread::sleep(Duration::from_millis(400));
 }
 
+/// Waits (up to 30 s, polling) until the bot's active window has this title: no fixed sleeps, so a
+/// slow machine only makes the test slower.
+async fn wait_for_window(e: &Engine, bot: &str, title: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while e.screenshot(bot).await.unwrap().active_window.as_deref() != Some(title) {
+        assert!(Instant::now() < deadline, "no window titled {title:?} appeared");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn cursor(e: &Engine, bot: &str) -> (u32, u32) {
     e.screenshot(bot).await.unwrap().cursor
 }
@@ -109,8 +119,8 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     // An unchanged screen returns no image to the model; a change does.
     assert!(w.engine.observe("a").await.unwrap().png.is_some());
     assert!(w.engine.observe("a").await.unwrap().png.is_none(), "unchanged screen");
-    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -geometry 40x10+50+50 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
+    wait_for_window(&w.engine, "a", "changed").await;
     let changed = w.engine.observe("a").await.unwrap();
     assert!(changed.png.is_some(), "a changed screen returns an image");
     assert!(changed.png.unwrap().starts_with(b"\x89PNG"));
@@ -120,9 +130,9 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
 async fn typing_any_unicode_reaches_the_app() {
     let w = world(None, &["u"]).await;
     let d = w.engine.open_desktop("u").await.unwrap();
-    let cmd = format!("DISPLAY=:{} xterm -u8 -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.display);
+    let cmd = format!("DISPLAY=:{} xterm -u8 -T typing -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.display);
     w.engine.exec("u", vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for_window(&w.engine, "u", "typing").await;
     let text = "Ωμέγα 世界 ✓ — naïve";
     let actions = serde_json::json!([
         {"type": "click", "x": 100, "y": 60},

@@ -31,7 +31,12 @@ impl Engine {
     /// Opens the bot's desktop (lazily: display, window manager and view transport start now).
     pub async fn open_desktop(&self, bot: &str) -> Result<DesktopView> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let cref = self.ensure_running(&computer).await?;
+        self.open_desktop_of(&bot, &computer).await
+    }
+
+    /// The bot's desktop, opened if needed (everything graphical goes through here once).
+    async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
+        let cref = self.ensure_running(computer).await?;
         let limit = self.inner.screen_limit;
         let (d, _) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
             botdesk_store::StoreError::Busy(m) if m.starts_with("MULTI_SCREEN_UNAVAILABLE") => EngineError::new(ErrorCode::MultiScreenUnavailable, m),
@@ -47,7 +52,7 @@ impl Engine {
             return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
         }
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
-        Ok(DesktopView { bot: bot.name, computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
+        Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
     }
 
     /// Releases the bot's desktop: tokens revoked, transports, browser, window manager and X
@@ -66,8 +71,8 @@ impl Engine {
     /// A screenshot of the bot's desktop (opened if needed). `png` is None when the pixels are the
     /// same as at this bot's previous observation.
     pub async fn observe(&self, bot: &str) -> Result<Observation> {
-        let view = self.open_desktop(bot).await?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
+        let view = self.open_desktop_of(&bot, &computer).await?;
         let mut obs = self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?;
         let mut frames = self.inner.frames.lock().await;
         if frames.get(&bot.id) == Some(&obs.frame_id) {
@@ -79,8 +84,8 @@ impl Engine {
 
     /// A full screenshot regardless of what was seen before (for the CLI and the UI).
     pub async fn screenshot(&self, bot: &str) -> Result<Observation> {
-        let view = self.open_desktop(bot).await?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
+        let view = self.open_desktop_of(&bot, &computer).await?;
         Ok(self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?)
     }
 
@@ -89,8 +94,8 @@ impl Engine {
     /// anything reaches the screen.
     pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<usize> {
         let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
-        let view = self.open_desktop(bot).await?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
+        let view = self.open_desktop_of(&bot, &computer).await?;
         self.inner.provider.act(&ComputerRef { id: computer.id }, view.slot, &batch, &CallCtx::for_bot(&bot.id)).await?;
         tokio::time::sleep(std::time::Duration::from_millis(action::settle_ms(settle_ms))).await;
         Ok(batch.len())
@@ -100,8 +105,8 @@ impl Engine {
     /// display reachable through the gateway with its own token.
     pub async fn take_control_screen(&self, bot_name: &str) -> Result<ControlView> {
         let lease = self.take_control(bot_name).await?;
-        let view = self.open_desktop(bot_name).await?;
         let (bot, computer) = self.bot_and_computer(bot_name).await?;
+        let view = self.open_desktop_of(&bot, &computer).await?;
         let cref = ComputerRef { id: computer.id.clone() };
         let d = self.inner.store.desktop_of(&computer.id, &bot.id).await?.ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released"))?;
         let token = match d.control_token {
@@ -133,8 +138,8 @@ impl Engine {
 
 impl Engine {
     async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
-        let view = self.open_desktop(bot).await?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
+        let view = self.open_desktop_of(&bot, &computer).await?;
         let profile = browser::profile_name(&bot.id);
         Ok(self.inner.provider.page_browser(&ComputerRef { id: computer.id }, view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?)
     }

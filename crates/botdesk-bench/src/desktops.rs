@@ -1,6 +1,6 @@
 //! Desktop figures through the engine, each beside an anchor measured in the same run.
 
-use botdesk_engine::{ComputerScope, Engine, EngineConfig, ProviderChoice};
+use botdesk_engine::{ComputerScope, Engine, EngineConfig, ImageFormat, ProviderChoice};
 use std::time::{Duration, Instant};
 
 use crate::{median, time_cmd, Row};
@@ -48,9 +48,9 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     for _ in 0..N {
         let t = Instant::now();
         engine.open_desktop(&names[1]).await.unwrap();
-        let obs = engine.screenshot(&names[1]).await.unwrap();
+        let obs = engine.screenshot(&names[1], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
-        assert!(obs.png.is_some());
+        assert!(obs.image.is_some());
         engine.release_desktop(&names[1]).await.unwrap();
         anchor.push(time_cmd(&["exec", &container, "true"]));
     }
@@ -77,7 +77,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..20 {
         let t = Instant::now();
-        engine.screenshot(&names[0]).await.unwrap();
+        engine.screenshot(&names[0], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
         anchor.push(time_cmd(&["exec", &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
     }

@@ -67,8 +67,14 @@ enum Cmd {
         #[command(subcommand)]
         cmd: DesktopCmd,
     },
-    /// Save a PNG screenshot of a bot's desktop.
-    Screenshot { bot: String, out: PathBuf },
+    /// Save a screenshot of the bot's desktop: PNG, or JPEG when OUT ends in .jpg or .jpeg.
+    Screenshot {
+        bot: String,
+        out: PathBuf,
+        /// JPEG quality, 1 to 100.
+        #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(1..=100))]
+        quality: u8,
+    },
     /// Perform a JSON array of actions on a bot's desktop (the model's computer_act format).
     Act {
         bot: String,
@@ -376,9 +382,11 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
         Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(&engine, json, &bot, port, control).await,
-        Cmd::Screenshot { bot, out } => {
-            let obs = engine.screenshot(&bot).await?;
-            let png = obs.png.clone().unwrap_or_default();
+        Cmd::Screenshot { bot, out, quality } => {
+            let jpeg = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
+            let format = if jpeg { botdesk_core::ImageFormat::Jpeg { quality } } else { botdesk_core::ImageFormat::Png };
+            let obs = engine.screenshot(&bot, format).await?;
+            let png = obs.image.clone().unwrap_or_default();
             std::fs::write(&out, &png).map_err(|e| EngineError::invalid(format!("cannot write {}: {e}", out.display())))?;
             print(json, json!({"path": out, "frame_id": obs.frame_id, "width": obs.width, "height": obs.height, "cursor": obs.cursor, "active_window": obs.active_window, "bytes": png.len()}), || {
                 format!("saved {}x{} screenshot to {}", obs.width, obs.height, out.display())

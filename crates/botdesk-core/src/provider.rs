@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -213,9 +213,31 @@ pub struct Observation {
     pub height: u32,
     pub cursor: (u32, u32),
     pub active_window: Option<String>,
-    /// PNG bytes; None when the pixels are unchanged since the caller's last observation.
+    /// How `image` is encoded.
+    pub format: ImageFormat,
+    /// The encoded screenshot; None when the pixels are unchanged since the caller's last observation.
     #[serde(skip)]
-    pub png: Option<Bytes>,
+    pub image: Option<Bytes>,
+}
+
+/// How a screenshot is encoded: PNG (lossless, the default) or JPEG at a quality of 1–100.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ImageFormat {
+    #[default]
+    Png,
+    Jpeg {
+        quality: u8,
+    },
+}
+
+impl ImageFormat {
+    pub fn mime(&self) -> &'static str {
+        match self {
+            ImageFormat::Png => "image/png",
+            ImageFormat::Jpeg { .. } => "image/jpeg",
+        }
+    }
 }
 
 /// One page-browser request (DESIGN §9: browser_navigate, browser_snapshot, browser_act).
@@ -273,7 +295,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn screen(&self, _computer: &ComputerRef, _token: &str, _control: bool) -> Result<ScreenAccess> {
         unsupported(self.kind(), "screen")
     }
-    async fn observe(&self, _computer: &ComputerRef, _slot: u32, _ctx: &CallCtx) -> Result<Observation> {
+    async fn observe(&self, _computer: &ComputerRef, _slot: u32, _format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
         unsupported(self.kind(), "observe")
     }
     /// DOM-level control of the bot's own Chromium on display `slot` (started on first use with

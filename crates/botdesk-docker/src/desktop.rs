@@ -13,12 +13,17 @@ use tokio::{
 
 use crate::{docker_err, spec, DockerProvider};
 
-/// Where a computer's gateway listens on the host, and the engine's agent token.
+/// Where a computer's gateway listens on the host, the engine's agent token, and idle agent
+/// connections kept open: a fresh TCP connection pays slow start on every 4 MB screenshot.
 #[derive(Debug, Clone)]
 pub(crate) struct Gateway {
     pub port: u16,
     pub agent_token: String,
+    idle: std::sync::Arc<std::sync::Mutex<Vec<AgentConn>>>,
 }
+
+type AgentConn = BufReader<TcpStream>;
+const MAX_IDLE_AGENT_CONNS: usize = 4;
 
 /// A new random capability token: 128 bits as 32 hex digits.
 pub fn new_token() -> String {
@@ -139,14 +144,14 @@ pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
     if data.len() < need || width == 0 || height == 0 {
         return Err(bad("truncated pixels"));
     }
-    let mut rgb = Vec::with_capacity(width as usize * height as usize * 3);
-    for row in 0..height as usize {
+    let mut rgb = vec![0u8; width as usize * height as usize * 3];
+    for (row, out) in rgb.chunks_exact_mut(width as usize * 3).enumerate() {
         let line = &data[start + row * bytes_per_line..start + row * bytes_per_line + width as usize * 4];
-        for px in line.chunks_exact(4) {
+        for (px, o) in line.chunks_exact(4).zip(out.chunks_exact_mut(3)) {
             if byte_order == 0 {
-                rgb.extend_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
+                o.copy_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
             } else {
-                rgb.extend_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
+                o.copy_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
             }
         }
     }
@@ -164,13 +169,31 @@ pub fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Result<Bytes> {
     Ok(Bytes::from(out))
 }
 
+/// Why an agent request failed: `Closed` means the connection was gone before any answer.
+enum AgentFailure {
+    Closed,
+    Other(SandboxError),
+}
+
+/// Encodes tightly packed RGB as JPEG at `quality` (clamped to 1–100).
+pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8], quality: u8) -> Result<Bytes> {
+    let (w, h) = (u16::try_from(width), u16::try_from(height));
+    let (Ok(w), Ok(h)) = (w, h) else { return Err(SandboxError::Provider(format!("a {width}x{height} screen is too large for JPEG"))) };
+    let mut out = Vec::with_capacity(rgb.len() / 10);
+    jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100))
+        .encode(rgb, w, h, jpeg_encoder::ColorType::Rgb)
+        .map_err(|e| SandboxError::Provider(format!("encoding the screenshot: {e}")))?;
+    Ok(Bytes::from(out))
+}
+
 impl DockerProvider {
-    /// The gateway's host port and the agent token, read from the container (and cached).
+    /// The gateway's host port and the agent token, read from the container and cached per
+    /// computer (a stale entry is dropped by `agent` when the gateway stops answering to it).
     pub(crate) async fn gateway(&self, c: &ComputerRef) -> Result<Gateway> {
-        let id = self.running_container(c).await?;
-        if let Some(g) = self.gateways.lock().unwrap().get(&id) {
+        if let Some(g) = self.gateways.lock().unwrap().get(c.id.as_str()) {
             return Ok(g.clone());
         }
+        let id = self.running_container(c).await?;
         let info = self.client().await?.inspect_container(&id, None).await.map_err(docker_err)?;
         let agent_token = info
             .config
@@ -185,39 +208,88 @@ impl DockerProvider {
             .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
             .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
             .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
-        let g = Gateway { port, agent_token };
-        self.gateways.lock().unwrap().insert(id, g.clone());
+        let g = Gateway { port, agent_token, idle: Default::default() };
+        self.gateways.lock().unwrap().insert(c.id.to_string(), g.clone());
         Ok(g)
     }
 
-    /// One agent request; returns the JSON answer and, for screenshots, the raw bytes.
+    /// One agent request; returns the JSON answer and, for screenshots, the raw bytes. An idle
+    /// connection that turns out closed is replaced once by a new one; a cached gateway that no
+    /// longer answers (the computer was restarted or replaced) is looked up again once.
     async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
-        let g = self.gateway(c).await?;
-        let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
-        let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
-        stream.set_nodelay(true).map_err(io)?;
-        let mut stream = BufReader::new(stream);
-        stream.get_mut().write_all(format!("{}\n{}\n", g.agent_token, req).as_bytes()).await.map_err(io)?;
-        let mut line = String::new();
-        stream.read_line(&mut line).await.map_err(io)?;
-        if line.trim() != "OK" {
-            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {}", line.trim())));
+        let mut g = self.gateway(c).await?;
+        let idle = g.idle.lock().unwrap().pop();
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => match Self::agent_connect(&g).await {
+                Ok(conn) => conn,
+                Err(_) => {
+                    self.gateways.lock().unwrap().remove(c.id.as_str());
+                    g = self.gateway(c).await?;
+                    Self::agent_connect(&g).await?
+                }
+            },
+        };
+        let answer = match Self::agent_request(&mut conn, &req).await {
+            Err(AgentFailure::Closed) => {
+                // The gateway closed that idle connection before reading the request (it never ran).
+                conn = Self::agent_connect(&g).await?;
+                Self::agent_request(&mut conn, &req).await
+            }
+            other => other,
+        };
+        let (answer, body) = answer.map_err(|e| match e {
+            AgentFailure::Closed => SandboxError::Provider("screen gateway: connection closed".into()),
+            AgentFailure::Other(e) => e,
+        })?;
+        let mut idle = g.idle.lock().unwrap();
+        if idle.len() < MAX_IDLE_AGENT_CONNS {
+            idle.push(conn);
         }
-        line.clear();
-        stream.read_line(&mut line).await.map_err(io)?;
-        let answer: Value = serde_json::from_str(&line).map_err(|e| SandboxError::Provider(format!("bad gateway answer {line:?}: {e}")))?;
+        drop(idle);
         if answer["ok"] != true {
             return Err(SandboxError::Provider(answer["error"].as_str().unwrap_or("the desktop agent failed").to_string()));
         }
+        Ok((answer, body))
+    }
+
+    async fn agent_request(conn: &mut AgentConn, req: &Value) -> std::result::Result<(Value, Option<Vec<u8>>), AgentFailure> {
+        let io = |e: std::io::Error| AgentFailure::Other(SandboxError::Provider(format!("screen gateway: {e}")));
+        if conn.get_mut().write_all(format!("{req}\n").as_bytes()).await.is_err() {
+            return Err(AgentFailure::Closed);
+        }
+        let mut line = String::new();
+        match conn.read_line(&mut line).await {
+            Ok(0) | Err(_) if line.is_empty() => return Err(AgentFailure::Closed),
+            Err(e) => return Err(io(e)),
+            Ok(_) => {}
+        }
+        let answer: Value = serde_json::from_str(&line)
+            .map_err(|e| AgentFailure::Other(SandboxError::Provider(format!("bad gateway answer {line:?}: {e}"))))?;
         let body = match answer["len"].as_u64() {
             Some(len) => {
                 let mut buf = vec![0u8; len as usize];
-                stream.read_exact(&mut buf).await.map_err(io)?;
+                conn.read_exact(&mut buf).await.map_err(io)?;
                 Some(buf)
             }
             None => None,
         };
         Ok((answer, body))
+    }
+
+    /// Connects to the gateway and presents the agent token.
+    async fn agent_connect(g: &Gateway) -> Result<AgentConn> {
+        let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
+        let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        let mut stream = BufReader::new(stream);
+        stream.get_mut().write_all(format!("{}\n", g.agent_token).as_bytes()).await.map_err(io)?;
+        let mut line = String::new();
+        stream.read_line(&mut line).await.map_err(io)?;
+        if line.trim() != "OK" {
+            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {}", line.trim())));
+        }
+        Ok(stream)
     }
 
     pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str]) -> Result<()> {
@@ -245,20 +317,33 @@ impl DockerProvider {
         Ok(ScreenAccess { port: g.port, token: token.to_string(), control })
     }
 
-    pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32) -> Result<Observation> {
+    pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
         let (shot, info) = tokio::join!(self.agent(c, json!({"op": "shot", "display": slot})), self.agent(c, json!({"op": "info", "display": slot})));
         let (_, raw) = shot?;
         let (info, _) = info?;
-        let (width, height, rgb) = xwd_to_rgb(&raw.unwrap_or_default())?;
-        let frame_id = hex::encode(Sha256::digest(&rgb));
-        let png = encode_png(width, height, &rgb)?;
+        let raw = raw.unwrap_or_default();
+        // Decode, then hash and compress on two cores at once, off the async runtime.
+        let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let (width, height, rgb) = xwd_to_rgb(&raw)?;
+            std::thread::scope(|s| {
+                let hash = s.spawn(|| hex::encode(Sha256::digest(&rgb)));
+                let image = match format {
+                    ImageFormat::Png => encode_png(width, height, &rgb)?,
+                    ImageFormat::Jpeg { quality } => encode_jpeg(width, height, &rgb, quality)?,
+                };
+                Ok((width, height, hash.join().expect("hashing does not panic"), image))
+            })
+        })
+        .await
+        .map_err(|e| SandboxError::Provider(format!("screenshot task failed: {e}")))??;
         Ok(Observation {
             frame_id,
             width,
             height,
             cursor: (info["x"].as_u64().unwrap_or(0) as u32, info["y"].as_u64().unwrap_or(0) as u32),
             active_window: info["title"].as_str().map(str::to_string),
-            png: Some(png),
+            format,
+            image: Some(image),
         })
     }
 

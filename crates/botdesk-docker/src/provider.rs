@@ -419,8 +419,8 @@ impl SandboxProvider for DockerProvider {
     async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
         self.screen_impl(c, token, control).await
     }
-    async fn observe(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<Observation> {
-        self.observe_impl(c, slot).await
+    async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
+        self.observe_impl(c, slot, format).await
     }
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
         self.browser_impl(c, slot, profile, command).await

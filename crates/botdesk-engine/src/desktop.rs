@@ -43,6 +43,11 @@ impl Engine {
             e => e.into(),
         })?;
         let ctx = CallCtx::for_bot(&bot.id);
+        let key = (computer.id.clone(), d.slot, d.view_token.clone());
+        if self.inner.displays.lock().unwrap().contains(&key) {
+            let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
+            return Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token });
+        }
         if let Err(e) = self.inner.provider.open_desktop(&cref, &bot.id, d.slot, &d.view_token, &ctx).await {
             // Tear down whatever started; the slot is freed only if that is verified.
             let verified = self.inner.provider.release_desktop(&cref, d.slot, &ctx).await.is_ok();
@@ -51,8 +56,31 @@ impl Engine {
             }
             return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
         }
+        self.inner.displays.lock().unwrap().insert(key);
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
         Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
+    }
+
+    /// Forgets that this process brought the display up, so the next call sets it up again
+    /// (after a failure that may mean the display died under us).
+    fn forget_display(&self, computer: &ComputerId, slot: u32) {
+        self.inner.displays.lock().unwrap().retain(|(c, s, _)| !(c == computer && *s == slot));
+    }
+
+    /// A screenshot of the bot's display; when it fails, the display is set up again once (it may
+    /// have died with a restarted computer) and the screenshot retried.
+    async fn observe_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, format: ImageFormat) -> Result<Observation> {
+        let ctx = CallCtx::for_bot(&bot.id);
+        let cref = ComputerRef { id: computer.id.clone() };
+        let view = self.open_desktop_of(bot, computer).await?;
+        match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
+            Ok(obs) => Ok(obs),
+            Err(_) => {
+                self.forget_display(&computer.id, view.slot);
+                let view = self.open_desktop_of(bot, computer).await?;
+                Ok(self.inner.provider.observe(&cref, view.slot, format, &ctx).await?)
+            }
+        }
     }
 
     /// Releases the bot's desktop: tokens revoked, transports, browser, window manager and X
@@ -60,6 +88,7 @@ impl Engine {
     pub async fn release_desktop(&self, bot: &str) -> Result<bool> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
+        self.forget_display(&computer.id, d.slot);
         self.inner.frames.lock().await.remove(&bot.id);
         let cref = ComputerRef { id: computer.id.clone() };
         let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
@@ -68,25 +97,23 @@ impl Engine {
         Ok(true)
     }
 
-    /// A screenshot of the bot's desktop (opened if needed). `png` is None when the pixels are the
-    /// same as at this bot's previous observation.
-    pub async fn observe(&self, bot: &str) -> Result<Observation> {
+    /// A screenshot of the bot's desktop (opened if needed). `image` is None when the pixels are
+    /// the same as at this bot's previous observation.
+    pub async fn observe(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let view = self.open_desktop_of(&bot, &computer).await?;
-        let mut obs = self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?;
+        let mut obs = self.observe_of(&bot, &computer, format).await?;
         let mut frames = self.inner.frames.lock().await;
         if frames.get(&bot.id) == Some(&obs.frame_id) {
-            obs.png = None;
+            obs.image = None;
         }
         frames.insert(bot.id, obs.frame_id.clone());
         Ok(obs)
     }
 
     /// A full screenshot regardless of what was seen before (for the CLI and the UI).
-    pub async fn screenshot(&self, bot: &str) -> Result<Observation> {
+    pub async fn screenshot(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let view = self.open_desktop_of(&bot, &computer).await?;
-        Ok(self.inner.provider.observe(&ComputerRef { id: computer.id }, view.slot, &CallCtx::for_bot(&bot.id)).await?)
+        self.observe_of(&bot, &computer, format).await
     }
 
     /// Performs a batch of actions (the JSON array of DESIGN §9) on the bot's desktop, then waits
@@ -96,7 +123,10 @@ impl Engine {
         let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        self.inner.provider.act(&ComputerRef { id: computer.id }, view.slot, &batch, &CallCtx::for_bot(&bot.id)).await?;
+        if let Err(e) = self.inner.provider.act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, &CallCtx::for_bot(&bot.id)).await {
+            self.forget_display(&computer.id, view.slot);
+            return Err(e.into());
+        }
         tokio::time::sleep(std::time::Duration::from_millis(action::settle_ms(settle_ms))).await;
         Ok(batch.len())
     }

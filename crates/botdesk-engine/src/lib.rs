@@ -11,7 +11,7 @@ pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEnt
 pub use botdesk_docker::image::BuildProgress;
 pub use desktop::{snapshot_text, ControlView, DesktopView};
 pub use doctor::{Check, DoctorReport};
-pub use botdesk_core::Observation;
+pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
@@ -143,6 +143,10 @@ pub(crate) struct Inner {
     frames: Mutex<std::collections::HashMap<BotId, String>>,
     /// Computers provisioned and prepared by this process, so a second call skips the set-up.
     ready: Mutex<HashSet<ComputerId>>,
+    /// Desktops this process has brought up (computer, slot, view token), so a graphical call
+    /// skips the set-up; forgotten on release, when the computer is set up again, and when a call
+    /// on the display fails.
+    displays: std::sync::Mutex<HashSet<(ComputerId, u32, String)>>,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -183,6 +187,7 @@ impl Engine {
                 screen_limit: config.screen_limit,
                 frames: Mutex::new(Default::default()),
                 ready: Mutex::new(HashSet::new()),
+                displays: Default::default(),
             }),
         })
     }
@@ -340,6 +345,7 @@ impl Engine {
         };
         self.swap(&computer.id, ComputerState::Booting, ComputerState::Running, self.now()).await?;
         self.inner.store.set_computer_state(&computer.id, ComputerState::Running.as_str(), Some(&p.provider_ref), self.now()).await?;
+        self.inner.displays.lock().unwrap().retain(|(c, _, _)| c != &computer.id);
         ready.insert(computer.id.clone());
         Ok(cref)
     }

@@ -83,14 +83,14 @@ fn rfb_pointer(mut s: TcpStream, x: u16, y: u16) {
 /// slow machine only makes the test slower.
 async fn wait_for_window(e: &Engine, bot: &str, title: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while e.screenshot(bot).await.unwrap().active_window.as_deref() != Some(title) {
+    while e.screenshot(bot, ImageFormat::Png).await.unwrap().active_window.as_deref() != Some(title) {
         assert!(Instant::now() < deadline, "no window titled {title:?} appeared");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 async fn cursor(e: &Engine, bot: &str) -> (u32, u32) {
-    e.screenshot(bot).await.unwrap().cursor
+    e.screenshot(bot, ImageFormat::Png).await.unwrap().cursor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,21 +109,39 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     assert_eq!(cursor(&w.engine, "b").await, (201, 202));
 
     // 25 actions: refused before anything reaches the screen.
-    let before = w.engine.screenshot("a").await.unwrap();
+    let before = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     let batch: Vec<_> = (0..25).map(|i| serde_json::json!({"type": "move", "x": 500 + i, "y": 500})).collect();
     let e = w.engine.act("a", &serde_json::json!(batch), Some(0)).await.unwrap_err();
     assert!(e.message.contains("at most 24 actions"), "{}", e.message);
-    let after = w.engine.screenshot("a").await.unwrap();
+    let after = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     assert_eq!((after.cursor, after.frame_id), (before.cursor, before.frame_id), "the screen changed");
 
     // An unchanged screen returns no image to the model; a change does.
-    assert!(w.engine.observe("a").await.unwrap().png.is_some());
-    assert!(w.engine.observe("a").await.unwrap().png.is_none(), "unchanged screen");
+    assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_some());
+    assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_none(), "unchanged screen");
     w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
     wait_for_window(&w.engine, "a", "changed").await;
-    let changed = w.engine.observe("a").await.unwrap();
-    assert!(changed.png.is_some(), "a changed screen returns an image");
-    assert!(changed.png.unwrap().starts_with(b"\x89PNG"));
+    let changed = w.engine.observe("a", ImageFormat::Png).await.unwrap();
+    assert!(changed.image.is_some(), "a changed screen returns an image");
+    assert!(changed.image.clone().unwrap().starts_with(b"\x89PNG"));
+    // The JPEG option: same frame id (it names the pixels, not the encoding), a JPEG image.
+    let jpeg = w.engine.screenshot("a", ImageFormat::Jpeg { quality: 70 }).await.unwrap();
+    assert_eq!((jpeg.frame_id, jpeg.format), (changed.frame_id, ImageFormat::Jpeg { quality: 70 }));
+    assert!(jpeg.image.unwrap().starts_with(&[0xFF, 0xD8, 0xFF]), "a JPEG");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
+    let w = world(None, &["d"]).await;
+    let d = w.engine.open_desktop("d").await.unwrap();
+    w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
+    // Kill the display behind the engine's back (as a restarted computer would).
+    let kill = format!("botdesk-display down {}", d.display);
+    let out = w.engine.exec("d", vec!["sh".into(), "-c".into(), kill], None, None, None, CancellationToken::new()).await.unwrap();
+    assert_eq!(out.code, 0);
+    let shot = w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
+    assert_eq!((shot.width, shot.height), (1280, 800));
+    assert_eq!(w.engine.open_desktop("d").await.unwrap().display, d.display, "same slot, brought up again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,7 +292,7 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     w.engine.exec("a", kill, None, None, None, CancellationToken::new()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
-    let shot = w.engine.screenshot("a").await.unwrap();
+    let shot = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     assert_eq!(shot.active_window.as_deref(), Some("Show - Chromium"));
     // Chromium's DevTools ports listen on the computer's loopback only, and nothing but the
     // gateway is published on the host.

@@ -217,27 +217,30 @@ impl DockerProvider {
     /// connection that turns out closed is replaced once by a new one; a cached gateway that no
     /// longer answers (the computer was restarted or replaced) is looked up again once.
     async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
-        let mut g = self.gateway(c).await?;
+        let g = self.gateway(c).await?;
         let idle = g.idle.lock().unwrap().pop();
-        let mut conn = match idle {
-            Some(conn) => conn,
-            None => match Self::agent_connect(&g).await {
-                Ok(conn) => conn,
-                Err(_) => {
-                    self.gateways.lock().unwrap().remove(c.id.as_str());
-                    g = self.gateway(c).await?;
-                    Self::agent_connect(&g).await?
-                }
-            },
-        };
-        let answer = match Self::agent_request(&mut conn, &req).await {
-            Err(AgentFailure::Closed) => {
-                // The gateway closed that idle connection before reading the request (it never ran).
-                conn = Self::agent_connect(&g).await?;
-                Self::agent_request(&mut conn, &req).await
+        if let Some(mut conn) = idle {
+            match Self::agent_request(&mut conn, &req).await {
+                // Closed before it read the request (so it never ran): go on with a new connection.
+                Err(AgentFailure::Closed) => {}
+                answer => return Self::agent_done(&g, conn, answer),
             }
-            other => other,
+        }
+        let (g, mut conn) = match Self::agent_connect(&g).await {
+            Ok(conn) => (g, conn),
+            Err(_) => {
+                self.forget_gateway(&c.id);
+                let g = self.gateway(c).await?;
+                let conn = Self::agent_connect(&g).await?;
+                (g, conn)
+            }
         };
+        let answer = Self::agent_request(&mut conn, &req).await;
+        Self::agent_done(&g, conn, answer)
+    }
+
+    /// Keeps a healthy connection for the next request and turns the answer into a result.
+    fn agent_done(g: &Gateway, conn: AgentConn, answer: std::result::Result<(Value, Option<Vec<u8>>), AgentFailure>) -> Result<(Value, Option<Vec<u8>>)> {
         let (answer, body) = answer.map_err(|e| match e {
             AgentFailure::Closed => SandboxError::Provider("screen gateway: connection closed".into()),
             AgentFailure::Other(e) => e,
@@ -313,6 +316,9 @@ impl DockerProvider {
     }
 
     pub(crate) async fn screen_impl(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        // A ping proves the cached port still reaches this computer's gateway (a restarted
+        // container gets a new port; `agent` looks it up again when the old one fails).
+        self.agent(c, json!({"op": "ping", "display": 0})).await?;
         let g = self.gateway(c).await?;
         Ok(ScreenAccess { port: g.port, token: token.to_string(), control })
     }

@@ -41,7 +41,7 @@ impl DockerConfig {
 pub struct DockerProvider {
     pub(crate) cfg: DockerConfig,
     docker: OnceCell<Docker>,
-    /// Gateway port and agent token per container id.
+    /// Gateway port, agent token and idle agent connections per computer id.
     pub(crate) gateways: std::sync::Mutex<HashMap<String, crate::desktop::Gateway>>,
 }
 
@@ -114,6 +114,11 @@ impl DockerProvider {
             Some(f) if f.running => Ok(f.id),
             _ => Err(SandboxError::NotRunning(c.id.to_string())),
         }
+    }
+
+    /// Drops the cached gateway port of a computer (a started container gets a new port).
+    pub(crate) fn forget_gateway(&self, c: &ComputerId) {
+        self.gateways.lock().unwrap().remove(c.as_str());
     }
 
     /// Removes a container by id (used by reconcile for orphans).
@@ -293,6 +298,7 @@ impl SandboxProvider for DockerProvider {
     }
 
     async fn provision(&self, spec: &ComputerSpec, _ctx: &CallCtx) -> Result<Provisioned> {
+        self.forget_gateway(&spec.id);
         let docker = self.client().await?;
         Self::prepare_home(spec)?;
         let mut fresh = false;
@@ -348,6 +354,7 @@ impl SandboxProvider for DockerProvider {
     }
 
     async fn stop(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        self.forget_gateway(&c.id);
         let docker = self.client().await?;
         for f in self.find(Some(&c.id)).await? {
             if f.running {
@@ -362,6 +369,7 @@ impl SandboxProvider for DockerProvider {
     }
 
     async fn destroy(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
+        self.forget_gateway(&c.id);
         for f in self.find(Some(&c.id)).await? {
             self.remove_container(&f.id).await?;
         }

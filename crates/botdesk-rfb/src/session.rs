@@ -1,0 +1,370 @@
+//! One screen session: a task that owns the VNC connection, drives its events and the person's
+//! input from one `select!` loop (vnc-rs blocks input while another task waits for events),
+//! keeps the framebuffer, asks for updates (vnc-rs never does by itself) and reconnects with
+//! backoff. Dropping the `Session` stops the task.
+
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+
+use serde::Serialize;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+    sync::{broadcast, mpsc},
+};
+use tokio_util::sync::CancellationToken;
+use vnc::{ClientKeyEvent, ClientMouseEvent, PixelFormat, VncClient, VncConnector, VncEncoding, VncEvent, X11Event};
+
+use crate::framebuffer::{Framebuffer, Rect};
+
+/// Where to connect: the gateway's loopback port and a token; `control` says the token is a
+/// control capability (input is forwarded only then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub port: u16,
+    pub token: String,
+    pub control: bool,
+}
+
+/// Asked for the current target before every (re)connect, so a session follows control being
+/// taken, released or expired without being rebuilt.
+pub type Resolve = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Target, String>> + Send>> + Send + Sync>;
+
+/// The connection's state, shown by the tab ("reconnecting…" is visible, never silent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ConnState {
+    Connecting,
+    Connected { control: bool },
+    Reconnecting { attempt: u32, retry_in_ms: u64, error: String },
+    Closed,
+}
+
+impl ConnState {
+    /// The allowed transitions; anything else is a bug in the session loop.
+    pub fn can_become(&self, next: &ConnState) -> bool {
+        use ConnState::*;
+        matches!(
+            (self, next),
+            (Connecting, Connected { .. } | Reconnecting { .. } | Closed)
+                | (Connected { .. }, Connecting | Reconnecting { .. } | Closed)
+                | (Reconnecting { .. }, Connecting | Reconnecting { .. } | Closed)
+        )
+    }
+}
+
+/// The person's input, as the viewer sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Absolute framebuffer coordinates and the RFB button mask (1 left, 2 middle, 4 right, 8/16 wheel).
+    Pointer { x: u16, y: u16, buttons: u8 },
+    Key { keysym: u32, down: bool },
+    /// The person's clipboard, to the bot (only while in control).
+    Clipboard(String),
+    /// A full frame, e.g. after a tab was hidden.
+    FullRefresh,
+    /// The target changed (control taken or released): reconnect now without waiting.
+    Retarget,
+}
+
+/// What changed, for the viewers subscribed to this session.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// These rectangles of the framebuffer changed (read the pixels from `Shared::fb`).
+    Rects(Vec<Rect>),
+    /// The screen has a new size (the whole framebuffer follows as one rectangle).
+    Resized(u16, u16),
+    Cursor,
+    State(ConnState),
+    /// Text the bot put on its clipboard.
+    Clipboard(String),
+}
+
+/// The cursor shape: hotspot and RGBA pixels.
+#[derive(Debug, Clone, Default)]
+pub struct Cursor {
+    pub hot_x: u16,
+    pub hot_y: u16,
+    pub w: u16,
+    pub h: u16,
+    pub rgba: Vec<u8>,
+}
+
+/// What viewers read: the framebuffer, the cursor and the connection state.
+#[derive(Debug)]
+pub struct Shared {
+    pub fb: std::sync::Mutex<Framebuffer>,
+    pub cursor: std::sync::Mutex<Cursor>,
+    pub state: std::sync::Mutex<ConnState>,
+    /// When the person's input last reached the bot (the owner renews control while it is recent).
+    pub last_input: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+pub struct Session {
+    pub shared: Arc<Shared>,
+    input: mpsc::Sender<Input>,
+    updates: broadcast::Sender<Update>,
+    stop: CancellationToken,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// How often the session asks for an incremental update and flushes dirty rectangles (125/s).
+const TICK: Duration = Duration::from_millis(8);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Session {
+    /// Starts the session's task (on the current tokio runtime).
+    pub fn spawn(resolve: Resolve) -> Session {
+        let shared = Arc::new(Shared {
+            fb: std::sync::Mutex::new(Framebuffer::new(0, 0)),
+            cursor: Default::default(),
+            state: std::sync::Mutex::new(ConnState::Connecting),
+            last_input: Default::default(),
+        });
+        let (input, input_rx) = mpsc::channel(1024);
+        let (updates, _) = broadcast::channel(256);
+        let stop = CancellationToken::new();
+        let task = Task { shared: shared.clone(), resolve, input: input_rx, updates: updates.clone(), stop: stop.clone() };
+        tokio::spawn(task.run());
+        Session { shared, input, updates, stop }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Update> {
+        self.updates.subscribe()
+    }
+
+    pub fn state(&self) -> ConnState {
+        self.shared.state.lock().unwrap().clone()
+    }
+
+    /// Queues input; refused (false) when the session is gone or hopelessly behind.
+    pub fn send(&self, input: Input) -> bool {
+        self.input.try_send(input).is_ok()
+    }
+
+    pub fn retarget(&self) {
+        let _ = self.input.try_send(Input::Retarget);
+    }
+}
+
+struct Task {
+    shared: Arc<Shared>,
+    resolve: Resolve,
+    input: mpsc::Receiver<Input>,
+    updates: broadcast::Sender<Update>,
+    stop: CancellationToken,
+}
+
+enum Ended {
+    Stop,
+    Retarget,
+    Lost(String),
+}
+
+/// Connects to the gateway, presents the token and completes the RFB handshake.
+pub async fn connect(t: &Target) -> Result<VncClient, String> {
+    let io = |e: std::io::Error| format!("screen gateway: {e}");
+    let mut stream = TcpStream::connect(("127.0.0.1", t.port)).await.map_err(io)?;
+    stream.set_nodelay(true).map_err(io)?;
+    stream.write_all(format!("{}\n", t.token).as_bytes()).await.map_err(io)?;
+    // Read the gateway's answer byte by byte: what follows belongs to the RFB handshake.
+    let mut line = Vec::new();
+    loop {
+        let b = stream.read_u8().await.map_err(|_| "the screen gateway closed the connection".to_string())?;
+        if b == b'\n' {
+            break;
+        }
+        line.push(b);
+        if line.len() > 200 {
+            return Err("the screen gateway sent a malformed answer".into());
+        }
+    }
+    if line != b"OK" {
+        return Err(format!("the screen gateway refused the token: {}", String::from_utf8_lossy(&line)));
+    }
+    VncConnector::new(stream)
+        .set_auth_method(async { Ok(String::new()) })
+        .add_encoding(VncEncoding::Tight)
+        .add_encoding(VncEncoding::CopyRect)
+        .add_encoding(VncEncoding::Raw)
+        .add_encoding(VncEncoding::CursorPseudo)
+        .add_encoding(VncEncoding::DesktopSizePseudo)
+        .allow_shared(true)
+        .set_pixel_format(PixelFormat::rgba())
+        .build()
+        .map_err(|e| format!("VNC: {e}"))?
+        .try_start()
+        .await
+        .map_err(|e| format!("VNC handshake: {e}"))?
+        .finish()
+        .map_err(|e| format!("VNC: {e}"))
+}
+
+impl Task {
+    fn set_state(&self, next: ConnState) {
+        let mut state = self.shared.state.lock().unwrap();
+        if *state == next {
+            return;
+        }
+        debug_assert!(state.can_become(&next), "{state:?} → {next:?}");
+        if !state.can_become(&next) {
+            tracing::warn!("screen session: unexpected transition {state:?} → {next:?}");
+        }
+        *state = next.clone();
+        drop(state);
+        let _ = self.updates.send(Update::State(next));
+    }
+
+    async fn run(mut self) {
+        let mut attempt = 0u32;
+        loop {
+            self.set_state(ConnState::Connecting);
+            let resolve = (self.resolve)();
+            let connected = tokio::select! {
+                _ = self.stop.cancelled() => break,
+                r = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                    let target = resolve.await?;
+                    let client = connect(&target).await?;
+                    Ok::<_, String>((client, target))
+                }) => r.unwrap_or_else(|_| Err("the screen did not answer within 5 s".into())),
+            };
+            let error = match connected {
+                Ok((client, target)) => {
+                    attempt = 0;
+                    self.set_state(ConnState::Connected { control: target.control });
+                    let ended = self.drive(&client, target.control).await;
+                    let _ = client.close().await;
+                    match ended {
+                        Ended::Stop => break,
+                        Ended::Retarget => continue,
+                        Ended::Lost(e) => e,
+                    }
+                }
+                Err(e) => e,
+            };
+            attempt += 1;
+            let delay = (Duration::from_millis(100) * 2u32.saturating_pow(attempt.min(16) - 1)).min(MAX_BACKOFF);
+            tracing::info!("screen session: {error}; reconnecting in {delay:?}");
+            self.set_state(ConnState::Reconnecting { attempt, retry_in_ms: delay.as_millis() as u64, error });
+            let wait = tokio::time::sleep(delay);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    _ = self.stop.cancelled() => {
+                        self.set_state(ConnState::Closed);
+                        return;
+                    }
+                    _ = &mut wait => break,
+                    i = self.input.recv() => match i {
+                        Some(Input::Retarget) => break,
+                        Some(_) => {} // input while disconnected goes nowhere
+                        None => {
+                            self.set_state(ConnState::Closed);
+                            return;
+                        }
+                    },
+                }
+            }
+        }
+        self.set_state(ConnState::Closed);
+    }
+
+    /// Drives one connection until it ends: events, input and update requests from one loop.
+    async fn drive(&mut self, client: &VncClient, control: bool) -> Ended {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Ended::Stop,
+                i = self.input.recv() => {
+                    let event = match i {
+                        None => return Ended::Stop,
+                        Some(Input::Retarget) => return Ended::Retarget,
+                        Some(Input::FullRefresh) => X11Event::FullRefresh,
+                        Some(_) if !control => continue, // view-only: input never leaves the app
+                        Some(Input::Pointer { x, y, buttons }) => X11Event::PointerEvent(ClientMouseEvent { position_x: x, position_y: y, bottons: buttons }),
+                        Some(Input::Key { keysym, down }) => X11Event::KeyEvent(ClientKeyEvent { keycode: keysym, down }),
+                        Some(Input::Clipboard(text)) => X11Event::CopyText(text),
+                    };
+                    if !matches!(event, X11Event::FullRefresh) {
+                        *self.shared.last_input.lock().unwrap() = Some(std::time::Instant::now());
+                    }
+                    if let Err(e) = client.input(event).await {
+                        return Ended::Lost(format!("sending input: {e}"));
+                    }
+                }
+                e = client.recv_event() => match e {
+                    Ok(e) => if let Err(why) = self.apply(e) {
+                        return Ended::Lost(why);
+                    },
+                    Err(e) => return Ended::Lost(format!("the screen connection ended: {e}")),
+                },
+                _ = tick.tick() => {
+                    self.flush();
+                    if let Err(e) = client.input(X11Event::Refresh).await {
+                        return Ended::Lost(format!("requesting an update: {e}"));
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply(&self, e: VncEvent) -> Result<(), String> {
+        match e {
+            VncEvent::SetResolution(s) => {
+                self.shared.fb.lock().unwrap().resize(s.width, s.height);
+                let _ = self.updates.send(Update::Resized(s.width, s.height));
+            }
+            VncEvent::RawImage(r, data) => {
+                self.shared.fb.lock().unwrap().put(Rect { x: r.x, y: r.y, w: r.width, h: r.height }, &data).map_err(|e| format!("bad update from the screen: {e}"))?;
+            }
+            VncEvent::Copy(dst, src) => {
+                let dst = Rect { x: dst.x, y: dst.y, w: dst.width, h: dst.height };
+                let src = Rect { x: src.x, y: src.y, w: src.width, h: src.height };
+                self.shared.fb.lock().unwrap().copy(dst, src).map_err(|e| format!("bad update from the screen: {e}"))?;
+            }
+            VncEvent::SetCursor(r, rgba) => {
+                if rgba.len() >= r.width as usize * r.height as usize * 4 {
+                    *self.shared.cursor.lock().unwrap() = Cursor { hot_x: r.x, hot_y: r.y, w: r.width, h: r.height, rgba };
+                    let _ = self.updates.send(Update::Cursor);
+                }
+            }
+            VncEvent::Text(t) => {
+                let _ = self.updates.send(Update::Clipboard(t));
+            }
+            VncEvent::Error(e) => return Err(format!("the screen reported: {e}")),
+            VncEvent::JpegImage(r, _) => tracing::warn!("ignoring a JPEG rectangle {r:?} (not requested)"),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn flush(&self) {
+        let rects = self.shared.fb.lock().unwrap().take_dirty();
+        if !rects.is_empty() {
+            let _ = self.updates.send(Update::Rects(rects));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ConnState::*;
+
+    #[test]
+    fn connection_states_move_only_along_their_edges() {
+        let r = Reconnecting { attempt: 1, retry_in_ms: 100, error: "x".into() };
+        assert!(Connecting.can_become(&Connected { control: false }));
+        assert!(Connected { control: true }.can_become(&Connecting), "retarget");
+        assert!(r.can_become(&Connecting));
+        assert!(!Closed.can_become(&Connecting), "closed is final");
+        assert!(!r.can_become(&Connected { control: false }), "always through connecting");
+        assert!(!Connecting.can_become(&Connecting));
+    }
+}

@@ -1,0 +1,161 @@
+//! The viewer against a real computer: frames arrive through the gateway, view-only input goes
+//! nowhere, control input reaches the display, a revoked transport turns into "reconnecting" and
+//! comes back, and the WebSocket transport serves the same pixels.
+
+use botdesk_engine::*;
+use botdesk_rfb::*;
+use futures::{SinkExt, StreamExt};
+use std::{sync::Arc, time::Duration};
+use tokio_util::sync::CancellationToken;
+
+struct World {
+    engine: Engine,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                for c in engine.list_computers().await.unwrap_or_default() {
+                    let _ = engine.destroy_computer(&c.id).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+async fn world(bot: &str) -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    engine.create_bot(bot, ComputerScope::Team, None, "").await.unwrap();
+    World { engine, _dir: dir }
+}
+
+/// Where the session connects: control when the person holds it, the view otherwise.
+fn resolver(engine: Engine, bot: &'static str) -> Resolve {
+    Arc::new(move || {
+        let engine = engine.clone();
+        Box::pin(async move {
+            if engine.control_of(bot).await.map_err(|e| e.message)?.is_some() {
+                let c = engine.take_control_screen(bot).await.map_err(|e| e.message)?;
+                return Ok(Target { port: c.port, token: c.control_token, control: true });
+            }
+            let v = engine.open_desktop(bot).await.map_err(|e| e.message)?;
+            Ok(Target { port: v.port, token: v.view_token, control: false })
+        })
+    })
+}
+
+async fn sh(e: &Engine, bot: &str, cmd: &str) -> String {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let exit = e.exec(bot, vec!["sh".into(), "-c".into(), cmd.into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+    let mut text = String::new();
+    while let Ok(o) = rx.try_recv() {
+        text.push_str(&String::from_utf8_lossy(&o.data));
+    }
+    assert_eq!(exit.code, 0, "{cmd}: {text}");
+    text
+}
+
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn pixel(s: &Session, x: usize, y: usize) -> [u8; 3] {
+    let fb = s.shared.fb.lock().unwrap();
+    let i = (y * fb.width as usize + x) * 4;
+    [fb.pixels[i], fb.pixels[i + 1], fb.pixels[i + 2]]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_input_control_and_reconnect() {
+    let w = world("v").await;
+    let d = w.engine.open_desktop("v").await.unwrap();
+    let s = Session::spawn(resolver(w.engine.clone(), "v"));
+    until("connected view-only", || s.state() == ConnState::Connected { control: false }).await;
+    until("the first frame", || s.shared.fb.lock().unwrap().width == 1280).await;
+
+    // A known colour drawn on the bot's display shows up in the viewer's framebuffer.
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.display)).await;
+    until("the root colour", || pixel(&s, 640, 400) == [0x12, 0x34, 0x56]).await;
+
+    // View-only: a click does not reach the display.
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool mousemove 5 5", d.display)).await;
+    assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+    assert!(loc.contains("X=5\n") && loc.contains("Y=5\n"), "view-only input moved the pointer: {loc}");
+
+    // Take control: the session follows, and input arrives.
+    let c = w.engine.take_control_screen("v").await.unwrap();
+    s.retarget();
+    until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
+    assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
+    let t = std::time::Instant::now();
+    loop {
+        let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+        if loc.contains("X=300\n") && loc.contains("Y=301\n") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "control input never arrived: {loc}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The WebSocket transport serves the same pixels to a viewer with the secret, nobody else.
+    let registry: Registry = Default::default();
+    let s = Arc::new(s);
+    registry.lock().unwrap().insert("v".into(), s.clone());
+    let server = FrameServer::start(registry.clone(), "sekrit".into()).await.unwrap();
+    let wrong = format!("ws://127.0.0.1:{}/screen/v?s=nope", server.port);
+    assert!(tokio_tungstenite::connect_async(wrong).await.is_err(), "a wrong secret is refused");
+    let (mut ws, _) = tokio_tungstenite::connect_async(server.url("v")).await.unwrap();
+    let (mut size, mut colour) = (None, None);
+    while size.is_none() || colour.is_none() {
+        let m = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Binary(b) = m {
+            match b[0] {
+                2 => size = Some((u16::from_le_bytes([b[1], b[2]]), u16::from_le_bytes([b[3], b[4]]))),
+                1 => {
+                    let (x, y, w) = (u16::from_le_bytes([b[3], b[4]]), u16::from_le_bytes([b[5], b[6]]), u16::from_le_bytes([b[7], b[8]]));
+                    assert_eq!((x, y), (0, 0));
+                    let i = 11 + (400 * w as usize + 640) * 4;
+                    colour = Some([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(size, Some((1280, 800)));
+    assert_eq!(colour, Some([0x12, 0x34, 0x56, 255]));
+    // Bad input over the socket is ignored; good input still arrives.
+    ws.send("not json".into()).await.unwrap();
+    ws.send(r#"{"t":"p","x":12.4,"y":13.6,"b":0}"#.into()).await.unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+        if loc.contains("X=12\n") && loc.contains("Y=14\n") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "input over the WebSocket never arrived: {loc}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Release: the control transport is revoked, the session reconnects view-only by itself.
+    w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    until("view-only again", || s.state() == ConnState::Connected { control: false }).await;
+
+    // The computer stops: the session says it is reconnecting; it comes back when the screen does.
+    let comp = w.engine.list_computers().await.unwrap()[0].id.clone();
+    w.engine.stop_computer(&comp).await.unwrap();
+    until("reconnecting", || matches!(s.state(), ConnState::Reconnecting { .. })).await;
+    w.engine.open_desktop("v").await.unwrap();
+    until("connected again", || s.state() == ConnState::Connected { control: false }).await;
+    registry.lock().unwrap().clear();
+}

@@ -1,24 +1,102 @@
 //! The Botdesk app: the only crate that knows Tauri. Commands are a few lines each, calling the
-//! engine; the engine does not know Tauri exists.
+//! engine; `screens` owns the VNC sessions and their frame transport; `events` is the one place
+//! that turns engine state into UI events. The engine does not know Tauri exists.
 
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
-use botdesk_engine::{BotView, ComputerScope, DoctorReport, Engine, EngineConfig, EngineError, ProviderChoice};
-use tauri::{Manager, State};
+mod events;
+mod screens;
 
-#[tauri::command]
-async fn list_bots(engine: State<'_, Engine>) -> Result<Vec<BotView>, EngineError> {
-    engine.list_bots().await
+use std::sync::Arc;
+
+use botdesk_engine::{BotStatus, BotView, BuildProgress, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ProviderChoice, Settings, TakeoverResult};
+use screens::Screens;
+use serde::Serialize;
+use tauri::{ipc::Channel, Manager, State};
+
+type Res<T> = Result<T, EngineError>;
+
+#[derive(Serialize)]
+struct BotRow {
+    #[serde(flatten)]
+    bot: BotView,
+    status: BotStatus,
 }
 
 #[tauri::command]
-async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope) -> Result<BotView, EngineError> {
+async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
+    let statuses: std::collections::HashMap<_, _> = engine.bot_statuses().await?.into_iter().collect();
+    Ok(engine.list_bots().await?.into_iter().map(|b| BotRow { status: statuses.get(&b.id).copied().unwrap_or(BotStatus::Idle), bot: b }).collect())
+}
+
+#[tauri::command]
+async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope) -> Res<BotView> {
     engine.create_bot(&name, scope, None, "").await
 }
 
 #[tauri::command]
-async fn doctor(engine: State<'_, Engine>) -> Result<DoctorReport, EngineError> {
+async fn doctor(engine: State<'_, Engine>) -> Res<DoctorReport> {
     Ok(engine.doctor().await)
+}
+
+#[derive(Serialize)]
+struct SettingsView {
+    settings: Settings,
+    data_dir: String,
+    image: String,
+}
+
+#[tauri::command]
+async fn get_settings(engine: State<'_, Engine>) -> Res<SettingsView> {
+    Ok(SettingsView { settings: engine.settings()?, data_dir: engine.data_dir().root().display().to_string(), image: engine.image_tag() })
+}
+
+#[tauri::command]
+async fn save_settings(engine: State<'_, Engine>, settings: Settings) -> Res<Settings> {
+    engine.save_settings(&settings)
+}
+
+/// Builds the computer image, streaming its real stages to the first-run screen.
+#[tauri::command]
+async fn build_image(engine: State<'_, Engine>, progress: Channel<BuildProgress>) -> Res<String> {
+    engine.build_image(&move |p| drop(progress.send(p))).await
+}
+
+/// Opens the bot's screen: the desktop starts if needed; returns the viewer's WebSocket URL.
+#[tauri::command]
+async fn open_screen(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<String> {
+    let id = engine.bot(&bot).await?.id;
+    Ok(screens.open(&id))
+}
+
+#[tauri::command]
+async fn close_screen(screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> {
+    screens.close(&bot);
+    Ok(())
+}
+
+/// Take control: refused with BOT_RUNNING ("Stop the bot first") while a run holds the bot.
+#[tauri::command]
+async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<ControlLease> {
+    let c = engine.take_control_screen(&bot).await?;
+    screens.retarget(&bot);
+    Ok(c.lease)
+}
+
+#[tauri::command]
+async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> {
+    if let Some(lease) = engine.control_of(&bot).await? {
+        engine.release_control(&bot, &lease.lease_id, TakeoverResult::Finished).await?;
+    }
+    screens.retarget(&bot);
+    Ok(())
+}
+
+#[tauri::command]
+async fn stop_bot(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<Vec<String>> {
+    let cancelled = engine.stop_bot(&bot).await?;
+    screens.retarget(&bot);
+    Ok(cancelled)
 }
 
 /// The UI reports that its first render is done (app tests wait for this line).
@@ -30,8 +108,13 @@ fn ui_ready(bots: usize) {
 fn main() {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG")).init();
     let data_dir = botdesk_engine::DataDir::default_location();
-    let engine = match tauri::async_runtime::block_on(Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Docker))) {
-        Ok(e) => e,
+    let opened = tauri::async_runtime::block_on(async {
+        let engine = Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Docker)).await?;
+        let screens = Screens::start(engine.clone()).await.map_err(|e| EngineError::invalid(format!("cannot start the screen transport: {e}")))?;
+        Ok::<_, EngineError>((engine, Arc::new(screens)))
+    });
+    let (engine, screens) = match opened {
+        Ok(x) => x,
         Err(e) => {
             eprintln!("botdesk-app: cannot open the data directory {}: {e}", data_dir.display());
             std::process::exit(1);
@@ -40,6 +123,8 @@ fn main() {
     tauri::Builder::default()
         .setup(|app| {
             let engine = app.state::<Engine>().inner().clone();
+            let screens = app.state::<Arc<Screens>>().inner().clone();
+            events::spawn(app.handle().clone(), engine.clone(), screens);
             // Adopt or remove containers a crash left behind; Docker being down is not fatal here.
             tauri::async_runtime::spawn(async move {
                 match engine.reconcile().await {
@@ -50,7 +135,21 @@ fn main() {
             Ok(())
         })
         .manage(engine)
-        .invoke_handler(tauri::generate_handler![list_bots, create_bot, doctor, ui_ready])
+        .manage(screens)
+        .invoke_handler(tauri::generate_handler![
+            list_bots,
+            create_bot,
+            doctor,
+            get_settings,
+            save_settings,
+            build_image,
+            open_screen,
+            close_screen,
+            take_control,
+            release_control,
+            stop_bot,
+            ui_ready
+        ])
         .run(tauri::generate_context!())
         .expect("the Botdesk window could not start");
 }

@@ -1,7 +1,9 @@
 // The only place the UI talks to the Tauri shell.
-import { invoke } from "@tauri-apps/api/core";
+import { Channel, invoke } from "@tauri-apps/api/core";
+import { listen, UnlistenFn } from "@tauri-apps/api/event";
 
 export type Scope = "team" | "private";
+export type BotStatus = "idle" | "running" | "waiting_for_you" | "you_have_control" | "error";
 
 export interface BotView {
   id: string;
@@ -10,6 +12,7 @@ export interface BotView {
   model: string | null;
   instructions: string;
   folder: string;
+  status: BotStatus;
 }
 
 export interface Check {
@@ -24,6 +27,30 @@ export interface DoctorReport {
   checks: Check[];
 }
 
+export interface Settings {
+  memory_mib: number;
+  cpus: number;
+  screen_limit: number | null;
+}
+
+export interface SettingsView {
+  settings: Settings;
+  data_dir: string;
+  image: string;
+}
+
+export interface ControlLease {
+  lease_id: string;
+  bot_id: string;
+  expires_at: number;
+}
+
+export type BuildProgress =
+  | { stage: "fetch_uv"; message: string }
+  | { stage: "base"; message: string }
+  | { stage: "step"; step: number; total: number; message: string }
+  | { stage: "done"; image: string };
+
 /** Errors from the engine: a code the UI may branch on and a sentence for the person. */
 export interface EngineError {
   code: string;
@@ -35,9 +62,27 @@ export function errorMessage(e: unknown): string {
   return String(e);
 }
 
+export function errorCode(e: unknown): string | null {
+  if (e && typeof e === "object" && "code" in e) return String((e as EngineError).code);
+  return null;
+}
+
 export const api = {
   listBots: () => invoke<BotView[]>("list_bots"),
   createBot: (name: string, scope: Scope) => invoke<BotView>("create_bot", { name, scope }),
   doctor: () => invoke<DoctorReport>("doctor"),
+  getSettings: () => invoke<SettingsView>("get_settings"),
+  saveSettings: (settings: Settings) => invoke<Settings>("save_settings", { settings }),
+  buildImage: (onProgress: (p: BuildProgress) => void) => {
+    const progress = new Channel<BuildProgress>();
+    progress.onmessage = onProgress;
+    return invoke<string>("build_image", { progress });
+  },
+  openScreen: (bot: string) => invoke<string>("open_screen", { bot }),
+  closeScreen: (bot: string) => invoke<void>("close_screen", { bot }),
+  takeControl: (bot: string) => invoke<ControlLease>("take_control", { bot }),
+  releaseControl: (bot: string) => invoke<void>("release_control", { bot }),
+  stopBot: (bot: string) => invoke<string[]>("stop_bot", { bot }),
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),
+  onBotsChanged: (f: () => void): Promise<UnlistenFn> => listen("bots-changed", f),
 };

@@ -1,18 +1,39 @@
-import { api, BotView, DoctorReport, errorMessage, Scope } from "./api";
+import { api, BotStatus, BotView, BuildProgress, DoctorReport, errorCode, errorMessage, Scope } from "./api";
+import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+type Dock = "terminal" | "files" | "browser";
 
 const state = {
   bots: [] as BotView[],
   selected: null as string | null,
   health: null as DoctorReport | null,
+  /** Bots whose screen has a tab, in opening order. */
+  tabs: [] as string[],
+  activeTab: "overview" as string,
+  dock: null as Dock | null,
+  /** The last refusal of Take control (shown with a Stop button). */
+  controlError: null as { bot: string; message: string; code: string | null } | null,
+  busy: false,
 };
+
+/** Live viewers: the tab's (interactive) and the overview's (small, view only), per bot. */
+const viewers = new Map<string, Viewer>();
+const thumbs = new Map<string, Viewer>();
+const urls = new Map<string, string>();
 
 function el(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElement {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
   for (const c of children) e.append(c);
   return e;
+}
+
+function button(label: string, attrs: Record<string, string>, onClick: () => void): HTMLButtonElement {
+  const b = el("button", attrs, label) as HTMLButtonElement;
+  b.addEventListener("click", onClick);
+  return b;
 }
 
 function initials(name: string): string {
@@ -24,30 +45,59 @@ function initials(name: string): string {
     .join("");
 }
 
+const STATUS: Record<BotStatus, string> = {
+  idle: "Idle",
+  running: "Running",
+  waiting_for_you: "Waiting for you",
+  you_have_control: "You have control",
+  error: "Error",
+};
+
+const bot = (id: string | null) => state.bots.find((b) => b.id === id);
+
+// ---------------------------------------------------------------------------------------------
+// Sidebar
+
 function renderBots() {
   const list = $("bot-list");
   list.replaceChildren();
-  if (state.bots.length === 0) {
-    list.append(el("li", { class: "empty" }, "No bots yet. Press + to create one."));
-  }
-  for (const bot of state.bots) {
+  if (state.bots.length === 0) list.append(el("li", { class: "empty" }, "No bots yet. Press + to create one."));
+  for (const b of state.bots) {
     const item = el(
       "li",
-      { class: "bot" + (bot.id === state.selected ? " selected" : ""), "data-bot": bot.id, tabindex: "0" },
-      el("span", { class: "avatar" }, initials(bot.name)),
-      el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, bot.name), el("span", { class: "bot-sub" }, bot.computer.scope === "team" ? "Team computer" : "Private computer")),
-      el("span", { class: "status idle", title: "Idle" }),
+      { class: "bot" + (b.id === state.selected ? " selected" : ""), "data-bot": b.id, "data-status": b.status, tabindex: "0" },
+      el("span", { class: "avatar" }, initials(b.name)),
+      el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, b.name), el("span", { class: "bot-sub" }, STATUS[b.status])),
+      el("span", { class: `status ${b.status}`, title: STATUS[b.status] }),
     );
-    item.addEventListener("click", () => select(bot.id));
-    item.addEventListener("keydown", (e) => (e as KeyboardEvent).key === "Enter" && select(bot.id));
+    item.addEventListener("click", () => select(b.id));
+    item.addEventListener("keydown", (e) => (e as KeyboardEvent).key === "Enter" && select(b.id));
     list.append(item);
   }
 }
 
+function renderHealth() {
+  const footer = $("health");
+  const report = state.health;
+  if (!report) {
+    footer.replaceChildren(el("span", { class: "muted" }, "Checking Docker…"));
+    return;
+  }
+  const names: Record<string, string> = { docker: "Docker", image: "Computer image", keyring: "Keyring" };
+  footer.replaceChildren(
+    ...report.checks
+      .filter((c) => c.name in names)
+      .map((c) => el("div", { class: "check " + (c.ok ? "ok" : "bad"), title: c.ok ? c.detail : `${c.detail}\nFix: ${c.fix ?? ""}` }, el("span", { class: "dot" }), names[c.name]!)),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The selected bot: header, chat, computer area, dock
+
 function renderMain() {
   const main = $("main");
-  const bot = state.bots.find((b) => b.id === state.selected);
-  if (!bot) {
+  const b = bot(state.selected);
+  if (!b) {
     main.replaceChildren(
       el(
         "div",
@@ -64,56 +114,235 @@ function renderMain() {
     );
     return;
   }
-  main.replaceChildren(
+  main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer()), dock(b));
+}
+
+function header(b: BotView): HTMLElement {
+  const controlling = b.status === "you_have_control";
+  const actions = el("div", { class: "actions" });
+  if (b.status === "running" || b.status === "waiting_for_you") {
+    actions.append(button("Stop", { class: "danger", id: "stop-bot" }, () => stop(b.id)));
+  }
+  actions.append(
+    controlling
+      ? button("Release", { class: "primary", id: "control-button", "data-control": "release" }, () => release(b.id))
+      : button("Take control", { class: "primary", id: "control-button", "data-control": "take" }, () => takeControl(b.id)),
+  );
+  return el(
+    "header",
+    { class: "bot-header" },
+    el("span", { class: "avatar large" }, initials(b.name)),
     el(
-      "header",
-      { class: "bot-header" },
-      el("span", { class: "avatar large" }, initials(bot.name)),
-      el("div", {}, el("h1", {}, bot.name), el("p", { class: "muted" }, `${bot.computer.scope === "team" ? "Team" : "Private"} computer ${bot.computer.name} · folder ${bot.folder}`)),
+      "div",
+      { class: "title" },
+      el("h1", {}, b.name),
+      el("p", { class: "muted" }, `${b.computer.scope === "team" ? "Team" : "Private"} computer ${b.computer.name} · folder ${b.folder}`),
     ),
+    el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]),
+    actions,
+  );
+}
+
+function controlNotice(b: BotView): HTMLElement {
+  const e = state.controlError;
+  const box = el("div", { class: "notice", id: "control-notice" });
+  if (!e || e.bot !== b.id) {
+    box.hidden = true;
+    return box;
+  }
+  box.append(el("span", {}, e.message));
+  if (e.code === "BOT_RUNNING") box.append(button("Stop the bot", { class: "danger", id: "notice-stop" }, () => stop(b.id)));
+  box.append(button("Dismiss", { class: "ghost" }, () => ((state.controlError = null), renderMain())));
+  return box;
+}
+
+function chat(b: BotView): HTMLElement {
+  return el(
+    "section",
+    { class: "chat", "aria-label": "Chat" },
+    el("h2", {}, "Chat"),
     el(
-      "section",
-      { class: "card" },
-      el("h2", {}, "Details"),
-      el(
-        "dl",
-        {},
-        el("dt", {}, "Bot id"),
-        el("dd", {}, bot.id),
-        el("dt", {}, "Model"),
-        el("dd", {}, bot.model ?? "not chosen yet"),
-        el("dt", {}, "Instructions"),
-        el("dd", {}, bot.instructions || "none"),
-      ),
+      "div",
+      { class: "messages" },
+      el("p", { class: "muted" }, `${b.name}'s conversation and tool calls appear here while it runs. Model: ${b.model ?? "not chosen yet"}.`),
     ),
   );
 }
 
-function renderHealth() {
-  const footer = $("health");
-  const report = state.health;
-  if (!report) {
-    footer.replaceChildren(el("span", { class: "muted" }, "Checking Docker…"));
-    return;
+function computer(): HTMLElement {
+  const tabs = el("nav", { class: "tabs", role: "tablist" });
+  const tab = (id: string, label: string, closable: boolean) => {
+    const t = el("div", { class: "tab" + (state.activeTab === id ? " active" : ""), role: "tab", "data-tab": id });
+    t.append(el("span", {}, label));
+    if (closable) {
+      const x = el("button", { class: "tab-close", title: "Close this screen", "aria-label": `Close ${label}` }, "×");
+      x.addEventListener("click", (e) => (e.stopPropagation(), closeTab(id)));
+      t.append(x);
+    }
+    t.addEventListener("click", () => {
+      state.activeTab = id;
+      if (id !== "overview") state.selected = id;
+      renderBots();
+      renderMain();
+    });
+    return t;
+  };
+  tabs.append(tab("overview", "Overview", false));
+  for (const id of state.tabs) tabs.append(tab(id, bot(id)?.name ?? "screen", true));
+
+  const body = el("div", { class: "tab-body" });
+  const b = bot(state.selected)!;
+  if (state.activeTab === "overview") {
+    body.append(overview());
+  } else if (viewers.has(state.activeTab)) {
+    const v = viewers.get(state.activeTab)!;
+    body.append(screenBar(v), v.el);
   }
-  const pick = ["docker", "image", "keyring"];
-  footer.replaceChildren(
-    ...report.checks
-      .filter((c) => pick.includes(c.name))
-      .map((c) => el("div", { class: "check " + (c.ok ? "ok" : "bad"), title: c.ok ? c.detail : `${c.detail}\nFix: ${c.fix ?? ""}` }, el("span", { class: "dot" }), c.name === "image" ? "Computer image" : c.name === "docker" ? "Docker" : "Keyring")),
-  );
+  if (state.activeTab === "overview" || !viewers.has(state.activeTab)) {
+    if (!viewers.has(b.id)) {
+      body.append(
+        el(
+          "div",
+          { class: "open-card" },
+          el("p", {}, `${b.name}'s desktop is closed.`),
+          button("Open desktop", { class: "primary", id: "open-desktop" }, () => openScreen(b.id)),
+        ),
+      );
+    }
+  }
+  return el("section", { class: "computer" }, tabs, body);
+}
+
+function screenBar(v: Viewer): HTMLElement {
+  const mode = el("span", { class: "mode " + (v.control ? "control" : "view"), id: "screen-mode" }, v.control ? "You have control" : "View only");
+  const bar = el("div", { class: "screen-bar" }, mode);
+  if (v.control) {
+    bar.append(
+      button("Send clipboard", { class: "ghost" }, async () => {
+        const text = await navigator.clipboard?.readText().catch(() => "");
+        if (text) v.sendClipboard(text);
+      }),
+    );
+  }
+  return bar;
+}
+
+function overview(): HTMLElement {
+  const grid = el("div", { class: "overview" });
+  if (state.tabs.length === 0) grid.append(el("p", { class: "muted" }, "Open a bot's desktop to watch it here; every open screen shows live."));
+  for (const id of state.tabs) {
+    if (!thumbs.has(id) && urls.has(id)) thumbs.set(id, new Viewer(urls.get(id)!, id, false));
+    const t = thumbs.get(id);
+    if (!t) continue;
+    const cell = el("figure", { class: "thumb", "data-bot": id }, t.el, el("figcaption", {}, bot(id)?.name ?? id));
+    cell.addEventListener("click", () => {
+      state.activeTab = id;
+      state.selected = id;
+      renderBots();
+      renderMain();
+    });
+    grid.append(cell);
+  }
+  return grid;
+}
+
+function dock(b: BotView): HTMLElement {
+  const panes: Record<Dock, [string, string]> = {
+    terminal: ["Terminal", `Commands ${b.name} runs, with their output, appear here live.`],
+    files: ["Files", `${b.name}'s workspace folder (${b.folder}) — browse and preview, also offline.`],
+    browser: ["Browser", `The page ${b.name}'s browser shows, with its address.`],
+  };
+  const bar = el("div", { class: "dock-bar" });
+  for (const k of Object.keys(panes) as Dock[]) {
+    bar.append(
+      button(panes[k][0], { class: "dock-button" + (state.dock === k ? " active" : ""), "data-pane": k, "aria-pressed": String(state.dock === k) }, () => {
+        state.dock = state.dock === k ? null : k;
+        renderMain();
+      }),
+    );
+  }
+  const d = el("footer", { class: "dock" }, bar);
+  if (state.dock) {
+    d.append(el("section", { class: "dock-pane", "data-pane": state.dock }, el("h3", {}, panes[state.dock][0]), el("p", { class: "muted" }, panes[state.dock][1])));
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions
+
+async function openScreen(id: string): Promise<Viewer> {
+  if (!viewers.has(id)) {
+    const url = await api.openScreen(id);
+    urls.set(id, url);
+    const v = new Viewer(url, id, true);
+    v.onState = () => {
+      if (state.activeTab === id) {
+        const bar = document.querySelector(".screen-bar");
+        bar?.replaceWith(screenBar(v));
+      }
+    };
+    viewers.set(id, v);
+    state.tabs.push(id);
+  }
+  state.activeTab = id;
+  renderMain();
+  return viewers.get(id)!;
+}
+
+function closeTab(id: string) {
+  viewers.get(id)?.close();
+  thumbs.get(id)?.close();
+  viewers.delete(id);
+  thumbs.delete(id);
+  urls.delete(id);
+  state.tabs = state.tabs.filter((t) => t !== id);
+  if (state.activeTab === id) state.activeTab = "overview";
+  api.closeScreen(id);
+  renderMain();
+}
+
+async function takeControl(id: string) {
+  state.controlError = null;
+  try {
+    await api.takeControl(id);
+    await openScreen(id);
+  } catch (e) {
+    state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+  }
+  await refresh(true);
+}
+
+async function release(id: string) {
+  try {
+    await api.releaseControl(id);
+  } catch (e) {
+    state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+  }
+  await refresh(true);
+}
+
+async function stop(id: string) {
+  try {
+    await api.stopBot(id);
+    state.controlError = null;
+  } catch (e) {
+    state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+  }
+  await refresh(true);
 }
 
 function select(id: string) {
   state.selected = id;
+  if (viewers.has(id)) state.activeTab = id;
   renderBots();
   renderMain();
 }
 
-async function refresh() {
+async function refresh(force = false) {
   try {
     const bots = await api.listBots();
-    const changed = JSON.stringify(bots) !== JSON.stringify(state.bots);
+    const changed = force || JSON.stringify(bots) !== JSON.stringify(state.bots);
     state.bots = bots;
     if (state.selected && !bots.some((b) => b.id === state.selected)) state.selected = null;
     if (changed) {
@@ -124,6 +353,9 @@ async function refresh() {
     $("bot-list").replaceChildren(el("li", { class: "error" }, errorMessage(e)));
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// New bot, settings, first run
 
 function setupNewBot() {
   const form = $<HTMLFormElement>("new-bot-form");
@@ -140,11 +372,11 @@ function setupNewBot() {
     e.preventDefault();
     const scope = (form.querySelector("input[name=scope]:checked") as HTMLInputElement).value as Scope;
     try {
-      const bot = await api.createBot(name.value.trim(), scope);
+      const b = await api.createBot(name.value.trim(), scope);
       name.value = "";
       open(false);
       await refresh();
-      select(bot.id);
+      select(b.id);
     } catch (err) {
       error.textContent = errorMessage(err);
       error.hidden = false;
@@ -152,20 +384,112 @@ function setupNewBot() {
   });
 }
 
+function modal(title: string, ...body: Node[]): HTMLElement {
+  const root = $("modal");
+  const close = button("×", { class: "modal-close", "aria-label": "Close" }, () => (root.hidden = true));
+  const box = el("div", { class: "modal", role: "dialog", "aria-label": title }, el("header", {}, el("h2", {}, title), close), ...body);
+  root.replaceChildren(box);
+  root.hidden = false;
+  return box;
+}
+
+async function openSettings() {
+  const view = await api.getSettings();
+  const s = view.settings;
+  const field = (label: string, input: HTMLElement, hint: string) => el("label", { class: "field" }, el("span", {}, label), input, el("small", {}, hint));
+  const mem = el("input", { type: "number", min: "512", max: "65536", step: "256", value: String(s.memory_mib), id: "set-memory" }) as HTMLInputElement;
+  const cpus = el("input", { type: "number", min: "0.5", max: "64", step: "0.5", value: String(s.cpus), id: "set-cpus" }) as HTMLInputElement;
+  const limit = el("input", { type: "number", min: "1", max: "16", placeholder: "no limit", value: s.screen_limit ? String(s.screen_limit) : "", id: "set-limit" }) as HTMLInputElement;
+  const msg = el("p", { class: "muted", id: "settings-message" });
+  const form = el(
+    "form",
+    { class: "settings" },
+    el("h3", {}, "Computers"),
+    field("Memory (MiB)", mem, "Each computer's memory; applies to computers started after saving."),
+    field("CPUs", cpus, "Each computer's CPU share."),
+    field("Screen limit", limit, "At most this many bot desktops at once on one computer. Empty: no limit."),
+    el("h3", {}, "Data"),
+    el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
+    el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
+    el("h3", {}, "Models"),
+    el("p", { class: "muted" }, "Model providers and their keys (kept in the system keyring) are added with `botdesk model add`; each bot names its model."),
+    el("div", { class: "row" }, el("button", { type: "submit", class: "primary" }, "Save")),
+    msg,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null });
+      msg.textContent = "Saved.";
+      msg.className = "ok-text";
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal("Settings", form);
+}
+
+function firstRun(report: DoctorReport) {
+  const docker = report.checks.find((c) => c.name === "docker");
+  const image = report.checks.find((c) => c.name === "image");
+  const step = (n: number, title: string, ok: boolean | null, ...body: Node[]) =>
+    el("section", { class: "step " + (ok === null ? "" : ok ? "done" : "todo") }, el("h3", {}, `${n}. ${title}`), ...body);
+  const bar = el("div", { class: "progress", hidden: "" }, el("div", { class: "progress-fill" }));
+  const stage = el("p", { class: "muted", id: "build-stage" });
+  const build = button("Build the computer image", { class: "primary", id: "build-image" }, async () => {
+    build.disabled = true;
+    bar.hidden = false;
+    const fill = bar.firstElementChild as HTMLElement;
+    const show = (p: BuildProgress) => {
+      if (p.stage === "step") fill.style.width = `${Math.round((100 * p.step) / p.total)}%`;
+      stage.textContent = p.stage === "done" ? `Built ${p.image}.` : p.message;
+    };
+    try {
+      await api.buildImage(show);
+      fill.style.width = "100%";
+      state.health = await api.doctor();
+      renderHealth();
+    } catch (e) {
+      stage.textContent = errorMessage(e);
+      stage.className = "error";
+      build.disabled = false;
+    }
+  });
+  if (!docker?.ok) build.disabled = true;
+  modal(
+    "Set up Botdesk",
+    step(1, "Docker", docker?.ok ?? false, el("p", {}, docker?.detail ?? ""), ...(docker?.ok ? [] : [el("p", { class: "muted" }, `Fix: ${docker?.fix ?? ""}`)])),
+    step(2, "The computer image", image?.ok ?? false, el("p", {}, image?.detail ?? ""), ...(image?.ok ? [] : [build, bar, stage])),
+    step(3, "A model", null, el("p", { class: "muted" }, "Add a model provider and its key with `botdesk model add`; keys stay in the system keyring.")),
+    el(
+      "div",
+      { class: "row" },
+      button("Check again", {}, async () => {
+        state.health = await api.doctor();
+        renderHealth();
+        firstRun(state.health);
+      }),
+    ),
+  );
+}
+
 async function start() {
   setupNewBot();
+  $("open-settings").addEventListener("click", openSettings);
   renderHealth();
-  await refresh();
-  renderBots();
-  renderMain();
+  await refresh(true);
   await api.uiReady(state.bots.length);
   api.doctor().then((r) => {
     state.health = r;
     renderHealth();
+    if (!r.checks.every((c) => c.ok || c.name === "keyring")) firstRun(r);
   });
-  // The CLI may change the same data directory at any time: pick that up.
-  setInterval(refresh, 2000);
-  window.addEventListener("focus", refresh);
+  // Statuses change in the engine (runs, control, the CLI on the same data directory): the app
+  // emits an event; a slow poll is only the safety net.
+  api.onBotsChanged(() => refresh());
+  setInterval(refresh, 5000);
+  window.addEventListener("focus", () => refresh());
 }
 
 start();

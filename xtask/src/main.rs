@@ -303,6 +303,7 @@ fn test(extra: &[String]) -> Result {
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
     check_sqlx_cache()?;
+    ensure_tauri_driver()?;
     let services = start_services(&mut envs)?;
     say("building and running every test");
     let result = status(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
@@ -313,6 +314,20 @@ fn test(extra: &[String]) -> Result {
         0 => Ok(()),
         n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
     }
+}
+
+/// The app tests drive the real window through tauri-driver (which runs WebKitWebDriver).
+fn ensure_tauri_driver() -> Result {
+    if !quiet_ok(Command::new("tauri-driver").arg("--help")) && !cargo_bin("tauri-driver").exists() {
+        say("installing tauri-driver (once)");
+        status(cargo().args(["install", "tauri-driver", "--locked"]))?;
+    }
+    Ok(())
+}
+
+fn cargo_bin(name: &str) -> PathBuf {
+    let home = env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+    home.join("bin").join(name)
 }
 
 /// The committed `.sqlx/` query cache must match the queries and the migrations.

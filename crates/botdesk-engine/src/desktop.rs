@@ -23,7 +23,8 @@ pub struct ControlView {
     pub control_token: String,
 }
 
-fn new_token() -> String {
+/// A new random capability token (128 bits, hex).
+pub fn new_token() -> String {
     botdesk_docker::desktop::new_token()
 }
 
@@ -37,7 +38,7 @@ impl Engine {
     /// The bot's desktop, opened if needed (everything graphical goes through here once).
     async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
         let cref = self.ensure_running(computer).await?;
-        let limit = self.inner.screen_limit;
+        let limit = self.screen_limit();
         let (d, _) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
             botdesk_store::StoreError::Busy(m) if m.starts_with("MULTI_SCREEN_UNAVAILABLE") => EngineError::new(ErrorCode::MultiScreenUnavailable, m),
             e => e.into(),

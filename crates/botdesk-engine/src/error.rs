@@ -14,6 +14,8 @@ pub enum ErrorCode {
     DockerUnavailable,
     NotRunning,
     Busy,
+    /// Take control was refused because a run holds the bot ("Stop the bot first").
+    BotRunning,
     /// Beyond `SANDBOX_TEAM_SCREEN_LIMIT`: graphical tools refuse, shell and files keep working.
     MultiScreenUnavailable,
     /// The caller's lease or view is out of date (older fence, expired lease).
@@ -65,6 +67,7 @@ impl From<StoreError> for EngineError {
         let code = match &e {
             StoreError::NotFound(_) => ErrorCode::NotFound,
             StoreError::Conflict(_) => ErrorCode::Conflict,
+            StoreError::Busy(m) if m.starts_with("Stop the bot first") => ErrorCode::BotRunning,
             StoreError::Busy(_) => ErrorCode::Busy,
             StoreError::Stale(_) => ErrorCode::Stale,
             _ => ErrorCode::Internal,

@@ -6,15 +6,17 @@ mod doctor;
 mod error;
 mod leases;
 mod paths;
+mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
-pub use desktop::{snapshot_text, ControlView, DesktopView};
+pub use desktop::{new_token, snapshot_text, ControlView, DesktopView};
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
+pub use settings::Settings;
 pub use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 
@@ -83,6 +85,17 @@ impl Clock for OffsetClock {
     }
 }
 
+/// A bot's state as the sidebar shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BotStatus {
+    Idle,
+    Running,
+    WaitingForYou,
+    YouHaveControl,
+    Error,
+}
+
 /// What a front end shows for a bot.
 #[derive(Debug, Clone, Serialize)]
 pub struct BotView {
@@ -136,9 +149,11 @@ pub(crate) struct Inner {
     provider: Arc<dyn SandboxProvider>,
     docker: Option<Arc<DockerProvider>>,
     clock: Arc<dyn Clock>,
-    resources: Resources,
     policy: Policy,
-    screen_limit: Option<u32>,
+    /// Resources and screen limit in force (settings file, then the environment).
+    limits: std::sync::RwLock<(Resources, Option<u32>)>,
+    /// `SANDBOX_TEAM_SCREEN_LIMIT` from the config, which wins over the settings file.
+    screen_limit_override: Option<u32>,
     /// Last frame id each bot observed (an unchanged screen returns no image).
     frames: Mutex<std::collections::HashMap<BotId, String>>,
     /// Computers provisioned and prepared by this process, so a second call skips the set-up.
@@ -175,6 +190,11 @@ impl Engine {
             ProviderChoice::Custom(p) => (p, None),
         };
         config.policy.validate()?;
+        let settings = Settings::load(&data.settings())?;
+        let mut resources = config.resources;
+        if data.settings().exists() {
+            settings.apply(&mut resources);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
                 data,
@@ -182,14 +202,32 @@ impl Engine {
                 provider,
                 docker,
                 clock: config.clock,
-                resources: config.resources,
+                limits: std::sync::RwLock::new((resources, config.screen_limit.or(settings.screen_limit))),
+                screen_limit_override: config.screen_limit,
                 policy: config.policy,
-                screen_limit: config.screen_limit,
                 frames: Mutex::new(Default::default()),
                 ready: Mutex::new(HashSet::new()),
                 displays: Default::default(),
             }),
         })
+    }
+
+    /// The settings shared with every process on this data directory.
+    pub fn settings(&self) -> Result<Settings> {
+        Settings::load(&self.inner.data.settings())
+    }
+
+    /// Saves the settings; the screen limit applies at once, resources to computers started later.
+    pub fn save_settings(&self, s: &Settings) -> Result<Settings> {
+        s.save(&self.inner.data.settings())?;
+        let mut limits = self.inner.limits.write().unwrap();
+        s.apply(&mut limits.0);
+        limits.1 = self.inner.screen_limit_override.or(s.screen_limit);
+        Ok(s.clone())
+    }
+
+    pub(crate) fn screen_limit(&self) -> Option<u32> {
+        self.inner.limits.read().unwrap().1
     }
 
     pub fn data_dir(&self) -> &DataDir {
@@ -240,6 +278,32 @@ impl Engine {
         Ok(view(bot, &computer))
     }
 
+    /// What the sidebar shows for each bot, computed from the shared database (so a run or a
+    /// takeover started by another process shows up too).
+    pub async fn bot_statuses(&self) -> Result<Vec<(String, BotStatus)>> {
+        let now = self.now();
+        let computers = self.inner.store.list_computers().await?;
+        let mut out = vec![];
+        for b in self.inner.store.list_bots().await? {
+            let runs = self.inner.store.active_runs(&b.id).await?;
+            let control = self.inner.store.control(&b.computer_id, now).await?.filter(|c| c.bot_id == b.id);
+            let broken = computers.iter().any(|c| c.id == b.computer_id && c.state == ComputerState::Error.as_str());
+            let status = if control.is_some() {
+                BotStatus::YouHaveControl
+            } else if runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
+                BotStatus::WaitingForYou
+            } else if !runs.is_empty() {
+                BotStatus::Running
+            } else if broken {
+                BotStatus::Error
+            } else {
+                BotStatus::Idle
+            };
+            out.push((b.id.to_string(), status));
+        }
+        Ok(out)
+    }
+
     pub async fn list_bots(&self) -> Result<Vec<BotView>> {
         let computers = self.inner.store.list_computers().await?;
         let bots = self.inner.store.list_bots().await?;
@@ -285,7 +349,7 @@ impl Engine {
             name: c.name.clone(),
             scope: c.scope,
             home_dir: self.inner.data.home(&c.home_key),
-            resources: self.inner.resources,
+            resources: self.inner.limits.read().unwrap().0,
         }
     }
 

@@ -42,6 +42,10 @@ impl DataDir {
     pub fn root(&self) -> &Path {
         &self.root
     }
+    pub fn settings(&self) -> PathBuf {
+        self.root.join("settings.json")
+    }
+
     pub fn db(&self) -> PathBuf {
         self.root.join("botdesk.db")
     }

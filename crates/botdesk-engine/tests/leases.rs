@@ -81,7 +81,7 @@ async fn take_control_waits_for_stop_or_a_takeover_request_and_release_resumes_t
     let w = world(Policy::default()).await;
     let (run, lease) = start(&w.engine, "a").await;
     let e = w.engine.take_control("a").await.unwrap_err();
-    assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Stop the bot first"));
+    assert_eq!((e.code, e.message.as_str()), (ErrorCode::BotRunning, "Stop the bot first"));
     // The bot asks for the person; its lease is extended for the takeover.
     let (run, lease) = w.engine.wait_for_takeover(&run, &lease).await.unwrap();
     assert!(lease.expires_at >= w.clock.now_ms() + Policy::default().control_ttl);

@@ -1,0 +1,89 @@
+//! The person's settings, kept in `DATA_DIR/settings.json` so the app and the CLI share them:
+//! computer resources and the screen limit. `SANDBOX_TEAM_SCREEN_LIMIT` in the environment wins
+//! over the file (a test and operator input).
+
+use serde::{Deserialize, Serialize};
+
+use crate::{EngineError, Result};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Memory of each computer, MiB (512–65536). Applies to computers started afterwards.
+    pub memory_mib: u64,
+    /// CPUs of each computer (0.5–64). Applies to computers started afterwards.
+    pub cpus: f64,
+    /// At most this many bot desktops at once on one computer (1–16); none means no cap.
+    pub screen_limit: Option<u32>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None }
+    }
+}
+
+impl Settings {
+    pub fn validate(&self) -> Result<()> {
+        if !(512..=65536).contains(&self.memory_mib) {
+            return Err(EngineError::invalid(format!("memory must be 512 to 65536 MiB, not {}", self.memory_mib)));
+        }
+        if !(0.5..=64.0).contains(&self.cpus) {
+            return Err(EngineError::invalid(format!("CPUs must be 0.5 to 64, not {}", self.cpus)));
+        }
+        if let Some(n) = self.screen_limit {
+            if !(1..=16).contains(&n) {
+                return Err(EngineError::invalid(format!("the screen limit must be 1 to 16, not {n}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The file's settings, or the defaults when there is none. A damaged file is an error that
+    /// names it (it is never silently replaced).
+    pub fn load(path: &std::path::Path) -> Result<Settings> {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let s: Settings = serde_json::from_slice(&bytes).map_err(|e| EngineError::invalid(format!("{} is not valid settings: {e}", path.display())))?;
+                s.validate()?;
+                Ok(s)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
+            Err(e) => Err(EngineError::invalid(format!("cannot read {}: {e}", path.display()))),
+        }
+    }
+
+    /// Writes atomically (temporary file, then rename).
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        self.validate()?;
+        let tmp = path.with_extension("json.tmp");
+        let io = |e: std::io::Error| EngineError::invalid(format!("cannot write {}: {e}", path.display()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self).expect("settings serialize")).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    pub fn apply(&self, r: &mut botdesk_core::Resources) {
+        r.memory_bytes = self.memory_mib << 20;
+        r.nano_cpus = (self.cpus * 1e9) as i64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_and_refuse_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        assert_eq!(Settings::load(&path).unwrap(), Settings::default());
+        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3) };
+        s.save(&path).unwrap();
+        assert_eq!(Settings::load(&path).unwrap(), s);
+        assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());
+        assert!(Settings { memory_mib: 100, ..s.clone() }.save(&path).is_err());
+        assert_eq!(Settings::load(&path).unwrap(), s, "a refused save changes nothing");
+        std::fs::write(&path, "{oops").unwrap();
+        assert!(Settings::load(&path).unwrap_err().message.contains("settings.json"));
+    }
+}

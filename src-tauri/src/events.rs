@@ -1,0 +1,56 @@
+//! The one place that turns engine state into UI events. Every second: expire control whose
+//! lease ran out (the tab turns view-only by itself), renew control while the person is using the
+//! screen, and tell the UI when any bot's status changed, also when another process (the CLI)
+//! changed it on the same data directory.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use botdesk_engine::{BotStatus, Engine};
+use tauri::{AppHandle, Emitter};
+
+use crate::screens::Screens;
+
+/// Control is renewed while the person's input reached the screen within this window.
+const ACTIVE: Duration = Duration::from_secs(60);
+
+pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
+    tauri::async_runtime::spawn(async move {
+        let mut last: Option<Vec<(String, BotStatus)>> = None;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut n = 0u64;
+        loop {
+            tick.tick().await;
+            n += 1;
+            match engine.expire().await {
+                Ok((revoked, _)) => {
+                    for (_, bot) in revoked {
+                        screens.retarget(bot.as_str());
+                    }
+                }
+                Err(e) => tracing::warn!("expiring leases: {e}"),
+            }
+            if n % 10 == 0 {
+                for bot in screens.recently_used(ACTIVE) {
+                    if let Ok(Some(lease)) = engine.control_of(&bot).await {
+                        if let Err(e) = engine.renew_control(&bot, &lease.lease_id).await {
+                            tracing::warn!("renewing control of {bot}: {e}");
+                        }
+                    }
+                }
+            }
+            let Ok(now) = engine.bot_statuses().await else { continue };
+            if last.as_ref() != Some(&now) {
+                // Control that appeared or vanished elsewhere (the CLI) moves the session too.
+                let before: HashMap<_, _> = last.iter().flatten().cloned().collect();
+                for (bot, status) in &now {
+                    let had = before.get(bot) == Some(&BotStatus::YouHaveControl);
+                    if had != (*status == BotStatus::YouHaveControl) && last.is_some() {
+                        screens.retarget(bot);
+                    }
+                }
+                let _ = app.emit("bots-changed", &now);
+                last = Some(now);
+            }
+        }
+    });
+}

@@ -1,0 +1,157 @@
+//! The app end to end, under Xvfb, driven through tauri-driver and WebKitWebDriver against the real
+//! Docker engine: create a bot, open its desktop, see its real screen in the tab, take control,
+//! type into an xterm on the bot's display and read it back through exec, release (view-only
+//! again, typing goes nowhere), and Take control refused with "Stop the bot first" while a run
+//! holds the bot. Screenshots of every step land in target/e2e/.
+
+mod webdriver;
+
+use botdesk_engine::*;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use webdriver::*;
+
+/// The engine beside the app, on the same data directory (as the CLI would be).
+struct Side {
+    rt: tokio::runtime::Runtime,
+    engine: Engine,
+}
+
+impl Side {
+    fn sh(&self, bot: &str, cmd: &str) -> (i32, String) {
+        self.rt.block_on(async {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let exit = self.engine.exec(bot, vec!["sh".into(), "-c".into(), cmd.into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+            let mut text = String::new();
+            while let Ok(o) = rx.try_recv() {
+                text.push_str(&String::from_utf8_lossy(&o.data));
+            }
+            (exit.code, text)
+        })
+    }
+}
+
+impl Drop for Side {
+    fn drop(&mut self) {
+        self.rt.block_on(async {
+            for c in self.engine.list_computers().await.unwrap_or_default() {
+                let _ = self.engine.destroy_computer(&c.id).await;
+            }
+        });
+    }
+}
+
+const VIEWER: &str = "document.querySelector('.viewer.interactive')";
+
+/// The colour of framebuffer pixel (x, y) as the tab's canvas holds it.
+fn canvas_pixel(d: &Driver, x: u32, y: u32) -> String {
+    d.js(&format!("const c = {VIEWER}.querySelector('canvas'); const p = c.getContext('2d').getImageData({x}, {y}, 1, 1).data; return p[0] + ',' + p[1] + ',' + p[2];")).as_str().unwrap().to_string()
+}
+
+/// Where framebuffer pixel (x, y) is on the X display (the window sits at 0,0 without a window manager).
+fn screen_point(d: &Driver, x: u32, y: u32) -> (i64, i64) {
+    let v = d.js(&format!(
+        "const c = {VIEWER}.querySelector('canvas'); const r = c.getBoundingClientRect(); \
+         return [Math.round(r.left + ({x} + 0.5) * r.width / c.width), Math.round(r.top + ({y} + 0.5) * r.height / c.height)];"
+    ));
+    (v[0].as_i64().unwrap(), v[1].as_i64().unwrap())
+}
+
+#[test]
+fn a_bots_screen_in_its_tab_with_take_control_and_release() {
+    let data = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let side = Side { rt, engine };
+    let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
+    d.find(".bot-list");
+
+    // Create a bot in the UI.
+    d.click("#new-bot");
+    d.type_into("#new-bot-name", "tester");
+    d.click("#new-bot-form button[type=submit]");
+    d.wait_js("the new bot in the sidebar", "return [...document.querySelectorAll('.bot .bot-name')].some(e => e.textContent === 'tester')", Duration::from_secs(20));
+    assert_eq!(side.rt.block_on(side.engine.list_bots()).unwrap()[0].name, "tester", "the engine has it");
+    screenshot("02-bot-created.png");
+
+    // Open its desktop: the tab connects view-only and shows the real screen.
+    d.click("#open-desktop");
+    d.wait_js("the screen connected", &format!("return {VIEWER}?.dataset.state === 'connected'"), Duration::from_secs(90));
+    assert_eq!(d.text("#screen-mode"), "View only");
+    let display = side.rt.block_on(side.engine.open_desktop("tester")).unwrap().display;
+    // A known pattern on the bot's display: the root in one colour, an xterm in another.
+    let (code, out) = side.sh("tester", &format!("DISPLAY=:{display} xsetroot -solid '#13579b' && (DISPLAY=:{display} setsid xterm -T pattern -bg '#f0a020' -geometry 40x12+800+450 >/dev/null 2>&1 &) && sleep 1"));
+    assert_eq!(code, 0, "{out}");
+    d.wait_js("the root colour in the tab", &format!("const p = {VIEWER}.querySelector('canvas').getContext('2d').getImageData(300, 300, 1, 1).data; return p[0] === 0x13 && p[1] === 0x57 && p[2] === 0x9b"), Duration::from_secs(15));
+    d.wait_js("the xterm colour in the tab", &format!("const p = {VIEWER}.querySelector('canvas').getContext('2d').getImageData(900, 600, 1, 1).data; return p[0] === 0xf0 && p[1] === 0xa0 && p[2] === 0x20"), Duration::from_secs(15));
+    assert_eq!(canvas_pixel(&d, 300, 300), "19,87,155");
+    // And on the real screen: the pixels the person sees.
+    std::thread::sleep(Duration::from_millis(300));
+    let shot = screenshot("03-desktop-view-only.png");
+    let (sx, sy) = screen_point(&d, 300, 300);
+    assert_eq!(pixel(&shot, sx, sy), "19,87,155", "the root colour is on the app's screen at ({sx},{sy})");
+    let (sx, sy) = screen_point(&d, 900, 600);
+    assert_eq!(pixel(&shot, sx, sy), "240,160,32", "the xterm colour is on the app's screen");
+
+    // An xterm that writes what it receives to a file in the bot's folder.
+    let (code, _) = side.sh("tester", &format!("(DISPLAY=:{display} setsid xterm -u8 -T typing -geometry 60x8+100+100 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &) ; sleep 1"));
+    assert_eq!(code, 0);
+    let typing_at = |d: &Driver| screen_point(d, 300, 150);
+
+    // View-only: clicks and keys go nowhere.
+    let (x, y) = typing_at(&d);
+    xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    xdotool(&["type", "--delay", "30", "nope"]);
+    xdotool(&["key", "Return"]);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(side.sh("tester", "cat typed.txt").1, "", "view-only input reached the bot");
+
+    // Take control: the tab says so, and typing reaches the xterm on the bot's display.
+    d.click("#control-button");
+    d.wait_js("control in the tab", &format!("return {VIEWER}?.dataset.control === 'true'"), Duration::from_secs(20));
+    assert_eq!(d.text("#screen-mode"), "You have control");
+    let (x, y) = typing_at(&d);
+    xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    xdotool(&["type", "--delay", "40", "hello botdesk"]);
+    xdotool(&["key", "Return"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, typed) = side.sh("tester", "cat typed.txt");
+        if typed == "hello botdesk\n" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "typed text never arrived: {typed:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    screenshot("04-took-control-and-typed.png");
+    d.wait_js("the sidebar says so", "return document.querySelector('.bot.selected')?.dataset.status === 'you_have_control'", Duration::from_secs(10));
+
+    // Release: view-only again; typing goes nowhere.
+    d.click("#control-button");
+    d.wait_js("view-only again", &format!("return {VIEWER}?.dataset.control === 'false' && {VIEWER}?.dataset.state === 'connected'"), Duration::from_secs(20));
+    assert_eq!(d.text("#screen-mode"), "View only");
+    assert!(side.rt.block_on(side.engine.control_of("tester")).unwrap().is_none(), "the lease is gone");
+    xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
+    xdotool(&["type", "--delay", "30", "after"]);
+    xdotool(&["key", "Return"]);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(side.sh("tester", "cat typed.txt").1, "hello botdesk\n", "input after release reached the bot");
+    screenshot("05-released-view-only.png");
+
+    // A run holds the bot: Take control is refused with "Stop the bot first" and a Stop button.
+    let run = side.rt.block_on(async {
+        let run = side.engine.create_run("tester", "a task").await.unwrap();
+        side.engine.lease_run(&run.id).await.unwrap();
+        run
+    });
+    d.wait_js("the sidebar shows it running", "return document.querySelector('.bot.selected')?.dataset.status === 'running'", Duration::from_secs(10));
+    d.click("#control-button");
+    d.wait_js("the refusal", "const n = document.querySelector('#control-notice'); return !!n && !n.hidden && n.textContent.includes('Stop the bot first')", Duration::from_secs(10));
+    d.find("#notice-stop");
+    assert_eq!(d.js(&format!("return {VIEWER}?.dataset.control")), "false", "still view-only");
+    screenshot("06-take-control-refused.png");
+    d.click("#notice-stop");
+    d.wait_js("stopped", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(20));
+    assert_eq!(side.rt.block_on(side.engine.run_status(&run.id)).unwrap().status, RunStatus::Cancelled);
+}

@@ -1,0 +1,167 @@
+//! A small WebDriver client for the real app: tauri-driver (which runs WebKitWebDriver) starts
+//! `botdesk-app` and we drive its window over the W3C protocol. Screenshots come from the X
+//! server (`import -window root`): WebDriver's own screenshot hangs with compositing disabled.
+
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+pub struct Driver {
+    base: String,
+    session: String,
+    child: Child,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // WebKitWebDriver leaves the app running when its driver dies: make sure it is gone.
+        let _ = Command::new("pkill").args(["-f", "target/debug/botdesk-app"]).status();
+    }
+}
+
+fn tauri_driver() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+    let installed = home.join("bin/tauri-driver");
+    if installed.exists() {
+        installed
+    } else {
+        PathBuf::from("tauri-driver")
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Driver {
+    /// Starts tauri-driver and a session on the app (retried: tauri-driver sometimes drops one).
+    pub fn start(app: &Path, envs: &[(&str, &str)]) -> Driver {
+        assert!(std::env::var_os("DISPLAY").is_some(), "no DISPLAY: run the app tests through `cargo xtask test`, which starts Xvfb");
+        let mut last = String::new();
+        for _attempt in 0..3 {
+            let port = free_port();
+            let mut cmd = Command::new(tauri_driver());
+            cmd.args(["--port", &port.to_string(), "--native-port", &free_port().to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd.env("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
+            for (k, v) in envs {
+                cmd.env(k, v);
+            }
+            let child = cmd.spawn().expect("tauri-driver (cargo xtask test installs it)");
+            let base = format!("http://127.0.0.1:{port}");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while ureq::get(&format!("{base}/status")).call().is_err() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let caps = json!({"capabilities": {"alwaysMatch": {"tauri:options": {"application": app}}}});
+            match ureq::post(&format!("{base}/session")).timeout(Duration::from_secs(60)).send_json(caps) {
+                Ok(r) => {
+                    let v: Value = r.into_json().unwrap();
+                    let session = v["value"]["sessionId"].as_str().unwrap().to_string();
+                    return Driver { base, session, child };
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    let mut child = child;
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    let _ = Command::new("pkill").args(["-f", "target/debug/botdesk-app"]).status();
+                }
+            }
+        }
+        panic!("no WebDriver session after 3 attempts: {last}");
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
+        let url = format!("{}/session/{}{path}", self.base, self.session);
+        let req = ureq::request(method, &url).timeout(Duration::from_secs(30));
+        let res = match body {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        };
+        match res {
+            Ok(r) => Ok(r.into_json::<Value>().map_err(|e| e.to_string())?["value"].clone()),
+            Err(ureq::Error::Status(_, r)) => Err(r.into_string().unwrap_or_default()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Runs JavaScript in the page and returns its result.
+    pub fn js(&self, script: &str) -> Value {
+        self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Waits until the script returns true.
+    pub fn wait_js(&self, what: &str, script: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).ok() == Some(Value::Bool(true)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The element for a CSS selector, waiting for it to appear.
+    pub fn find(&self, css: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(v) = self.call("POST", "/element", Some(json!({"using": "css selector", "value": css}))) {
+                if let Some(id) = v.as_object().and_then(|o| o.values().next()).and_then(|v| v.as_str()) {
+                    return id.to_string();
+                }
+            }
+            assert!(Instant::now() < deadline, "no element {css}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn click(&self, css: &str) {
+        let id = self.find(css);
+        self.call("POST", &format!("/element/{id}/click"), Some(json!({}))).unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    pub fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css);
+        self.call("POST", &format!("/element/{id}/value"), Some(json!({"text": text}))).unwrap_or_else(|e| panic!("type into {css}: {e}"));
+    }
+
+    pub fn text(&self, css: &str) -> String {
+        let id = self.find(css);
+        self.call("GET", &format!("/element/{id}/text"), None).unwrap().as_str().unwrap_or("").to_string()
+    }
+}
+
+pub fn e2e_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/e2e");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A screenshot of the whole X display, saved under target/e2e/.
+pub fn screenshot(name: &str) -> PathBuf {
+    let path = e2e_dir().join(name);
+    let st = Command::new("import").args(["-window", "root"]).arg(&path).status().unwrap();
+    assert!(st.success(), "screenshot failed");
+    path
+}
+
+/// One pixel of a PNG as "r,g,b" (ImageMagick).
+pub fn pixel(png: &Path, x: i64, y: i64) -> String {
+    let out = Command::new("convert").arg(png).args(["-format", &format!("%[fx:int(255*p{{{x},{y}}}.r)],%[fx:int(255*p{{{x},{y}}}.g)],%[fx:int(255*p{{{x},{y}}}.b)]"), "info:"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Real input on the app's X display.
+pub fn xdotool(args: &[&str]) {
+    let st = Command::new("xdotool").args(args).status().unwrap();
+    assert!(st.success(), "xdotool {args:?}");
+}

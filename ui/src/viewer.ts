@@ -1,0 +1,228 @@
+// A bot's screen in the webview: pixels arrive from the Rust session over a loopback WebSocket as
+// dirty rectangles and are drawn on a canvas scaled to fit; input is mapped back to exact
+// framebuffer coordinates and sent only while the person holds control.
+import { keysymForChar, keysymOf } from "./keysym";
+
+export type ConnState =
+  | { state: "connecting" }
+  | { state: "connected"; control: boolean }
+  | { state: "reconnecting"; attempt: number; retry_in_ms: number; error: string }
+  | { state: "closed" };
+
+/** Counters the app tests and benchmarks read (window.__botdesk). */
+export const stats = { framesDrawn: 0, rectsDrawn: 0, lastDrawAt: 0 };
+(window as any).__botdesk = { stats, viewers: [] as Viewer[] };
+
+export class Viewer {
+  readonly el: HTMLElement;
+  readonly canvas: HTMLCanvasElement;
+  private ctx: CanvasRenderingContext2D;
+  private overlay: HTMLElement;
+  private ws: WebSocket | null = null;
+  private closed = false;
+  private buttons = 0;
+  private pressed = new Map<string, number>();
+  state: ConnState = { state: "connecting" };
+  onState: (s: ConnState) => void = () => {};
+
+  constructor(private url: string, readonly bot: string, private interactive: boolean) {
+    this.canvas = document.createElement("canvas");
+    this.canvas.className = "screen";
+    this.canvas.width = 1280;
+    this.canvas.height = 800;
+    this.canvas.dataset.bot = bot;
+    this.ctx = this.canvas.getContext("2d", { alpha: false })!;
+    this.ctx.fillStyle = "#0b0d12";
+    this.ctx.fillRect(0, 0, 1280, 800);
+    this.overlay = document.createElement("div");
+    this.overlay.className = "screen-overlay";
+    this.el = document.createElement("div");
+    this.el.className = "viewer" + (interactive ? " interactive" : "");
+    this.el.append(this.canvas, this.overlay);
+    new ResizeObserver(() => this.fit()).observe(this.el);
+    if (interactive) this.bindInput();
+    (window as any).__botdesk.viewers.push(this);
+    this.connect();
+    this.render();
+  }
+
+  get control(): boolean {
+    return this.state.state === "connected" && this.state.control;
+  }
+
+  close() {
+    this.closed = true;
+    this.ws?.close();
+    const all = (window as any).__botdesk.viewers as Viewer[];
+    all.splice(all.indexOf(this), 1);
+  }
+
+  private connect() {
+    if (this.closed) return;
+    const ws = new WebSocket(this.url);
+    ws.binaryType = "arraybuffer";
+    ws.onmessage = (m) => (typeof m.data === "string" ? this.onText(m.data) : this.onBinary(m.data as ArrayBuffer));
+    // The app-side session reconnects to the computer by itself; this socket only drops when
+    // the app's transport does, so try again shortly.
+    ws.onclose = () => {
+      if (this.closed) return;
+      this.setState({ state: "reconnecting", attempt: 1, retry_in_ms: 500, error: "the screen transport closed" });
+      setTimeout(() => this.connect(), 500);
+    };
+    this.ws = ws;
+  }
+
+  private onText(text: string) {
+    const m = JSON.parse(text);
+    if (m.type === "state") this.setState(m as ConnState);
+    else if (m.type === "clipboard" && this.control) navigator.clipboard?.writeText(m.text).catch(() => {});
+  }
+
+  private onBinary(buf: ArrayBuffer) {
+    const v = new DataView(buf);
+    const kind = v.getUint8(0);
+    if (kind === 2) {
+      const w = v.getUint16(1, true), h = v.getUint16(3, true);
+      if (w && h && (w !== this.canvas.width || h !== this.canvas.height)) {
+        this.canvas.width = w;
+        this.canvas.height = h;
+        this.fit();
+      }
+    } else if (kind === 1) {
+      const n = v.getUint16(1, true);
+      let off = 3;
+      for (let i = 0; i < n; i++) {
+        const x = v.getUint16(off, true), y = v.getUint16(off + 2, true), w = v.getUint16(off + 4, true), h = v.getUint16(off + 6, true);
+        off += 8;
+        const len = w * h * 4;
+        if (w && h) this.ctx.putImageData(new ImageData(new Uint8ClampedArray(buf, off, len), w, h), x, y);
+        off += len;
+        stats.rectsDrawn++;
+      }
+      stats.framesDrawn++;
+      stats.lastDrawAt = performance.now();
+    } else if (kind === 3 && this.interactive) {
+      const hx = v.getUint16(1, true), hy = v.getUint16(3, true), w = v.getUint16(5, true), h = v.getUint16(7, true);
+      const c = document.createElement("canvas");
+      c.width = w;
+      c.height = h;
+      c.getContext("2d")!.putImageData(new ImageData(new Uint8ClampedArray(buf, 9, w * h * 4), w, h), 0, 0);
+      this.canvas.style.cursor = `url(${c.toDataURL()}) ${hx} ${hy}, default`;
+    }
+  }
+
+  private setState(s: ConnState) {
+    this.state = s;
+    this.render();
+    this.onState(s);
+  }
+
+  private render() {
+    const s = this.state;
+    this.el.dataset.state = s.state;
+    this.el.dataset.control = String(this.control);
+    let text = "";
+    if (s.state === "connecting") text = "Connecting…";
+    else if (s.state === "reconnecting") text = `Reconnecting… (${s.error})`;
+    else if (s.state === "closed") text = "Screen closed";
+    this.overlay.textContent = text;
+    this.overlay.hidden = !text;
+    this.canvas.tabIndex = this.interactive ? 0 : -1;
+  }
+
+  /** Scale to fit, keeping the aspect ratio. */
+  private fit() {
+    const r = this.el.getBoundingClientRect();
+    if (!r.width || !r.height) return;
+    const s = Math.min(r.width / this.canvas.width, r.height / this.canvas.height);
+    this.canvas.style.width = `${Math.floor(this.canvas.width * s)}px`;
+    this.canvas.style.height = `${Math.floor(this.canvas.height * s)}px`;
+  }
+
+  private send(msg: object) {
+    if (this.control && this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  /** Exact mapping from the scaled canvas back to framebuffer pixels. */
+  private at(e: MouseEvent): [number, number] {
+    const r = this.canvas.getBoundingClientRect();
+    const x = ((e.clientX - r.left) / r.width) * this.canvas.width;
+    const y = ((e.clientY - r.top) / r.height) * this.canvas.height;
+    return [Math.max(0, Math.min(this.canvas.width - 1, Math.floor(x))), Math.max(0, Math.min(this.canvas.height - 1, Math.floor(y)))];
+  }
+
+  private bindInput() {
+    const c = this.canvas;
+    const mask = (b: number) => (b === 0 ? 1 : b === 1 ? 2 : b === 2 ? 4 : 0);
+    c.addEventListener("mousemove", (e) => {
+      const [x, y] = this.at(e);
+      this.send({ t: "p", x, y, b: this.buttons });
+    });
+    c.addEventListener("mousedown", (e) => {
+      c.focus();
+      this.buttons |= mask(e.button);
+      const [x, y] = this.at(e);
+      this.send({ t: "p", x, y, b: this.buttons });
+      e.preventDefault();
+    });
+    c.addEventListener("mouseup", (e) => {
+      this.buttons &= ~mask(e.button);
+      const [x, y] = this.at(e);
+      this.send({ t: "p", x, y, b: this.buttons });
+    });
+    c.addEventListener("contextmenu", (e) => e.preventDefault());
+    c.addEventListener(
+      "wheel",
+      (e) => {
+        const [x, y] = this.at(e);
+        const bit = e.deltaY < 0 ? 8 : e.deltaY > 0 ? 16 : e.deltaX < 0 ? 32 : 64;
+        this.send({ t: "p", x, y, b: this.buttons | bit });
+        this.send({ t: "p", x, y, b: this.buttons });
+        e.preventDefault();
+      },
+      { passive: false },
+    );
+    c.addEventListener("keydown", (e) => {
+      if (!this.control) return;
+      // Ctrl+V: the person's clipboard goes to the bot first, then the keystroke itself.
+      const s = keysymOf(e);
+      if (s === null) return;
+      e.preventDefault();
+      this.pressed.set(e.code || e.key, s);
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "v" && navigator.clipboard?.readText) {
+        navigator.clipboard
+          .readText()
+          .then((text) => text && this.sendClipboard(text))
+          .catch(() => {})
+          .finally(() => this.send({ t: "k", s, d: true }));
+        return;
+      }
+      this.send({ t: "k", s, d: true });
+    });
+    c.addEventListener("keyup", (e) => {
+      const s = this.pressed.get(e.code || e.key) ?? keysymOf(e);
+      this.pressed.delete(e.code || e.key);
+      if (s === null) return;
+      e.preventDefault();
+      this.send({ t: "k", s, d: false });
+    });
+    c.addEventListener("blur", () => {
+      for (const s of this.pressed.values()) this.send({ t: "k", s, d: false });
+      this.pressed.clear();
+    });
+  }
+
+  /** Types text as key presses (used by "Send text" for characters a keyboard cannot make). */
+  typeText(text: string) {
+    for (const ch of text) {
+      const s = ch === "\n" ? 0xff0d : keysymForChar(ch);
+      this.send({ t: "k", s, d: true });
+      this.send({ t: "k", s, d: false });
+    }
+  }
+
+  /** Sends the person's clipboard text to the bot's clipboard. */
+  sendClipboard(text: string) {
+    this.send({ t: "c", text });
+  }
+}

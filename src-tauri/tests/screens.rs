@@ -113,12 +113,12 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     let (x, y) = typing_at(&d);
     xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     std::thread::sleep(Duration::from_millis(300));
-    xdotool(&["type", "--delay", "40", "hello botdesk"]);
+    xdotool(&["type", "--delay", "40", "hello botdesk é世界"]);
     xdotool(&["key", "Return"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         let (_, typed) = side.sh("tester", "cat typed.txt");
-        if typed == "hello botdesk\n" {
+        if typed == "hello botdesk é世界\n" {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "typed text never arrived: {typed:?}");
@@ -136,7 +136,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     xdotool(&["type", "--delay", "30", "after"]);
     xdotool(&["key", "Return"]);
     std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(side.sh("tester", "cat typed.txt").1, "hello botdesk\n", "input after release reached the bot");
+    assert_eq!(side.sh("tester", "cat typed.txt").1, "hello botdesk é世界\n", "input after release reached the bot");
     screenshot("05-released-view-only.png");
 
     // A run holds the bot: Take control is refused with "Stop the bot first" and a Stop button.

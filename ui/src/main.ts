@@ -150,7 +150,7 @@ function controlNotice(b: BotView): HTMLElement {
     box.hidden = true;
     return box;
   }
-  box.append(el("span", {}, e.message));
+  box.append(el("span", {}, e.code === "BOT_RUNNING" ? `Stop the bot first: ${b.name} is working on a task. Stopping ends its run, then you can take control.` : e.message));
   if (e.code === "BOT_RUNNING") box.append(button("Stop the bot", { class: "danger", id: "notice-stop" }, () => stop(b.id)));
   box.append(button("Dismiss", { class: "ghost" }, () => ((state.controlError = null), renderMain())));
   return box;

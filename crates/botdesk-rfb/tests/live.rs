@@ -29,7 +29,9 @@ impl Drop for World {
 
 async fn world(bot: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    cfg.policy.control_ttl = 3_000; // short, so expiry can be seen
+    let engine = Engine::open(cfg).await.unwrap();
     engine.create_bot(bot, ComputerScope::Team, None, "").await.unwrap();
     World { engine, _dir: dir }
 }
@@ -150,6 +152,15 @@ async fn frames_input_control_and_reconnect() {
     // Release: the control transport is revoked, the session reconnects view-only by itself.
     w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished).await.unwrap();
     until("view-only again", || s.state() == ConnState::Connected { control: false }).await;
+
+    // Control that expires turns the session view-only by itself (no retarget from anyone).
+    w.engine.take_control_screen("v").await.unwrap();
+    s.retarget();
+    until("control again", || s.state() == ConnState::Connected { control: true }).await;
+    tokio::time::sleep(Duration::from_millis(3_200)).await;
+    let (revoked, _) = w.engine.expire().await.unwrap();
+    assert_eq!(revoked.len(), 1);
+    until("view-only after expiry", || s.state() == ConnState::Connected { control: false }).await;
 
     // The computer stops: the session says it is reconnecting; it comes back when the screen does.
     let comp = w.engine.list_computers().await.unwrap()[0].id.clone();

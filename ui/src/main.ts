@@ -334,7 +334,8 @@ async function stop(id: string) {
 
 function select(id: string) {
   state.selected = id;
-  if (viewers.has(id)) state.activeTab = id;
+  // The bot's own screen when it has one; otherwise the overview, which offers to open it.
+  state.activeTab = viewers.has(id) ? id : "overview";
   renderBots();
   renderMain();
 }

@@ -11,6 +11,7 @@ use std::{
 
 mod desktops;
 mod leases;
+mod viewer;
 
 pub(crate) struct Row {
     pub(crate) what: &'static str,
@@ -75,6 +76,12 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     if out == "--only" {
         match args.get(2).map(String::as_str) {
+            Some("viewer") => {
+                let f = viewer::run(dir.path(), &viewer::app_binary()).await;
+                println!("throughput: {:.1} fps drawn (source {:.1}) vs noVNC {:.1} (source {:.1})", f.fps_ours, f.source_fps_ours, f.fps_anchor, f.source_fps_anchor);
+                println!("input → pixel: {:.1} ms vs noVNC {:.1} ms", f.latency_ours, f.latency_anchor);
+                println!("idle, four screens: {:.2} % CPU, {:.0} MiB vs noVNC {:.2} %, {:.0} MiB", f.idle_cpu_ours, f.idle_mem_ours, f.idle_cpu_anchor, f.idle_mem_anchor);
+            }
             Some("desktops") => {
                 let (rows, density) = desktops::run(dir.path()).await;
                 for r in rows {

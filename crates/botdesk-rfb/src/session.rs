@@ -112,8 +112,11 @@ impl Drop for Session {
     }
 }
 
-/// How often the session asks for an incremental update and flushes dirty rectangles (125/s).
+/// After an update arrives, the session waits this long, then flushes dirty rectangles to the
+/// viewers and asks for the next incremental update (at most 125 per second). Exactly one request
+/// stays outstanding at the server, so an idle screen costs no traffic and no wake-ups.
 const TICK: Duration = Duration::from_millis(8);
+const IDLE_REREQUEST: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -276,9 +279,12 @@ impl Task {
 
     /// Drives one connection until it ends: events, input and update requests from one loop.
     async fn drive(&mut self, client: &VncClient, control: bool) -> Ended {
-        let mut tick = tokio::time::interval(TICK);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // vnc-rs asked for the first full frame; the next request goes out one tick after the
+        // first event of each update.
+        let mut next: Option<tokio::time::Instant> = None;
         loop {
+            // Safety net: a quiet second re-asks too, in case an update came with no rectangles.
+            let due = tokio::time::sleep_until(next.unwrap_or_else(|| tokio::time::Instant::now() + IDLE_REREQUEST));
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return Ended::Stop,
@@ -300,12 +306,27 @@ impl Task {
                     }
                 }
                 e = client.recv_event() => match e {
-                    Ok(e) => if let Err(why) = self.apply(e) {
-                        return Ended::Lost(why);
-                    },
+                    Ok(e) => {
+                        if let Err(why) = self.apply(e) {
+                            return Ended::Lost(why);
+                        }
+                        // Take whatever else is already decoded, then show it at once.
+                        loop {
+                            match client.poll_event().await {
+                                Ok(Some(e)) => if let Err(why) = self.apply(e) {
+                                    return Ended::Lost(why);
+                                },
+                                Ok(None) => break,
+                                Err(e) => return Ended::Lost(format!("the screen connection ended: {e}")),
+                            }
+                        }
+                        self.flush();
+                        next.get_or_insert_with(|| tokio::time::Instant::now() + TICK);
+                    }
                     Err(e) => return Ended::Lost(format!("the screen connection ended: {e}")),
                 },
-                _ = tick.tick() => {
+                _ = due => {
+                    next = None;
                     self.flush();
                     if let Err(e) = client.input(X11Event::Refresh).await {
                         return Ended::Lost(format!("requesting an update: {e}"));

@@ -15,6 +15,7 @@ pub struct Driver {
     base: String,
     session: String,
     child: Child,
+    app: PathBuf,
 }
 
 impl Drop for Driver {
@@ -23,7 +24,7 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
         // WebKitWebDriver leaves the app running when its driver dies: make sure it is gone.
-        let _ = Command::new("pkill").args(["-f", "target/debug/botdesk-app"]).status();
+        let _ = Command::new("pkill").arg("-f").arg(&self.app).status();
     }
 }
 
@@ -65,14 +66,14 @@ impl Driver {
                 Ok(r) => {
                     let v: Value = r.into_json().unwrap();
                     let session = v["value"]["sessionId"].as_str().unwrap().to_string();
-                    return Driver { base, session, child };
+                    return Driver { base, session, child, app: app.to_path_buf() };
                 }
                 Err(e) => {
                     last = e.to_string();
                     let mut child = child;
                     let _ = child.kill();
                     let _ = child.wait();
-                    let _ = Command::new("pkill").args(["-f", "target/debug/botdesk-app"]).status();
+                    let _ = Command::new("pkill").arg("-f").arg(app).status();
                 }
             }
         }
@@ -96,6 +97,11 @@ impl Driver {
     /// Runs JavaScript in the page and returns its result.
     pub fn js(&self, script: &str) -> Value {
         self.call("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Runs an asynchronous script (it calls `arguments[arguments.length - 1]` with its result).
+    pub fn js_async(&self, script: &str) -> Value {
+        self.call("POST", "/execute/async", Some(json!({"script": script, "args": []}))).unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
     }
 
     /// Waits until the script returns true.

@@ -30,6 +30,7 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
                 Err(e) => tracing::warn!("expiring leases: {e}"),
             }
             if n % 10 == 0 {
+                crate::malloc::trim();
                 for bot in screens.recently_used(ACTIVE) {
                     if let Ok(Some(lease)) = engine.control_of(&bot).await {
                         if let Err(e) = engine.renew_control(&bot, &lease.lease_id).await {

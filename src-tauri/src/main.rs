@@ -105,7 +105,30 @@ fn ui_ready(bots: usize) {
     println!("botdesk-app: ui ready, {bots} bots listed");
 }
 
+/// Memory: few malloc arenas, and freed frame buffers handed back to the system now and then
+/// (glibc keeps them otherwise; a 4 MB full frame per viewer adds up).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod malloc {
+    extern "C" {
+        fn mallopt(param: i32, value: i32) -> i32;
+        fn malloc_trim(pad: usize) -> i32;
+    }
+    const M_ARENA_MAX: i32 = -8;
+    pub fn limit_arenas() {
+        unsafe { mallopt(M_ARENA_MAX, 2) };
+    }
+    pub fn trim() {
+        unsafe { malloc_trim(0) };
+    }
+}
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+mod malloc {
+    pub fn limit_arenas() {}
+    pub fn trim() {}
+}
+
 fn main() {
+    malloc::limit_arenas();
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG")).init();
     let data_dir = botdesk_engine::DataDir::default_location();
     let opened = tauri::async_runtime::block_on(async {
@@ -122,6 +145,16 @@ fn main() {
     };
     tauri::Builder::default()
         .setup(|app| {
+            // A desktop app, not a browser: WebKit keeps no page or resource caches.
+            #[cfg(target_os = "linux")]
+            if let Some(w) = app.get_webview_window("main") {
+                let _ = w.with_webview(|w| {
+                    use webkit2gtk::{WebContextExt, WebViewExt};
+                    if let Some(ctx) = w.inner().context() {
+                        ctx.set_cache_model(webkit2gtk::CacheModel::DocumentViewer);
+                    }
+                });
+            }
             let engine = app.state::<Engine>().inner().clone();
             let screens = app.state::<Arc<Screens>>().inner().clone();
             events::spawn(app.handle().clone(), engine.clone(), screens);

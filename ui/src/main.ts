@@ -210,6 +210,9 @@ function computer(): HTMLElement {
       );
     }
   }
+  // Only what is on screen keeps a live picture in the webview.
+  for (const [id, v] of viewers) v.setVisible(state.activeTab === id);
+  for (const v of thumbs.values()) v.setVisible(state.activeTab === "overview");
   return el("section", { class: "computer" }, tabs, body);
 }
 

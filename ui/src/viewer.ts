@@ -20,6 +20,9 @@ export class Viewer {
   private overlay: HTMLElement;
   private ws: WebSocket | null = null;
   private closed = false;
+  /** A hidden viewer lets its socket and its pixels go; the app keeps the session and sends the
+   * current picture at once when it is shown again. */
+  private hidden = false;
   private buttons = 0;
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
@@ -50,6 +53,20 @@ export class Viewer {
     return this.state.state === "connected" && this.state.control;
   }
 
+  setVisible(visible: boolean) {
+    if (visible === !this.hidden) return;
+    this.hidden = !visible;
+    if (this.hidden) {
+      this.ws?.close();
+      this.ws = null;
+      this.canvas.width = this.canvas.height = 1; // frees the backing store
+    } else {
+      this.canvas.width = 1280;
+      this.canvas.height = 800;
+      this.connect();
+    }
+  }
+
   close() {
     this.closed = true;
     this.ws?.close();
@@ -58,14 +75,14 @@ export class Viewer {
   }
 
   private connect() {
-    if (this.closed) return;
+    if (this.closed || this.hidden) return;
     const ws = new WebSocket(this.url);
     ws.binaryType = "arraybuffer";
     ws.onmessage = (m) => (typeof m.data === "string" ? this.onText(m.data) : this.onBinary(m.data as ArrayBuffer));
     // The app-side session reconnects to the computer by itself; this socket only drops when
     // the app's transport does, so try again shortly.
     ws.onclose = () => {
-      if (this.closed) return;
+      if (this.closed || this.hidden || this.ws !== ws) return;
       this.setState({ state: "reconnecting", attempt: 1, retry_in_ms: 500, error: "the screen transport closed" });
       setTimeout(() => this.connect(), 500);
     };

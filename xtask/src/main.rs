@@ -20,6 +20,10 @@ const RUN_PACKAGES: &[&str] = &[
     "build-essential", "pkg-config", "libwebkit2gtk-4.1-dev", "libxdo-dev", "libssl-dev",
     "libayatana-appindicator3-dev", "librsvg2-dev", "docker.io", "debootstrap", "ca-certificates",
 ];
+/// Packages a command adds to the list (the benchmarks' anchors).
+static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+/// The benchmarks' anchors beyond the test packages.
+const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium"];
 /// Extra packages the tests need: a display, screenshots, a Secret Service keyring.
 const TEST_PACKAGES: &[&str] = &["xvfb", "imagemagick", "xdotool", "x11-utils", "dbus", "dbus-x11", "gnome-keyring", "webkit2gtk-driver"];
 
@@ -101,6 +105,7 @@ fn installed(pkg: &str) -> bool {
 
 fn install_packages(for_tests: bool) -> Result {
     let mut wanted: Vec<&str> = RUN_PACKAGES.to_vec();
+    wanted.extend_from_slice(EXTRA.lock().unwrap().as_slice());
     if for_tests {
         wanted.extend_from_slice(TEST_PACKAGES);
     }
@@ -362,7 +367,17 @@ fn sweep_containers(run_id: &str) -> usize {
 // bench
 
 fn bench(extra: &[String]) -> Result {
-    prepare(false)?;
-    say("building and running the benchmarks (release)");
-    status(cargo().args(["run", "--release", "-p", "botdesk-bench", "--"]).arg(root().join("docs/benchmarks.md")).args(extra))
+    prepare(true)?;
+    // The viewer's anchor: noVNC in headless Chromium through websockify.
+    EXTRA.lock().unwrap().extend_from_slice(BENCH_PACKAGES);
+    install_packages(true)?;
+    ensure_tauri_driver()?;
+    say("building the app and the benchmarks (release)");
+    status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench"]))?;
+    let mut envs = vec![];
+    let services = start_services(&mut envs)?;
+    say("running the benchmarks");
+    let result = status(Command::new(root().join("target/release/botdesk-bench")).arg(root().join("docs/benchmarks.md")).args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(services);
+    result
 }

@@ -141,6 +141,8 @@ async fn main() {
     let (desktop_rows, density) = desktops::run(dir.path()).await;
     rows.extend(desktop_rows);
 
+    let v = viewer::run(dir.path(), &viewer::app_binary()).await;
+
     let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -171,6 +173,20 @@ async fn main() {
          stops at 16 desktops or 1.9 GiB): {:.0} MiB per extra desktop, beside the anchor of the idle computer itself, {:.0} MiB. \
          Targets: at least 10 desktops, at most 180 MiB each.\n",
         density.desktops, density.per_desktop_mib, density.base_mib
+    ));
+    md.push_str(&format!(
+        "\n## Viewer (the app, release build, under Xvfb)\n\nAnchor: noVNC 1.3 (Debian's `novnc`) in headless Chromium through websockify, \
+         on the same x11vnc transports of the same computer, measured right after the app.\n\n\
+         | what | ours | anchor (noVNC) | ratio | target |\n|---|---|---|---|---|\n\
+         | throughput, full 1280×800 frames drawn per second (source repainting at {:.0} / {:.0} frames/s) | {:.1} | {:.1} | {:.2} | ≥ 60 |\n\
+         | input → pixel, key press until the echoed change is drawn (median of 30) | {:.1} ms | {:.1} ms | {:.2} | ≤ 20 ms |\n\
+         | idle CPU, four open tabs (one visible), % of one core over 10 s | {:.2} % | {:.2} % | {:.2} | < 2 % |\n\
+         | memory, four open tabs: PSS of the app with its WebKit processes | {:.0} MiB | {:.0} MiB | {:.2} | ≤ 250 MiB |\n",
+        v.source_fps_ours, v.source_fps_anchor,
+        v.fps_ours, v.fps_anchor, v.fps_ours / v.fps_anchor,
+        v.latency_ours, v.latency_anchor, v.latency_ours / v.latency_anchor,
+        v.idle_cpu_ours, v.idle_cpu_anchor, v.idle_cpu_ours / v.idle_cpu_anchor.max(0.01),
+        v.idle_mem_ours, v.idle_mem_anchor, v.idle_mem_ours / v.idle_mem_anchor,
     ));
     md.push_str(&format!(
         "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\

@@ -175,6 +175,14 @@ fn cpu_and_memory(root: u32, secs: f64) -> (f64, f64) {
     let t1 = ticks(&pids);
     let hz = 100.0; // USER_HZ on Linux
     let cpu = (t1 - t0) as f64 / hz / secs * 100.0;
+    if std::env::var_os("BOTDESK_BENCH_VERBOSE").is_some() {
+        for p in &pids {
+            let name = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            let pss = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).unwrap_or_default();
+            let line = |k: &str| pss.lines().find(|l| l.starts_with(k)).map(|l| l.to_string()).unwrap_or_default();
+            eprintln!("{p} {} {} | {} | {}", name.trim(), line("Pss:"), line("Pss_Anon"), line("Rss:"));
+        }
+    }
     let pss_kib: u64 = pids
         .iter()
         .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).ok())

@@ -339,6 +339,7 @@ impl Task {
     fn apply(&self, e: VncEvent) -> Result<(), String> {
         match e {
             VncEvent::SetResolution(s) => {
+                tracing::debug!("resolution {}x{}", s.width, s.height);
                 self.shared.fb.lock().unwrap().resize(s.width, s.height);
                 let _ = self.updates.send(Update::Resized(s.width, s.height));
             }
@@ -351,6 +352,7 @@ impl Task {
                 self.shared.fb.lock().unwrap().copy(dst, src).map_err(|e| format!("bad update from the screen: {e}"))?;
             }
             VncEvent::SetCursor(r, rgba) => {
+                tracing::debug!("cursor {r:?} {} bytes", rgba.len());
                 if rgba.len() >= r.width as usize * r.height as usize * 4 {
                     *self.shared.cursor.lock().unwrap() = Cursor { hot_x: r.x, hot_y: r.y, w: r.width, h: r.height, rgba };
                     let _ = self.updates.send(Update::Cursor);
@@ -368,6 +370,7 @@ impl Task {
 
     fn flush(&self) {
         let rects = self.shared.fb.lock().unwrap().take_dirty();
+        tracing::trace!("flush {rects:?}");
         if !rects.is_empty() {
             let _ = self.updates.send(Update::Rects(rects));
         }

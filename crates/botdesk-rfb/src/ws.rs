@@ -4,7 +4,8 @@
 //! or local program can watch or drive a screen.
 //!
 //! Server → viewer, binary (little-endian):
-//!   1 = rects:  [1][n: u16] then n × ([x][y][w][h]: u16 each, then w·h·4 bytes RGBA)
+//!   1 = rects:  [1][n: u16] then n × ([x][y][w][h]: u16 each, then w·h·4 bytes RGBA); a large
+//!               update comes as several of these, each at most ~256 KiB
 //!   2 = size:   [2][w: u16][h: u16]
 //!   3 = cursor: [3][hot_x][hot_y][w][h] then w·h·4 bytes RGBA
 //! Server → viewer, text: `{"type":"state", "state": …}` (see `ConnState`) or
@@ -113,7 +114,7 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
         tokio::select! {
             u = updates.recv() => {
                 let msgs = match u {
-                    Ok(Update::Rects(rects)) => vec![rects_msg(&session, &rects)],
+                    Ok(Update::Rects(rects)) => rects_msgs(&session, &rects),
                     Ok(Update::Resized(..)) => full_frame(&session),
                     Ok(Update::Cursor) => vec![cursor_msg(&session)],
                     Ok(u @ (Update::State(_) | Update::Clipboard(_))) => vec![state_msg(&u)],
@@ -172,31 +173,60 @@ fn full_frame(session: &Session) -> Vec<Option<Message>> {
     let mut size = vec![2u8];
     size.extend_from_slice(&w.to_le_bytes());
     size.extend_from_slice(&h.to_le_bytes());
-    vec![Some(Message::Binary(size.into())), rects_msg(session, &[Rect { x: 0, y: 0, w, h }])]
+    let mut msgs = vec![Some(Message::Binary(size.into()))];
+    msgs.extend(rects_msgs(session, &[Rect { x: 0, y: 0, w, h }]));
+    msgs
 }
 
-/// One message with the current pixels of `rects` (clipped to the current size).
-pub fn rects_msg(session: &Session, rects: &[Rect]) -> Option<Message> {
+/// At most this many pixel bytes per message: a big update goes as several bands, so neither side
+/// holds a whole-screen buffer per viewer (WebKit keeps WebSocket buffers around).
+const MAX_MESSAGE: usize = 256 * 1024;
+
+/// Messages with the current pixels of `rects` (clipped to the current size).
+pub fn rects_msgs(session: &Session, rects: &[Rect]) -> Vec<Option<Message>> {
     let fb = session.shared.fb.lock().unwrap();
-    let rects: Vec<Rect> = rects.iter().filter_map(|r| r.clip(fb.width, fb.height)).collect();
-    if rects.is_empty() {
-        return None;
-    }
-    let bytes: usize = rects.iter().map(|r| 8 + r.area() as usize * 4).sum();
-    let mut out = Vec::with_capacity(3 + bytes);
-    out.push(1u8);
-    out.extend_from_slice(&(rects.len() as u16).to_le_bytes());
-    for r in &rects {
-        for v in [r.x, r.y, r.w, r.h] {
-            out.extend_from_slice(&v.to_le_bytes());
+    // Cut every rectangle into bands of whole rows that fit a message.
+    let mut bands = vec![];
+    for r in rects.iter().filter_map(|r| r.clip(fb.width, fb.height)) {
+        let rows = (MAX_MESSAGE / (r.w as usize * 4)).clamp(1, r.h as usize) as u16;
+        let mut y = r.y;
+        while y < r.y + r.h {
+            let h = rows.min(r.y + r.h - y);
+            bands.push(Rect { x: r.x, y, w: r.w, h });
+            y += h;
         }
-        let stride = fb.width as usize * 4;
+    }
+    let mut out = vec![];
+    let mut msg: Vec<u8> = vec![];
+    let mut n = 0u16;
+    let stride = fb.width as usize * 4;
+    let mut finish = |msg: &mut Vec<u8>, n: &mut u16| {
+        if *n > 0 {
+            msg[1..3].copy_from_slice(&n.to_le_bytes());
+            out.push(Some(Message::Binary(std::mem::take(msg).into())));
+            *n = 0;
+        }
+    };
+    for r in bands {
+        let bytes = r.area() as usize * 4;
+        if n > 0 && msg.len() + 8 + bytes > MAX_MESSAGE + 3 {
+            finish(&mut msg, &mut n);
+        }
+        if n == 0 {
+            msg = Vec::with_capacity(3 + 8 + bytes.max(MAX_MESSAGE.min(bytes * 2)));
+            msg.extend_from_slice(&[1, 0, 0]);
+        }
+        for v in [r.x, r.y, r.w, r.h] {
+            msg.extend_from_slice(&v.to_le_bytes());
+        }
         for row in 0..r.h as usize {
             let at = (r.y as usize + row) * stride + r.x as usize * 4;
-            out.extend_from_slice(&fb.pixels[at..at + r.w as usize * 4]);
+            msg.extend_from_slice(&fb.pixels[at..at + r.w as usize * 4]);
         }
+        n += 1;
     }
-    Some(Message::Binary(out.into()))
+    finish(&mut msg, &mut n);
+    out
 }
 
 fn cursor_msg(session: &Session) -> Option<Message> {
@@ -210,4 +240,48 @@ fn cursor_msg(session: &Session) -> Option<Message> {
     }
     out.extend_from_slice(&c.rgba);
     Some(Message::Binary(out.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{Resolve, Session};
+    use std::sync::Arc;
+
+    fn session_with(w: u16, h: u16) -> Session {
+        let never: Resolve = Arc::new(|| Box::pin(std::future::pending()));
+        let s = Session::spawn(never);
+        *s.shared.fb.lock().unwrap() = crate::Framebuffer::new(w, h);
+        s
+    }
+
+    fn rects_of(m: &Message) -> Vec<(u16, u16, u16, u16)> {
+        let Message::Binary(b) = m else { panic!("binary") };
+        let n = u16::from_le_bytes([b[1], b[2]]);
+        let (mut at, mut out) = (3usize, vec![]);
+        for _ in 0..n {
+            let f = |i: usize| u16::from_le_bytes([b[at + i], b[at + i + 1]]);
+            let r = (f(0), f(2), f(4), f(6));
+            at += 8 + r.2 as usize * r.3 as usize * 4;
+            out.push(r);
+        }
+        assert_eq!(at, b.len(), "the message is exactly its rectangles");
+        out
+    }
+
+    #[tokio::test]
+    async fn big_updates_go_in_bands_and_tiny_ones_in_one_message() {
+        let s = session_with(1280, 800);
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1280, h: 800 }]).into_iter().flatten().collect();
+        assert!(msgs.len() > 1);
+        let rows: u32 = msgs.iter().flat_map(rects_of).map(|r| r.3 as u32).sum();
+        assert_eq!(rows, 800, "every row once");
+        assert!(msgs.iter().all(|m| m.len() <= 3 + 8 + MAX_MESSAGE));
+        // A 1×1 rectangle (a cursor-sized change) is one small message, not an endless loop.
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1, h: 1 }, Rect { x: 5, y: 5, w: 2, h: 3 }]).into_iter().flatten().collect();
+        assert_eq!(msgs.len(), 1);
+        assert_eq!(rects_of(&msgs[0]), vec![(0, 0, 1, 1), (5, 5, 2, 3)]);
+        // Nothing left after clipping: no message.
+        assert!(rects_msgs(&s, &[Rect { x: 2000, y: 0, w: 5, h: 5 }]).is_empty());
+    }
 }

@@ -125,10 +125,20 @@ async fn frames_input_control_and_reconnect() {
             match b[0] {
                 2 => size = Some((u16::from_le_bytes([b[1], b[2]]), u16::from_le_bytes([b[3], b[4]]))),
                 1 => {
-                    let (x, y, w) = (u16::from_le_bytes([b[3], b[4]]), u16::from_le_bytes([b[5], b[6]]), u16::from_le_bytes([b[7], b[8]]));
-                    assert_eq!((x, y), (0, 0));
-                    let i = 11 + (400 * w as usize + 640) * 4;
-                    colour = Some([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                    // Rectangles (bands of rows): find the one holding pixel (640, 400).
+                    let n = u16::from_le_bytes([b[1], b[2]]);
+                    let mut at = 3usize;
+                    for _ in 0..n {
+                        let f = |i: usize| u16::from_le_bytes([b[at + i], b[at + i + 1]]) as usize;
+                        let (x, y, w, h) = (f(0), f(2), f(4), f(6));
+                        at += 8;
+                        if (x..x + w).contains(&640) && (y..y + h).contains(&400) {
+                            let i = at + ((400 - y) * w + (640 - x)) * 4;
+                            colour = Some([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                        }
+                        at += w * h * 4;
+                    }
+                    assert!(b.len() <= 3 + 256 * 1024 + 8 * n as usize + 1280 * 4, "messages stay small");
                 }
                 _ => {}
             }

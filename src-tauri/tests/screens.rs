@@ -8,7 +8,6 @@ mod webdriver;
 
 use botdesk_engine::*;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use webdriver::*;
 
 /// The engine beside the app, on the same data directory (as the CLI would be).
@@ -19,15 +18,7 @@ struct Side {
 
 impl Side {
     fn sh(&self, bot: &str, cmd: &str) -> (i32, String) {
-        self.rt.block_on(async {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            let exit = self.engine.exec(bot, vec!["sh".into(), "-c".into(), cmd.into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
-            let mut text = String::new();
-            while let Ok(o) = rx.try_recv() {
-                text.push_str(&String::from_utf8_lossy(&o.data));
-            }
-            (exit.code, text)
-        })
+        self.rt.block_on(self.engine.shell(bot, cmd)).unwrap()
     }
 }
 

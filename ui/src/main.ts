@@ -416,7 +416,7 @@ async function openSettings() {
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
     el("h3", {}, "Models"),
-    el("p", { class: "muted" }, "Model providers and their keys (kept in the system keyring) are added with `botdesk model add`; each bot names its model."),
+    el("p", { class: "muted" }, "Model providers and their keys (kept in the system keyring, never in the data directory) come with the agent runtime; until then bots have desktops, files and a shell but no model."),
     el("div", { class: "row" }, el("button", { type: "submit", class: "primary" }, "Save")),
     msg,
   );
@@ -465,7 +465,7 @@ function firstRun(report: DoctorReport) {
     "Set up Botdesk",
     step(1, "Docker", docker?.ok ?? false, el("p", {}, docker?.detail ?? ""), ...(docker?.ok ? [] : [el("p", { class: "muted" }, `Fix: ${docker?.fix ?? ""}`)])),
     step(2, "The computer image", image?.ok ?? false, el("p", {}, image?.detail ?? ""), ...(image?.ok ? [] : [build, bar, stage])),
-    step(3, "A model", null, el("p", { class: "muted" }, "Add a model provider and its key with `botdesk model add`; keys stay in the system keyring.")),
+    step(3, "A model", null, el("p", { class: "muted" }, "Model providers and keys come with the agent runtime; you can create bots and use their desktops now.")),
     el(
       "div",
       { class: "row" },

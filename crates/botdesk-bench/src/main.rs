@@ -203,7 +203,11 @@ async fn main() {
         "\nNotes:\n- Cold start includes creating the container, starting it, and waiting until Xvfb answers on display `:1` \
          with fluxbox and the screen gateway started (the anchor starts nothing and exits at once).\n- Observe reads the display's framebuffer from shared memory \
          (Xvfb `-fbdir`) through the gateway on a kept-open connection, and hashes and compresses on two cores at once; \
-         cursor and window title come from a kept-open X connection. Target: ≤ 25 ms and ≥ 8× faster than the anchor.\n- The exec anchor runs the Docker CLI, so it also pays a \
+         cursor and window title come from a kept-open X connection. Target: ≤ 25 ms and ≥ 8× faster than the anchor.\n- Viewer: throughput and memory miss their targets on this 2-core machine. While the screen \
+         repaints, x11vnc (Tight) takes about half a core, WebKit's web and network processes about 0.9 of a core (the frames \
+         cross the network process as WebSocket messages), the app about 0.2, and the X server the rest. Of the webview's memory, \
+         about 40 MiB is Mesa's LLVM, which WebKitGTK maps even with compositing off. Hidden tabs keep their session in the app \
+         but hand their pixels and socket back to the webview.\n- The exec anchor runs the Docker CLI, so it also pays a \
          process start; ours keeps one API connection.\n",
     );
     std::fs::write(&out, &md).expect("write the benchmarks table");

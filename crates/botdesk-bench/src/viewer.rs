@@ -16,7 +16,6 @@ use std::{
 };
 
 use botdesk_engine::{ComputerScope, Engine, EngineConfig, ProviderChoice};
-use tokio_util::sync::CancellationToken;
 
 #[path = "../../../src-tauri/tests/webdriver/mod.rs"]
 mod webdriver;
@@ -114,14 +113,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 async fn sh(e: &Engine, bot: &str, cmd: &str) -> String {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let exit = e.exec(bot, vec!["sh".into(), "-c".into(), cmd.into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
-    let mut text = String::new();
-    while let Ok(o) = rx.try_recv() {
-        text.push_str(&String::from_utf8_lossy(&o.data));
-    }
-    assert_eq!(exit.code, 0, "{cmd}: {text}");
-    text
+    let (code, out) = e.shell(bot, cmd).await.unwrap();
+    assert_eq!(code, 0, "{cmd}: {out}");
+    out
 }
 
 /// Starts the generator on the bot's display; returns the file its frame rate lands in.

@@ -497,6 +497,18 @@ impl Engine {
         Ok(resolve_for_bot(computer.scope, &bot.id, input)?)
     }
 
+    /// Runs `sh -c COMMAND` in the bot's folder and returns its exit code and its output
+    /// (stdout and stderr in arrival order, lossily decoded).
+    pub async fn shell(&self, bot: &str, command: &str) -> Result<(i32, String)> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let exit = self.exec(bot, vec!["sh".into(), "-c".into(), command.into()], None, None, Some(tx), CancellationToken::new()).await?;
+        let mut out = Vec::new();
+        while let Ok(o) = rx.try_recv() {
+            out.extend_from_slice(&o.data);
+        }
+        Ok((exit.code, String::from_utf8_lossy(&out).into_owned()))
+    }
+
     /// Runs a command on the bot's computer. `cwd` is relative to the bot's folder.
     pub async fn exec(
         &self,

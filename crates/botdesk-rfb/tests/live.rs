@@ -6,7 +6,6 @@ use botdesk_engine::*;
 use botdesk_rfb::*;
 use futures::{SinkExt, StreamExt};
 use std::{sync::Arc, time::Duration};
-use tokio_util::sync::CancellationToken;
 
 struct World {
     engine: Engine,
@@ -52,14 +51,9 @@ fn resolver(engine: Engine, bot: &'static str) -> Resolve {
 }
 
 async fn sh(e: &Engine, bot: &str, cmd: &str) -> String {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let exit = e.exec(bot, vec!["sh".into(), "-c".into(), cmd.into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
-    let mut text = String::new();
-    while let Ok(o) = rx.try_recv() {
-        text.push_str(&String::from_utf8_lossy(&o.data));
-    }
-    assert_eq!(exit.code, 0, "{cmd}: {text}");
-    text
+    let (code, out) = e.shell(bot, cmd).await.unwrap();
+    assert_eq!(code, 0, "{cmd}: {out}");
+    out
 }
 
 async fn until(what: &str, mut f: impl FnMut() -> bool) {

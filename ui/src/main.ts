@@ -114,7 +114,10 @@ function renderMain() {
     );
     return;
   }
+  // Re-rendering moves the live viewer into the new layout; keep the keyboard where it was.
+  const focused = document.activeElement;
   main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer()), dock(b));
+  if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
 }
 
 function header(b: BotView): HTMLElement {

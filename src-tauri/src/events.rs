@@ -3,7 +3,7 @@
 //! screen, and tell the UI when any bot's status changed, also when another process (the CLI)
 //! changed it on the same data directory.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use botdesk_engine::{BotStatus, Engine};
 use tauri::{AppHandle, Emitter};
@@ -42,12 +42,8 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
             let Ok(now) = engine.bot_statuses().await else { continue };
             if last.as_ref() != Some(&now) {
                 // Control that appeared or vanished elsewhere (the CLI) moves the session too.
-                let before: HashMap<_, _> = last.iter().flatten().cloned().collect();
                 for (bot, status) in &now {
-                    let had = before.get(bot) == Some(&BotStatus::YouHaveControl);
-                    if had != (*status == BotStatus::YouHaveControl) && last.is_some() {
-                        screens.retarget(bot);
-                    }
+                    screens.follow_control(bot, *status == BotStatus::YouHaveControl);
                 }
                 let _ = app.emit("bots-changed", &now);
                 last = Some(now);

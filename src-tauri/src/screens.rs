@@ -57,6 +57,16 @@ impl Screens {
         }
     }
 
+    /// Control of the bot changed elsewhere (the CLI, an expiry): reconnect only if the session
+    /// is connected the other way (a session that is connecting asks the engine anyway).
+    pub fn follow_control(&self, bot_id: &str, control: bool) {
+        if let Some(s) = self.registry.lock().unwrap().get(bot_id) {
+            if matches!(s.state(), botdesk_rfb::ConnState::Connected { control: c } if c != control) {
+                s.retarget();
+            }
+        }
+    }
+
     /// Bots whose screen received the person's input within `within`.
     pub fn recently_used(&self, within: Duration) -> Vec<String> {
         let reg = self.registry.lock().unwrap();

@@ -9,7 +9,7 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{BotStatus, BotView, BuildProgress, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ProviderChoice, Settings, TakeoverResult};
+use botdesk_engine::{BotStatus, BotView, BuildProgress, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, TakeoverResult};
 use screens::Screens;
 use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
@@ -54,6 +54,22 @@ async fn get_settings(engine: State<'_, Engine>) -> Res<SettingsView> {
 #[tauri::command]
 async fn save_settings(engine: State<'_, Engine>, settings: Settings) -> Res<Settings> {
     engine.save_settings(&settings)
+}
+
+#[tauri::command]
+async fn list_models(engine: State<'_, Engine>) -> Res<Vec<ModelView>> {
+    engine.list_models().await
+}
+
+/// Adds a model provider; the key goes to the OS keyring only.
+#[tauri::command]
+async fn add_model(engine: State<'_, Engine>, id: String, kind: String, model: String, base_url: Option<String>, key: Option<String>) -> Res<ModelView> {
+    engine.add_model(NewModel { id, kind, model, base_url: base_url.filter(|u| !u.trim().is_empty()) }, key).await
+}
+
+#[tauri::command]
+async fn remove_model(engine: State<'_, Engine>, id: String) -> Res<()> {
+    engine.remove_model(&id).await
 }
 
 /// Builds the computer image, streaming its real stages to the first-run screen.
@@ -175,6 +191,9 @@ fn main() {
             doctor,
             get_settings,
             save_settings,
+            list_models,
+            add_model,
+            remove_model,
             build_image,
             open_screen,
             close_screen,

@@ -39,6 +39,14 @@ export interface SettingsView {
   image: string;
 }
 
+export interface ModelView {
+  id: string;
+  kind: "anthropic" | "openai" | "openai-compatible";
+  model: string;
+  base_url: string | null;
+  has_key: boolean;
+}
+
 export interface ControlLease {
   lease_id: string;
   bot_id: string;
@@ -78,6 +86,10 @@ export const api = {
     progress.onmessage = onProgress;
     return invoke<string>("build_image", { progress });
   },
+  listModels: () => invoke<ModelView[]>("list_models"),
+  addModel: (id: string, kind: string, model: string, baseUrl: string | null, key: string | null) =>
+    invoke<ModelView>("add_model", { id, kind, model, baseUrl, key }),
+  removeModel: (id: string) => invoke<void>("remove_model", { id }),
   openScreen: (bot: string) => invoke<string>("open_screen", { bot }),
   closeScreen: (bot: string) => invoke<void>("close_screen", { bot }),
   takeControl: (bot: string) => invoke<ControlLease>("take_control", { bot }),

@@ -418,8 +418,6 @@ async function openSettings() {
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
-    el("h3", {}, "Models"),
-    el("p", { class: "muted" }, "Model providers and their keys (kept in the system keyring, never in the data directory) come with the agent runtime; until then bots have desktops, files and a shell but no model."),
     el("div", { class: "row" }, el("button", { type: "submit", class: "primary" }, "Save")),
     msg,
   );
@@ -434,7 +432,50 @@ async function openSettings() {
       msg.className = "error";
     }
   });
-  modal("Settings", form);
+  modal("Settings", form, el("h3", {}, "Models"), await modelsSection());
+}
+
+/** Model providers: the list, and a form whose key goes to the system keyring only. */
+async function modelsSection(): Promise<HTMLElement> {
+  const box = el("section", { class: "models", id: "models" });
+  const render = async () => {
+    const models = await api.listModels();
+    const list = el("ul", { class: "model-list" });
+    if (models.length === 0) list.append(el("li", { class: "muted" }, "No model yet. Bots need one to work on tasks."));
+    for (const m of models) {
+      const rm = button("Remove", { class: "ghost" }, async () => {
+        try {
+          await api.removeModel(m.id);
+          await render();
+        } catch (e) {
+          note.textContent = errorMessage(e);
+          note.className = "error";
+        }
+      });
+      list.append(el("li", { "data-model": m.id }, el("strong", {}, m.id), el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"}`), rm));
+    }
+    const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;
+    const kind = el("select", { id: "model-kind" }, el("option", { value: "anthropic" }, "Anthropic"), el("option", { value: "openai" }, "OpenAI"), el("option", { value: "openai-compatible" }, "OpenAI-compatible (Ollama, vLLM, LM Studio, OpenRouter, xAI)")) as HTMLSelectElement;
+    const model = el("input", { placeholder: "model, e.g. claude-sonnet-4-5", id: "model-name" }) as HTMLInputElement;
+    const url = el("input", { placeholder: "base URL (OpenAI-compatible only)", id: "model-url" }) as HTMLInputElement;
+    const key = el("input", { type: "password", placeholder: "API key (empty for a local server)", id: "model-key", autocomplete: "off" }) as HTMLInputElement;
+    const note = el("p", { class: "muted" }, "The key is kept in the system keyring, never in the data directory.");
+    const add = el("form", { class: "model-form" }, id, kind, model, url, key, el("button", { type: "submit", class: "primary" }, "Add model"), note);
+    add.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      try {
+        await api.addModel(id.value.trim(), kind.value, model.value.trim(), url.value.trim() || null, key.value || null);
+        key.value = "";
+        await render();
+      } catch (err) {
+        note.textContent = errorMessage(err);
+        note.className = "error";
+      }
+    });
+    box.replaceChildren(list, add);
+  };
+  await render();
+  return box;
 }
 
 function firstRun(report: DoctorReport) {
@@ -468,7 +509,7 @@ function firstRun(report: DoctorReport) {
     "Set up Botdesk",
     step(1, "Docker", docker?.ok ?? false, el("p", {}, docker?.detail ?? ""), ...(docker?.ok ? [] : [el("p", { class: "muted" }, `Fix: ${docker?.fix ?? ""}`)])),
     step(2, "The computer image", image?.ok ?? false, el("p", {}, image?.detail ?? ""), ...(image?.ok ? [] : [build, bar, stage])),
-    step(3, "A model", null, el("p", { class: "muted" }, "Model providers and keys come with the agent runtime; you can create bots and use their desktops now.")),
+    step(3, "A model", null, el("p", { class: "muted" }, "Add the model your bots will use (you can also do it later in Settings)."), button("Add a model…", { id: "first-run-model" }, () => openSettings())),
     el(
       "div",
       { class: "row" },

@@ -296,7 +296,12 @@ fn start_services(envs: &mut Vec<(String, String)>) -> Result<Services> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start gnome-keyring-daemon: {e}"))?;
-    drop(keyring.stdin.take()); // an empty password unlocks the new login keyring
+    // The password of the new login keyring: with an empty one gnome-keyring creates no default
+    // collection and every write fails.
+    if let Some(mut stdin) = keyring.stdin.take() {
+        use std::io::Write;
+        let _ = stdin.write_all(b"botdesk-tests");
+    }
     s.children.push(keyring);
     envs.push(("DBUS_SESSION_BUS_ADDRESS".into(), address));
     sleep(Duration::from_millis(500));

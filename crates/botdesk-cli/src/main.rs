@@ -35,6 +35,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: BotCmd,
     },
+    /// Model providers. Keys go to the OS keyring, read from stdin or a hidden prompt (never argv).
+    Model {
+        #[command(subcommand)]
+        cmd: ModelCmd,
+    },
     /// The computers bots run on.
     Computer {
         #[command(subcommand)]
@@ -168,6 +173,25 @@ enum ImageCmd {
 }
 
 #[derive(Subcommand)]
+enum ModelCmd {
+    /// Add a model provider: `echo $KEY | botdesk model add ID --kind anthropic --model NAME`.
+    Add {
+        id: String,
+        #[arg(long, value_parser = ["anthropic", "openai", "openai-compatible"])]
+        kind: String,
+        /// The model's name at the provider, e.g. claude-sonnet-4-5, gpt-4o, llama3.1.
+        #[arg(long)]
+        model: String,
+        /// For openai-compatible servers (Ollama, vLLM, LM Studio, OpenRouter, xAI), e.g. http://localhost:11434/v1.
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+    List,
+    /// Remove a model no bot uses (and its key from the keyring).
+    Rm { id: String },
+}
+
+#[derive(Subcommand)]
 enum BotCmd {
     Create {
         name: String,
@@ -251,6 +275,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// The API key: a hidden prompt on a terminal, else all of stdin (trimmed). Empty means none (fine
+/// for a local OpenAI-compatible server; the engine says when a key is required).
+fn read_key(id: &str) -> Result<Option<String>, EngineError> {
+    use std::io::{IsTerminal, Read};
+    let key = if std::io::stdin().is_terminal() {
+        rpassword::prompt_password(format!("API key for {id} (hidden; empty for none): ")).map_err(|e| EngineError::invalid(format!("cannot read the key: {e}")))?
+    } else {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map_err(|e| EngineError::invalid(format!("cannot read the key from stdin: {e}")))?;
+        s
+    };
+    let key = key.trim().to_string();
+    Ok((!key.is_empty()).then_some(key))
+}
+
 fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
     if json {
         println!("{value}");
@@ -301,6 +340,28 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
             let scope = ComputerScope::parse(&computer).expect("clap checked it");
             let bot = engine.create_bot(&name, scope, model.as_deref(), &instructions).await?;
             print(json, serde_json::to_value(&bot).unwrap(), || format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name));
+        }
+        Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url } } => {
+            let key = read_key(&id)?;
+            let m = engine.add_model(botdesk_engine::NewModel { id, kind, model, base_url }, key).await?;
+            print(json, json!({ "model": m }), || format!("added model {} ({} {}){}", m.id, m.kind, m.model, if m.has_key { ", key in the OS keyring" } else { ", no key" }));
+        }
+        Cmd::Model { cmd: ModelCmd::List } => {
+            let models = engine.list_models().await?;
+            print(json, json!({ "models": models }), || {
+                if models.is_empty() {
+                    return "no models yet: botdesk model add ID --kind anthropic --model NAME".into();
+                }
+                models
+                    .iter()
+                    .map(|m| format!("{:<20} {:<18} {:<28} {:<32} {}", m.id, m.kind, m.model, m.base_url.as_deref().unwrap_or("-"), if m.has_key { "key" } else { "no key" }))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Cmd::Model { cmd: ModelCmd::Rm { id } } => {
+            engine.remove_model(&id).await?;
+            print(json, json!({ "removed": id }), || format!("removed model {id}"));
         }
         Cmd::Bot { cmd: BotCmd::List } => {
             let bots = engine.list_bots().await?;

@@ -197,3 +197,41 @@ fn docker_down_is_one_clear_line_and_nothing_panics() {
     let out = data.cmd(&["bot", "list"]).env("DOCKER_HOST", &host).output().unwrap();
     assert!(out.status.success() && stdout(&out).contains("offline"));
 }
+
+#[test]
+fn model_add_reads_the_key_from_stdin_and_keeps_it_out_of_everything_printed() {
+    use std::io::Write;
+    let data = Data::new();
+    let key = format!("sk-cli-test-{}", std::process::id());
+    let mut child = data
+        .cmd(&["--json", "model", "add", "gpt", "--kind", "openai", "--model", "gpt-4o"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["model"]["id"].as_str(), v["model"]["has_key"].as_bool()), (Some("gpt"), Some(true)));
+    let listed = data.run(&["model", "list"]);
+    for o in [&out, &listed] {
+        let all = [o.stdout.clone(), o.stderr.clone()].concat();
+        assert!(!all.windows(key.len()).any(|w| w == key.as_bytes()), "the key was printed");
+    }
+    // No way to pass it on the command line.
+    assert!(!data.run(&["model", "add", "x", "--kind", "openai", "--model", "m", "--key", "sk"]).status.success());
+    // The app (an engine on the same data directory) reads it from the keyring.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    assert_eq!(rt.block_on(engine.model_key("gpt")).unwrap().as_deref(), Some(key.as_str()));
+    // A bot picks it; the database never holds the key.
+    assert!(data.run(&["bot", "create", "w", "--model", "gpt"]).status.success());
+    let db = std::fs::read(data.path().join("botdesk.db")).unwrap();
+    assert!(!db.windows(key.len()).any(|w| w == key.as_bytes()));
+    let e = data.run(&["model", "rm", "gpt"]);
+    assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("used by w"), "{}", String::from_utf8_lossy(&e.stderr));
+    assert!(data.run(&["bot", "rm", "w"]).status.success());
+    assert!(data.run(&["model", "rm", "gpt"]).status.success());
+}

@@ -5,6 +5,7 @@ mod desktop;
 mod doctor;
 mod error;
 mod leases;
+mod models;
 mod paths;
 mod settings;
 
@@ -17,6 +18,7 @@ pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
 pub use settings::Settings;
+pub use models::{ModelView, NewModel, KINDS as MODEL_KINDS};
 pub use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 
@@ -271,6 +273,9 @@ impl Engine {
 
     pub async fn create_bot(&self, name: &str, scope: ComputerScope, model: Option<&str>, instructions: &str) -> Result<BotView> {
         check_bot_name(name)?;
+        if let Some(m) = model {
+            self.inner.store.model(m).await?; // a bot names a model that exists
+        }
         let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind() };
         let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
         // A Team computer that is already up gets the new bot's folder now; otherwise on next start.

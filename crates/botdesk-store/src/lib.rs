@@ -3,6 +3,8 @@
 
 mod desktops;
 mod leases;
+mod models;
+pub use models::ModelRow;
 pub use desktops::Desktop;
 pub use leases::*;
 

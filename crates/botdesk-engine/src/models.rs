@@ -1,0 +1,125 @@
+//! Model providers and their keys. The provider's settings go to SQLite; its API key goes to the
+//! OS keyring (Secret Service on Linux) under ("botdesk", "model:<id>") and nowhere else: not the
+//! database, not logs, not activity, not the CLI's arguments or output.
+
+use serde::Serialize;
+
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+pub use botdesk_store::ModelRow as ModelView;
+
+/// The wire formats the agent speaks.
+pub const KINDS: &[&str] = &["anthropic", "openai", "openai-compatible"];
+
+const SERVICE: &str = "botdesk";
+
+fn keyring_err(e: impl std::fmt::Display) -> EngineError {
+    EngineError::new(ErrorCode::Internal, format!("the OS keyring failed: {e}. Is a Secret Service (e.g. gnome-keyring) running and unlocked?"))
+}
+
+/// One keyring operation, off the async runtime (the keyring API blocks).
+async fn with_entry<T: Send + 'static>(id: &str, f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static) -> Result<T> {
+    let user = format!("model:{id}");
+    tokio::task::spawn_blocking(move || {
+        let store = zbus_secret_service_keyring_store::Store::new().map_err(keyring_err)?;
+        let entry = keyring_core::Entry::new_in_store(&(store as std::sync::Arc<keyring_core::CredentialStore>), SERVICE, &user).map_err(keyring_err)?;
+        f(entry).map_err(keyring_err)
+    })
+    .await
+    .map_err(|e| EngineError::new(ErrorCode::Internal, format!("keyring task failed: {e}")))?
+}
+
+/// What a person asks for in `model add`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewModel {
+    pub id: String,
+    pub kind: String,
+    pub model: String,
+    pub base_url: Option<String>,
+}
+
+impl NewModel {
+    fn validate(&self, has_key: bool) -> Result<()> {
+        let id_ok = !self.id.is_empty() && self.id.len() <= 64 && self.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if !id_ok {
+            return Err(EngineError::invalid(format!("a model id is 1–64 letters, digits, '-', '_' or '.', not {:?}", self.id)));
+        }
+        if !KINDS.contains(&self.kind.as_str()) {
+            return Err(EngineError::invalid(format!("unknown kind {:?}: use anthropic, openai or openai-compatible", self.kind)));
+        }
+        if self.model.trim().is_empty() || self.model.len() > 200 {
+            return Err(EngineError::invalid("name the model, e.g. claude-sonnet-4-5 or gpt-4o"));
+        }
+        match &self.base_url {
+            Some(u) => {
+                if !(u.starts_with("http://") || u.starts_with("https://")) || u.contains(char::is_whitespace) {
+                    return Err(EngineError::invalid(format!("the base URL must be an http:// or https:// address, not {u:?}")));
+                }
+                let host = u.split("://").nth(1).unwrap_or("").split('/').next().unwrap_or("");
+                if host.contains('@') {
+                    return Err(EngineError::invalid("the base URL must not carry credentials; the key is asked for separately"));
+                }
+            }
+            None if self.kind == "openai-compatible" => return Err(EngineError::invalid("an OpenAI-compatible model needs --base-url (e.g. http://localhost:11434/v1)")),
+            None => {}
+        }
+        if !has_key && self.kind != "openai-compatible" {
+            return Err(EngineError::invalid(format!("an {} model needs an API key", self.kind)));
+        }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Adds a model provider; its key (if any) goes to the OS keyring only.
+    pub async fn add_model(&self, new: NewModel, key: Option<String>) -> Result<ModelView> {
+        let key = key.map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
+        new.validate(key.is_some())?;
+        if self.inner.store.model(&new.id).await.is_ok() {
+            return Err(EngineError::new(ErrorCode::Conflict, format!("a model named {:?} already exists", new.id)));
+        }
+        if let Some(k) = key.clone() {
+            with_entry(&new.id, move |e| e.set_password(&k)).await?;
+        }
+        let row = ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some() };
+        if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
+            if key.is_some() {
+                let _ = with_entry(&new.id, |e| e.delete_credential()).await; // undo: the row did not land
+            }
+            return Err(e.into());
+        }
+        Ok(row)
+    }
+
+    pub async fn list_models(&self) -> Result<Vec<ModelView>> {
+        Ok(self.inner.store.list_models().await?)
+    }
+
+    /// Removes a model no bot uses, and its key from the keyring.
+    pub async fn remove_model(&self, id: &str) -> Result<()> {
+        let m = self.inner.store.model(id).await?;
+        self.inner.store.remove_model(id).await?;
+        if m.has_key {
+            with_entry(id, |e| match e.delete_credential() {
+                Err(keyring_core::Error::NoEntry) => Ok(()),
+                other => other,
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The model's API key from the keyring (None for a keyless local server). For the agent's
+    /// model clients only; never print it.
+    pub async fn model_key(&self, id: &str) -> Result<Option<String>> {
+        let m = self.inner.store.model(id).await?;
+        if !m.has_key {
+            return Ok(None);
+        }
+        let id = m.id.clone();
+        match with_entry(&id, |e| e.get_password()).await {
+            Ok(k) => Ok(Some(k)),
+            Err(e) => Err(e.context(format!("reading the key of model {id:?}"))),
+        }
+    }
+}

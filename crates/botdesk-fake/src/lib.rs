@@ -166,7 +166,10 @@ impl SandboxProvider for FakeProvider {
         };
         if result.outcome == ExecOutcome::Exited {
             shell.background.detach_all();
-        } // else: dropping the JoinSet aborts every background task: the whole tree dies.
+        } else {
+            // The whole tree dies, and is gone before we answer (abort alone is asynchronous).
+            shell.background.shutdown().await;
+        }
         Ok(result)
     }
 

@@ -43,7 +43,7 @@ impl Store {
         sqlx::query_as!(ModelRow, r#"SELECT id AS "id!", kind, model, base_url, has_key AS "has_key: bool" FROM models WHERE id = ?1"#, id)
             .fetch_optional(&self.pool)
             .await?
-            .ok_or_else(|| StoreError::NotFound(format!("no model {id:?} (see `botdesk model list`)")))
+            .ok_or_else(|| StoreError::NotFound(format!("model {id:?} (see `botdesk model list`)")))
     }
 
     /// Removes a model no bot uses.
@@ -54,7 +54,7 @@ impl Store {
         }
         let done = sqlx::query!("DELETE FROM models WHERE id = ?1", id).execute(&self.pool).await?;
         if done.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("no model {id:?}")));
+            return Err(StoreError::NotFound(format!("model {id:?}")));
         }
         Ok(())
     }

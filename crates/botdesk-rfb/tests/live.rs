@@ -167,9 +167,22 @@ async fn frames_input_control_and_reconnect() {
     until("view-only after expiry", || s.state() == ConnState::Connected { control: false }).await;
 
     // The computer stops: the session says it is reconnecting; it comes back when the screen does.
+    // (Every state change is broadcast; watch them all, the reconnecting phase may be short.)
+    let mut states = s.subscribe();
     let comp = w.engine.list_computers().await.unwrap()[0].id.clone();
     w.engine.stop_computer(&comp).await.unwrap();
-    until("reconnecting", || matches!(s.state(), ConnState::Reconnecting { .. })).await;
+    let seen = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match states.recv().await {
+                Ok(Update::State(ConnState::Reconnecting { error, .. })) => return error,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("session updates ended: {e}"),
+            }
+        }
+    })
+    .await
+    .expect("the session never said it was reconnecting");
+    assert!(!seen.is_empty(), "a reconnecting state carries its reason");
     w.engine.open_desktop("v").await.unwrap();
     until("connected again", || s.state() == ConnState::Connected { control: false }).await;
     registry.lock().unwrap().clear();

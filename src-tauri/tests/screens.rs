@@ -33,17 +33,24 @@ impl Drop for Side {
 }
 
 const VIEWER: &str = "document.querySelector('.viewer.interactive')";
+/// The tab's viewer object (its canvas holds the screen scaled to fit; `screenW/H` is the screen).
+const VIEW: &str = "window.__botdesk.viewers.find((v) => v.el.classList.contains('interactive'))";
+
+/// JavaScript for the RGB of screen pixel (x, y) as the tab's canvas holds it.
+fn canvas_rgb_js(x: u32, y: u32) -> String {
+    format!("const v = {VIEW}, c = v.canvas; const p = c.getContext('2d').getImageData(Math.floor({x} * c.width / v.screenW), Math.floor({y} * c.height / v.screenH), 1, 1).data;")
+}
 
 /// The colour of framebuffer pixel (x, y) as the tab's canvas holds it.
 fn canvas_pixel(d: &Driver, x: u32, y: u32) -> String {
-    d.js(&format!("const c = {VIEWER}.querySelector('canvas'); const p = c.getContext('2d').getImageData({x}, {y}, 1, 1).data; return p[0] + ',' + p[1] + ',' + p[2];")).as_str().unwrap().to_string()
+    d.js(&format!("{} return p[0] + ',' + p[1] + ',' + p[2];", canvas_rgb_js(x, y))).as_str().unwrap().to_string()
 }
 
 /// Where framebuffer pixel (x, y) is on the X display (the window sits at 0,0 without a window manager).
 fn screen_point(d: &Driver, x: u32, y: u32) -> (i64, i64) {
     let v = d.js(&format!(
-        "const c = {VIEWER}.querySelector('canvas'); const r = c.getBoundingClientRect(); \
-         return [Math.round(r.left + ({x} + 0.5) * r.width / c.width), Math.round(r.top + ({y} + 0.5) * r.height / c.height)];"
+        "const v = {VIEW}, r = v.canvas.getBoundingClientRect(); \
+         return [Math.round(r.left + ({x} + 0.5) * r.width / v.screenW), Math.round(r.top + ({y} + 0.5) * r.height / v.screenH)];"
     ));
     (v[0].as_i64().unwrap(), v[1].as_i64().unwrap())
 }
@@ -73,8 +80,12 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // A known pattern on the bot's display: the root in one colour, an xterm in another.
     let (code, out) = side.sh("tester", &format!("DISPLAY=:{display} xsetroot -solid '#13579b' && (DISPLAY=:{display} setsid xterm -T pattern -bg '#f0a020' -geometry 40x12+800+450 >/dev/null 2>&1 &) && sleep 1"));
     assert_eq!(code, 0, "{out}");
-    d.wait_js("the root colour in the tab", &format!("const p = {VIEWER}.querySelector('canvas').getContext('2d').getImageData(300, 300, 1, 1).data; return p[0] === 0x13 && p[1] === 0x57 && p[2] === 0x9b"), Duration::from_secs(15));
-    d.wait_js("the xterm colour in the tab", &format!("const p = {VIEWER}.querySelector('canvas').getContext('2d').getImageData(900, 600, 1, 1).data; return p[0] === 0xf0 && p[1] === 0xa0 && p[2] === 0x20"), Duration::from_secs(15));
+    d.wait_js("the root colour in the tab", &format!("{} return p[0] === 0x13 && p[1] === 0x57 && p[2] === 0x9b", canvas_rgb_js(300, 300)), Duration::from_secs(15));
+    d.wait_js("the xterm colour in the tab", &format!("{} return p[0] === 0xf0 && p[1] === 0xa0 && p[2] === 0x20", canvas_rgb_js(900, 600)), Duration::from_secs(15));
+    // Scale to fit happens in the app: the canvas holds no more pixels than the tab shows.
+    let sizes = d.js(&format!("const v = {VIEW}, r = v.canvas.getBoundingClientRect(); return [v.canvas.width, Math.round(r.width * devicePixelRatio), v.screenW];"));
+    assert_eq!(sizes[0], sizes[1], "canvas pixels = on-screen pixels: {sizes}");
+    assert_eq!(sizes[2], 1280);
     assert_eq!(canvas_pixel(&d, 300, 300), "19,87,155");
     // And on the real screen: the pixels the person sees.
     std::thread::sleep(Duration::from_millis(300));

@@ -10,7 +10,7 @@ export type ConnState =
   | { state: "closed" };
 
 /** Counters the app tests and benchmarks read (window.__botdesk). */
-export const stats = { framesDrawn: 0, rectsDrawn: 0, pixelsDrawn: 0, lastDrawAt: 0 };
+export const stats = { framesDrawn: 0, rectsDrawn: 0, pixelsDrawn: 0, screensDrawn: 0, lastDrawAt: 0 };
 (window as any).__botdesk = { stats, viewers: [] as Viewer[] };
 
 export class Viewer {
@@ -24,6 +24,10 @@ export class Viewer {
    * current picture at once when it is shown again. */
   private hidden = false;
   private buttons = 0;
+  /** The bot's screen size (pointer coordinates); the canvas holds it scaled to fit. */
+  screenW = 1280;
+  screenH = 800;
+  private sentViewport = "";
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
   onState: (s: ConnState) => void = () => {};
@@ -61,8 +65,8 @@ export class Viewer {
       this.ws = null;
       this.canvas.width = this.canvas.height = 1; // frees the backing store
     } else {
-      this.canvas.width = 1280;
-      this.canvas.height = 800;
+      this.canvas.width = this.screenW;
+      this.canvas.height = this.screenH;
       this.connect();
     }
   }
@@ -78,6 +82,10 @@ export class Viewer {
     if (this.closed || this.hidden) return;
     const ws = new WebSocket(this.url);
     ws.binaryType = "arraybuffer";
+    ws.onopen = () => {
+      this.sentViewport = "";
+      this.fit();
+    };
     ws.onmessage = (m) => (typeof m.data === "string" ? this.onText(m.data) : this.onBinary(m.data as ArrayBuffer));
     // The app-side session reconnects to the computer by itself; this socket only drops when
     // the app's transport does, so try again shortly.
@@ -100,10 +108,15 @@ export class Viewer {
     const kind = v.getUint8(0);
     if (kind === 2) {
       const w = v.getUint16(1, true), h = v.getUint16(3, true);
+      const sw = v.getUint16(5, true), sh = v.getUint16(7, true);
+      if (sw && sh && (sw !== this.screenW || sh !== this.screenH)) {
+        this.screenW = sw;
+        this.screenH = sh;
+        this.fit();
+      }
       if (w && h && (w !== this.canvas.width || h !== this.canvas.height)) {
         this.canvas.width = w;
         this.canvas.height = h;
-        this.fit();
       }
     } else if (kind === 1) {
       const n = v.getUint16(1, true);
@@ -116,6 +129,7 @@ export class Viewer {
         off += len;
         stats.rectsDrawn++;
         stats.pixelsDrawn += w * h;
+        stats.screensDrawn += (w * h) / (this.canvas.width * this.canvas.height); // whole screens' worth
       }
       stats.framesDrawn++;
       stats.lastDrawAt = performance.now();
@@ -148,13 +162,20 @@ export class Viewer {
     this.canvas.tabIndex = this.interactive ? 0 : -1;
   }
 
-  /** Scale to fit, keeping the aspect ratio. */
+  /** Scale to fit, keeping the aspect ratio; the app then sends frames at that size (device
+   * pixels), so the webview never scales or carries more pixels than it shows. */
   private fit() {
     const r = this.el.getBoundingClientRect();
     if (!r.width || !r.height) return;
-    const s = Math.min(r.width / this.canvas.width, r.height / this.canvas.height);
-    this.canvas.style.width = `${Math.floor(this.canvas.width * s)}px`;
-    this.canvas.style.height = `${Math.floor(this.canvas.height * s)}px`;
+    const s = Math.min(r.width / this.screenW, r.height / this.screenH);
+    const cssW = Math.floor(this.screenW * s), cssH = Math.floor(this.screenH * s);
+    this.canvas.style.width = `${cssW}px`;
+    this.canvas.style.height = `${cssH}px`;
+    const vp = JSON.stringify({ t: "v", w: Math.round(cssW * devicePixelRatio), h: Math.round(cssH * devicePixelRatio) });
+    if (vp !== this.sentViewport && this.ws?.readyState === WebSocket.OPEN) {
+      this.sentViewport = vp;
+      this.ws.send(vp);
+    }
   }
 
   private send(msg: object) {
@@ -164,9 +185,9 @@ export class Viewer {
   /** Exact mapping from the scaled canvas back to framebuffer pixels. */
   private at(e: MouseEvent): [number, number] {
     const r = this.canvas.getBoundingClientRect();
-    const x = ((e.clientX - r.left) / r.width) * this.canvas.width;
-    const y = ((e.clientY - r.top) / r.height) * this.canvas.height;
-    return [Math.max(0, Math.min(this.canvas.width - 1, Math.floor(x))), Math.max(0, Math.min(this.canvas.height - 1, Math.floor(y)))];
+    const x = ((e.clientX - r.left) / r.width) * this.screenW;
+    const y = ((e.clientY - r.top) / r.height) * this.screenH;
+    return [Math.max(0, Math.min(this.screenW - 1, Math.floor(x))), Math.max(0, Math.min(this.screenH - 1, Math.floor(y)))];
   }
 
   private bindInput() {

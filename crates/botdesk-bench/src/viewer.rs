@@ -1,8 +1,9 @@
 //! Viewer figures: the real app (release build, under the bench's X display, driven through
 //! tauri-driver) against noVNC 1.3 (Debian's `novnc`) in headless Chromium, both on the same
 //! x11vnc transports of the same computer, in the same run.
-//!   * throughput: full 1280×800 frames drawn per second (pixels drawn ÷ screen area, so partial
-//!     updates count for their share) while a program on the bot's display repaints the whole
+//!   * throughput: whole screens drawn per second (pixels drawn ÷ the canvas's area, so partial
+//!     updates count for their share; the app draws at the tab's size, noVNC at full size and
+//!     lets the browser scale) while a program on the bot's display repaints the whole
 //!     screen from four server-side stripe pixmaps, ~200 times a second at most;
 //!   * input → pixel: a key press sent by the viewer until the viewer has drawn the echoed
 //!     character of an xterm (median of 30);
@@ -280,10 +281,10 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     // Throughput.
     let out = generate(&engine, &bots[0], displays[0], 9, "ours").await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let p1 = d.js("return window.__botdesk.stats.pixelsDrawn").as_f64().unwrap();
+    let p1 = d.js("return window.__botdesk.stats.screensDrawn").as_f64().unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let p2 = d.js("return window.__botdesk.stats.pixelsDrawn").as_f64().unwrap();
-    let fps_ours = (p2 - p1) / (1280.0 * 800.0) / 5.0;
+    let p2 = d.js("return window.__botdesk.stats.screensDrawn").as_f64().unwrap();
+    let fps_ours = (p2 - p1) / 5.0;
     let source_fps_ours = generated_fps(&engine, &bots[0], &out).await;
 
     // Input → pixel, in control of an xterm that echoes what is typed.

@@ -112,10 +112,9 @@ impl Drop for Session {
     }
 }
 
-/// After an update arrives, the session waits this long, then flushes dirty rectangles to the
-/// viewers and asks for the next incremental update (at most 125 per second). Exactly one request
-/// stays outstanding at the server, so an idle screen costs no traffic and no wake-ups.
-const TICK: Duration = Duration::from_millis(8);
+/// When an update has been decoded the session flushes it to the viewers and asks for the next
+/// incremental update at once; the request waits at the server until something changes, so an
+/// idle screen costs no traffic. A quiet second re-asks, in case an update came with no rectangles.
 const IDLE_REREQUEST: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -279,12 +278,10 @@ impl Task {
 
     /// Drives one connection until it ends: events, input and update requests from one loop.
     async fn drive(&mut self, client: &VncClient, control: bool) -> Ended {
-        // vnc-rs asked for the first full frame; the next request goes out one tick after the
-        // first event of each update.
-        let mut next: Option<tokio::time::Instant> = None;
+        // vnc-rs asked for the first full frame; each decoded update asks for the next one.
         loop {
             // Safety net: a quiet second re-asks too, in case an update came with no rectangles.
-            let due = tokio::time::sleep_until(next.unwrap_or_else(|| tokio::time::Instant::now() + IDLE_REREQUEST));
+            let due = tokio::time::sleep(IDLE_REREQUEST);
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return Ended::Stop,
@@ -321,12 +318,15 @@ impl Task {
                             }
                         }
                         self.flush();
-                        next.get_or_insert_with(|| tokio::time::Instant::now() + TICK);
+                        // Ask for the next update now: the server answers when something changes,
+                        // so the request waits there instead of the picture waiting here.
+                        if let Err(e) = client.input(X11Event::Refresh).await {
+                            return Ended::Lost(format!("requesting an update: {e}"));
+                        }
                     }
                     Err(e) => return Ended::Lost(format!("the screen connection ended: {e}")),
                 },
                 _ = due => {
-                    next = None;
                     self.flush();
                     if let Err(e) = client.input(X11Event::Refresh).await {
                         return Ended::Lost(format!("requesting an update: {e}"));

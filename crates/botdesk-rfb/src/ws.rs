@@ -6,12 +6,14 @@
 //! Server → viewer, binary (little-endian):
 //!   1 = rects:  [1][n: u16] then n × ([x][y][w][h]: u16 each, then w·h·4 bytes RGBA); a large
 //!               update comes as several of these, each at most ~256 KiB
-//!   2 = size:   [2][w: u16][h: u16]
+//!   2 = size:   [2][w][h][screen w][screen h]: u16 each; w×h is what frames are sent at (the
+//!               screen scaled down to the viewer's viewport, never up)
 //!   3 = cursor: [3][hot_x][hot_y][w][h] then w·h·4 bytes RGBA
 //! Server → viewer, text: `{"type":"state", "state": …}` (see `ConnState`) or
 //! `{"type":"clipboard","text":…}`.
 //! Viewer → server, text: `{"t":"p","x":..,"y":..,"b":mask}`, `{"t":"k","s":keysym,"d":down}`,
-//! `{"t":"c","text":..}` (clipboard), `{"t":"r"}` (full refresh). Anything else is ignored with a
+//! `{"t":"c","text":..}` (clipboard), `{"t":"r"}` (full refresh), `{"t":"v","w":..,"h":..}` (its
+//! size on screen in device pixels; pointer coordinates stay in screen pixels). Anything else is ignored with a
 //! log line; it never closes the session.
 
 use std::{collections::HashMap, sync::Arc};
@@ -56,6 +58,9 @@ enum ViewerMsg {
     Clipboard { text: String },
     #[serde(rename = "r")]
     Refresh,
+    /// The canvas's size on screen, in device pixels: frames come scaled to fit it.
+    #[serde(rename = "v")]
+    Viewport { w: u32, h: u32 },
 }
 
 impl FrameServer {
@@ -101,9 +106,13 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
     let (mut tx, mut rx) = ws.split();
     let mut updates = session.subscribe();
 
+    // Frames go at the viewer's on-screen size (scale to fit happens here, in Rust, so the
+    // webview handles a fraction of the bytes); full size until the viewer says.
+    let mut viewport: Option<(u32, u32)> = None;
+
     // First the whole picture: state, size, every pixel, cursor.
     let mut first = vec![state_msg(&Update::State(session.state()))];
-    first.extend(full_frame(&session));
+    first.extend(full_frame(&session, viewport));
     first.push(cursor_msg(&session));
     for m in first.into_iter().flatten() {
         if tx.send(m).await.is_err() {
@@ -114,12 +123,12 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
         tokio::select! {
             u = updates.recv() => {
                 let msgs = match u {
-                    Ok(Update::Rects(rects)) => rects_msgs(&session, &rects),
-                    Ok(Update::Resized(..)) => full_frame(&session),
+                    Ok(Update::Rects(rects)) => rects_msgs(&session, &rects, viewport),
+                    Ok(Update::Resized(..)) => full_frame(&session, viewport),
                     Ok(Update::Cursor) => vec![cursor_msg(&session)],
                     Ok(u @ (Update::State(_) | Update::Clipboard(_))) => vec![state_msg(&u)],
                     // This viewer fell behind: skip to the current picture.
-                    Err(broadcast::error::RecvError::Lagged(_)) => full_frame(&session),
+                    Err(broadcast::error::RecvError::Lagged(_)) => full_frame(&session, viewport),
                     Err(broadcast::error::RecvError::Closed) => return,
                 };
                 for m in msgs.into_iter().flatten() {
@@ -130,6 +139,17 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
             }
             m = rx.next() => match m {
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<ViewerMsg>(&t) {
+                    Ok(ViewerMsg::Viewport { w, h }) => {
+                        let v = Some((w.clamp(1, 16384), h.clamp(1, 16384)));
+                        if v != viewport {
+                            viewport = v;
+                            for m in full_frame(&session, viewport).into_iter().flatten() {
+                                if tx.send(m).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
                     Ok(msg) => {
                         session.send(to_input(msg));
                     }
@@ -149,6 +169,7 @@ fn to_input(m: ViewerMsg) -> Input {
         ViewerMsg::Key { s, d } => Input::Key { keysym: s, down: d },
         ViewerMsg::Clipboard { text } => Input::Clipboard(text),
         ViewerMsg::Refresh => Input::FullRefresh,
+        ViewerMsg::Viewport { .. } => unreachable!("handled by the connection"),
     }
 }
 
@@ -165,16 +186,31 @@ fn state_msg(u: &Update) -> Option<Message> {
     Some(Message::Text(v.to_string().into()))
 }
 
-fn full_frame(session: &Session) -> Vec<Option<Message>> {
+/// The size frames are sent at: the screen scaled down (never up) to fit the viewport.
+pub fn out_size(fb: (u16, u16), viewport: Option<(u32, u32)>) -> (u16, u16) {
+    let (w, h) = fb;
+    match viewport {
+        Some((vw, vh)) if w > 0 && h > 0 && (vw < w as u32 || vh < h as u32) => {
+            let s = (vw as f64 / w as f64).min(vh as f64 / h as f64);
+            (((w as f64 * s).round() as u16).max(1), ((h as f64 * s).round() as u16).max(1))
+        }
+        _ => (w, h),
+    }
+}
+
+/// Size message: [2][out w][out h][screen w][screen h], then every pixel.
+fn full_frame(session: &Session, viewport: Option<(u32, u32)>) -> Vec<Option<Message>> {
     let (w, h) = {
         let fb = session.shared.fb.lock().unwrap();
         (fb.width, fb.height)
     };
+    let (ow, oh) = out_size((w, h), viewport);
     let mut size = vec![2u8];
-    size.extend_from_slice(&w.to_le_bytes());
-    size.extend_from_slice(&h.to_le_bytes());
+    for v in [ow, oh, w, h] {
+        size.extend_from_slice(&v.to_le_bytes());
+    }
     let mut msgs = vec![Some(Message::Binary(size.into()))];
-    msgs.extend(rects_msgs(session, &[Rect { x: 0, y: 0, w, h }]));
+    msgs.extend(rects_msgs(session, &[Rect { x: 0, y: 0, w, h }], viewport));
     msgs
 }
 
@@ -182,12 +218,27 @@ fn full_frame(session: &Session) -> Vec<Option<Message>> {
 /// holds a whole-screen buffer per viewer (WebKit keeps WebSocket buffers around).
 const MAX_MESSAGE: usize = 256 * 1024;
 
-/// Messages with the current pixels of `rects` (clipped to the current size).
-pub fn rects_msgs(session: &Session, rects: &[Rect]) -> Vec<Option<Message>> {
+/// Messages with the current pixels of `rects` (clipped to the current size), scaled to the
+/// viewport: each changed rectangle becomes the rectangle of output pixels it touches, each
+/// output pixel the average of the screen pixels under it.
+pub fn rects_msgs(session: &Session, rects: &[Rect], viewport: Option<(u32, u32)>) -> Vec<Option<Message>> {
     let fb = session.shared.fb.lock().unwrap();
+    let (ow, oh) = out_size((fb.width, fb.height), viewport);
+    let scaled = (ow, oh) != (fb.width, fb.height);
+    let (fw, fh) = (fb.width as u32, fb.height as u32);
+    let to_out = |r: Rect| -> Rect {
+        if !scaled {
+            return r;
+        }
+        let x0 = r.x as u32 * ow as u32 / fw;
+        let y0 = r.y as u32 * oh as u32 / fh;
+        let x1 = ((r.x as u32 + r.w as u32) * ow as u32).div_ceil(fw).min(ow as u32);
+        let y1 = ((r.y as u32 + r.h as u32) * oh as u32).div_ceil(fh).min(oh as u32);
+        Rect { x: x0 as u16, y: y0 as u16, w: (x1 - x0).max(1) as u16, h: (y1 - y0).max(1) as u16 }
+    };
     // Cut every rectangle into bands of whole rows that fit a message.
     let mut bands = vec![];
-    for r in rects.iter().filter_map(|r| r.clip(fb.width, fb.height)) {
+    for r in rects.iter().filter_map(|r| r.clip(fb.width, fb.height)).map(to_out).filter_map(|r| r.clip(ow, oh)) {
         let rows = (MAX_MESSAGE / (r.w as usize * 4)).clamp(1, r.h as usize) as u16;
         let mut y = r.y;
         while y < r.y + r.h {
@@ -219,14 +270,44 @@ pub fn rects_msgs(session: &Session, rects: &[Rect]) -> Vec<Option<Message>> {
         for v in [r.x, r.y, r.w, r.h] {
             msg.extend_from_slice(&v.to_le_bytes());
         }
-        for row in 0..r.h as usize {
-            let at = (r.y as usize + row) * stride + r.x as usize * 4;
-            msg.extend_from_slice(&fb.pixels[at..at + r.w as usize * 4]);
+        if scaled {
+            scale_into(&mut msg, &fb, r, (ow, oh));
+        } else {
+            for row in 0..r.h as usize {
+                let at = (r.y as usize + row) * stride + r.x as usize * 4;
+                msg.extend_from_slice(&fb.pixels[at..at + r.w as usize * 4]);
+            }
         }
         n += 1;
     }
     finish(&mut msg, &mut n);
     out
+}
+
+/// Appends the output pixels of `r` (in output coordinates): box averages of the screen.
+fn scale_into(out: &mut Vec<u8>, fb: &crate::Framebuffer, r: Rect, (ow, oh): (u16, u16)) {
+    let (fw, fh) = (fb.width as usize, fb.height as usize);
+    let (ow, oh) = (ow as usize, oh as usize);
+    let stride = fw * 4;
+    for oy in r.y as usize..(r.y + r.h) as usize {
+        let sy0 = oy * fh / oh;
+        let sy1 = ((oy + 1) * fh / oh).max(sy0 + 1).min(fh);
+        for ox in r.x as usize..(r.x + r.w) as usize {
+            let sx0 = ox * fw / ow;
+            let sx1 = ((ox + 1) * fw / ow).max(sx0 + 1).min(fw);
+            let mut acc = [0u32; 3];
+            for sy in sy0..sy1 {
+                let row = &fb.pixels[sy * stride + sx0 * 4..sy * stride + sx1 * 4];
+                for px in row.chunks_exact(4) {
+                    acc[0] += px[0] as u32;
+                    acc[1] += px[1] as u32;
+                    acc[2] += px[2] as u32;
+                }
+            }
+            let n = ((sy1 - sy0) * (sx1 - sx0)) as u32;
+            out.extend_from_slice(&[(acc[0] / n) as u8, (acc[1] / n) as u8, (acc[2] / n) as u8, 255]);
+        }
+    }
 }
 
 fn cursor_msg(session: &Session) -> Option<Message> {
@@ -272,16 +353,39 @@ mod tests {
     #[tokio::test]
     async fn big_updates_go_in_bands_and_tiny_ones_in_one_message() {
         let s = session_with(1280, 800);
-        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1280, h: 800 }]).into_iter().flatten().collect();
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1280, h: 800 }], None).into_iter().flatten().collect();
         assert!(msgs.len() > 1);
         let rows: u32 = msgs.iter().flat_map(rects_of).map(|r| r.3 as u32).sum();
         assert_eq!(rows, 800, "every row once");
         assert!(msgs.iter().all(|m| m.len() <= 3 + 8 + MAX_MESSAGE));
         // A 1×1 rectangle (a cursor-sized change) is one small message, not an endless loop.
-        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1, h: 1 }, Rect { x: 5, y: 5, w: 2, h: 3 }]).into_iter().flatten().collect();
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1, h: 1 }, Rect { x: 5, y: 5, w: 2, h: 3 }], None).into_iter().flatten().collect();
         assert_eq!(msgs.len(), 1);
         assert_eq!(rects_of(&msgs[0]), vec![(0, 0, 1, 1), (5, 5, 2, 3)]);
         // Nothing left after clipping: no message.
-        assert!(rects_msgs(&s, &[Rect { x: 2000, y: 0, w: 5, h: 5 }]).is_empty());
+        assert!(rects_msgs(&s, &[Rect { x: 2000, y: 0, w: 5, h: 5 }], None).is_empty());
+    }
+
+    #[tokio::test]
+    async fn frames_scale_down_to_the_viewport_with_box_averages() {
+        assert_eq!(out_size((1280, 800), Some((640, 800))), (640, 400));
+        assert_eq!(out_size((1280, 800), Some((4000, 4000))), (1280, 800), "never up");
+        assert_eq!(out_size((1280, 800), None), (1280, 800));
+        let s = session_with(4, 2);
+        {
+            // Left half black, right half white; one grey pixel pair.
+            let mut fb = s.shared.fb.lock().unwrap();
+            let white = [255u8, 255, 255, 255].repeat(2);
+            fb.put(Rect { x: 2, y: 0, w: 2, h: 1 }, &white).unwrap();
+            fb.put(Rect { x: 2, y: 1, w: 2, h: 1 }, &white).unwrap();
+            fb.put(Rect { x: 0, y: 0, w: 1, h: 1 }, &[100, 100, 100, 255]).unwrap();
+        }
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 4, h: 2 }], Some((2, 1))).into_iter().flatten().collect();
+        let Message::Binary(b) = &msgs[0] else { panic!() };
+        assert_eq!(rects_of(&msgs[0]), vec![(0, 0, 2, 1)]);
+        assert_eq!(&b[11..19], &[25, 25, 25, 255, 255, 255, 255, 255], "averages of 2×2 boxes");
+        // A one-pixel change maps to the output pixel it falls in.
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 3, y: 1, w: 1, h: 1 }], Some((2, 1))).into_iter().flatten().collect();
+        assert_eq!(rects_of(&msgs[0]), vec![(1, 0, 1, 1)]);
     }
 }

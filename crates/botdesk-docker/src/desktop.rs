@@ -311,7 +311,19 @@ impl DockerProvider {
         Ok(DesktopInfo { display: slot, slot })
     }
 
+    pub(crate) async fn revoke_token_impl(&self, c: &ComputerRef, token: &str) -> Result<()> {
+        if let Err(e) = self.agent(c, json!({"op": "revoke", "display": 0, "token": token})).await {
+            tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");
+        }
+        self.display_script(c, &["revoke", token]).await
+    }
+
     pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32) -> Result<()> {
+        // Revoke first, through the gateway itself (milliseconds, where an exec can take a second
+        // under load): open connections drop within 0.25 s. `down` revokes again, then tears down.
+        if let Err(e) = self.agent(c, json!({"op": "revoke", "display": slot})).await {
+            tracing::warn!("revoking display {slot} through the gateway failed ({e}); the teardown revokes it");
+        }
         self.display_script(c, &["down", &slot.to_string()]).await
     }
 

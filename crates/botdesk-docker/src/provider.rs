@@ -422,7 +422,7 @@ impl SandboxProvider for DockerProvider {
         self.display_script(c, &["control", &slot.to_string(), token]).await
     }
     async fn revoke_token(&self, c: &ComputerRef, token: &str, _ctx: &CallCtx) -> Result<()> {
-        self.display_script(c, &["revoke", token]).await
+        self.revoke_token_impl(c, token).await
     }
     async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
         self.screen_impl(c, token, control).await

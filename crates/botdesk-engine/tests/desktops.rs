@@ -194,7 +194,8 @@ async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections(
             Ok(_) => continue,
         }
     };
-    assert!(dropped.duration_since(released) < Duration::from_secs(2), "dropped after {:?}", dropped.duration_since(released));
+    // (Measured from the release call: the gateway revokes first, the teardown follows.)
+    assert!(dropped.duration_since(released) < Duration::from_secs(1), "dropped after {:?}", dropped.duration_since(released));
     assert_eq!(gateway(db.port, &db.view_token).0, "ERR unknown or revoked token");
 }
 

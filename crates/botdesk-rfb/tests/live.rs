@@ -64,6 +64,19 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until the bot's pointer is at `at` (input sent through the viewer arrived).
+async fn pointer_reaches(e: &Engine, display: u32, at: (u32, u32), what: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let loc = sh(e, "v", &format!("DISPLAY=:{display} xdotool getmouselocation --shell")).await;
+        if loc.contains(&format!("X={}\n", at.0)) && loc.contains(&format!("Y={}\n", at.1)) {
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "{what} never arrived: {loc}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn pixel(s: &Session, x: usize, y: usize) -> [u8; 3] {
     let fb = s.shared.fb.lock().unwrap();
     let i = (y * fb.width as usize + x) * 4;
@@ -94,15 +107,7 @@ async fn frames_input_control_and_reconnect() {
     s.retarget();
     until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
     assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
-    let t = std::time::Instant::now();
-    loop {
-        let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
-        if loc.contains("X=300\n") && loc.contains("Y=301\n") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "control input never arrived: {loc}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    pointer_reaches(&w.engine, d.display, (300, 301), "control input").await;
 
     // The WebSocket transport serves the same pixels to a viewer with the secret, nobody else.
     let registry: Registry = Default::default();
@@ -143,15 +148,7 @@ async fn frames_input_control_and_reconnect() {
     // Bad input over the socket is ignored; good input still arrives.
     ws.send("not json".into()).await.unwrap();
     ws.send(r#"{"t":"p","x":12.4,"y":13.6,"b":0}"#.into()).await.unwrap();
-    let t = std::time::Instant::now();
-    loop {
-        let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
-        if loc.contains("X=12\n") && loc.contains("Y=14\n") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(10), "input over the WebSocket never arrived: {loc}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    pointer_reaches(&w.engine, d.display, (12, 14), "input over the WebSocket").await;
 
     // Release: the control transport is revoked, the session reconnects view-only by itself.
     w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished).await.unwrap();

@@ -10,7 +10,7 @@ export type ConnState =
   | { state: "closed" };
 
 /** Counters the app tests and benchmarks read (window.__botdesk). */
-export const stats = { framesDrawn: 0, rectsDrawn: 0, pixelsDrawn: 0, screensDrawn: 0, lastDrawAt: 0 };
+export const stats = { framesDrawn: 0, rectsDrawn: 0, screensDrawn: 0, lastDrawAt: 0 };
 (window as any).__botdesk = { stats, viewers: [] as Viewer[] };
 
 export class Viewer {
@@ -128,7 +128,6 @@ export class Viewer {
         if (w && h) this.ctx.putImageData(new ImageData(new Uint8ClampedArray(buf, off, len), w, h), x, y);
         off += len;
         stats.rectsDrawn++;
-        stats.pixelsDrawn += w * h;
         stats.screensDrawn += (w * h) / (this.canvas.width * this.canvas.height); // whole screens' worth
       }
       stats.framesDrawn++;

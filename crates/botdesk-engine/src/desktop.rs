@@ -23,6 +23,15 @@ pub struct ControlView {
     pub control_token: String,
 }
 
+/// A screen capability for a VNC client: the gateway's loopback port, a token, and whether it
+/// is a control token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScreenTarget {
+    pub port: u16,
+    pub token: String,
+    pub control: bool,
+}
+
 /// A new random capability token (128 bits, hex).
 pub fn new_token() -> String {
     botdesk_docker::desktop::new_token()
@@ -150,6 +159,17 @@ impl Engine {
             }
         };
         Ok(ControlView { lease, port: view.port, control_token: token })
+    }
+
+    /// Where a viewer of the bot's screen connects now: the control transport while the person
+    /// holds control of this bot, the view transport otherwise (the desktop opens if needed).
+    pub async fn screen_target(&self, bot: &str) -> Result<ScreenTarget> {
+        if self.control_of(bot).await?.is_some() {
+            let c = self.take_control_screen(bot).await?;
+            return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true });
+        }
+        let v = self.open_desktop(bot).await?;
+        Ok(ScreenTarget { port: v.port, token: v.view_token, control: false })
     }
 
     /// Revokes the control transport of the bot's screen (on release or expiry of control).

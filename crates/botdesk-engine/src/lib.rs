@@ -11,7 +11,7 @@ mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
-pub use desktop::{new_token, snapshot_text, ControlView, DesktopView};
+pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};

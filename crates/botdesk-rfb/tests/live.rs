@@ -40,12 +40,8 @@ fn resolver(engine: Engine, bot: &'static str) -> Resolve {
     Arc::new(move || {
         let engine = engine.clone();
         Box::pin(async move {
-            if engine.control_of(bot).await.map_err(|e| e.message)?.is_some() {
-                let c = engine.take_control_screen(bot).await.map_err(|e| e.message)?;
-                return Ok(Target { port: c.port, token: c.control_token, control: true });
-            }
-            let v = engine.open_desktop(bot).await.map_err(|e| e.message)?;
-            Ok(Target { port: v.port, token: v.view_token, control: false })
+            let t = engine.screen_target(bot).await.map_err(|e| e.message)?;
+            Ok(Target { port: t.port, token: t.token, control: t.control })
         })
     })
 }

@@ -1,0 +1,121 @@
+//! Anthropic Messages: request body and stream folding. Screenshots go inside the tool result.
+
+use serde_json::{json, Value};
+
+use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::sse::Event;
+
+pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
+    let tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})).collect();
+    json!({
+        "model": c.model,
+        "max_tokens": c.max_tokens,
+        "stream": true,
+        "system": req.system,
+        "tools": tools,
+        "messages": messages(req.messages),
+    })
+}
+
+/// Consecutive messages of one role are merged (the API wants them alternating).
+pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
+    let mut out: Vec<(Role, Vec<Value>)> = vec![];
+    for m in ms {
+        let mut content: Vec<Value> = m.blocks.iter().map(block).collect();
+        if content.is_empty() {
+            content.push(json!({"type": "text", "text": "(empty)"}));
+        }
+        match out.last_mut() {
+            Some((role, c)) if *role == m.role => c.extend(content),
+            _ => out.push((m.role, content)),
+        }
+    }
+    out.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect()
+}
+
+fn block(b: &Block) -> Value {
+    match b {
+        Block::Text(t) => json!({"type": "text", "text": t}),
+        Block::ToolCall(c) => json!({"type": "tool_use", "id": c.id, "name": c.name, "input": if c.input.is_object() { c.input.clone() } else { json!({}) }}),
+        Block::ToolResult(r) => {
+            let mut content = vec![json!({"type": "text", "text": r.text})];
+            if let Some(img) = &r.image {
+                content.push(json!({"type": "image", "source": {"type": "base64", "media_type": img.media_type, "data": img.base64()}}));
+            }
+            json!({"type": "tool_result", "tool_use_id": r.call_id, "is_error": r.is_error, "content": content})
+        }
+    }
+}
+
+enum Part {
+    Text(String),
+    Tool { id: String, name: String, json: String },
+}
+
+#[derive(Default)]
+pub(crate) struct Fold {
+    parts: Vec<Part>,
+    stop: Option<StopReason>,
+}
+
+impl FoldTrait for Fold {
+    fn event(&mut self, ev: &Event, on_text: &mut (dyn FnMut(&str) + Send)) -> Result<bool, Attempt> {
+        let data: Value = serde_json::from_str(&ev.data).map_err(|e| protocol(format!("bad event data ({e})")))?;
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or(ev.name.as_str());
+        match kind {
+            "content_block_start" => {
+                let b = &data["content_block"];
+                let part = match b["type"].as_str() {
+                    Some("tool_use") => Part::Tool { id: str_of(b, "id")?, name: str_of(b, "name")?, json: String::new() },
+                    _ => Part::Text(String::new()),
+                };
+                self.parts.push(part);
+            }
+            "content_block_delta" => {
+                let d = &data["delta"];
+                match (d["type"].as_str(), self.parts.last_mut()) {
+                    (Some("text_delta"), Some(Part::Text(t))) => {
+                        let piece = d["text"].as_str().unwrap_or("");
+                        t.push_str(piece);
+                        on_text(piece);
+                    }
+                    (Some("input_json_delta"), Some(Part::Tool { json, .. })) => json.push_str(d["partial_json"].as_str().unwrap_or("")),
+                    (Some("text_delta" | "input_json_delta"), _) => return Err(protocol("a delta arrived for a block that was not started")),
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                self.stop = data.pointer("/delta/stop_reason").and_then(Value::as_str).map(|s| match s {
+                    "end_turn" | "stop_sequence" => StopReason::EndTurn,
+                    "tool_use" => StopReason::ToolUse,
+                    "max_tokens" => StopReason::MaxTokens,
+                    _ => StopReason::Other,
+                });
+            }
+            "message_stop" => return Ok(true),
+            "error" => return Err(stream_error(&data)),
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Result<Turn, ModelError> {
+        let Some(stop) = self.stop else {
+            return Err(ModelError::Protocol("the stream ended before the message did".into()));
+        };
+        let mut text = String::new();
+        let mut calls = vec![];
+        for p in std::mem::take(&mut self.parts) {
+            match p {
+                Part::Text(t) => text.push_str(&t),
+                Part::Tool { id, name, json } => calls.push(ToolCall::new(id, name, json)),
+            }
+        }
+        Ok(Turn { text, calls, stop })
+    }
+}
+
+fn str_of(v: &Value, key: &str) -> Result<String, Attempt> {
+    v[key].as_str().map(str::to_string).ok_or_else(|| protocol(format!("a tool_use block without {key}")))
+}

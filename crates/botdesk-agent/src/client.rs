@@ -1,0 +1,314 @@
+//! One small streaming client for two wire formats: Anthropic Messages, and OpenAI chat
+//! completions (also any OpenAI-compatible base URL: Ollama, vLLM, LM Studio, OpenRouter, xAI).
+//! Retries 408/409/429/5xx with backoff, honouring Retry-After; stops at once when cancelled.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::conversation::{Message, ToolSpec, Turn};
+use crate::{anthropic, openai, sse};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    Anthropic,
+    OpenAi,
+}
+
+/// Which model to call and how. `key` is only ever put in a request header.
+#[derive(Clone)]
+pub struct ModelConfig {
+    pub wire: Wire,
+    pub model: String,
+    pub base_url: String,
+    pub key: Option<String>,
+    pub max_tokens: u32,
+    pub retry: Retry,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig").field("wire", &self.wire).field("model", &self.model).field("base_url", &self.base_url).field("key", &self.key.as_ref().map(|_| "[redacted]")).finish()
+    }
+}
+
+impl ModelConfig {
+    /// `kind` is `anthropic`, `openai` or `openai-compatible` (as stored by `model add`).
+    pub fn new(kind: &str, model: &str, base_url: Option<&str>, key: Option<String>) -> Result<Self, ModelError> {
+        let (wire, default_base) = match kind {
+            "anthropic" => (Wire::Anthropic, "https://api.anthropic.com"),
+            "openai" => (Wire::OpenAi, "https://api.openai.com/v1"),
+            "openai-compatible" => (Wire::OpenAi, ""),
+            other => return Err(ModelError::Config(format!("unknown model kind {other:?}"))),
+        };
+        let base_url = base_url.unwrap_or(default_base).trim_end_matches('/').to_string();
+        if base_url.is_empty() {
+            return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
+        }
+        Ok(Self { wire, model: model.into(), base_url, key, max_tokens: 4096, retry: Retry::default() })
+    }
+
+    fn endpoint(&self) -> String {
+        match self.wire {
+            Wire::Anthropic if self.base_url.ends_with("/v1") => format!("{}/messages", self.base_url),
+            Wire::Anthropic => format!("{}/v1/messages", self.base_url),
+            Wire::OpenAi => format!("{}/chat/completions", self.base_url),
+        }
+    }
+}
+
+/// Retries of 408, 409, 429 and 5xx answers and of connection failures.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub attempts: u32,
+    pub base: Duration,
+    pub max_wait: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Self { attempts: 5, base: Duration::from_millis(500), max_wait: Duration::from_secs(60) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelError {
+    #[error("the model provider refused the API key ({status}): {message}. Check the key in Settings → Models")]
+    BadKey { status: u16, message: String },
+    #[error("the model provider does not know the model {model:?}: {message}")]
+    UnknownModel { model: String, message: String },
+    #[error("the model {model:?} cannot read images, and a bot needs screenshots to use its desktop: {message}")]
+    NoImages { model: String, message: String },
+    #[error("the model provider is overloaded or failing ({status}) after {attempts} attempts: {message}")]
+    Unavailable { status: u16, attempts: u32, message: String },
+    #[error("the model provider could not be reached after {attempts} attempts: {message}")]
+    Network { attempts: u32, message: String },
+    #[error("the model provider rejected the request ({status}): {message}")]
+    Rejected { status: u16, message: String },
+    #[error("the model provider sent a reply Botdesk cannot read: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ModelError {
+    /// A stable code for front ends.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ModelError::BadKey { .. } => "MODEL_BAD_KEY",
+            ModelError::UnknownModel { .. } => "MODEL_UNKNOWN",
+            ModelError::NoImages { .. } => "MODEL_NO_IMAGES",
+            ModelError::Unavailable { .. } | ModelError::Network { .. } => "MODEL_UNAVAILABLE",
+            ModelError::Rejected { .. } | ModelError::Protocol(_) | ModelError::Config(_) => "MODEL_ERROR",
+            ModelError::Cancelled => "CANCELLED",
+        }
+    }
+}
+
+/// What one request asks for.
+pub struct Request<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+}
+
+pub struct ModelClient {
+    config: ModelConfig,
+    http: reqwest::Client,
+}
+
+/// One failed attempt: retry it (after `wait`, if the server said), or give up with this error.
+pub(crate) enum Attempt {
+    Retry { error: ModelError, wait: Option<Duration> },
+    Fatal(ModelError),
+}
+
+impl ModelClient {
+    pub fn new(config: ModelConfig) -> Result<Self, ModelError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(15))
+            .read_timeout(Duration::from_secs(300))
+            .build()
+            .map_err(|e| ModelError::Config(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self { config, http })
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Sends the conversation and streams the reply: `on_text` sees each piece of text as it
+    /// arrives. Retries transient failures before any text has been streamed.
+    pub async fn complete(&self, req: &Request<'_>, on_text: &mut (dyn FnMut(&str) + Send), cancel: &CancellationToken) -> Result<Turn, ModelError> {
+        let body = match self.config.wire {
+            Wire::Anthropic => anthropic::body(&self.config, req),
+            Wire::OpenAi => openai::body(&self.config, req),
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| ModelError::Protocol(e.to_string()))?;
+        let retry = self.config.retry;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut streamed = false;
+            let mut forward = |t: &str| {
+                streamed = true;
+                on_text(t)
+            };
+            let outcome = tokio::select! {
+                r = self.attempt(&body, &mut forward) => r,
+                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+            };
+            let (error, wait) = match outcome {
+                Ok(turn) => return Ok(turn),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry { error, wait }) => (error, wait),
+            };
+            if streamed || attempt >= retry.attempts {
+                return Err(match error {
+                    ModelError::Unavailable { status, message, .. } => ModelError::Unavailable { status, attempts: attempt, message },
+                    ModelError::Network { message, .. } => ModelError::Network { attempts: attempt, message },
+                    e => e,
+                });
+            }
+            let backoff = retry.base.saturating_mul(1 << (attempt - 1).min(10));
+            let wait = wait.unwrap_or(backoff).min(retry.max_wait);
+            tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, "model call failed, retrying: {error}");
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
+            }
+        }
+    }
+
+    async fn attempt(&self, body: &[u8], on_text: &mut (dyn FnMut(&str) + Send)) -> Result<Turn, Attempt> {
+        let c = &self.config;
+        let mut rb = self.http.post(c.endpoint()).header("content-type", "application/json").header("accept", "text/event-stream");
+        rb = match (c.wire, &c.key) {
+            (Wire::Anthropic, Some(k)) => rb.header("x-api-key", k),
+            (Wire::OpenAi, Some(k)) => rb.header("authorization", format!("Bearer {k}")),
+            (_, None) => rb,
+        };
+        if c.wire == Wire::Anthropic {
+            rb = rb.header("anthropic-version", "2023-06-01");
+        }
+        let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
+        let resp = rb.body(body.to_vec()).send().await.map_err(net)?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let wait = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
+            let text = resp.text().await.unwrap_or_default();
+            return Err(classify(status, &text, &c.model, wait));
+        }
+        let mut parser = sse::Parser::default();
+        let mut fold: Box<dyn Fold> = match c.wire {
+            Wire::Anthropic => Box::<anthropic::Fold>::default(),
+            Wire::OpenAi => Box::<openai::Fold>::default(),
+        };
+        let mut stream = resp.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(net)?;
+            for ev in parser.push(&chunk).map_err(|e| Attempt::Fatal(ModelError::Protocol(e)))? {
+                if fold.event(&ev, on_text)? {
+                    return fold.finish().map_err(Attempt::Fatal);
+                }
+            }
+        }
+        if let Some(ev) = parser.finish() {
+            fold.event(&ev, on_text)?;
+        }
+        fold.finish().map_err(Attempt::Fatal)
+    }
+}
+
+/// Folds a format's stream events into one turn.
+pub(crate) trait Fold: Send {
+    /// Returns true at the end of the stream.
+    fn event(&mut self, ev: &sse::Event, on_text: &mut (dyn FnMut(&str) + Send)) -> Result<bool, Attempt>;
+    fn finish(&mut self) -> Result<Turn, ModelError>;
+}
+
+pub(crate) fn protocol(what: impl std::fmt::Display) -> Attempt {
+    Attempt::Fatal(ModelError::Protocol(what.to_string()))
+}
+
+/// An error the server reported inside the stream (e.g. `overloaded_error`).
+pub(crate) fn stream_error(data: &serde_json::Value) -> Attempt {
+    let kind = data.pointer("/error/type").and_then(|v| v.as_str()).unwrap_or("");
+    let message = data.pointer("/error/message").and_then(|v| v.as_str()).unwrap_or("unknown error").to_string();
+    if matches!(kind, "overloaded_error" | "api_error" | "rate_limit_error" | "server_error") {
+        Attempt::Retry { error: ModelError::Unavailable { status: 529, attempts: 0, message }, wait: None }
+    } else {
+        Attempt::Fatal(ModelError::Rejected { status: 200, message: format!("{kind}: {message}") })
+    }
+}
+
+fn without_url(e: reqwest::Error) -> String {
+    let timeout = e.is_timeout();
+    let s = e.without_url().to_string();
+    if timeout { format!("timed out ({s})") } else { s }
+}
+
+fn server_message(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let msg = parsed.as_ref().and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")).or_else(|| v.get("error")).and_then(|m| m.as_str()).map(str::to_string));
+    let msg = msg.unwrap_or_else(|| body.trim().to_string());
+    let mut msg: String = msg.chars().take(500).collect();
+    if msg.is_empty() {
+        msg = "no details given".into();
+    }
+    msg
+}
+
+fn classify(status: u16, body: &str, model: &str, wait: Option<Duration>) -> Attempt {
+    let message = server_message(body);
+    let low = message.to_lowercase();
+    let model_missing = low.contains("model") && ["not found", "does not exist", "unknown", "not exist", "invalid model", "no such"].iter().any(|w| low.contains(w));
+    let no_images = low.contains("image") && ["not support", "does not support", "unsupported", "cannot", "can't", "vision", "multimodal"].iter().any(|w| low.contains(w));
+    match status {
+        401 | 403 => Attempt::Fatal(ModelError::BadKey { status, message }),
+        404 => Attempt::Fatal(ModelError::UnknownModel { model: model.into(), message }),
+        400 | 422 if no_images => Attempt::Fatal(ModelError::NoImages { model: model.into(), message }),
+        400 | 422 if model_missing => Attempt::Fatal(ModelError::UnknownModel { model: model.into(), message }),
+        408 | 409 | 429 | 500..=599 => Attempt::Retry { error: ModelError::Unavailable { status, attempts: 0, message }, wait },
+        _ => Attempt::Fatal(ModelError::Rejected { status, message }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fatal(a: Attempt) -> ModelError {
+        match a {
+            Attempt::Fatal(e) => e,
+            Attempt::Retry { error, .. } => panic!("expected a fatal error, got a retry of {error}"),
+        }
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        assert!(matches!(fatal(classify(401, r#"{"error":{"message":"invalid x-api-key"}}"#, "m", None)), ModelError::BadKey { .. }));
+        assert!(matches!(fatal(classify(404, r#"{"error":{"type":"not_found_error","message":"model: nope"}}"#, "nope", None)), ModelError::UnknownModel { .. }));
+        assert!(matches!(fatal(classify(400, r#"{"error":{"message":"The model `x` does not exist"}}"#, "x", None)), ModelError::UnknownModel { .. }));
+        assert!(matches!(fatal(classify(400, r#"{"error":{"message":"this model does not support image input"}}"#, "x", None)), ModelError::NoImages { .. }));
+        assert!(matches!(fatal(classify(400, "bad", "x", None)), ModelError::Rejected { status: 400, .. }));
+        for s in [408, 409, 429, 500, 503, 529] {
+            assert!(matches!(classify(s, "", "x", None), Attempt::Retry { .. }), "{s}");
+        }
+    }
+
+    #[test]
+    fn endpoints() {
+        let a = ModelConfig::new("anthropic", "m", None, None).unwrap();
+        assert_eq!(a.endpoint(), "https://api.anthropic.com/v1/messages");
+        let a = ModelConfig::new("anthropic", "m", Some("http://127.0.0.1:9/v1/"), None).unwrap();
+        assert_eq!(a.endpoint(), "http://127.0.0.1:9/v1/messages");
+        let o = ModelConfig::new("openai-compatible", "m", Some("http://localhost:11434/v1"), None).unwrap();
+        assert_eq!(o.endpoint(), "http://localhost:11434/v1/chat/completions");
+        assert!(ModelConfig::new("openai-compatible", "m", None, None).is_err());
+        assert!(!format!("{:?}", ModelConfig::new("openai", "m", None, Some("sk-secret-123".into())).unwrap()).contains("sk-secret"));
+    }
+}

@@ -1,0 +1,16 @@
+//! The agent runtime: model clients for two wire formats, the tools a bot sees, and the run loop.
+//! It knows neither Tauri nor Docker: the engine implements [`run::Host`] to carry tools out.
+
+mod anthropic;
+pub mod client;
+pub mod conversation;
+mod openai;
+pub mod run;
+pub mod scripted;
+mod sse;
+pub mod tools;
+
+pub use client::{ModelClient, ModelConfig, ModelError, Retry, Wire};
+pub use conversation::{Image, Message, ToolCall, ToolResult};
+pub use run::{run, system_prompt, Host, RunConfig, RunEnd, ToolOutput};
+pub use tools::Tool;

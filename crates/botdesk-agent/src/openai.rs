@@ -1,0 +1,130 @@
+//! OpenAI chat completions (and compatible servers): request body and stream folding.
+//! A tool message carries text only, so screenshots follow in a user message.
+
+use serde_json::{json, Value};
+
+use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::sse::Event;
+
+pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
+    let tools: Vec<Value> = req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})).collect();
+    let mut ms = vec![json!({"role": "system", "content": req.system})];
+    ms.extend(messages(req.messages));
+    json!({"model": c.model, "stream": true, "messages": ms, "tools": tools})
+}
+
+pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
+    let mut out = vec![];
+    for m in ms {
+        match m.role {
+            Role::Assistant => {
+                let text = m.text();
+                let calls: Vec<Value> = m.tool_calls().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}})).collect();
+                let mut v = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+                if !calls.is_empty() {
+                    v["tool_calls"] = Value::Array(calls);
+                }
+                out.push(v);
+            }
+            Role::User => {
+                let mut images = vec![];
+                let mut texts = vec![];
+                for b in &m.blocks {
+                    match b {
+                        Block::Text(t) => texts.push(t.clone()),
+                        Block::ToolResult(r) => {
+                            let content = if r.is_error { format!("Error: {}", r.text) } else { r.text.clone() };
+                            out.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": content}));
+                            if let Some(img) = &r.image {
+                                images.push(json!({"type": "text", "text": format!("The screenshot from tool call {}:", r.call_id)}));
+                                images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.base64())}}));
+                            }
+                        }
+                        Block::ToolCall(_) => {}
+                    }
+                }
+                if !images.is_empty() {
+                    out.push(json!({"role": "user", "content": images}));
+                }
+                if !texts.is_empty() {
+                    out.push(json!({"role": "user", "content": texts.join("\n")}));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Call {
+    id: String,
+    name: String,
+    args: String,
+}
+
+#[derive(Default)]
+pub(crate) struct Fold {
+    text: String,
+    calls: Vec<Call>,
+    stop: Option<StopReason>,
+}
+
+impl FoldTrait for Fold {
+    fn event(&mut self, ev: &Event, on_text: &mut (dyn FnMut(&str) + Send)) -> Result<bool, Attempt> {
+        if ev.data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        let data: Value = serde_json::from_str(&ev.data).map_err(|e| protocol(format!("bad chunk ({e})")))?;
+        if data.get("error").is_some() {
+            return Err(stream_error(&data));
+        }
+        let Some(choice) = data.pointer("/choices/0") else { return Ok(false) };
+        let delta = &choice["delta"];
+        if let Some(t) = delta["content"].as_str() {
+            self.text.push_str(t);
+            on_text(t);
+        }
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = tc["index"].as_u64().unwrap_or(self.calls.len().saturating_sub(1) as u64) as usize;
+            if index > 128 {
+                return Err(protocol("a tool call index beyond 128"));
+            }
+            while self.calls.len() <= index {
+                self.calls.push(Call::default());
+            }
+            let call = &mut self.calls[index];
+            if let Some(id) = tc["id"].as_str() {
+                call.id = id.to_string();
+            }
+            if let Some(n) = tc.pointer("/function/name").and_then(Value::as_str) {
+                call.name.push_str(n);
+            }
+            if let Some(a) = tc.pointer("/function/arguments").and_then(Value::as_str) {
+                call.args.push_str(a);
+            }
+        }
+        if let Some(r) = choice["finish_reason"].as_str() {
+            self.stop = Some(match r {
+                "stop" => StopReason::EndTurn,
+                "tool_calls" | "function_call" => StopReason::ToolUse,
+                "length" => StopReason::MaxTokens,
+                _ => StopReason::Other,
+            });
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Result<Turn, ModelError> {
+        let calls: Vec<ToolCall> = std::mem::take(&mut self.calls)
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall::new(if c.id.is_empty() { format!("call_{i}") } else { c.id }, c.name, c.args))
+            .collect();
+        if self.stop.is_none() && calls.is_empty() && self.text.is_empty() {
+            return Err(ModelError::Protocol("the stream ended without a reply".into()));
+        }
+        let stop = self.stop.unwrap_or(if calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse });
+        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop })
+    }
+}

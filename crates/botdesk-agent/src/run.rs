@@ -1,0 +1,118 @@
+//! The run loop: ask the model, carry out its tool calls through the host, repeat until the model
+//! answers without tools, the step limit is reached, or the run is cancelled. Bad tool calls are
+//! answered with an error the model can read and the loop goes on.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{ModelClient, ModelError, Request};
+use crate::conversation::{prune_images, Block, Image, Message, Role, ToolCall, ToolResult};
+use crate::tools::{self, Tool};
+
+/// What a tool gave back (the host's side).
+#[derive(Debug, Clone, Default)]
+pub struct ToolOutput {
+    pub text: String,
+    pub image: Option<Image>,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(text: impl Into<String>) -> Self {
+        Self { text: text.into(), ..Default::default() }
+    }
+    pub fn error(text: impl Into<String>) -> Self {
+        Self { text: text.into(), is_error: true, ..Default::default() }
+    }
+}
+
+/// Where the run's tools run and its events go. The engine implements it.
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// Carries out one checked tool call. Failures come back as `is_error` outputs.
+    async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput;
+    /// A piece of streamed assistant text (not persisted: the whole message follows).
+    fn text_delta(&self, text: &str);
+    /// The model's complete turn.
+    async fn assistant(&self, text: &str, calls: &[ToolCall]);
+    /// A tool call's result (already cut to the context limit).
+    async fn tool_result(&self, call: &ToolCall, result: &ToolResult);
+}
+
+pub struct RunConfig {
+    pub system: String,
+    /// Model calls allowed in one run.
+    pub max_steps: u32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// The model answered without calling a tool; its last text.
+    Completed(String),
+    Failed(String),
+    Cancelled,
+}
+
+/// Runs `task` after `history` (earlier messages of this bot's chat).
+pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history: Vec<Message>, task: &str, cancel: &CancellationToken) -> RunEnd {
+    let specs = tools::specs();
+    let mut messages = history;
+    messages.push(Message::user(task));
+    for _step in 0..cfg.max_steps {
+        if cancel.is_cancelled() {
+            return RunEnd::Cancelled;
+        }
+        prune_images(&mut messages);
+        let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
+        let turn = match client.complete(&req, &mut |t| host.text_delta(t), cancel).await {
+            Ok(t) => t,
+            Err(ModelError::Cancelled) => return RunEnd::Cancelled,
+            Err(e) => return RunEnd::Failed(e.to_string()),
+        };
+        host.assistant(&turn.text, &turn.calls).await;
+        let calls = turn.calls.clone();
+        let final_text = turn.text.clone();
+        messages.push(turn.into_message());
+        if calls.is_empty() {
+            return RunEnd::Completed(final_text);
+        }
+        let mut results = vec![];
+        for call in &calls {
+            if cancel.is_cancelled() {
+                // Every call gets an answer, so the conversation stays well formed for the next run.
+                results.push(Block::ToolResult(ToolResult::error(&call.id, "the run was stopped before this call")));
+                continue;
+            }
+            let out = match tools::parse(call) {
+                Ok(tool) => host.execute(&call.id, tool, cancel).await,
+                Err(why) => ToolOutput::error(why),
+            };
+            let mut result = if out.is_error { ToolResult::error(&call.id, out.text) } else { ToolResult::ok(&call.id, out.text) };
+            result.image = out.image;
+            host.tool_result(call, &result).await;
+            results.push(Block::ToolResult(result));
+        }
+        messages.push(Message { role: Role::User, blocks: results });
+    }
+    if cancel.is_cancelled() {
+        return RunEnd::Cancelled;
+    }
+    RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// The system prompt of a bot.
+pub fn system_prompt(bot: &str, instructions: &str, folder: &str, shared: bool) -> String {
+    let mut s = format!(
+        "You are {bot}, a bot with your own Linux computer: a desktop with a Chromium browser, a shell and a workspace folder.\n\
+         Your folder is {folder}; relative paths are resolved there.{}\n\
+         Use computer_observe to look at your screen and computer_act to click and type; browser_navigate, browser_snapshot and browser_act drive your browser by element refs; shell runs commands; read_file, write_file and list_files work on your files.\n\
+         If you need the person (a login, a captcha, a decision), call request_takeover and wait.\n\
+         When the task is done, answer with a short summary and no tool call.",
+        if shared { " shared/ is shared with the other bots of this computer; bots/ holds every bot's folder." } else { "" }
+    );
+    if !instructions.trim().is_empty() {
+        s.push_str("\n\nInstructions from the person:\n");
+        s.push_str(instructions.trim());
+    }
+    s
+}

@@ -1,0 +1,333 @@
+//! A scripted model server for tests: speaks Anthropic Messages (`POST /v1/messages`) and OpenAI
+//! chat completions (`POST /v1/chat/completions`) over HTTP on loopback, streams the replies of a
+//! script in small pieces, and records what it received so tests can check it. The real client
+//! code runs against it; no test needs a network model.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::client::Wire;
+
+/// A tool result as the server saw it, the same for both formats.
+#[derive(Debug, Clone)]
+pub struct SeenResult {
+    pub call_id: String,
+    pub text: String,
+    pub is_error: bool,
+    pub has_image: bool,
+}
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub wire: Wire,
+    pub at: Instant,
+    pub headers: HashMap<String, String>,
+    pub body: Value,
+    /// Results of the tool calls of the previous turn.
+    pub results: Vec<SeenResult>,
+    /// Images anywhere in the request.
+    pub images: usize,
+}
+
+impl Seen {
+    /// The result of the call with this id, or the only/first result.
+    pub fn result(&self, call_id: &str) -> Option<&SeenResult> {
+        self.results.iter().find(|r| r.call_id == call_id)
+    }
+    pub fn system(&self) -> String {
+        match self.wire {
+            Wire::Anthropic => self.body["system"].as_str().unwrap_or("").into(),
+            Wire::OpenAi => self.body["messages"][0]["content"].as_str().unwrap_or("").into(),
+        }
+    }
+}
+
+pub enum Reply {
+    /// Assistant text and tool calls `(name, raw arguments)`; ids are `call_<n>` in order.
+    Turn { text: String, calls: Vec<(String, String)> },
+    /// An HTTP error status, optionally with Retry-After (seconds).
+    Status { status: u16, retry_after: Option<u64>, body: String },
+    /// Computed from the request.
+    Func(Box<dyn Fn(&Seen) -> Reply + Send + Sync>),
+}
+
+impl Reply {
+    pub fn text(t: &str) -> Self {
+        Reply::Turn { text: t.into(), calls: vec![] }
+    }
+    pub fn call(name: &str, args: Value) -> Self {
+        Reply::Turn { text: String::new(), calls: vec![(name.into(), args.to_string())] }
+    }
+    pub fn raw_call(name: &str, raw: &str) -> Self {
+        Reply::Turn { text: String::new(), calls: vec![(name.into(), raw.into())] }
+    }
+}
+
+/// A check on the request, then the reply.
+pub struct Step {
+    pub check: Option<Box<dyn Fn(&Seen) -> Result<(), String> + Send + Sync>>,
+    pub reply: Reply,
+}
+
+impl Step {
+    pub fn reply(reply: Reply) -> Self {
+        Self { check: None, reply }
+    }
+    pub fn check(check: impl Fn(&Seen) -> Result<(), String> + Send + Sync + 'static, reply: Reply) -> Self {
+        Self { check: Some(Box::new(check)), reply }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    steps: std::collections::VecDeque<Step>,
+    seen: Vec<Seen>,
+    failures: Vec<String>,
+    calls: usize,
+}
+
+#[derive(Clone)]
+pub struct ScriptedServer {
+    port: u16,
+    state: Arc<Mutex<State>>,
+    task: Arc<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}
+
+impl ScriptedServer {
+    pub async fn start(steps: Vec<Step>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the scripted server");
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(Mutex::new(State { steps: steps.into(), ..Default::default() }));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let st = st.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = serve(sock, &st).await {
+                        st.lock().unwrap().failures.push(format!("serving a request failed: {e}"));
+                    }
+                });
+            }
+        });
+        Self { port, state, task: Arc::new(task) }
+    }
+
+    /// The base URL a model of this wire format is configured with.
+    pub fn base_url(&self, wire: Wire) -> String {
+        match wire {
+            Wire::Anthropic => format!("http://127.0.0.1:{}", self.port),
+            Wire::OpenAi => format!("http://127.0.0.1:{}/v1", self.port),
+        }
+    }
+
+    pub fn push(&self, step: Step) {
+        self.state.lock().unwrap().steps.push_back(step);
+    }
+
+    pub fn requests(&self) -> Vec<Seen> {
+        self.state.lock().unwrap().seen.clone()
+    }
+
+    /// Failed checks and unexpected requests.
+    pub fn failures(&self) -> Vec<String> {
+        self.state.lock().unwrap().failures.clone()
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.state.lock().unwrap().steps.len()
+    }
+}
+
+async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
+    let mut r = BufReader::new(sock);
+    let mut line = String::new();
+    r.read_line(&mut line).await?;
+    let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).await? == 0 || h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+    }
+    let len: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).await?;
+    let mut sock = r.into_inner();
+    let wire = match path.as_str() {
+        "/v1/messages" => Wire::Anthropic,
+        "/v1/chat/completions" => Wire::OpenAi,
+        other => {
+            state.lock().unwrap().failures.push(format!("request to an unknown path {other:?}"));
+            return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
+        }
+    };
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let seen = normalise(wire, headers, body);
+    let (reply, n) = {
+        let mut st = state.lock().unwrap();
+        st.seen.push(seen.clone());
+        st.calls += 1;
+        let n = st.calls;
+        match st.steps.pop_front() {
+            None => {
+                st.failures.push(format!("request {n} came after the script ended"));
+                (Reply::text("(the script has ended)"), n)
+            }
+            Some(step) => {
+                if let Some(check) = &step.check {
+                    if let Err(e) = check(&seen) {
+                        st.failures.push(format!("request {n}: {e}"));
+                    }
+                }
+                (step.reply, n)
+            }
+        }
+    };
+    let mut reply = reply;
+    while let Reply::Func(f) = reply {
+        reply = f(&seen);
+    }
+    match reply {
+        Reply::Status { status, retry_after, body } => respond(&mut sock, status, retry_after, &body).await,
+        Reply::Turn { text, calls } => {
+            sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+            let events = match wire {
+                Wire::Anthropic => anthropic_events(n, &text, &calls),
+                Wire::OpenAi => openai_events(n, &text, &calls),
+            };
+            for e in events {
+                sock.write_all(e.as_bytes()).await?;
+                sock.flush().await?;
+            }
+            sock.shutdown().await
+        }
+        Reply::Func(_) => unreachable!(),
+    }
+}
+
+async fn respond(sock: &mut TcpStream, status: u16, retry_after: Option<u64>, body: &str) -> std::io::Result<()> {
+    let mut head = format!("HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+    if let Some(s) = retry_after {
+        head.push_str(&format!("retry-after: {s}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).await?;
+    sock.write_all(body.as_bytes()).await?;
+    sock.shutdown().await
+}
+
+/// Splits text into pieces of a few characters, so deltas are exercised.
+fn pieces(s: &str) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    chars.chunks(7).map(|c| c.iter().collect()).collect()
+}
+
+fn anthropic_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<String> {
+    let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}))];
+    out.push(ev("ping", json!({"type": "ping"})));
+    let mut index = 0;
+    if !text.is_empty() {
+        out.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
+        for p in pieces(text) {
+            out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": p}})));
+        }
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    for (i, (name, raw)) in calls.iter().enumerate() {
+        out.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("call_{n}_{i}"), "name": name, "input": {}}})));
+        for p in pieces(raw) {
+            out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}})));
+        }
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 10}})));
+    out.push(ev("message_stop", json!({"type": "message_stop"})));
+    out
+}
+
+fn openai_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
+    let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
+    for p in pieces(text) {
+        out.push(chunk(json!({"content": p}), Value::Null));
+    }
+    for (i, (name, raw)) in calls.iter().enumerate() {
+        out.push(chunk(json!({"tool_calls": [{"index": i, "id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}), Value::Null));
+        for p in pieces(raw) {
+            out.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}), Value::Null));
+        }
+    }
+    out.push(chunk(json!({}), json!(if calls.is_empty() { "stop" } else { "tool_calls" })));
+    out.push("data: [DONE]\n\n".into());
+    out
+}
+
+fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    let mut results = vec![];
+    let mut images = 0;
+    match wire {
+        Wire::Anthropic => {
+            for m in &msgs {
+                for b in m["content"].as_array().into_iter().flatten() {
+                    if b["type"] == "tool_result" {
+                        images += b["content"].as_array().into_iter().flatten().filter(|c| c["type"] == "image").count();
+                    }
+                    images += usize::from(b["type"] == "image");
+                }
+            }
+            if let Some(last) = msgs.last().filter(|m| m["role"] == "user") {
+                for b in last["content"].as_array().into_iter().flatten().filter(|b| b["type"] == "tool_result") {
+                    let parts = b["content"].as_array().cloned().unwrap_or_default();
+                    results.push(SeenResult {
+                        call_id: b["tool_use_id"].as_str().unwrap_or("").into(),
+                        text: parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
+                        is_error: b["is_error"].as_bool().unwrap_or(false),
+                        has_image: parts.iter().any(|p| p["type"] == "image"),
+                    });
+                }
+            }
+        }
+        Wire::OpenAi => {
+            for m in &msgs {
+                images += m["content"].as_array().into_iter().flatten().filter(|c| c["type"] == "image_url").count();
+            }
+            let start = msgs.iter().rposition(|m| m["role"] == "assistant").map(|i| i + 1).unwrap_or(msgs.len());
+            let tail = &msgs[start..];
+            let shot_texts: Vec<String> = tail.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).filter_map(|c| c["text"].as_str().map(str::to_string)).collect();
+            for m in tail.iter().filter(|m| m["role"] == "tool") {
+                let id = m["tool_call_id"].as_str().unwrap_or("").to_string();
+                let content = m["content"].as_str().unwrap_or("");
+                results.push(SeenResult {
+                    has_image: shot_texts.iter().any(|t| t.contains(&format!("tool call {id}:"))),
+                    call_id: id,
+                    text: content.strip_prefix("Error: ").unwrap_or(content).into(),
+                    is_error: content.starts_with("Error: "),
+                });
+            }
+        }
+    }
+    Seen { wire, at: Instant::now(), headers, body, results, images }
+}

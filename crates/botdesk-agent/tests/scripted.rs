@@ -1,0 +1,248 @@
+//! The real clients and run loop against the scripted model server, in both wire formats.
+//! The host here is a small in-memory one: the engine's real host is tested in botdesk-engine.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
+use botdesk_agent::*;
+use bytes::Bytes;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Default)]
+struct MemHost {
+    executed: Mutex<Vec<Tool>>,
+    deltas: Mutex<String>,
+    assistant: Mutex<Vec<String>>,
+    results: Mutex<Vec<(String, ToolResult)>>,
+}
+
+#[async_trait]
+impl Host for MemHost {
+    async fn execute(&self, _id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
+        self.executed.lock().unwrap().push(tool.clone());
+        match tool {
+            Tool::Observe => ToolOutput { text: "1280x800".into(), image: Some(Image::png(Bytes::from_static(b"\x89PNG fake"))), is_error: false },
+            Tool::Shell { command, .. } if command == "sleep" => {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(30)) => ToolOutput::ok("slept"),
+                    _ = cancel.cancelled() => ToolOutput::error("exit code 130 (command aborted)"),
+                }
+            }
+            Tool::Shell { command, .. } if command == "big" => ToolOutput::ok("x".repeat(20_000)),
+            Tool::Shell { command, .. } => ToolOutput::ok(format!("exit 0\n{command}")),
+            other => ToolOutput::ok(format!("{other:?}")),
+        }
+    }
+    fn text_delta(&self, t: &str) {
+        self.deltas.lock().unwrap().push_str(t);
+    }
+    async fn assistant(&self, text: &str, _calls: &[ToolCall]) {
+        self.assistant.lock().unwrap().push(text.into());
+    }
+    async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {
+        self.results.lock().unwrap().push((call.name.clone(), r.clone()));
+    }
+}
+
+const KEY: &str = "sk-test-key-0123456789";
+
+fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
+    let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
+    let mut cfg = ModelConfig::new(kind, "scripted-1", Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
+    cfg.retry = Retry { attempts: 3, base: Duration::from_millis(50), max_wait: Duration::from_secs(5) };
+    ModelClient::new(cfg).unwrap()
+}
+
+fn cfg() -> RunConfig {
+    RunConfig { system: system_prompt("tester", "be brief", "bots/b1", true), max_steps: 20 }
+}
+
+fn expect_error(contains: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync {
+    move |s: &Seen| match s.results.first() {
+        Some(r) if r.is_error && r.text.contains(contains) => Ok(()),
+        other => Err(format!("expected an error result containing {contains:?}, got {other:?}")),
+    }
+}
+
+async fn both(f: impl AsyncFn(Wire)) {
+    for wire in [Wire::Anthropic, Wire::OpenAi] {
+        f(wire).await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_streams_calls_tools_and_places_screenshots_where_each_format_wants_them() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![
+            Step::check(
+                move |s| {
+                    let auth = if wire == Wire::Anthropic { s.headers.get("x-api-key").cloned() } else { s.headers.get("authorization").cloned() };
+                    let want = if wire == Wire::Anthropic { KEY.to_string() } else { format!("Bearer {KEY}") };
+                    if auth.as_deref() != Some(want.as_str()) {
+                        return Err(format!("bad auth header {auth:?}"));
+                    }
+                    if !s.system().contains("You are tester") || !s.system().contains("be brief") {
+                        return Err("system prompt missing".into());
+                    }
+                    let tools = s.body["tools"].as_array().map(|t| t.len());
+                    (tools == Some(13)).then_some(()).ok_or(format!("expected 13 tools, got {tools:?}"))
+                },
+                Reply::Turn { text: "Let me look at the screen first.".into(), calls: vec![("computer_observe".into(), "{}".into())] },
+            ),
+            Step::check(
+                move |s| {
+                    let r = s.results.first().ok_or("no tool result")?;
+                    if !r.has_image || r.text != "1280x800" || r.is_error {
+                        return Err(format!("bad observe result {r:?}"));
+                    }
+                    // Where the image sits: inside the tool result (Anthropic) or in a following user message.
+                    let msgs = s.body["messages"].as_array().unwrap();
+                    let last = msgs.last().unwrap();
+                    let ok = match wire {
+                        Wire::Anthropic => last["content"][0]["type"] == "tool_result" && last["content"][0]["content"][1]["type"] == "image",
+                        Wire::OpenAi => msgs[msgs.len() - 2]["role"] == "tool" && last["role"] == "user" && last["content"][1]["type"] == "image_url",
+                    };
+                    ok.then_some(()).ok_or(format!("screenshot misplaced: {last}"))
+                },
+                Reply::Turn { text: String::new(), calls: vec![("shell".into(), r#"{"command":"echo hi"}"#.into()), ("write_file".into(), r#"{"path":"a.txt","content":"é"}"#.into())] },
+            ),
+            Step::check(
+                |s| {
+                    let texts: Vec<&str> = s.results.iter().map(|r| r.text.as_str()).collect();
+                    (s.results.len() == 2 && texts[0].contains("echo hi") && !s.results[1].is_error).then_some(()).ok_or(format!("bad results {texts:?}"))
+                },
+                Reply::text("All done: wrote a.txt."),
+            ),
+        ])
+        .await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![Message::user("earlier"), Message::assistant("ok")], "do the thing", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("All done: wrote a.txt.".into()), "{wire:?}");
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
+        assert!(host.deltas.lock().unwrap().contains("Let me look at the screen first.All done: wrote a.txt."));
+        assert_eq!(host.executed.lock().unwrap().len(), 3);
+        assert_eq!(host.executed.lock().unwrap()[2], Tool::WriteFile { path: "a.txt".into(), content: "é".into() });
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn malformed_tool_calls_are_answered_with_errors_and_the_run_goes_on() {
+    both(async |wire| {
+        let batch: Vec<_> = (0..25).map(|i| json!({"type": "move", "x": i, "y": i})).collect();
+        let server = ScriptedServer::start(vec![
+            Step::reply(Reply::raw_call("shell", r#"{"command": "ls""#)),
+            Step::check(expect_error("not valid JSON"), Reply::call("summon_demon", json!({}))),
+            Step::check(expect_error("no tool named"), Reply::call("shell", json!({"command": ["ls"]}))),
+            Step::check(expect_error("invalid type"), Reply::call("computer_act", json!({ "actions": batch }))),
+            Step::check(expect_error("at most 24 actions"), Reply::call("shell", json!({"command": "big"}))),
+            Step::check(
+                |s| {
+                    let t = &s.results[0].text;
+                    (t.chars().count() < 12_100 && t.contains("[cut: showing the first 12000 of 20000 characters]")).then_some(()).ok_or(format!("not cut: {} chars", t.len()))
+                },
+                Reply::text("done"),
+            ),
+        ])
+        .await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "t", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("done".into()));
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
+        // Only the valid call reached the host.
+        assert_eq!(host.executed.lock().unwrap().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn only_the_two_latest_screenshots_stay_in_the_context() {
+    both(async |wire| {
+        let images = |n: usize| move |s: &Seen| (s.images == n).then_some(()).ok_or(format!("expected {n} images, got {}", s.images));
+        let server = ScriptedServer::start(vec![
+            Step::check(images(0), Reply::call("computer_observe", json!({}))),
+            Step::check(images(1), Reply::call("computer_observe", json!({}))),
+            Step::check(images(2), Reply::call("computer_observe", json!({}))),
+            Step::check(images(2), Reply::text("seen enough")),
+        ])
+        .await;
+        let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("seen enough".into()));
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn retries_honour_retry_after_and_give_up_with_a_clear_error() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![
+            Step::reply(Reply::Status { status: 429, retry_after: Some(1), body: r#"{"error":{"message":"slow down"}}"#.into() }),
+            Step::reply(Reply::Status { status: 503, retry_after: None, body: "".into() }),
+            Step::reply(Reply::text("finally")),
+        ])
+        .await;
+        let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("finally".into()));
+        let seen = server.requests();
+        assert_eq!(seen.len(), 3);
+        let waited = seen[1].at - seen[0].at;
+        assert!(waited >= Duration::from_millis(950), "Retry-After: 1 was not honoured ({waited:?})");
+
+        let server = ScriptedServer::start((0..3).map(|_| Step::reply(Reply::Status { status: 529, retry_after: None, body: r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#.into() })).collect()).await;
+        let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Failed("the model provider is overloaded or failing (529) after 3 attempts: Overloaded".into()));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_bad_key_an_unknown_model_and_a_model_without_images_are_named() {
+    both(async |wire| {
+        let cases = [
+            (401, r#"{"error":{"message":"invalid api key"}}"#, "refused the API key (401)"),
+            (404, r#"{"error":{"message":"model scripted-1 not found"}}"#, "does not know the model \"scripted-1\""),
+            (400, r#"{"error":{"message":"This model does not support image input."}}"#, "cannot read images"),
+        ];
+        for (status, body, want) in cases {
+            let server = ScriptedServer::start(vec![Step::reply(Reply::Status { status, retry_after: None, body: body.into() })]).await;
+            match run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await {
+                RunEnd::Failed(m) => {
+                    assert!(m.contains(want), "{m}");
+                    assert!(!m.contains(KEY));
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(server.requests().len(), 1, "a {status} is not retried");
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": "sleep"})))]).await;
+        let host = MemHost::default();
+        let cancel = CancellationToken::new();
+        let c = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            c.cancel();
+        });
+        let t = std::time::Instant::now();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "t", &cancel).await;
+        assert_eq!(end, RunEnd::Cancelled);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        assert!(host.results.lock().unwrap()[0].1.text.contains("130"));
+
+        let server = ScriptedServer::start((0..5).map(|_| Step::reply(Reply::call("list_files", json!({})))).collect()).await;
+        let end = run(&client(&server, wire), &MemHost::default(), &RunConfig { max_steps: 3, ..cfg() }, vec![], "t", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Failed("the bot reached its limit of 3 steps without finishing".into()));
+        assert_eq!(server.requests().len(), 3);
+    })
+    .await;
+}

@@ -100,6 +100,23 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ScreenCmd,
     },
+    /// Give a bot a task and follow it: text, tool calls and results stream as they happen
+    /// (`--json`: one JSON event per line). Exits 0 only when the run completes; Ctrl-C stops it.
+    Run { bot: String, task: String },
+    /// A bot's chat: tasks, replies, tool calls and their results.
+    Chat {
+        bot: String,
+        /// The latest N messages.
+        #[arg(long, default_value_t = 50)]
+        last: i64,
+    },
+    /// What a bot did on its computer (commands with exit codes and output tails, files written).
+    Activity {
+        bot: String,
+        /// Keep printing new entries.
+        #[arg(long)]
+        follow: bool,
+    },
     /// Diagnostics for the lease database.
     Lease {
         #[command(subcommand)]
@@ -460,6 +477,12 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(&engine, json, cmd).await?,
+        Cmd::Run { bot, task } => return run_task(&engine, json, &bot, &task).await,
+        Cmd::Chat { bot, last } => {
+            let items = engine.chat(&bot, last).await?;
+            print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
+        }
+        Cmd::Activity { bot, follow } => return activity(&engine, json, &bot, follow).await,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -632,4 +655,130 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
         }
     }
     Ok(())
+}
+
+fn chat_line(item: &botdesk_engine::ChatItem) -> String {
+    let mut out = format!("{}: {}", item.role, item.text);
+    for c in &item.calls {
+        out.push_str(&format!("\n  → {} {}", c.name, c.arguments));
+        if let Some(t) = &c.text {
+            out.push_str(&format!("\n    ← [{}] {}", c.status, t.lines().next().unwrap_or("")));
+        }
+    }
+    out
+}
+
+/// Runs a task and streams its events until it ends.
+async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<ExitCode, EngineError> {
+    let bot_id = engine.bot(bot).await?.id;
+    let mut events = engine.run_events();
+    let runner = engine.clone();
+    let (b, t) = (bot.to_string(), task.to_string());
+    let mut handle = tokio::spawn(async move { runner.run_task(&b, &t).await });
+    let mut names = std::collections::HashMap::new();
+    let mut stopping = false;
+    let finished = loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Ok(ev) if ev.bot() == bot_id => print_event(json, &ev, &mut names),
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => eprintln!("({n} events skipped)"),
+                Err(_) => {}
+            },
+            r = &mut handle => break r.map_err(|e| EngineError::new(botdesk_engine::ErrorCode::Internal, e.to_string()))??,
+            _ = tokio::signal::ctrl_c(), if !stopping => {
+                stopping = true;
+                eprintln!("stopping {bot}…");
+                engine.stop_bot(bot).await?;
+            }
+        }
+    };
+    while let Ok(ev) = events.try_recv() {
+        if ev.bot() == bot_id {
+            print_event(json, &ev, &mut names);
+        }
+    }
+    if !json {
+        match &finished.error {
+            Some(e) => eprintln!("\nrun {} {}: {e}", finished.id, finished.status),
+            None => eprintln!("\nrun {} {}", finished.id, finished.status),
+        }
+    }
+    Ok(match finished.status {
+        botdesk_engine::RunStatus::Completed => ExitCode::SUCCESS,
+        botdesk_engine::RunStatus::Cancelled => ExitCode::from(130),
+        _ => ExitCode::FAILURE,
+    })
+}
+
+fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::collections::HashMap<String, String>) {
+    use botdesk_engine::RunEvent as E;
+    use std::io::Write;
+    if json {
+        println!("{}", serde_json::to_string(ev).unwrap_or_default());
+        return;
+    }
+    match ev {
+        E::Delta { text, .. } => {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+        }
+        E::Message { item, .. } if item.role == "system" => println!("\n[{}]", item.text),
+        E::Message { item, .. } if item.role == "assistant" && !item.text.is_empty() => println!(),
+        E::Message { .. } => {}
+        E::Tool { call, .. } if call.status == "running" => {
+            names.insert(call.id.clone(), call.name.clone());
+            println!("→ {} {}", call.name, call.arguments);
+        }
+        E::Tool { call, .. } => {
+            let first = call.text.as_deref().unwrap_or("").lines().next().unwrap_or("").to_string();
+            let shot = call.image.as_deref().map(|i| format!(" (screenshot {i})")).unwrap_or_default();
+            println!("  ← {} {}: {first}{shot}", names.get(&call.id).map(String::as_str).unwrap_or(""), call.status);
+        }
+        E::Activity { .. } => {}
+        E::Status { status, error, .. } => {
+            if *status == botdesk_engine::RunStatus::WaitingTakeover {
+                println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));
+            }
+        }
+    }
+}
+
+fn activity_line(a: &botdesk_engine::ActivityRow) -> String {
+    let exit = a.exit_code.map(|c| format!(" exit {c}")).unwrap_or_default();
+    let mut line = format!("#{} {} {} [{}{exit}]", a.id, a.kind, a.target, a.status);
+    if !a.output_tail.is_empty() {
+        line.push('\n');
+        line.push_str(&a.output_tail.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n"));
+    }
+    line
+}
+
+/// Prints a bot's activity; with --follow keeps printing new and changed entries.
+async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Result<ExitCode, EngineError> {
+    let show = |a: &botdesk_engine::ActivityRow| if json { println!("{}", serde_json::to_string(a).unwrap_or_default()) } else { println!("{}", activity_line(a)) };
+    let mut open: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut after = 0;
+    loop {
+        for a in engine.activity(bot, after, 1000).await? {
+            after = a.id;
+            show(&a);
+            if a.status == "running" {
+                open.insert(a.id, a.status.clone());
+            }
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Entries still running are shown again when they end.
+        for (id, _) in open.clone() {
+            if let Some(a) = engine.activity(bot, id - 1, 1).await?.into_iter().next() {
+                if a.status != "running" {
+                    show(&a);
+                    open.remove(&id);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }

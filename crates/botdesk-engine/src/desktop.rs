@@ -45,7 +45,7 @@ impl Engine {
     }
 
     /// The bot's desktop, opened if needed (everything graphical goes through here once).
-    async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
+    pub(crate) async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
         let cref = self.ensure_running(computer).await?;
         let limit = self.screen_limit();
         let (d, _) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
@@ -188,7 +188,7 @@ impl Engine {
 }
 
 impl Engine {
-    async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
+    pub(crate) async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         let profile = browser::profile_name(&bot.id);
@@ -207,11 +207,58 @@ impl Engine {
         self.browser(bot, BrowserCommand::Snapshot).await
     }
 
+    /// Opens an http(s) URL or a workspace file on the bot's desktop, in the bot's own browser
+    /// (a file as a file:// page, so HTML, images, PDFs and text show there).
+    pub async fn open_path(&self, bot: &str, target: &str) -> Result<String> {
+        if target.contains("://") {
+            self.browser_navigate(bot, target).await?;
+            return Ok(format!("Opened {target} in your browser."));
+        }
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let path = self.resolve(&b, &computer, target)?;
+        let inside = path.in_computer();
+        let cref = self.ensure_running(&computer).await?;
+        let exists = ExecRequest::new(["test", "-e", inside.as_str()]).cwd(WorkspacePath::root());
+        if self.inner.provider.exec(&cref, exists, None, &CallCtx::for_bot(&b.id)).await?.code != 0 {
+            return Err(EngineError::new(ErrorCode::NotFound, format!("{target} does not exist")));
+        }
+        let url = format!("file://{}", inside.split('/').map(percent).collect::<Vec<_>>().join("/"));
+        self.browser(bot, BrowserCommand::Navigate { url }).await?;
+        Ok(format!("Opened {path} in your browser."))
+    }
+
+    /// Starts a graphical program on the bot's display and returns once it started.
+    pub async fn launch_app(&self, bot: &str, command: &str) -> Result<String> {
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let view = self.open_desktop_of(&b, &computer).await?;
+        let cref = ComputerRef { id: computer.id.clone() };
+        let script = r#"cmd="$1"; set -- $1; command -v "$1" >/dev/null 2>&1 || { echo "there is no program named $1 on this computer" >&2; exit 127; }; setsid -f sh -c "$cmd" >/dev/null 2>&1 </dev/null"#;
+        let folder = self.resolve(&b, &computer, "")?;
+        let req = ExecRequest::new(["sh", "-c", script, "sh", command])
+            .cwd(folder)
+            .env("DISPLAY", &format!(":{}", view.slot))
+            .timeout(std::time::Duration::from_secs(20));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let exit = self.inner.provider.exec(&cref, req, Some(tx), &CallCtx::for_bot(&b.id)).await?;
+        if exit.code != 0 {
+            let mut err = Vec::new();
+            while let Ok(o) = rx.try_recv() {
+                err.extend_from_slice(&o.data);
+            }
+            return Err(EngineError::invalid(String::from_utf8_lossy(&err).trim().to_string()));
+        }
+        Ok(format!("Started {command:?} on your desktop (display :{}).", view.slot))
+    }
+
     /// Click / fill / type by ref (at most 24); returns the new snapshot.
     pub async fn browser_act(&self, bot: &str, actions: &serde_json::Value) -> Result<serde_json::Value> {
         let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
         self.browser(bot, BrowserCommand::Act { actions }).await
     }
+}
+
+fn percent(segment: &str) -> String {
+    segment.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
 }
 
 /// The snapshot as text: `role "name" [eN]` lines after the page text.

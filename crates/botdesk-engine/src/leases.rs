@@ -167,6 +167,7 @@ impl Engine {
         let mut cancelled = vec![];
         for run in self.inner.store.active_runs(&bot).await? {
             if self.inner.store.transition_run(&run.id, run.status, RunStatus::Cancelled, now, None, Some("stopped by the person")).await.is_ok() {
+                self.cancel_local_run(&run.id);
                 cancelled.push(run.id);
             }
         }

@@ -7,6 +7,7 @@ mod error;
 mod leases;
 mod models;
 mod paths;
+mod runs;
 mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
@@ -17,9 +18,10 @@ pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use paths::DataDir;
+pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
 pub use settings::Settings;
 pub use models::{ModelView, NewModel, KINDS as MODEL_KINDS};
-pub use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
+pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 
 use botdesk_core::*;
@@ -164,6 +166,10 @@ pub(crate) struct Inner {
     /// skips the set-up; forgotten on release, when the computer is set up again, and when a call
     /// on the display fails.
     displays: std::sync::Mutex<HashSet<(ComputerId, u32, String)>>,
+    /// What happens in this process's runs.
+    run_events: tokio::sync::broadcast::Sender<runs::RunEvent>,
+    /// Runs of this process, to cancel them at once on Stop.
+    local_runs: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -210,6 +216,8 @@ impl Engine {
                 frames: Mutex::new(Default::default()),
                 ready: Mutex::new(HashSet::new()),
                 displays: Default::default(),
+                run_events: tokio::sync::broadcast::channel(4096).0,
+                local_runs: Default::default(),
             }),
         })
     }

@@ -1,9 +1,11 @@
 //! SQLite persistence (sqlx, WAL): workspaces, computers, bots. The engine is the only caller; this
 //! crate knows nothing of Docker. Time comes in as an argument (`now_ms`) so tests control it.
 
+mod chat;
 mod desktops;
 mod leases;
 mod models;
+pub use chat::{ActivityRow, MessageRow, ToolCallRow};
 pub use models::ModelRow;
 pub use desktops::Desktop;
 pub use leases::*;

@@ -1,0 +1,630 @@
+//! Runs: a task for a bot, carried out by the agent under the bot's execution lease. The run's
+//! messages, tool calls and activity are persisted (redacted) and broadcast as [`RunEvent`]s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
+use botdesk_core::{ImageFormat, Redactor, RunStatus, TakeoverResult};
+use botdesk_store::{ExecLease, Run};
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+/// Model calls one run may make.
+pub const MAX_STEPS: u32 = 60;
+/// Earlier chat messages given to the model with a new task.
+const HISTORY: i64 = 40;
+/// Activity keeps the last this many characters of a command's output.
+pub const OUTPUT_TAIL: usize = 16_000;
+
+/// A tool call in the chat. `status` is running, done or error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+    pub status: &'static str,
+    pub text: Option<String>,
+    /// A screenshot, relative to the data directory (`shots/…`).
+    pub image: Option<String>,
+    /// A file the bot attached (workspace path).
+    pub attachment: Option<String>,
+}
+
+/// One chat message: the person's task, the bot's reply (with its tool calls) or a note.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatItem {
+    pub id: i64,
+    pub run_id: String,
+    pub role: String,
+    pub text: String,
+    pub calls: Vec<ChatCall>,
+    pub created_at: i64,
+}
+
+/// What happens in runs, for front ends. `bot` is the bot id.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    Delta { bot: String, run_id: String, text: String },
+    Message { bot: String, item: ChatItem },
+    Tool { bot: String, run_id: String, call: ChatCall },
+    Activity { bot: String, entry: botdesk_store::ActivityRow },
+    Status { bot: String, run_id: String, status: RunStatus, error: Option<String> },
+}
+
+impl RunEvent {
+    pub fn bot(&self) -> &str {
+        match self {
+            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } => bot,
+        }
+    }
+}
+
+fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
+    let result: Option<serde_json::Value> = row.result.as_deref().and_then(|r| serde_json::from_str(r).ok());
+    let s = |k: &str| result.as_ref().and_then(|r| r[k].as_str()).map(str::to_string);
+    ChatCall {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        arguments: row.arguments.clone(),
+        status: if row.result.is_none() { "running" } else if row.is_error { "error" } else { "done" },
+        text: s("text"),
+        image: s("image"),
+        attachment: s("attachment"),
+    }
+}
+
+/// Run secrets: the model key and secret-looking variables of this process's environment.
+fn redactor(key: Option<&str>) -> Redactor {
+    let secret_name = |n: &str| {
+        let n = n.to_ascii_uppercase();
+        ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"].iter().any(|w| n.contains(w))
+    };
+    let env = std::env::vars().filter(|(k, _)| secret_name(k)).map(|(_, v)| v);
+    Redactor::new(key.map(str::to_string).into_iter().chain(env))
+}
+
+/// The last `n` characters of `s`.
+fn tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        return s.to_string();
+    }
+    s.chars().skip(count - n).collect()
+}
+
+impl Engine {
+    /// Follow every run of this process.
+    pub fn run_events(&self) -> tokio::sync::broadcast::Receiver<RunEvent> {
+        self.inner.run_events.subscribe()
+    }
+
+    fn emit(&self, ev: RunEvent) {
+        let _ = self.inner.run_events.send(ev);
+    }
+
+    /// Cancels a run of this process at once (its command gets exit 130). Runs of another process
+    /// see the `cancelled` status at their next check.
+    pub(crate) fn cancel_local_run(&self, run_id: &str) {
+        if let Some(t) = self.inner.local_runs.lock().unwrap().get(run_id) {
+            t.cancel();
+        }
+    }
+
+    /// A bot's chat, oldest first (the latest `limit` messages).
+    pub async fn chat(&self, bot: &str, limit: i64) -> Result<Vec<ChatItem>> {
+        let bot = self.inner.store.bot(bot).await?;
+        let rows = self.inner.store.messages_of(&bot.id, limit).await?;
+        let first = rows.first().map_or(i64::MAX, |m| m.id);
+        let calls = self.inner.store.tool_calls_of(&bot.id, first).await?;
+        Ok(rows
+            .into_iter()
+            .map(|m| {
+                let content: serde_json::Value = serde_json::from_str(&m.content).unwrap_or_default();
+                ChatItem {
+                    id: m.id,
+                    calls: calls.iter().filter(|c| c.message_id == m.id).map(call_view).collect(),
+                    run_id: m.run_id,
+                    role: m.role,
+                    text: content["text"].as_str().unwrap_or("").to_string(),
+                    created_at: m.created_at,
+                }
+            })
+            .collect())
+    }
+
+    /// A bot's activity entries after `after` (ids grow), oldest first.
+    pub async fn activity(&self, bot: &str, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
+        let bot = self.inner.store.bot(bot).await?;
+        Ok(self.inner.store.activity_of(&bot.id, after, limit).await?)
+    }
+
+    /// Starts a run in the background and returns its id (the app's Send).
+    pub async fn start_run(&self, bot: &str, task: &str) -> Result<String> {
+        let prepared = self.prepare_run(bot, task).await?;
+        let id = prepared.run.id.clone();
+        let engine = self.clone();
+        tokio::spawn(async move { engine.drive(prepared).await });
+        Ok(id)
+    }
+
+    /// Runs a task to its end and returns the finished run (the CLI's `run`).
+    pub async fn run_task(&self, bot: &str, task: &str) -> Result<Run> {
+        let prepared = self.prepare_run(bot, task).await?;
+        self.drive(prepared).await
+    }
+
+    /// Checks the bot's model and key, queues the run, takes the execution lease.
+    async fn prepare_run(&self, bot: &str, task: &str) -> Result<Prepared> {
+        if task.trim().is_empty() {
+            return Err(EngineError::invalid("the task is empty"));
+        }
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let model_id = bot.model.clone().ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
+        let m = self.inner.store.model(&model_id).await?;
+        let key = self.model_key(&model_id).await?;
+        let config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
+        let run = self.create_run(bot.id.as_str(), task).await?;
+        let (run, lease) = match self.lease_run(&run.id).await {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self.fail_queued_run(&run.id, &e.message).await;
+                return Err(e);
+            }
+        };
+        let run = self.begin_run(&run).await?;
+        let system = botdesk_agent::system_prompt(&bot.name, &bot.instructions, &crate::view(bot.clone(), &computer).folder, computer.scope == botdesk_core::ComputerScope::Team);
+        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()) })
+    }
+
+    async fn drive(&self, p: Prepared) -> Result<Run> {
+        let Prepared { client, run, lease, bot, system, redactor } = p;
+        let cancel = CancellationToken::new();
+        self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
+        let history: Vec<Message> = self
+            .inner
+            .store
+            .messages_of(&bot.id, HISTORY)
+            .await?
+            .into_iter()
+            .filter_map(|m| {
+                let text = serde_json::from_str::<serde_json::Value>(&m.content).ok()?["text"].as_str()?.to_string();
+                match m.role.as_str() {
+                    _ if text.is_empty() => None,
+                    "user" => Some(Message::user(text)),
+                    "assistant" => Some(Message::assistant(text)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default() };
+        host.message("user", &run.task).await;
+        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
+        let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
+        let cfg = RunConfig { system, max_steps: MAX_STEPS };
+        let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
+        watcher.abort();
+        self.inner.local_runs.lock().unwrap().remove(&run.id);
+        let (status, error) = match &end {
+            RunEnd::Completed(_) => (RunStatus::Completed, None),
+            RunEnd::Failed(why) => (RunStatus::Failed, Some(host.redactor.redact(why))),
+            RunEnd::Cancelled => {
+                let current = self.inner.store.run(&run.id).await?;
+                let why = current.error.unwrap_or_else(|| "stopped".into());
+                (RunStatus::Cancelled, Some(why))
+            }
+        };
+        let lease = host.lease.lock().await.clone();
+        let current = self.inner.store.run(&run.id).await?;
+        let finished = if current.status.is_terminal() {
+            let _ = self.inner.store.release_execution(&lease).await;
+            current
+        } else {
+            self.finish_run(&run, &lease, status, error.as_deref()).await?
+        };
+        if let Some(e) = &finished.error {
+            let note = match finished.status {
+                RunStatus::Cancelled => format!("Stopped: {e}"),
+                _ => format!("The run failed: {e}"),
+            };
+            host.message("system", &note).await;
+        }
+        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: finished.status, error: finished.error.clone() });
+        Ok(finished)
+    }
+}
+
+struct Prepared {
+    client: ModelClient,
+    run: Run,
+    lease: ExecLease,
+    bot: botdesk_store::Bot,
+    system: String,
+    redactor: Redactor,
+}
+
+/// Heartbeats the run's lease, and cancels the run when it was stopped (by this or another
+/// process) or its lease was lost.
+async fn watch(engine: Engine, run: Run, lease: Arc<tokio::sync::Mutex<ExecLease>>, cancel: CancellationToken) {
+    let beat = engine.policy().run_heartbeat.clamp(200, engine.policy().exec_ttl / 3);
+    let mut last_beat = engine.now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match engine.inner.store.run(&run.id).await {
+            Ok(r) if r.status.is_terminal() => return cancel.cancel(),
+            _ => {}
+        }
+        if engine.now() - last_beat >= beat {
+            let current = lease.lock().await.clone();
+            match engine.heartbeat_run(&run, &current).await {
+                Ok(renewed) => {
+                    *lease.lock().await = renewed;
+                    last_beat = engine.now();
+                }
+                Err(e) if e.code == ErrorCode::Stale => {
+                    tracing::warn!(run = %run.id, "the run lost its execution lease: {e}");
+                    return cancel.cancel();
+                }
+                Err(e) => tracing::warn!(run = %run.id, "heartbeat failed (will retry): {e}"),
+            }
+        }
+    }
+}
+
+struct RunHost {
+    engine: Engine,
+    bot: botdesk_store::Bot,
+    run: Run,
+    lease: Arc<tokio::sync::Mutex<ExecLease>>,
+    redactor: Redactor,
+    /// Calls whose result is stored.
+    finished: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+impl RunHost {
+    fn bot_id(&self) -> String {
+        self.bot.id.to_string()
+    }
+
+    async fn message(&self, role: &str, text: &str) -> i64 {
+        let text = self.redactor.redact(text);
+        let content = json!({ "text": text }).to_string();
+        let now = self.engine.now();
+        match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
+            Ok(id) => {
+                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now };
+                self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
+                id
+            }
+            Err(e) => {
+                tracing::error!(run = %self.run.id, "could not store a chat message: {e}");
+                0
+            }
+        }
+    }
+
+    /// Starts an activity entry; losing it never fails the tool.
+    async fn activity(&self, kind: &str, target: &str, status: &str) -> Option<i64> {
+        let target = self.redactor.redact(target);
+        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), kind, &target, status, self.engine.now()).await {
+            Ok(id) => {
+                self.push_activity(id).await;
+                Some(id)
+            }
+            Err(e) => {
+                tracing::warn!("activity entry lost: {e}");
+                None
+            }
+        }
+    }
+
+    async fn finish_activity(&self, id: Option<i64>, status: &str, exit: Option<i64>, output: &str) {
+        let Some(id) = id else { return };
+        let output = tail(&self.redactor.redact(output), OUTPUT_TAIL);
+        if let Err(e) = self.engine.inner.store.finish_activity(id, status, exit, &output, self.engine.now()).await {
+            tracing::warn!("activity update lost: {e}");
+        }
+        self.push_activity(id).await;
+    }
+
+    /// A one-line entry (write_file, attach_file, open_path, launch_app).
+    async fn line(&self, kind: &str, target: &str, result: &std::result::Result<String, String>) {
+        let id = self.activity(kind, target, "running").await;
+        match result {
+            Ok(detail) => self.finish_activity(id, "done", None, detail).await,
+            Err(e) => self.finish_activity(id, "error", None, e).await,
+        }
+    }
+
+    async fn push_activity(&self, id: i64) {
+        if let Ok(rows) = self.engine.inner.store.activity_of(&self.bot.id, id - 1, 1).await {
+            for entry in rows {
+                self.engine.emit(RunEvent::Activity { bot: self.bot_id(), entry });
+            }
+        }
+    }
+
+    fn err(&self, e: EngineError) -> ToolOutput {
+        let mut text = e.message;
+        if e.code == ErrorCode::MultiScreenUnavailable {
+            text.push_str(". Your shell and files still work.");
+        }
+        ToolOutput::error(text)
+    }
+
+    /// Saves a screenshot for the chat; returns its path relative to the data directory.
+    async fn save_shot(&self, call_id: &str, png: &[u8]) -> Option<String> {
+        let rel = format!("shots/{}/{}.png", self.run.id, sanitize(call_id));
+        let path = self.engine.data_dir().root().join(&rel);
+        tokio::fs::create_dir_all(path.parent()?).await.ok()?;
+        tokio::fs::write(&path, png).await.ok()?;
+        Some(rel)
+    }
+
+    async fn observe(&self) -> ToolOutput {
+        match self.engine.observe(self.bot.id.as_str(), ImageFormat::Png).await {
+            Ok(o) => {
+                let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
+                let mut text = format!("Screen {}x{}, cursor at ({}, {}){window}.", o.width, o.height, o.cursor.0, o.cursor.1);
+                if o.image.is_none() {
+                    text.push_str(" The screen has not changed since your last look (no new screenshot).");
+                }
+                ToolOutput { text, image: o.image.map(Image::png), is_error: false }
+            }
+            Err(e) => self.err(e),
+        }
+    }
+
+    async fn shell(&self, command: &str, cwd: Option<&str>, timeout_s: u64, cancel: &CancellationToken) -> ToolOutput {
+        let entry = self.activity("shell", command, "running").await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let argv = vec!["sh".into(), "-c".into(), command.into()];
+        let result = self.engine.exec(self.bot.id.as_str(), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone()).await;
+        let mut out = Vec::new();
+        while let Ok(o) = rx.try_recv() {
+            out.extend_from_slice(&o.data);
+        }
+        let output = self.redactor.redact(&String::from_utf8_lossy(&out));
+        match result {
+            Ok(exit) => {
+                let status = if exit.code == 0 { "done" } else { "failed" };
+                self.finish_activity(entry, status, Some(exit.code as i64), &output).await;
+                let note = exit.message.map(|m| format!(" ({m})")).unwrap_or_default();
+                let shown = if output.chars().count() > botdesk_agent::conversation::MAX_TOOL_TEXT - 200 {
+                    format!("[cut: showing the last 11800 of {} characters]\n{}", output.chars().count(), tail(&output, 11_800))
+                } else {
+                    output
+                };
+                let text = format!("exit code {}{note}\n{shown}", exit.code);
+                if exit.code == 0 { ToolOutput::ok(text) } else { ToolOutput::error(text) }
+            }
+            Err(e) => {
+                self.finish_activity(entry, "error", None, &e.message).await;
+                self.err(e)
+            }
+        }
+    }
+
+    async fn read_file(&self, path: &str) -> ToolOutput {
+        let max = botdesk_agent::tools::MAX_READ_BYTES;
+        match self.engine.files_read(self.bot.id.as_str(), path, max).await {
+            Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
+                Ok(text) => ToolOutput::ok(self.redactor.redact(&text)),
+                Err(_) => ToolOutput::error(format!("{path} is not UTF-8 text; read_file only returns text. Use shell (e.g. `file`, `xxd | head`) to look at binary files")),
+            },
+            Err(e) if e.code == ErrorCode::TooLarge => {
+                ToolOutput::error(format!("{}. read_file returns at most {max} bytes; use shell (e.g. `head -c`, `grep`, `sed -n`) to read parts of it", e.message))
+            }
+            Err(e) => self.err(e),
+        }
+    }
+
+    async fn attach(&self, path: &str) -> std::result::Result<(String, u64), String> {
+        let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
+            Some((p, n)) => (if p.is_empty() { "/" } else { p }, n),
+            None => (".", path),
+        };
+        let (dir, entries) = self.engine.files_list(self.bot.id.as_str(), parent).await.map_err(|e| e.message)?;
+        let file = entries.into_iter().find(|e| e.path.file_name() == Some(name)).ok_or_else(|| format!("{path} does not exist"))?;
+        if file.kind != botdesk_core::FileKind::File {
+            return Err(format!("{path} is not a file"));
+        }
+        let full = if dir.is_empty() || dir == "." { name.to_string() } else { format!("{}/{name}", dir.trim_end_matches('/')) };
+        Ok((full, file.size))
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[async_trait]
+impl Host for RunHost {
+    async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
+        let bot = self.bot.id.as_str();
+        let e = &self.engine;
+        let mut out = match tool {
+            Tool::Observe => self.observe().await,
+            Tool::Act { actions, settle_ms } => match e.act(bot, &actions, settle_ms).await {
+                Ok(n) => {
+                    let mut o = self.observe().await;
+                    o.text = format!("Did {n} action{}. {}", if n == 1 { "" } else { "s" }, o.text);
+                    o
+                }
+                Err(err) => self.err(err),
+            },
+            Tool::Shell { command, cwd, timeout_s } => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
+            Tool::ListFiles { path } => match e.files_list(bot, &path).await {
+                Ok((dir, entries)) => {
+                    let mut text = format!("{dir}:\n");
+                    for f in &entries {
+                        let name = f.path.file_name().unwrap_or(".");
+                        match f.kind {
+                            botdesk_core::FileKind::Dir => text.push_str(&format!("{name}/\n")),
+                            _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
+                        }
+                    }
+                    if entries.is_empty() {
+                        text.push_str("(empty)\n");
+                    }
+                    ToolOutput::ok(text)
+                }
+                Err(err) => self.err(err),
+            },
+            Tool::ReadFile { path } => self.read_file(&path).await,
+            Tool::WriteFile { path, content } => {
+                let size = content.len();
+                let r = e.files_write(bot, &path, bytes::Bytes::from(content), false).await.map_err(|err| err.message);
+                self.line("write_file", &path, &r.as_ref().map(|p| format!("{size} bytes written to {p}")).map_err(Clone::clone)).await;
+                match r {
+                    Ok(p) => ToolOutput::ok(format!("Wrote {size} bytes to {p}.")),
+                    Err(m) => ToolOutput::error(m),
+                }
+            }
+            Tool::AttachFile { path, note } => {
+                let r = self.attach(&path).await;
+                self.line("attach_file", &path, &r.as_ref().map(|(p, s)| format!("{p} ({s} bytes) attached")).map_err(Clone::clone)).await;
+                match r {
+                    Ok((p, size)) => {
+                        let mut o = ToolOutput::ok(format!("Attached {p} ({size} bytes) to the chat."));
+                        if let Some(n) = note {
+                            o.text.push_str(&format!(" Note: {n}"));
+                        }
+                        return self.finish(call_id, o, None, Some(p)).await;
+                    }
+                    Err(m) => ToolOutput::error(m),
+                }
+            }
+            Tool::OpenPath { target } => {
+                let r = e.open_path(bot, &target).await.map_err(|err| err.message);
+                self.line("open_path", &target, &r).await;
+                match r {
+                    Ok(m) => ToolOutput::ok(m),
+                    Err(m) => ToolOutput::error(m),
+                }
+            }
+            Tool::LaunchApp { command } => {
+                let r = e.launch_app(bot, &command).await.map_err(|err| err.message);
+                self.line("launch_app", &command, &r).await;
+                match r {
+                    Ok(m) => ToolOutput::ok(m),
+                    Err(m) => ToolOutput::error(m),
+                }
+            }
+            Tool::RequestTakeover { reason } => self.takeover(&reason, cancel).await,
+            Tool::BrowserNavigate { url } => match e.browser_navigate(bot, &url).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+            Tool::BrowserSnapshot => match e.browser_snapshot(bot).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+            Tool::BrowserAct { actions } => match e.browser_act(bot, &actions).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+        };
+        out.text = self.redactor.redact(&out.text);
+        let shot = match &out.image {
+            Some(img) => self.save_shot(call_id, &img.data).await,
+            None => None,
+        };
+        self.finish(call_id, out, shot, None).await
+    }
+
+    fn text_delta(&self, text: &str) {
+        self.engine.emit(RunEvent::Delta { bot: self.bot_id(), run_id: self.run.id.clone(), text: self.redactor.redact(text) });
+    }
+
+    async fn assistant(&self, text: &str, calls: &[ToolCall]) {
+        let id = self.message("assistant", text).await;
+        for c in calls {
+            let args = self.redactor.redact(&c.raw);
+            let cid = format!("{}:{}", self.run.id, c.id);
+            if let Err(e) = self.engine.inner.store.add_tool_call(&cid, &self.run.id, id, &c.name, &args, self.engine.now()).await {
+                tracing::error!("could not store a tool call: {e}");
+            }
+            let call = ChatCall { id: cid, name: c.name.clone(), arguments: args, status: "running", text: None, image: None, attachment: None };
+            self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
+        }
+    }
+
+    async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {
+        // Results the host produced were stored by `finish`; calls refused before reaching the host
+        // (malformed, unknown tool) are stored here.
+        if !self.finished.lock().unwrap().contains(&call.id) {
+            let out = ToolOutput { text: self.redactor.redact(&r.text), image: None, is_error: r.is_error };
+            self.finish(&call.id, out, None, None).await;
+        }
+    }
+}
+
+impl RunHost {
+    /// Stores and broadcasts a tool call's result, and hands it back for the model.
+    async fn finish(&self, call_id: &str, out: ToolOutput, image: Option<String>, attachment: Option<String>) -> ToolOutput {
+        self.finished.lock().unwrap().insert(call_id.to_string());
+        let cid = format!("{}:{}", self.run.id, call_id);
+        let mut result = json!({ "text": out.text });
+        if let Some(i) = &image {
+            result["image"] = json!(i);
+        }
+        if let Some(a) = &attachment {
+            result["attachment"] = json!(a);
+        }
+        if let Err(e) = self.engine.inner.store.finish_tool_call(&cid, &result.to_string(), out.is_error, self.engine.now()).await {
+            tracing::error!("could not store a tool result: {e}");
+        }
+        let call = ChatCall {
+            id: cid,
+            name: String::new(),
+            arguments: String::new(),
+            status: if out.is_error { "error" } else { "done" },
+            text: Some(out.text.clone()),
+            image,
+            attachment,
+        };
+        self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
+        out
+    }
+
+    /// The run waits for the person: status waiting_takeover until they release (finished or
+    /// skipped), control expires (skipped) or the run is stopped.
+    async fn takeover(&self, reason: &str, cancel: &CancellationToken) -> ToolOutput {
+        let lease = self.lease.lock().await.clone();
+        let run = match self.engine.inner.store.run(&self.run.id).await {
+            Ok(r) => r,
+            Err(e) => return ToolOutput::error(e.to_string()),
+        };
+        match self.engine.wait_for_takeover(&run, &lease).await {
+            Ok((_, renewed)) => *self.lease.lock().await = renewed,
+            Err(e) => return self.err(e),
+        }
+        self.message("system", &format!("The bot needs you: {reason}")).await;
+        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some(self.redactor.redact(reason)) });
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = cancel.cancelled() => return ToolOutput::error("the run was stopped while waiting for the person"),
+            }
+            match self.engine.inner.store.run(&self.run.id).await {
+                Ok(r) if r.status == RunStatus::WaitingTakeover => continue,
+                Ok(r) if r.status == RunStatus::Running => {
+                    self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::Running, error: None });
+                    return match r.takeover_result.unwrap_or(TakeoverResult::Skipped) {
+                        TakeoverResult::Finished => ToolOutput::ok("finished: the person did what you asked and handed the screen back. Look at the screen again before going on."),
+                        TakeoverResult::Skipped => ToolOutput::ok("skipped: the person handed the screen back without doing it. Find another way or explain what is missing."),
+                    };
+                }
+                Ok(r) => return ToolOutput::error(format!("the run is {} now", r.status)),
+                Err(e) => tracing::warn!("reading the run while waiting: {e}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Runs end to end: the real model clients against the scripted model server (both wire
+//! formats), the real Docker engine, real SQLite and the real keyring. Two bots on one Team
+//! computer work at the same time, each on its own display with its own browser profile.
+
+use std::time::{Duration, Instant};
+
+use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
+use botdesk_agent::Wire;
+use botdesk_engine::*;
+use serde_json::json;
+
+struct World {
+    engine: Engine,
+    dir: tempfile::TempDir,
+    models: Vec<String>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let engine = self.engine.clone();
+        let models = self.models.clone();
+        let _ = std::thread::spawn(move || {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                for b in engine.list_bots().await.unwrap_or_default() {
+                    let _ = engine.remove_bot(&b.id).await;
+                }
+                for m in models {
+                    let _ = engine.remove_model(&m).await;
+                }
+                for c in engine.list_computers().await.unwrap_or_default() {
+                    let _ = engine.destroy_computer(&c.id).await;
+                }
+            })
+        })
+        .join();
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}
+
+async fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    World { engine, dir, models: vec![] }
+}
+
+impl World {
+    /// A model pointing at the scripted server, with a key in the keyring; returns (model id, key).
+    async fn model(&mut self, server: &ScriptedServer, wire: Wire) -> (String, String) {
+        let id = unique("scripted");
+        let key = format!("sk-e2e-{}", uuid::Uuid::new_v4().simple());
+        let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
+        let new = NewModel { id: id.clone(), kind: kind.into(), model: "scripted-1".into(), base_url: Some(server.base_url(wire)) };
+        self.engine.add_model(new, Some(key.clone())).await.unwrap();
+        self.models.push(id.clone());
+        (id, key)
+    }
+}
+
+/// A small site served inside the computer: a big button that records its click, a form that
+/// records its submission, and a cookie naming the first bot that loaded it in this profile.
+const SITE: &str = r#"
+import http.server, urllib.parse, sys
+LOG = sys.argv[1]
+PAGE = b'''<!doctype html><html><head><title>Botdesk test page</title></head>
+<body style="margin:0;font:20px sans-serif">
+<button id="big" style="position:absolute;left:0;top:0;width:100%;height:60vh;font-size:40px"
+  onclick="fetch('/click'+location.search).then(()=>{document.title='clicked'})">Press me</button>
+<form action="/submit" method="get" style="position:absolute;top:62vh;left:20px">
+<input name="who" aria-label="who"> <button type="submit">Send</button></form>
+<p id="cookies" style="position:absolute;top:75vh;left:20px"></p>
+<script>
+const bot = new URLSearchParams(location.search).get('bot');
+if (!document.cookie.includes('owner=')) document.cookie = 'owner=' + bot + '; max-age=86400; path=/';
+document.getElementById('cookies').textContent = 'cookies: ' + document.cookie;
+</script></body></html>'''
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        u = urllib.parse.urlparse(self.path)
+        q = urllib.parse.parse_qs(u.query)
+        if u.path in ('/click', '/submit'):
+            with open(LOG, 'a') as f:
+                f.write(u.path[1:] + ' ' + ' '.join(k + '=' + v[0] for k, v in sorted(q.items())) + '\n')
+        body = PAGE if u.path == '/' else b'<html><title>thanks</title><body>thanks</body></html>'
+        self.send_response(200); self.send_header('content-type', 'text/html'); self.end_headers(); self.wfile.write(body)
+http.server.ThreadingHTTPServer(('127.0.0.1', 8765), H).serve_forever()
+"#;
+
+async fn start_site(engine: &Engine, bot: &str) {
+    engine.files_write(bot, "shared/site/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    let (code, out) = engine
+        .shell(bot, "cd ../../shared/site && (setsid -f python3 site.py events.log >server.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8765/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat server.out; exit 1")
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "the site did not start: {out}");
+}
+
+fn ok_result(s: &Seen, contains: &str) -> Result<(), String> {
+    match s.results.first() {
+        Some(r) if !r.is_error && r.text.contains(contains) => Ok(()),
+        other => Err(format!("expected a result containing {contains:?}, got {other:?}")),
+    }
+}
+
+/// The ref of an element from a snapshot text line `role "name" [eN]`.
+fn element_ref(snapshot: &str, role: &str, name: &str) -> Option<String> {
+    snapshot.lines().find(|l| l.starts_with(&format!("{role} \"{name}\""))).and_then(|l| Some(l.split('[').nth(1)?.split(']').next()?.to_string()))
+}
+
+/// The scripted task of one bot: open the page, click the big button by pixels, fill and submit
+/// the form by refs (checking its cookie is its own), write a file, run a command.
+fn script(bot: &'static str, other: &'static str, key: String) -> Vec<Step> {
+    vec![
+        Step::check(move |s| s.system().contains(&format!("You are {bot}")).then_some(()).ok_or("system prompt".into()), Reply::call("browser_navigate", json!({"url": format!("http://127.0.0.1:8765/?bot={bot}")}))),
+        Step::check(|s| ok_result(s, "Press me"), Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 640, "y": 300}], "settle_ms": 600}))),
+        Step::check(
+            |s| {
+                ok_result(s, "Did 1 action")?;
+                s.results[0].has_image.then_some(()).ok_or("no screenshot after the click".into())
+            },
+            Reply::call("browser_snapshot", json!({})),
+        ),
+        Step::check(
+            move |s| {
+                let text = &s.results.first().ok_or("no result")?.text;
+                if !text.contains(&format!("owner={bot}")) || text.contains(&format!("owner={other}")) {
+                    return Err(format!("{bot} sees someone else's cookie: {text}"));
+                }
+                if !text.starts_with("clicked") {
+                    return Err(format!("the click did not reach {bot}'s page: {text}"));
+                }
+                Ok(())
+            },
+            Reply::Func(Box::new(move |s: &Seen| {
+                let text = &s.results[0].text;
+                match (element_ref(text, "textbox", "who"), element_ref(text, "button", "Send")) {
+                    (Some(field), Some(send)) => Reply::call("browser_act", json!({"actions": [{"action": "fill", "ref": field, "text": format!("{bot}-form")}, {"action": "click", "ref": send}]})),
+                    _ => Reply::text(&format!("no form in the snapshot: {text}")),
+                }
+            })),
+        ),
+        Step::check(|s| ok_result(s, "thanks"), Reply::call("write_file", json!({"path": "report.txt", "content": format!("report by {bot}\n")}))),
+        Step::check(|s| ok_result(s, "Wrote 14 bytes"), Reply::call("shell", json!({"command": format!("echo key={key}; cat report.txt; echo $BOTDESK_BOT_ID >&2")}))),
+        Step::check(|s| ok_result(s, "exit code 0"), Reply::text(&format!("{bot} is done."))),
+    ]
+}
+
+#[tokio::test]
+async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() {
+    let mut w = world().await;
+    let ant_server = ScriptedServer::start(vec![]).await;
+    let oai_server = ScriptedServer::start(vec![]).await;
+    let (ant_model, ant_key) = w.model(&ant_server, Wire::Anthropic).await;
+    let (oai_model, oai_key) = w.model(&oai_server, Wire::OpenAi).await;
+    let ant = w.engine.create_bot("ant", ComputerScope::Team, Some(&ant_model), "").await.unwrap();
+    let oai = w.engine.create_bot("oai", ComputerScope::Team, Some(&oai_model), "").await.unwrap();
+    assert_eq!(ant.computer.id, oai.computer.id, "one Team computer");
+    start_site(&w.engine, "ant").await;
+    for s in script("ant", "oai", ant_key.clone()) {
+        ant_server.push(s);
+    }
+    for s in script("oai", "ant", oai_key.clone()) {
+        oai_server.push(s);
+    }
+    let mut events = w.engine.run_events();
+
+    let (a, o) = tokio::join!(w.engine.run_task("ant", "Press the button, fill the form, write a report."), w.engine.run_task("oai", "Press the button, fill the form, write a report."));
+    let (a, o) = (a.unwrap(), o.unwrap());
+    assert_eq!(ant_server.failures(), Vec::<String>::new());
+    assert_eq!(oai_server.failures(), Vec::<String>::new());
+    assert_eq!((a.status, o.status), (RunStatus::Completed, RunStatus::Completed), "{a:?} {o:?}");
+    assert_eq!((ant_server.remaining(), oai_server.remaining()), (0, 0));
+
+    // Each on its own display.
+    let (da, doai) = (w.engine.open_desktop("ant").await.unwrap(), w.engine.open_desktop("oai").await.unwrap());
+    assert_ne!(da.display, doai.display);
+
+    // The page recorded one click and one form per bot.
+    let log = String::from_utf8(w.engine.files_read("ant", "shared/site/events.log", 100_000).await.unwrap().to_vec()).unwrap();
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort();
+    assert_eq!(lines, vec!["click bot=ant", "click bot=oai", "submit who=ant-form", "submit who=oai-form"], "{log}");
+
+    for (bot, key, other_key) in [("ant", &ant_key, &oai_key), ("oai", &oai_key, &ant_key)] {
+        // The file is in the bot's own folder.
+        assert_eq!(&w.engine.files_read(bot, "report.txt", 1000).await.unwrap()[..], format!("report by {bot}\n").as_bytes());
+        // The chat: the task, the replies, every tool call with its result, a screenshot thumbnail.
+        let chat = w.engine.chat(bot, 100).await.unwrap();
+        assert_eq!(chat[0].role, "user");
+        assert_eq!(chat.last().unwrap().text, format!("{bot} is done."));
+        let calls: Vec<&ChatCall> = chat.iter().flat_map(|m| &m.calls).collect();
+        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["browser_navigate", "computer_act", "browser_snapshot", "browser_act", "write_file", "shell"]);
+        assert!(calls.iter().all(|c| c.status == "done"), "{calls:#?}");
+        let shot = calls[1].image.as_ref().expect("computer_act has a screenshot");
+        assert!(w.dir.path().join(shot).metadata().unwrap().len() > 1000);
+        // The shell output has the key redacted, and the bot's id from its own environment.
+        let shell = calls[5].text.as_deref().unwrap();
+        assert!(shell.contains("key=[redacted]") && shell.contains(&format!("report by {bot}")), "{shell}");
+        assert!(calls[5].arguments.contains("key=[redacted]"), "{}", calls[5].arguments);
+        // Activity: write_file and shell, nothing for the reads and the browser.
+        let act = w.engine.activity(bot, 0, 100).await.unwrap();
+        let kinds: Vec<(&str, &str)> = act.iter().map(|a| (a.kind.as_str(), a.status.as_str())).collect();
+        assert_eq!(kinds, [("write_file", "done"), ("shell", "done")], "{act:#?}");
+        assert_eq!(act[1].exit_code, Some(0));
+        assert!(act[1].target.contains("key=[redacted]") && act[1].output_tail.contains("key=[redacted]"), "{:?}", act[1]);
+        for a in &act {
+            assert!(!a.target.contains(key.as_str()) && !a.output_tail.contains(key.as_str()) && !a.output_tail.contains(other_key.as_str()));
+        }
+    }
+    // Streaming: deltas arrived for both bots before their runs ended.
+    let mut deltas = std::collections::HashSet::new();
+    while let Ok(ev) = events.try_recv() {
+        if let RunEvent::Delta { bot, .. } = ev {
+            deltas.insert(bot);
+        }
+    }
+    assert_eq!(deltas.len(), 2);
+    // The keys went to the scripted servers in their headers and nowhere on disk.
+    assert_eq!(ant_server.requests()[0].headers.get("x-api-key"), Some(&ant_key));
+    assert_eq!(oai_server.requests()[0].headers.get("authorization"), Some(&format!("Bearer {oai_key}")));
+    for entry in walk(w.dir.path()) {
+        let bytes = std::fs::read(&entry).unwrap_or_default();
+        for key in [&ant_key, &oai_key] {
+            assert!(!bytes.windows(key.len()).any(|win| win == key.as_bytes()), "the key is in {}", entry.display());
+        }
+    }
+}
+
+/// Every file under a directory (the database, its WAL, logs, screenshots, workspaces).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk(&p));
+        } else if p.is_file() {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::OpenAi).await;
+    w.engine.create_bot("refuser", ComputerScope::Team, Some(&model), "").await.unwrap();
+    w.engine.files_write("refuser", "big.txt", bytes::Bytes::from(vec![b'a'; 250_001]), false).await.unwrap();
+    w.engine.files_write("refuser", "exact.txt", bytes::Bytes::from(vec![b'b'; 250_000]), false).await.unwrap();
+    w.engine.files_write("refuser", "bin.dat", bytes::Bytes::from_static(b"\xff\xfe\x00binary"), false).await.unwrap();
+    let err = |want: &'static str| move |s: &Seen| match s.results.first() {
+        Some(r) if r.is_error && r.text.contains(want) => Ok(()),
+        other => Err(format!("expected an error with {want:?}, got {other:?}")),
+    };
+    let batch: Vec<_> = (0..25).map(|i| json!({"type": "move", "x": 10 + i, "y": 10})).collect();
+    for s in [
+        Step::reply(Reply::call("computer_act", json!({ "actions": batch }))),
+        Step::check(err("at most 24 actions"), Reply::call("read_file", json!({"path": "../../../etc/passwd"}))),
+        Step::check(err("escapes the computer workspace"), Reply::call("write_file", json!({"path": "/etc/evil", "content": "x"}))),
+        Step::check(err("escapes the computer workspace"), Reply::call("read_file", json!({"path": "big.txt"}))),
+        Step::check(err("at most 250000 bytes"), Reply::call("read_file", json!({"path": "bin.dat"}))),
+        Step::check(err("not UTF-8"), Reply::raw_call("shell", r#"{"command": "echo unterminated"#)),
+        Step::check(err("not valid JSON"), Reply::call("format_disk", json!({}))),
+        Step::check(err("no tool named \"format_disk\""), Reply::call("list_files", json!({"path": 7}))),
+        Step::check(err("invalid type: integer `7`, expected a string"), Reply::call("read_file", json!({"path": "exact.txt"}))),
+        Step::check(|s| ok_result(s, &"b".repeat(100)), Reply::call("shell", json!({"command": "echo still going"}))),
+        Step::check(|s| ok_result(s, "still going"), Reply::text("Done despite the refusals.")),
+    ] {
+        server.push(s);
+    }
+    let run = w.engine.run_task("refuser", "try things").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    // Nothing was written outside, and the 25-action batch never reached the screen: the bot's
+    // desktop was not even opened.
+    let (code, _) = w.engine.shell("refuser", "test ! -e /etc/evil").await.unwrap();
+    assert_eq!(code, 0);
+    let chat = w.engine.chat("refuser", 100).await.unwrap();
+    let errors = chat.iter().flat_map(|m| &m.calls).filter(|c| c.status == "error").count();
+    assert_eq!(errors, 8);
+}
+
+#[tokio::test]
+async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": "echo started; sleep 120"})))]).await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    w.engine.create_bot("sleeper", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("sleeper", "sleep").await });
+    // Wait until the command runs, then Stop.
+    let t0 = Instant::now();
+    loop {
+        let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
+        if act.iter().any(|a| a.kind == "shell" && a.status == "running") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "the command never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = Instant::now();
+    let cancelled = w.engine.stop_bot("sleeper").await.unwrap();
+    assert_eq!(cancelled.len(), 1);
+    let run = tokio::time::timeout(Duration::from_secs(10), run).await.expect("the run ended promptly").unwrap().unwrap();
+    assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
+    assert_eq!(run.status, RunStatus::Cancelled);
+    let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
+    assert_eq!(act[0].exit_code, Some(130), "{act:?}");
+    let chat = w.engine.chat("sleeper", 10).await.unwrap();
+    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
+    // The lease is free: a new run can start at once.
+    server.push(Step::reply(Reply::text("fine")));
+    assert_eq!(w.engine.run_task("sleeper", "again").await.unwrap().status, RunStatus::Completed);
+    // The second run was given the first one's chat.
+    let seen = server.requests();
+    let last = &seen.last().unwrap().body["messages"];
+    assert!(last.to_string().contains("sleep"), "{last}");
+}
+
+#[tokio::test]
+async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::call("request_takeover", json!({"reason": "please log in"}))),
+        Step::check(|s| ok_result(s, "finished"), Reply::text("Logged in, thanks.")),
+    ])
+    .await;
+    let (model, _) = w.model(&server, Wire::OpenAi).await;
+    w.engine.create_bot("needy", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("needy", "log in somewhere").await });
+    let t0 = Instant::now();
+    let lease = loop {
+        let statuses = w.engine.bot_statuses().await.unwrap();
+        if statuses.iter().any(|(_, s)| format!("{s:?}").to_lowercase().contains("waiting")) {
+            break w.engine.take_control("needy").await.expect("control is allowed while the bot waits for the person");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "never waited: {statuses:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let chat = w.engine.chat("needy", 10).await.unwrap();
+    assert!(chat.iter().any(|m| m.role == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
+    w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    let run = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(server.failures(), Vec::<String>::new());
+}

@@ -1,0 +1,138 @@
+//! A bot's chat (messages and tool calls of its runs) and its activity (what it did on its
+//! computer). Everything here was redacted by the engine before it was written.
+
+use serde::Serialize;
+
+use botdesk_core::BotId;
+
+use crate::{Result, Store, StoreError};
+
+/// A tool call with its result (`result` is JSON written by the engine; None while running).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallRow {
+    pub id: String,
+    pub message_id: i64,
+    pub name: String,
+    pub arguments: String,
+    pub result: Option<String>,
+    pub is_error: bool,
+}
+
+/// One chat message; `content` is JSON written by the engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MessageRow {
+    pub id: i64,
+    pub run_id: String,
+    pub role: String,
+    pub content: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActivityRow {
+    pub id: i64,
+    pub bot_id: String,
+    pub run_id: Option<String>,
+    pub kind: String,
+    pub target: String,
+    pub status: String,
+    pub exit_code: Option<i64>,
+    pub output_tail: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Store {
+    pub async fn add_message(&self, run_id: &str, role: &str, content: &str, now: i64) -> Result<i64> {
+        let done = sqlx::query!("INSERT INTO messages (run_id, role, content, created_at) VALUES (?1, ?2, ?3, ?4)", run_id, role, content, now).execute(&self.pool).await?;
+        Ok(done.last_insert_rowid())
+    }
+
+    /// Records a tool call as started; `id` must be unique (the engine prefixes the run id).
+    pub async fn add_tool_call(&self, id: &str, run_id: &str, message_id: i64, name: &str, arguments: &str, now: i64) -> Result<()> {
+        sqlx::query!(
+            "INSERT INTO tool_calls (id, run_id, message_id, name, arguments, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            id, run_id, message_id, name, arguments, now
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn finish_tool_call(&self, id: &str, result: &str, is_error: bool, now: i64) -> Result<()> {
+        let done = sqlx::query!("UPDATE tool_calls SET result = ?1, is_error = ?2, finished_at = ?3 WHERE id = ?4", result, is_error, now, id).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("tool call {id}")));
+        }
+        Ok(())
+    }
+
+    /// The latest `limit` messages of a bot's chat, oldest first.
+    pub async fn messages_of(&self, bot: &BotId, limit: i64) -> Result<Vec<MessageRow>> {
+        let b = bot.as_str();
+        let mut rows = sqlx::query_as!(
+            MessageRow,
+            r#"SELECT m.id AS "id!", m.run_id, m.role, m.content, m.created_at FROM messages m JOIN runs r ON r.id = m.run_id
+               WHERE r.bot_id = ?1 ORDER BY m.id DESC LIMIT ?2"#,
+            b,
+            limit
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.reverse();
+        Ok(rows)
+    }
+
+    /// Tool calls of the messages from `first_message` on, of one bot.
+    pub async fn tool_calls_of(&self, bot: &BotId, first_message: i64) -> Result<Vec<ToolCallRow>> {
+        let b = bot.as_str();
+        Ok(sqlx::query_as!(
+            ToolCallRow,
+            r#"SELECT t.id AS "id!", t.message_id AS "message_id!", t.name, t.arguments, t.result, t.is_error AS "is_error: bool"
+               FROM tool_calls t JOIN runs r ON r.id = t.run_id
+               WHERE r.bot_id = ?1 AND t.message_id >= ?2 ORDER BY t.created_at, t.rowid"#,
+            b,
+            first_message
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Starts an activity entry (status `running`, or already final for one-line entries).
+    pub async fn add_activity(&self, bot: &BotId, run_id: Option<&str>, kind: &str, target: &str, status: &str, now: i64) -> Result<i64> {
+        let b = bot.as_str();
+        let done = sqlx::query!(
+            "INSERT INTO activity (bot_id, run_id, kind, target, status, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+            b, run_id, kind, target, status, now
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.last_insert_rowid())
+    }
+
+    /// Ends an entry. Only a `running` entry changes, so a late update never overwrites an end.
+    pub async fn finish_activity(&self, id: i64, status: &str, exit_code: Option<i64>, output_tail: &str, now: i64) -> Result<bool> {
+        let done = sqlx::query!(
+            "UPDATE activity SET status = ?1, exit_code = ?2, output_tail = ?3, updated_at = ?4 WHERE id = ?5 AND status = 'running'",
+            status, exit_code, output_tail, now, id
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// A bot's activity entries with an id above `after`, oldest first.
+    pub async fn activity_of(&self, bot: &BotId, after: i64, limit: i64) -> Result<Vec<ActivityRow>> {
+        let b = bot.as_str();
+        Ok(sqlx::query_as!(
+            ActivityRow,
+            r#"SELECT id AS "id!", bot_id, run_id, kind, target, status, exit_code, output_tail, created_at, updated_at
+               FROM activity WHERE bot_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"#,
+            b,
+            after,
+            limit
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

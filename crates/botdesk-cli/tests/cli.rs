@@ -235,3 +235,44 @@ fn model_add_reads_the_key_from_stdin_and_keeps_it_out_of_everything_printed() {
     assert!(data.run(&["bot", "rm", "w"]).status.success());
     assert!(data.run(&["model", "rm", "gpt"]).status.success());
 }
+
+#[test]
+fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    use std::io::Write;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo hi-from-run"}))),
+        Step::check(|s| s.results.first().filter(|r| r.text.contains("hi-from-run")).map(|_| ()).ok_or("no shell output".into()), Reply::text("Said hi.")),
+        Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid x-api-key"}}"#.into() }),
+    ]));
+    let data = Data::new();
+    let id = format!("cli-run-{}", std::process::id());
+    let base = server.base_url(botdesk_agent::Wire::Anthropic);
+    let mut child = data.cmd(&["model", "add", &id, "--kind", "anthropic", "--model", "scripted", "--base-url", &base]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"sk-cli-run-key-123456\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(data.run(&["bot", "create", "runner", "--model", &id]).status.success());
+
+    let out = data.run(&["--json", "run", "runner", "say hi"]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let events: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))).collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(types.contains(&"delta") && types.contains(&"tool") && types.contains(&"activity"), "{types:?}");
+    assert!(events.iter().any(|e| e["type"] == "tool" && e["call"]["name"] == "shell"));
+    assert_eq!(events.last().unwrap()["status"], "completed", "{:?}", events.last());
+    assert_eq!(server.failures(), Vec::<String>::new());
+
+    // A refused key: the run fails, the exit code says so, the reason is one clear line.
+    let out = data.run(&["run", "runner", "again"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed: the model provider refused the API key (401)"), "{}", stderr(&out));
+    // The chat keeps both runs.
+    let chat = data.json(&["chat", "runner"]);
+    let texts: Vec<&str> = chat["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert!(texts.contains(&"say hi") && texts.contains(&"Said hi.") && texts.contains(&"again"), "{texts:?}");
+    let act = data.run(&["activity", "runner"]);
+    assert!(stdout(&act).contains("shell echo hi-from-run [done exit 0]"), "{}", stdout(&act));
+    assert!(data.run(&["bot", "rm", "runner"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}

@@ -14,6 +14,18 @@ use crate::screens::Screens;
 const ACTIVE: Duration = Duration::from_secs(60);
 
 pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
+    // Runs of this process stream to the chat as they happen.
+    let mut runs = engine.run_events();
+    let to_ui = app.clone();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            match runs.recv().await {
+                Ok(ev) => drop(to_ui.emit("run-event", &ev)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!("the UI missed {n} run events"),
+                Err(_) => return,
+            }
+        }
+    });
     tauri::async_runtime::spawn(async move {
         let mut last: Option<Vec<(String, BotStatus)>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));

@@ -9,7 +9,7 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{BotStatus, BotView, BuildProgress, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, TakeoverResult};
+use botdesk_engine::{BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, TakeoverResult};
 use screens::Screens;
 use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
@@ -30,8 +30,26 @@ async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
 }
 
 #[tauri::command]
-async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope) -> Res<BotView> {
-    engine.create_bot(&name, scope, None, "").await
+async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope, model: Option<String>) -> Res<BotView> {
+    engine.create_bot(&name, scope, model.as_deref().filter(|m| !m.is_empty()), "").await
+}
+
+#[tauri::command]
+async fn chat(engine: State<'_, Engine>, bot: String) -> Res<Vec<ChatItem>> {
+    engine.chat(&bot, 200).await
+}
+
+/// Send: starts a run of the task; its events follow as `run-event`.
+#[tauri::command]
+async fn send_task(engine: State<'_, Engine>, bot: String, task: String) -> Res<String> {
+    engine.start_run(&bot, &task).await
+}
+
+/// A screenshot from the chat, as a data URL.
+#[tauri::command]
+async fn shot(engine: State<'_, Engine>, path: String) -> Res<String> {
+    let png = engine.chat_image(&path).await?;
+    Ok(format!("data:image/png;base64,{}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, png)))
 }
 
 #[tauri::command]
@@ -188,6 +206,9 @@ fn main() {
         .invoke_handler(tauri::generate_handler![
             list_bots,
             create_bot,
+            chat,
+            send_task,
+            shot,
             doctor,
             get_settings,
             save_settings,

@@ -53,6 +53,32 @@ export interface ControlLease {
   expires_at: number;
 }
 
+export interface ChatCall {
+  id: string;
+  name: string;
+  arguments: string;
+  status: "running" | "done" | "error";
+  text: string | null;
+  image: string | null;
+  attachment: string | null;
+}
+
+export interface ChatItem {
+  id: number;
+  run_id: string;
+  role: "user" | "assistant" | "system";
+  text: string;
+  calls: ChatCall[];
+  created_at: number;
+}
+
+export type RunEvent =
+  | { type: "delta"; bot: string; run_id: string; text: string }
+  | { type: "message"; bot: string; item: ChatItem }
+  | { type: "tool"; bot: string; run_id: string; call: ChatCall }
+  | { type: "activity"; bot: string }
+  | { type: "status"; bot: string; run_id: string; status: string; error: string | null };
+
 export type BuildProgress =
   | { stage: "fetch_uv"; message: string }
   | { stage: "base"; message: string }
@@ -77,7 +103,11 @@ export function errorCode(e: unknown): string | null {
 
 export const api = {
   listBots: () => invoke<BotView[]>("list_bots"),
-  createBot: (name: string, scope: Scope) => invoke<BotView>("create_bot", { name, scope }),
+  createBot: (name: string, scope: Scope, model: string | null) => invoke<BotView>("create_bot", { name, scope, model }),
+  chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),
+  sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),
+  shot: (path: string) => invoke<string>("shot", { path }),
+  onRunEvent: (f: (e: RunEvent) => void): Promise<UnlistenFn> => listen<RunEvent>("run-event", (e) => f(e.payload)),
   doctor: () => invoke<DoctorReport>("doctor"),
   getSettings: () => invoke<SettingsView>("get_settings"),
   saveSettings: (settings: Settings) => invoke<Settings>("save_settings", { settings }),

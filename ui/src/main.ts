@@ -1,4 +1,4 @@
-import { api, BotStatus, BotView, BuildProgress, DoctorReport, errorCode, errorMessage, Scope } from "./api";
+import { api, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope } from "./api";
 import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -16,7 +16,15 @@ const state = {
   /** The last refusal of Take control (shown with a Stop button). */
   controlError: null as { bot: string; message: string; code: string | null } | null,
   busy: false,
+  /** Chat per bot id (loaded when first shown), streamed text of the running reply, send errors. */
+  chats: new Map<string, ChatItem[]>(),
+  live: new Map<string, string>(),
+  sendError: new Map<string, string>(),
+  drafts: new Map<string, string>(),
 };
+
+/** Screenshot data URLs by path (they never change). */
+const shots = new Map<string, string>();
 
 /** Live viewers: the tab's (interactive) and the overview's (small, view only), per bot. */
 const viewers = new Map<string, Viewer>();
@@ -160,16 +168,153 @@ function controlNotice(b: BotView): HTMLElement {
 }
 
 function chat(b: BotView): HTMLElement {
-  return el(
-    "section",
-    { class: "chat", "aria-label": "Chat" },
-    el("h2", {}, "Chat"),
-    el(
-      "div",
-      { class: "messages" },
-      el("p", { class: "muted" }, `${b.name}'s conversation and tool calls appear here while it runs. Model: ${b.model ?? "not chosen yet"}.`),
-    ),
-  );
+  const list = el("div", { class: "messages", id: "messages", "aria-live": "polite" });
+  const items = state.chats.get(b.id);
+  if (!items) {
+    list.append(el("p", { class: "muted" }, "Loading the chat…"));
+    loadChat(b.id);
+  } else if (items.length === 0) {
+    list.append(el("p", { class: "muted" }, b.model ? `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works.` : `${b.name} has no model yet: add one in Settings → Models, then create a bot with it.`));
+  }
+  for (const m of items ?? []) list.append(message(m));
+  const live = state.live.get(b.id);
+  if (live) list.append(el("div", { class: "msg assistant streaming", id: "live-reply" }, live));
+  if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
+
+  const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
+  input.value = state.drafts.get(b.id) ?? "";
+  input.disabled = !b.model;
+  input.addEventListener("input", () => state.drafts.set(b.id, input.value));
+  const send = async () => {
+    const task = input.value.trim();
+    if (!task) return;
+    state.sendError.delete(b.id);
+    try {
+      await api.sendTask(b.id, task);
+      state.drafts.delete(b.id);
+      input.value = "";
+      await refresh();
+    } catch (e) {
+      state.sendError.set(b.id, errorMessage(e));
+      renderMain();
+    }
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      send();
+    }
+  });
+  const composer = el("form", { class: "composer" }, input, button("Send", { class: "primary", id: "send-task", type: "button" }, send));
+  const err = state.sendError.get(b.id);
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`), list);
+  if (err) section.append(el("p", { class: "error send-error" }, err));
+  section.append(composer);
+  requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
+  return section;
+}
+
+function message(m: ChatItem): HTMLElement {
+  const box = el("div", { class: `msg ${m.role}`, "data-message": String(m.id) });
+  if (m.text) box.append(el("div", { class: "text" }, m.text));
+  for (const c of m.calls) box.append(toolCall(c));
+  return box;
+}
+
+/** A tool call, compact: name and its main argument; the result opens on click. */
+function toolCall(c: ChatCall): HTMLElement {
+  let summary = "";
+  try {
+    const a = JSON.parse(c.arguments || "{}");
+    summary = a.command ?? a.path ?? a.url ?? a.target ?? a.reason ?? (a.actions ? `${a.actions.length} action${a.actions.length === 1 ? "" : "s"}` : "");
+  } catch {
+    summary = c.arguments;
+  }
+  const details = el("details", { class: `call ${c.status}`, "data-call": c.id });
+  details.append(el("summary", {}, el("span", { class: "dot" }), el("code", {}, c.name), " ", el("span", { class: "arg" }, String(summary).slice(0, 120))));
+  if (c.arguments && c.arguments !== "{}") details.append(el("pre", { class: "args" }, c.arguments));
+  if (c.text) details.append(el("pre", { class: "result" }, c.text));
+  const wrap = el("div", { class: "call-wrap" }, details);
+  if (c.attachment) wrap.append(el("div", { class: "attachment" }, "📎 ", c.attachment));
+  if (c.image) {
+    const img = el("img", { class: "thumb", alt: `Screenshot after ${c.name}`, title: "Screenshot (click to enlarge)" }) as HTMLImageElement;
+    const path = c.image;
+    const set = (url: string) => (img.src = url);
+    if (shots.has(path)) set(shots.get(path)!);
+    else api.shot(path).then((url) => (shots.set(path, url), set(url))).catch(() => img.remove());
+    img.addEventListener("click", () => modal("Screenshot", el("img", { class: "full-shot", src: img.src, alt: "Screenshot" })));
+    wrap.append(img);
+  }
+  return wrap;
+}
+
+async function loadChat(id: string) {
+  try {
+    state.chats.set(id, await api.chat(id));
+  } catch (e) {
+    state.chats.set(id, []);
+    state.sendError.set(id, errorMessage(e));
+  }
+  if (state.selected === id) renderChat();
+}
+
+/** Re-renders only the chat column, keeping the person's typing and focus in the task box. */
+function renderChat() {
+  const b = bot(state.selected);
+  const old = document.querySelector("section.chat");
+  if (!b || !old) return renderMain();
+  const typing = document.activeElement?.id === "task-input" ? (document.activeElement as HTMLTextAreaElement) : null;
+  const [start, end] = typing ? [typing.selectionStart, typing.selectionEnd] : [0, 0];
+  const fresh = chat(b);
+  old.replaceWith(fresh);
+  if (typing) {
+    const input = document.getElementById("task-input") as HTMLTextAreaElement;
+    input.focus();
+    input.setSelectionRange(start, end);
+  }
+}
+
+const GRAPHICAL = new Set(["computer_observe", "computer_act", "open_path", "launch_app", "browser_navigate", "browser_snapshot", "browser_act", "request_takeover"]);
+
+/** Run events from the engine: streamed text, messages, tool calls and results, statuses. */
+function onRunEvent(e: RunEvent) {
+  const items = state.chats.get(e.bot);
+  const selected = state.selected === e.bot;
+  switch (e.type) {
+    case "delta": {
+      state.live.set(e.bot, (state.live.get(e.bot) ?? "") + e.text);
+      const live = document.getElementById("live-reply");
+      if (selected && live) {
+        live.textContent = state.live.get(e.bot)!;
+        const list = document.getElementById("messages");
+        if (list) list.scrollTop = list.scrollHeight;
+        return;
+      }
+      break;
+    }
+    case "message":
+      if (e.item.role === "assistant") state.live.delete(e.bot);
+      items?.push(e.item);
+      break;
+    case "tool": {
+      // The bot's screen tab appears the moment it first uses a graphical tool.
+      if (e.call.status === "running" && GRAPHICAL.has(e.call.name) && !viewers.has(e.bot)) {
+        openScreen(e.bot, selected && state.activeTab === "overview").catch(() => {});
+      }
+      const all = items?.flatMap((m) => m.calls) ?? [];
+      const known = all.find((c) => c.id === e.call.id);
+      if (known) Object.assign(known, { status: e.call.status, text: e.call.text, image: e.call.image, attachment: e.call.attachment });
+      else [...(items ?? [])].reverse().find((m) => m.run_id === e.run_id && m.role === "assistant")?.calls.push(e.call);
+      break;
+    }
+    case "status":
+      state.live.delete(e.bot);
+      refresh();
+      break;
+    case "activity":
+      return;
+  }
+  if (selected) renderChat();
 }
 
 function computer(): HTMLElement {
@@ -277,7 +422,7 @@ function dock(b: BotView): HTMLElement {
 // ---------------------------------------------------------------------------------------------
 // Actions
 
-async function openScreen(id: string): Promise<Viewer> {
+async function openScreen(id: string, focus = true): Promise<Viewer> {
   if (!viewers.has(id)) {
     const url = await api.openScreen(id);
     urls.set(id, url);
@@ -291,7 +436,7 @@ async function openScreen(id: string): Promise<Viewer> {
     viewers.set(id, v);
     state.tabs.push(id);
   }
-  state.activeTab = id;
+  if (focus) state.activeTab = id;
   renderMain();
   return viewers.get(id)!;
 }
@@ -368,10 +513,16 @@ function setupNewBot() {
   const form = $<HTMLFormElement>("new-bot-form");
   const name = $<HTMLInputElement>("new-bot-name");
   const error = $("new-bot-error");
-  const open = (show: boolean) => {
+  const model = $<HTMLSelectElement>("new-bot-model");
+  const open = async (show: boolean) => {
     form.hidden = !show;
     error.hidden = true;
-    if (show) name.focus();
+    if (!show) return;
+    name.focus();
+    const models = await api.listModels().catch(() => []);
+    model.replaceChildren(
+      ...(models.length ? models.map((m) => el("option", { value: m.id }, `${m.id} (${m.model})`)) : [el("option", { value: "" }, "No model yet (add one in Settings)")]),
+    );
   };
   $("new-bot").addEventListener("click", () => open(form.hidden));
   $("new-bot-cancel").addEventListener("click", () => open(false));
@@ -379,7 +530,7 @@ function setupNewBot() {
     e.preventDefault();
     const scope = (form.querySelector("input[name=scope]:checked") as HTMLInputElement).value as Scope;
     try {
-      const b = await api.createBot(name.value.trim(), scope);
+      const b = await api.createBot(name.value.trim(), scope, model.value || null);
       name.value = "";
       open(false);
       await refresh();
@@ -535,7 +686,12 @@ async function start() {
   });
   // Statuses change in the engine (runs, control, the CLI on the same data directory): the app
   // emits an event; a slow poll is only the safety net.
-  api.onBotsChanged(() => refresh());
+  api.onBotsChanged(() => {
+    // A run of another process (the CLI) shows up in the chat too.
+    if (state.selected) loadChat(state.selected);
+    refresh();
+  });
+  api.onRunEvent(onRunEvent);
   setInterval(refresh, 5000);
   window.addEventListener("focus", () => refresh());
 }

@@ -138,6 +138,15 @@ impl Engine {
             .collect())
     }
 
+    /// A screenshot saved for the chat (`shots/<run>/<call>.png`, relative to the data directory).
+    pub async fn chat_image(&self, rel: &str) -> Result<Vec<u8>> {
+        let ok = rel.starts_with("shots/") && rel.ends_with(".png") && rel.split('/').count() == 3 && !rel.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        if !ok {
+            return Err(EngineError::invalid(format!("{rel:?} is not a chat screenshot")));
+        }
+        tokio::fs::read(self.data_dir().root().join(rel)).await.map_err(|e| EngineError::new(ErrorCode::NotFound, format!("screenshot {rel}: {e}")))
+    }
+
     /// A bot's activity entries after `after` (ids grow), oldest first.
     pub async fn activity(&self, bot: &str, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
         let bot = self.inner.store.bot(bot).await?;

@@ -1,0 +1,73 @@
+//! The chat in the real app under Xvfb: a bot created with a model in the UI, a task sent from
+//! the composer, the scripted model (OpenAI-compatible wire format, the real client) answering
+//! with tool calls on the bot's real computer; the chat shows the streamed reply, compact tool
+//! calls with their results and a screenshot thumbnail. Screenshot in target/e2e/07-chat.png.
+
+mod webdriver;
+
+use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+use botdesk_engine::*;
+use serde_json::json;
+use std::time::Duration;
+use webdriver::*;
+
+#[test]
+fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
+    let data = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::check(
+            |s| (s.body["messages"].to_string().contains("Check the machine and take notes")).then_some(()).ok_or("the task is not in the request".into()),
+            Reply::Turn { text: "Let me look at my screen first.".into(), calls: vec![("computer_observe".into(), "{}".into())] },
+        ),
+        Step::reply(Reply::call("shell", json!({"command": "echo hello from the chat && uname -s"}))),
+        Step::reply(Reply::call("write_file", json!({"path": "notes.md", "content": "# Notes\nThe machine runs Linux.\n"}))),
+        Step::reply(Reply::text("All done: the machine runs Linux and my notes are in notes.md.")),
+    ]));
+    let model_id = format!("chat-e2e-{}", std::process::id());
+    let new = NewModel { id: model_id.clone(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)) };
+    rt.block_on(engine.add_model(new, None)).unwrap();
+
+    let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
+    d.find(".bot-list");
+    d.click("#new-bot");
+    d.wait_js("the model in the new-bot form", &format!("return [...document.querySelectorAll('#new-bot-model option')].some(o => o.value === '{model_id}')"), Duration::from_secs(10));
+    d.type_into("#new-bot-name", "writer");
+    d.click("#new-bot-form button[type=submit]");
+    d.wait_js("the bot selected with its model", &format!("return document.querySelector('.chat h2')?.textContent === 'Chat · {model_id}'"), Duration::from_secs(20));
+
+    d.type_into("#task-input", "Check the machine and take notes");
+    d.click("#send-task");
+    d.wait_js("the final reply in the chat", "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.startsWith('All done'))", Duration::from_secs(120));
+    d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));
+    assert_eq!(server.failures(), Vec::<String>::new());
+    // The task, the replies and three compact tool calls, all done.
+    assert_eq!(d.text(".msg.user .text"), "Check the machine and take notes");
+    let calls = d.js("return [...document.querySelectorAll('.call')].map(c => c.querySelector('code').textContent + ':' + c.className)");
+    assert_eq!(calls, json!(["computer_observe:call done", "shell:call done", "write_file:call done"]));
+    let shell = d.js("return document.querySelectorAll('.call')[1].querySelector('pre.result').textContent");
+    assert!(shell.as_str().unwrap().contains("hello from the chat\nLinux"), "{shell}");
+    // The bot's screen tab appeared when it first used a graphical tool, and shows its desktop.
+    d.wait_js("the bot's screen in its tab", "return document.querySelector('.viewer.interactive')?.dataset.state === 'connected'", Duration::from_secs(30));
+    d.wait_js("the bot idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(1500));
+    // Open the shell call to show its output in the screenshot.
+    d.js("document.querySelectorAll('.call')[1].open = true; return true");
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("07-chat.png");
+    // The engine has the same chat (what the CLI's `chat` shows), and the file.
+    let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
+    assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
+    assert_eq!(&rt.block_on(engine.files_read("writer", "notes.md", 1000)).unwrap()[..], b"# Notes\nThe machine runs Linux.\n");
+    drop(d);
+    rt.block_on(async {
+        for c in engine.list_computers().await.unwrap_or_default() {
+            let _ = engine.destroy_computer(&c.id).await;
+        }
+        for b in engine.list_bots().await.unwrap_or_default() {
+            let _ = engine.remove_bot(&b.id).await;
+        }
+        let _ = engine.remove_model(&model_id).await;
+    });
+}

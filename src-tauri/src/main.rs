@@ -117,10 +117,13 @@ async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>
     Ok(c.lease)
 }
 
+/// Release hands the screen back; a run waiting for the person resumes with `finished`, or with
+/// `skipped` when the person did not do what it asked.
 #[tauri::command]
-async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> {
+async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, skipped: Option<bool>) -> Res<()> {
+    let result = if skipped.unwrap_or(false) { TakeoverResult::Skipped } else { TakeoverResult::Finished };
     if let Some(lease) = engine.control_of(&bot).await? {
-        engine.release_control(&bot, &lease.lease_id, TakeoverResult::Finished).await?;
+        engine.release_control(&bot, &lease.lease_id, result).await?;
     }
     screens.retarget(&bot);
     Ok(())

@@ -123,7 +123,7 @@ export const api = {
   openScreen: (bot: string) => invoke<string>("open_screen", { bot }),
   closeScreen: (bot: string) => invoke<void>("close_screen", { bot }),
   takeControl: (bot: string) => invoke<ControlLease>("take_control", { bot }),
-  releaseControl: (bot: string) => invoke<void>("release_control", { bot }),
+  releaseControl: (bot: string, skipped = false) => invoke<void>("release_control", { bot, skipped }),
   stopBot: (bot: string) => invoke<string[]>("stop_bot", { bot }),
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),
   onBotsChanged: (f: () => void): Promise<UnlistenFn> => listen("bots-changed", f),

@@ -21,6 +21,8 @@ const state = {
   live: new Map<string, string>(),
   sendError: new Map<string, string>(),
   drafts: new Map<string, string>(),
+  /** Bots whose run of this app waits for the person (Release may say "not done"). */
+  waiting: new Set<string>(),
 };
 
 /** Screenshot data URLs by path (they never change). */
@@ -133,6 +135,9 @@ function header(b: BotView): HTMLElement {
   const actions = el("div", { class: "actions" });
   if (b.status === "running" || b.status === "waiting_for_you") {
     actions.append(button("Stop", { class: "danger", id: "stop-bot" }, () => stop(b.id)));
+  }
+  if (controlling && state.waiting.has(b.id)) {
+    actions.append(button("Hand back, not done", { class: "ghost", id: "release-skipped", title: "Release without doing what the bot asked" }, () => release(b.id, true)));
   }
   actions.append(
     controlling
@@ -309,6 +314,8 @@ function onRunEvent(e: RunEvent) {
     }
     case "status":
       state.live.delete(e.bot);
+      if (e.status === "waiting_takeover") state.waiting.add(e.bot);
+      else state.waiting.delete(e.bot);
       refresh();
       break;
     case "activity":
@@ -464,9 +471,10 @@ async function takeControl(id: string) {
   await refresh(true);
 }
 
-async function release(id: string) {
+async function release(id: string, skipped = false) {
   try {
-    await api.releaseControl(id);
+    await api.releaseControl(id, skipped);
+    state.waiting.delete(id);
   } catch (e) {
     state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
   }

@@ -242,7 +242,7 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     use std::io::Write;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
-        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo hi-from-run"}))),
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo hi-from-run; echo sk-cli-run-key-123456 >&2"}))),
         Step::check(|s| s.results.first().filter(|r| r.text.contains("hi-from-run")).map(|_| ()).ok_or("no shell output".into()), Reply::text("Said hi.")),
         Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid x-api-key"}}"#.into() }),
     ]));
@@ -272,7 +272,27 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     let texts: Vec<&str> = chat["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert!(texts.contains(&"say hi") && texts.contains(&"Said hi.") && texts.contains(&"again"), "{texts:?}");
     let act = data.run(&["activity", "runner"]);
-    assert!(stdout(&act).contains("shell echo hi-from-run [done exit 0]"), "{}", stdout(&act));
+    assert!(stdout(&act).contains("shell echo hi-from-run; echo [redacted] >&2 [done exit 0]"), "{}", stdout(&act));
+    // The key the CLI stored went to the model server's header, and nowhere on disk or in any
+    // output: not the database (and its WAL), the logs, the screenshots, activity or chat.
+    assert_eq!(server.requests()[0].headers.get("x-api-key").map(String::as_str), Some("sk-cli-run-key-123456"));
+    let key = b"sk-cli-run-key-123456";
+    let act_json = data.run(&["--json", "activity", "runner"]);
+    for o in [&out, &act, &act_json] {
+        assert!(![o.stdout.clone(), o.stderr.clone()].concat().windows(key.len()).any(|w| w == key), "the key was printed");
+    }
+    let mut files = vec![data.path().to_path_buf()];
+    let mut searched = 0;
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else if p.is_file() {
+            searched += 1;
+            let bytes = std::fs::read(&p).unwrap_or_default();
+            assert!(!bytes.windows(key.len()).any(|w| w == key), "the key is in {}", p.display());
+        }
+    }
+    assert!(searched >= 3, "searched {searched} files");
     assert!(data.run(&["bot", "rm", "runner"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }

@@ -24,7 +24,17 @@ impl Drop for Driver {
         let _ = self.child.kill();
         let _ = self.child.wait();
         // WebKitWebDriver leaves the app running when its driver dies: make sure it is gone.
+        // Wait until it is: a dying app could still reconnect a screen and so start a computer
+        // the test has just destroyed.
         let _ = Command::new("pkill").arg("-f").arg(&self.app).status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Command::new("pgrep").arg("-f").arg(&self.app).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
+            if Instant::now() > deadline {
+                let _ = Command::new("pkill").arg("-KILL").arg("-f").arg(&self.app).status();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 #![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
 
 mod events;
+mod files;
 mod screens;
 
 use std::sync::Arc;
@@ -99,7 +100,9 @@ async fn build_image(engine: State<'_, Engine>, progress: Channel<BuildProgress>
 /// Opens the bot's screen: the desktop starts if needed; returns the viewer's WebSocket URL.
 #[tauri::command]
 async fn open_screen(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<String> {
-    let id = engine.bot(&bot).await?.id;
+    // Opening is the person asking for the desktop: it starts the computer if it is stopped.
+    let id = engine.open_desktop(&bot).await?.bot;
+    let id = engine.bot(&id).await?.id;
     Ok(screens.open(&id))
 }
 
@@ -206,12 +209,19 @@ fn main() {
         })
         .manage(engine)
         .manage(screens)
+        .manage(files::FileWatch::default())
         .invoke_handler(tauri::generate_handler![
             list_bots,
             create_bot,
             chat,
             send_task,
             shot,
+            files::activity,
+            files::list_files,
+            files::preview_file,
+            files::download_file,
+            files::upload_file,
+            files::watch_files,
             doctor,
             get_settings,
             save_settings,

@@ -37,6 +37,9 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click("#new-bot-form button[type=submit]");
     d.wait_js("the bot selected with its model", &format!("return document.querySelector('.chat h2')?.textContent === 'Chat · {model_id}'"), Duration::from_secs(20));
 
+    // The Terminal pane is open while the bot works: its command shows up live.
+    d.click(".dock-button[data-pane=terminal]");
+    d.wait_js("the empty terminal", "return document.querySelector('#terminal-pane')?.textContent.includes('Nothing yet')", Duration::from_secs(10));
     d.type_into("#task-input", "Check the machine and take notes");
     d.click("#send-task");
     d.wait_js("the final reply in the chat", "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.startsWith('All done'))", Duration::from_secs(120));
@@ -56,10 +59,39 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.js("document.querySelectorAll('.call')[1].open = true; return true");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("07-chat.png");
+    // The Terminal pane got the command, its output and exit code live, and the file written.
+    let terminal = || d.js("return document.querySelector('#terminal-pane')?.innerText ?? 'no pane'").as_str().unwrap_or("").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !(terminal().contains("notes.md") && terminal().contains("exit 0")) {
+        assert!(std::time::Instant::now() < deadline, "the terminal pane shows: {}", terminal());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = terminal();
+    assert!(t.contains("echo hello from the chat && uname -s") && t.contains("hello from the chat\nLinux"), "{t}");
+    screenshot("08-terminal-pane.png");
+    // The Files pane previews the file the bot wrote, also with the computer stopped.
+    let computer = rt.block_on(engine.bot("writer")).unwrap().computer.id;
+    rt.block_on(engine.stop_computer(&computer)).unwrap();
+    d.click(".dock-button[data-pane=files]");
+    d.wait_js("notes.md listed", "return !!document.querySelector('.file[data-path$=\"notes.md\"]')", Duration::from_secs(10));
+    // (Clicked from script: the list may re-render between finding the element and clicking it.)
+    d.js("document.querySelector('.file[data-path$=\"notes.md\"]').click(); return true");
+    let preview = || d.js("return document.querySelector('#files-pane')?.innerText ?? 'no pane'").as_str().unwrap_or("").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !preview().contains("The machine runs Linux.") {
+        assert!(std::time::Instant::now() < deadline, "the files pane shows: {}", preview());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(d.js("return document.querySelector('.preview-text').textContent"), json!("# Notes\nThe machine runs Linux.\n"));
+    assert_eq!(d.js("return document.querySelector('#files-path').textContent"), json!(rt.block_on(engine.bot("writer")).unwrap().folder));
+    screenshot("09-files-pane-computer-stopped.png");
+    // The pane follows what the bot writes (a watcher on the store, no polling).
+    std::fs::write(rt.block_on(engine.stored_home("writer")).unwrap().join(rt.block_on(engine.bot("writer")).unwrap().folder).join("later.txt"), "written later").unwrap();
+    d.wait_js("the new file listed", "return !!document.querySelector('.file[data-path$=\"later.txt\"]')", Duration::from_secs(5));
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
-    assert_eq!(&rt.block_on(engine.files_read("writer", "notes.md", 1000)).unwrap()[..], b"# Notes\nThe machine runs Linux.\n");
+    assert_eq!(&rt.block_on(engine.stored_read("writer", "notes.md", 1000)).unwrap()[..], b"# Notes\nThe machine runs Linux.\n");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

@@ -76,8 +76,35 @@ export type RunEvent =
   | { type: "delta"; bot: string; run_id: string; text: string }
   | { type: "message"; bot: string; item: ChatItem }
   | { type: "tool"; bot: string; run_id: string; call: ChatCall }
-  | { type: "activity"; bot: string }
+  | { type: "activity"; bot: string; entry: ActivityRow }
   | { type: "status"; bot: string; run_id: string; status: string; error: string | null };
+
+export interface ActivityRow {
+  id: number;
+  bot_id: string;
+  run_id: string | null;
+  kind: string;
+  target: string;
+  status: "running" | "done" | "failed" | "error";
+  exit_code: number | null;
+  output_tail: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface FileEntry {
+  path: string;
+  kind: "file" | "dir" | "symlink";
+  size: number;
+  executable: boolean;
+}
+
+export type Preview =
+  | { kind: "text"; text: string; size: number }
+  | { kind: "image"; url: string; size: number }
+  | { kind: "binary"; size: number }
+  | { kind: "too_large"; size: number }
+  | { kind: "dir"; size: number };
 
 export type BuildProgress =
   | { stage: "fetch_uv"; message: string }
@@ -107,6 +134,13 @@ export const api = {
   chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),
   sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),
   shot: (path: string) => invoke<string>("shot", { path }),
+  activity: (bot: string, after: number) => invoke<ActivityRow[]>("activity", { bot, after }),
+  listFiles: (bot: string, path: string) => invoke<{ path: string; entries: FileEntry[] }>("list_files", { bot, path }),
+  preview: (bot: string, path: string) => invoke<Preview>("preview_file", { bot, path }),
+  download: (bot: string, path: string) => invoke<string>("download_file", { bot, path }),
+  upload: (bot: string, path: string, data: string) => invoke<string>("upload_file", { bot, path, data }),
+  watchFiles: (bot: string | null) => invoke<void>("watch_files", { bot }),
+  onFilesChanged: (f: (bot: string) => void): Promise<UnlistenFn> => listen<string>("files-changed", (e) => f(e.payload)),
   onRunEvent: (f: (e: RunEvent) => void): Promise<UnlistenFn> => listen<RunEvent>("run-event", (e) => f(e.payload)),
   doctor: () => invoke<DoctorReport>("doctor"),
   getSettings: () => invoke<SettingsView>("get_settings"),

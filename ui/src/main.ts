@@ -1,4 +1,6 @@
 import { api, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope } from "./api";
+import { button, el } from "./dom";
+import { activityPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -32,19 +34,6 @@ const shots = new Map<string, string>();
 const viewers = new Map<string, Viewer>();
 const thumbs = new Map<string, Viewer>();
 const urls = new Map<string, string>();
-
-function el(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElement {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  for (const c of children) e.append(c);
-  return e;
-}
-
-function button(label: string, attrs: Record<string, string>, onClick: () => void): HTMLButtonElement {
-  const b = el("button", attrs, label) as HTMLButtonElement;
-  b.addEventListener("click", onClick);
-  return b;
-}
 
 function initials(name: string): string {
   return name
@@ -319,6 +308,7 @@ function onRunEvent(e: RunEvent) {
       refresh();
       break;
     case "activity":
+      onActivity(e.bot, e.entry);
       return;
   }
   if (selected) renderChat();
@@ -420,9 +410,10 @@ function dock(b: BotView): HTMLElement {
     );
   }
   const d = el("footer", { class: "dock" }, bar);
-  if (state.dock) {
-    d.append(el("section", { class: "dock-pane", "data-pane": state.dock }, el("h3", {}, panes[state.dock][0]), el("p", { class: "muted" }, panes[state.dock][1])));
-  }
+  if (state.dock === "terminal") d.append(activityPane(b));
+  else if (state.dock === "files") d.append(filesPane(b));
+  else if (state.dock) d.append(el("section", { class: "dock-pane", "data-pane": state.dock }, el("h3", {}, panes[state.dock][0]), el("p", { class: "muted" }, panes[state.dock][1])));
+  api.watchFiles(state.dock === "files" ? b.id : null).catch(() => {});
   return d;
 }
 
@@ -700,6 +691,7 @@ async function start() {
     refresh();
   });
   api.onRunEvent(onRunEvent);
+  api.onFilesChanged(onFilesChanged);
   setInterval(refresh, 5000);
   window.addEventListener("focus", () => refresh());
 }

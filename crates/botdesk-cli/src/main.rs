@@ -251,9 +251,9 @@ enum ComputerCmd {
 
 #[derive(Subcommand)]
 enum FilesCmd {
-    /// List a folder.
+    /// List a folder (from the stored workspace: works with the computer stopped or Docker off).
     Ls { bot: String, path: Option<String> },
-    /// Write a file's raw bytes to stdout.
+    /// Write a file's raw bytes to stdout (from the stored workspace, also offline).
     Cat {
         bot: String,
         path: String,
@@ -269,7 +269,7 @@ enum FilesCmd {
         #[arg(long)]
         executable: Option<bool>,
     },
-    /// Copy a workspace file to a local path.
+    /// Copy a workspace file to a local path (from the stored workspace, also offline).
     Get {
         bot: String,
         path: String,
@@ -613,7 +613,8 @@ async fn exec(engine: &Engine, json: bool, bot: &str, cwd: Option<String>, timeo
 async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineError> {
     match cmd {
         FilesCmd::Ls { bot, path } => {
-            let (dir, entries) = engine.files_list(&bot, path.as_deref().unwrap_or("")).await?;
+            // From the stored workspace on this machine: works with the computer stopped or Docker off.
+            let (dir, entries) = engine.stored_list(&bot, path.as_deref().unwrap_or("")).await?;
             print(json, json!({"path": dir, "entries": entries}), || {
                 entries
                     .iter()
@@ -631,7 +632,7 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
             });
         }
         FilesCmd::Cat { bot, path, max_bytes } => {
-            let bytes = engine.files_read(&bot, &path, max_bytes).await?;
+            let bytes = engine.stored_read(&bot, &path, max_bytes).await?;
             std::io::stdout().write_all(&bytes).and_then(|_| std::io::stdout().flush()).map_err(|e| EngineError::invalid(format!("writing to stdout: {e}")))?;
         }
         FilesCmd::Put { bot, local, path, executable } => {
@@ -646,7 +647,7 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
             print(json, json!({"path": written, "size": size, "executable": exec}), || format!("wrote {size} bytes to {written}"));
         }
         FilesCmd::Get { bot, path, local, max_bytes } => {
-            let bytes = engine.files_read(&bot, &path, max_bytes).await?;
+            let bytes = engine.stored_read(&bot, &path, max_bytes).await?;
             let tmp = local.with_extension("botdesk-partial");
             std::fs::write(&tmp, &bytes)
                 .and_then(|_| std::fs::rename(&tmp, &local))

@@ -175,7 +175,6 @@ fn docker_down_is_one_clear_line_and_nothing_panics() {
     let host = format!("unix://{}", socket.display());
     for args in [
         vec!["exec", "offline", "--", "true"],
-        vec!["files", "ls", "offline"],
         vec!["computer", "ls"],
         vec!["computer", "stop", "team"],
         vec!["image", "status"],
@@ -188,6 +187,9 @@ fn docker_down_is_one_clear_line_and_nothing_panics() {
         assert!(err.contains("Docker is not reachable") && err.contains("Start the Docker engine"), "{args:?}: {err}");
         assert!(!err.contains("panicked"));
     }
+    // Files come from the stored workspace: they need no Docker.
+    let out = data.cmd(&["files", "ls", "offline"]).env("DOCKER_HOST", &host).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = data.cmd(&["--json", "doctor"]).env("DOCKER_HOST", &host).output().unwrap();
     assert!(!out.status.success());
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -294,5 +296,50 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     }
     assert!(searched >= 3, "searched {searched} files");
     assert!(data.run(&["bot", "rm", "runner"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}
+
+#[test]
+fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    use std::io::Write;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"})))]));
+    let data = Data::new();
+    let id = format!("cli-kill-{}", std::process::id());
+    let base = server.base_url(botdesk_agent::Wire::OpenAi);
+    let mut child = data.cmd(&["model", "add", &id, "--kind", "openai-compatible", "--model", "scripted", "--base-url", &base]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(data.run(&["bot", "create", "killme", "--model", &id]).status.success());
+
+    let mut run = data.cmd(&["run", "killme", "work"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        // The command is running once its first line is in the workspace.
+        if stdout(&data.run(&["activity", "killme"])).contains("[running]") && data.run(&["files", "cat", "killme", "partial.txt"]).status.success() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+
+    // The next process recovers: the run is failed with the reason, the lease is free at once with
+    // the next fence, the workspace is intact, and the only container is the bot's known computer.
+    let held = data.json(&["lease", "hold", "killme", "--ms", "100"]);
+    assert_eq!(held["fence"], 2, "{held}");
+    let chat = data.json(&["chat", "killme"]);
+    let run_id = chat["messages"][0]["run_id"].as_str().unwrap().to_string();
+    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    let killed = rt.block_on(engine.run_status(&run_id)).unwrap();
+    assert_eq!(killed.status, botdesk_engine::RunStatus::Failed);
+    assert!(killed.error.as_deref().unwrap_or("").starts_with("interrupted: the app or CLI running it stopped"), "{killed:?}");
+    let cat = data.run(&["files", "cat", "killme", "partial.txt"]);
+    assert_eq!(stdout(&cat), "partial\n", "{}", stderr(&cat));
+    let computers = data.json(&["computer", "ls"]);
+    assert_eq!(computers["computers"].as_array().unwrap().len(), 1);
+    assert!(data.run(&["bot", "rm", "killme"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }

@@ -164,6 +164,11 @@ impl Engine {
     /// Where a viewer of the bot's screen connects now: the control transport while the person
     /// holds control of this bot, the view transport otherwise (the desktop opens if needed).
     pub async fn screen_target(&self, bot: &str) -> Result<ScreenTarget> {
+        // Watching never boots a computer the person (or idle suspend) stopped.
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        if !matches!(self.stored_state(&computer.id).await?, ComputerState::Running | ComputerState::Booting) {
+            return Err(EngineError::new(ErrorCode::NotRunning, format!("{}'s computer is stopped; open the desktop to start it", b.name)));
+        }
         if self.control_of(bot).await?.is_some() {
             let c = self.take_control_screen(bot).await?;
             return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true });

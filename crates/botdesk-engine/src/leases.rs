@@ -117,6 +117,33 @@ impl Engine {
         Ok((run, lease))
     }
 
+    /// Runs whose driving process is gone (the app or CLI was killed, or the machine restarted)
+    /// end as failed with the reason; their leases are freed at once. Returns their ids.
+    pub async fn recover_runs(&self) -> Result<Vec<String>> {
+        let boot = boot_id();
+        let mut ended = vec![];
+        for (id, owner) in self.inner.store.owned_active_runs().await? {
+            let Some((pid, owner_boot)) = owner.strip_prefix("pid:").and_then(|o| o.split_once('@')) else { continue };
+            let pid: i64 = pid.parse().unwrap_or(0);
+            let reason = if owner_boot != boot {
+                "interrupted: the machine restarted while the run was going".to_string()
+            } else if !process_alive(pid) {
+                format!("interrupted: the app or CLI running it stopped (process {pid} is gone)")
+            } else {
+                continue;
+            };
+            if self.inner.store.abandon_run(&id, &reason, self.now()).await? {
+                ended.push(id);
+            }
+        }
+        Ok(ended)
+    }
+
+    /// Marks this process as the run's driver (see [`Engine::recover_runs`]).
+    pub(crate) async fn own_run(&self, run_id: &str) -> Result<()> {
+        Ok(self.inner.store.set_run_owner(run_id, &format!("pid:{}@{}", std::process::id(), boot_id())).await?)
+    }
+
     pub async fn run_status(&self, run_id: &str) -> Result<Run> {
         Ok(self.inner.store.run(run_id).await?)
     }

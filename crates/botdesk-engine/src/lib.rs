@@ -8,6 +8,7 @@ mod leases;
 mod models;
 mod paths;
 mod runs;
+mod stored;
 mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
@@ -203,7 +204,7 @@ impl Engine {
         if data.settings().exists() {
             settings.apply(&mut resources);
         }
-        Ok(Self {
+        let engine = Self {
             inner: Arc::new(Inner {
                 data,
                 store,
@@ -219,7 +220,10 @@ impl Engine {
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
             }),
-        })
+        };
+        // Runs whose process died (the app or CLI was killed) end now, with the reason.
+        engine.recover_runs().await.map_err(|e| e.context("recovering interrupted runs"))?;
+        Ok(engine)
     }
 
     /// The settings shared with every process on this data directory.

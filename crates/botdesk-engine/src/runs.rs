@@ -179,7 +179,9 @@ impl Engine {
         let key = self.model_key(&model_id).await?;
         let config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
         let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
+        self.recover_runs().await?;
         let run = self.create_run(bot.id.as_str(), task).await?;
+        self.own_run(&run.id).await?;
         let (run, lease) = match self.lease_run(&run.id).await {
             Ok(x) => x,
             Err(e) => {
@@ -212,7 +214,7 @@ impl Engine {
                 }
             })
             .collect();
-        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default() };
+        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone() };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
@@ -223,6 +225,7 @@ impl Engine {
         let (status, error) = match &end {
             RunEnd::Completed(_) => (RunStatus::Completed, None),
             RunEnd::Failed(why) => (RunStatus::Failed, Some(host.redactor.redact(why))),
+            RunEnd::Cancelled if host.fatal.lock().unwrap().is_some() => (RunStatus::Failed, host.fatal.lock().unwrap().clone()),
             RunEnd::Cancelled => {
                 let current = self.inner.store.run(&run.id).await?;
                 let why = current.error.unwrap_or_else(|| "stopped".into());
@@ -294,6 +297,9 @@ struct RunHost {
     redactor: Redactor,
     /// Calls whose result is stored.
     finished: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Set when the run cannot go on (its computer stopped under it); the run then fails with it.
+    fatal: std::sync::Mutex<Option<String>>,
+    stop: CancellationToken,
 }
 
 impl RunHost {
@@ -365,6 +371,19 @@ impl RunHost {
             text.push_str(". Your shell and files still work.");
         }
         ToolOutput::error(text)
+    }
+
+    /// After a failed tool: if the computer itself stopped under the run (killed, crashed), the
+    /// run cannot go on; it fails with that reason instead of quietly starting a new machine.
+    async fn check_computer(&self) {
+        let cref = botdesk_core::ComputerRef { id: self.bot.computer_id.clone() };
+        if let Ok(status) = self.engine.inner.provider.status(&cref).await {
+            if status != botdesk_core::MachineStatus::Running {
+                let why = format!("the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept", status.as_str());
+                *self.fatal.lock().unwrap() = Some(why);
+                self.stop.cancel();
+            }
+        }
     }
 
     /// Saves a screenshot for the chat; returns its path relative to the data directory.
@@ -541,6 +560,9 @@ impl Host for RunHost {
             },
         };
         out.text = self.redactor.redact(&out.text);
+        if out.is_error {
+            self.check_computer().await;
+        }
         let shot = match &out.image {
             Some(img) => self.save_shot(call_id, &img.data).await,
             None => None,

@@ -351,3 +351,38 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(server.failures(), Vec::<String>::new());
 }
+
+fn container_of(computer: &str) -> String {
+    let out = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[tokio::test]
+async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_anew() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": "echo kept > kept.txt; sleep 120"})))]).await;
+    let (model, _) = w.model(&server, Wire::OpenAi).await;
+    let bot = w.engine.create_bot("victim", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("victim", "work").await });
+    let t0 = Instant::now();
+    // The command runs once its first line reached the workspace.
+    while w.engine.stored_read("victim", "kept.txt", 100).await.is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the command never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = container_of(&bot.computer.id);
+    assert!(!id.is_empty());
+    assert!(std::process::Command::new("docker").args(["kill", &id]).output().unwrap().status.success());
+    let run = tokio::time::timeout(Duration::from_secs(30), run).await.expect("the run ended").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert!(run.error.as_deref().unwrap_or("").contains("the computer stopped during the run"), "{run:?}");
+    // The next task provisions again; the workspace is all there.
+    server.push(Step::reply(Reply::call("read_file", json!({"path": "kept.txt"}))));
+    server.push(Step::check(|s| ok_result(s, "kept"), Reply::text("still here")));
+    let again = w.engine.run_task("victim", "is it there?").await.unwrap();
+    assert_eq!(again.status, RunStatus::Completed, "{again:?}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_ne!(container_of(&bot.computer.id), "", "running again");
+}

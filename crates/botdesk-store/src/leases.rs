@@ -244,6 +244,37 @@ impl Store {
         self.run(id).await
     }
 
+    /// Records which process drives a run (`pid:<pid>@<boot id>`), so a restart can tell it died.
+    pub async fn set_run_owner(&self, id: &str, owner: &str) -> Result<()> {
+        sqlx::query!("UPDATE runs SET lease_owner = ?1 WHERE id = ?2", owner, id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Active runs with the process that drives them.
+    pub async fn owned_active_runs(&self) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query!(
+            r#"SELECT id AS "id!", lease_owner AS "owner!" FROM runs WHERE lease_owner IS NOT NULL AND status NOT IN ('completed', 'failed', 'cancelled')"#
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.id, r.owner)).collect())
+    }
+
+    /// A run whose process died: failed with the reason, and its execution lease freed at once (the
+    /// next claim gets fence + 1). False if the run had already moved on.
+    pub async fn abandon_run(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query!(
+            "UPDATE runs SET status = 'failed', error = ?1, updated_at = ?2 WHERE id = ?3 AND status NOT IN ('completed', 'failed', 'cancelled')",
+            reason, now, id
+        )
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query!("UPDATE execution_leases SET holder = NULL, expires_at = 0 WHERE holder = ?1", id).execute(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn heartbeat_run(&self, id: &str, now: i64) -> Result<()> {
         sqlx::query!("UPDATE runs SET heartbeat_at = ?1 WHERE id = ?2", now, id).execute(&self.pool).await?;
         Ok(())

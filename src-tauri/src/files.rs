@@ -1,0 +1,171 @@
+//! The Files and Terminal panes: the stored workspace (also offline), previews, download, upload
+//! while in control, a watcher that tells the visible pane when the bot wrote something, and the
+//! activity list.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine as _;
+use botdesk_engine::{ActivityRow, Engine, EngineError, ErrorCode, FileEntry, FileKind};
+use notify::Watcher;
+use serde::Serialize;
+use tauri::{AppHandle, Emitter, State};
+
+type Res<T> = Result<T, EngineError>;
+
+const TEXT_PREVIEW: u64 = 2 << 20;
+const IMAGE_PREVIEW: u64 = 10 << 20;
+/// Uploads are limited to this by default.
+pub const UPLOAD_LIMIT: u64 = 10 << 20;
+
+#[derive(Serialize)]
+pub struct Listing {
+    path: String,
+    entries: Vec<FileEntry>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Preview {
+    Text { text: String, size: u64 },
+    Image { url: String, size: u64 },
+    Binary { size: u64 },
+    TooLarge { size: u64 },
+    Dir { size: u64 },
+}
+
+fn image_type(path: &str) -> Option<&'static str> {
+    let ext = path.rsplit('.').next()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "bmp" => "image/bmp",
+        _ => return None,
+    })
+}
+
+#[tauri::command]
+pub async fn activity(engine: State<'_, Engine>, bot: String, after: i64) -> Res<Vec<ActivityRow>> {
+    let rows = engine.activity(&bot, after, 100_000).await?;
+    Ok(rows.into_iter().rev().take(300).rev().collect())
+}
+
+#[tauri::command]
+pub async fn list_files(engine: State<'_, Engine>, bot: String, path: String) -> Res<Listing> {
+    let (path, entries) = engine.stored_list(&bot, &path).await?;
+    Ok(Listing { path, entries })
+}
+
+/// Text (UTF-8, up to 2 MiB) or an image (up to 10 MiB) from the stored workspace.
+#[tauri::command]
+pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String) -> Res<Preview> {
+    let stat = engine.stored_stat(&bot, &path).await?;
+    let size = stat.size;
+    if stat.kind == FileKind::Dir {
+        return Ok(Preview::Dir { size });
+    }
+    if let Some(mime) = image_type(&path) {
+        if size > IMAGE_PREVIEW {
+            return Ok(Preview::TooLarge { size });
+        }
+        let data = engine.stored_read(&bot, &path, IMAGE_PREVIEW).await?;
+        return Ok(Preview::Image { url: format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(&data)), size });
+    }
+    if size > TEXT_PREVIEW {
+        return Ok(Preview::TooLarge { size });
+    }
+    let data = engine.stored_read(&bot, &path, TEXT_PREVIEW).await?;
+    Ok(match String::from_utf8(data.to_vec()) {
+        Ok(text) if !text.contains('\0') => Preview::Text { text, size },
+        _ => Preview::Binary { size },
+    })
+}
+
+fn downloads_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_DOWNLOAD_DIR") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    home.join("Downloads")
+}
+
+/// Copies a file of the stored workspace to the Downloads folder (works offline); returns where.
+#[tauri::command]
+pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String) -> Res<String> {
+    let data = engine.stored_read(&bot, &path, u64::MAX / 2).await?;
+    let dir = downloads_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot create {}: {e}", dir.display())))?;
+    let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download");
+    let (stem, ext) = match name.rsplit_once('.') {
+        Some((s, e)) if !s.is_empty() => (s.to_string(), format!(".{e}")),
+        _ => (name.to_string(), String::new()),
+    };
+    let mut target = dir.join(name);
+    let mut n = 1;
+    while target.exists() {
+        target = dir.join(format!("{stem} ({n}){ext}"));
+        n += 1;
+    }
+    let partial = target.with_extension("botdesk-partial");
+    std::fs::write(&partial, &data)
+        .and_then(|_| std::fs::rename(&partial, &target))
+        .map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot write {}: {e}", target.display())))?;
+    Ok(target.display().to_string())
+}
+
+/// Upload (base64 from the webview) into the bot's workspace; only while the person has control.
+#[tauri::command]
+pub async fn upload_file(engine: State<'_, Engine>, bot: String, path: String, data: String) -> Res<String> {
+    if data.len() as u64 > UPLOAD_LIMIT * 4 / 3 + 4 {
+        return Err(EngineError::new(ErrorCode::TooLarge, format!("uploads are limited to {} MiB", UPLOAD_LIMIT >> 20)));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).map_err(|e| EngineError::invalid(format!("the upload is not valid base64: {e}")))?;
+    engine.upload(&bot, &path, bytes.into(), UPLOAD_LIMIT).await
+}
+
+/// One watcher on the stored workspace of the bot whose Files pane is visible.
+#[derive(Default)]
+pub struct FileWatch(Mutex<Option<(String, notify::RecommendedWatcher)>>);
+
+/// Paths whose changes do not concern the person (browser profile churn, caches).
+fn noise(p: &std::path::Path) -> bool {
+    p.components().any(|c| matches!(c.as_os_str().to_str(), Some(".browser-profiles" | ".cache" | ".config" | ".local" | ".pki")))
+}
+
+#[tauri::command]
+pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State<'_, FileWatch>, bot: Option<String>) -> Res<()> {
+    let Some(bot) = bot else {
+        *watch.0.lock().unwrap() = None;
+        return Ok(());
+    };
+    if watch.0.lock().unwrap().as_ref().is_some_and(|(b, _)| *b == bot) {
+        return Ok(());
+    }
+    let home = engine.stored_home(&bot).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        if let Ok(ev) = ev {
+            if ev.paths.iter().any(|p| !noise(p)) && !matches!(ev.kind, notify::EventKind::Access(_)) {
+                let _ = tx.send(());
+            }
+        }
+    })
+    .map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch the workspace: {e}")))?;
+    if home.exists() {
+        watcher.watch(&home, notify::RecursiveMode::Recursive).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
+    }
+    *watch.0.lock().unwrap() = Some((bot.clone(), watcher));
+    // Debounced: one event per burst of writes.
+    tauri::async_runtime::spawn(async move {
+        while rx.recv().await.is_some() {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            while rx.try_recv().is_ok() {}
+            let _ = app.emit("files-changed", &bot);
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,235 @@
+// The dock's Terminal pane (what the bot ran and wrote, live) and Files pane (the stored
+// workspace: browse, preview, download — also offline — and upload while in control).
+import { ActivityRow, api, BotView, errorMessage, FileEntry, Preview } from "./api";
+import { button, el, humanSize } from "./dom";
+
+// ---------------------------------------------------------------------------------------------
+// Terminal
+
+const activity = new Map<string, ActivityRow[]>();
+let shownBot: string | null = null;
+
+/** Keeps at most this many entries per bot in the pane. */
+const KEEP = 300;
+
+export function activityPane(b: BotView): HTMLElement {
+  shownBot = b.id;
+  const pane = el("section", { class: "dock-pane terminal", "data-pane": "terminal", id: "terminal-pane" });
+  fillActivity(pane, b);
+  if (!activity.has(b.id)) loadActivity(b.id);
+  return pane;
+}
+
+async function loadActivity(bot: string) {
+  try {
+    const rows = await api.activity(bot, 0);
+    activity.set(bot, rows.slice(-KEEP));
+  } catch (e) {
+    activity.set(bot, []);
+    console.warn("activity", errorMessage(e));
+  }
+  redrawActivity(bot);
+}
+
+function redrawActivity(bot: string) {
+  const pane = document.getElementById("terminal-pane");
+  if (pane && shownBot === bot) fillActivity(pane, null);
+}
+
+function fillActivity(pane: HTMLElement, b: BotView | null) {
+  const rows = activity.get(shownBot ?? "");
+  const stick = pane.scrollTop + pane.clientHeight >= pane.scrollHeight - 8;
+  pane.replaceChildren();
+  if (!rows) {
+    pane.append(el("p", { class: "muted" }, "Loading…"));
+    return;
+  }
+  if (rows.length === 0) {
+    pane.append(el("p", { class: "muted" }, `Nothing yet: commands ${b?.name ?? "the bot"} runs and files it writes appear here, live.`));
+    return;
+  }
+  for (const a of rows) pane.append(activityEntry(a));
+  if (stick) pane.scrollTop = pane.scrollHeight;
+}
+
+function activityEntry(a: ActivityRow): HTMLElement {
+  const when = new Date(a.created_at).toLocaleTimeString();
+  const badge =
+    a.status === "running" ? "running…" : a.kind === "shell" ? (a.exit_code === 0 ? "exit 0" : `exit ${a.exit_code ?? "?"}`) : a.status === "done" ? "done" : "error";
+  const head = el(
+    "div",
+    { class: "act-head" },
+    el("span", { class: "act-time" }, when),
+    el("span", { class: "act-kind" }, a.kind === "shell" ? "$" : a.kind),
+    el("span", { class: "act-target" }, a.target),
+    el("span", { class: `act-badge ${a.status}` }, badge),
+  );
+  const box = el("div", { class: `act ${a.status}`, "data-activity": String(a.id) }, head);
+  if (a.output_tail) box.append(el("pre", { class: "act-out" }, a.output_tail));
+  return box;
+}
+
+/** A new or finished entry from a run of this app. */
+export function onActivity(bot: string, entry: ActivityRow) {
+  const rows = activity.get(bot);
+  if (!rows) return;
+  const i = rows.findIndex((r) => r.id === entry.id);
+  if (i >= 0) {
+    // A late "running" never overwrites an end.
+    if (!(entry.status === "running" && rows[i]!.status !== "running")) rows[i] = entry;
+  } else {
+    rows.push(entry);
+    if (rows.length > KEEP) rows.splice(0, rows.length - KEEP);
+  }
+  redrawActivity(bot);
+}
+
+/** Entries written by another process (the CLI) are picked up when the pane reloads. */
+export function reloadActivity(bot: string) {
+  if (activity.has(bot)) loadActivity(bot);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Files
+
+const files = {
+  bot: null as string | null,
+  dir: "",
+  shown: "" as string,
+  entries: [] as FileEntry[],
+  selected: null as string | null,
+  preview: null as Preview | null,
+  error: null as string | null,
+  note: null as string | null,
+  controlling: false,
+};
+
+export function filesPane(b: BotView): HTMLElement {
+  if (files.bot !== b.id) {
+    Object.assign(files, { bot: b.id, dir: "", shown: "", entries: [], selected: null, preview: null, error: null, note: null });
+    listDir("");
+  }
+  files.controlling = b.status === "you_have_control";
+  const pane = el("section", { class: "dock-pane files", "data-pane": "files", id: "files-pane" });
+  fillFiles(pane);
+  return pane;
+}
+
+async function listDir(dir: string) {
+  const bot = files.bot;
+  if (!bot) return;
+  try {
+    const r = await api.listFiles(bot, dir);
+    if (files.bot !== bot) return;
+    Object.assign(files, { dir, shown: r.path, entries: r.entries, error: null });
+  } catch (e) {
+    files.error = errorMessage(e);
+  }
+  redrawFiles();
+}
+
+async function select(path: string) {
+  const bot = files.bot;
+  if (!bot) return;
+  files.selected = path;
+  files.note = null;
+  try {
+    files.preview = await api.preview(bot, path);
+  } catch (e) {
+    files.preview = null;
+    files.error = errorMessage(e);
+  }
+  redrawFiles();
+}
+
+function redrawFiles() {
+  const pane = document.getElementById("files-pane");
+  if (pane) fillFiles(pane);
+}
+
+function name(path: string): string {
+  return path.split("/").pop() || path;
+}
+
+function fillFiles(pane: HTMLElement) {
+  const bot = files.bot!;
+  const up = files.shown && files.shown !== "." ? files.shown.split("/").slice(0, -1).join("/") : null;
+  const crumbs = el("div", { class: "files-bar" }, el("code", { class: "files-path", id: "files-path" }, files.shown || "…"));
+  if (up !== null) crumbs.prepend(button("↑", { class: "ghost", title: "Up one folder", id: "files-up" }, () => listDir(up === "" ? "/" : up)));
+  const upload = el("label", { class: "upload" + (files.controlling ? "" : " disabled"), title: files.controlling ? "Upload a file into this folder (up to 10 MiB)" : "Take control to upload files" }, "Upload…");
+  const input = el("input", { type: "file", id: "files-upload" }) as HTMLInputElement;
+  input.disabled = !files.controlling;
+  input.addEventListener("change", async () => {
+    const f = input.files?.[0];
+    if (!f) return;
+    try {
+      const data = await base64(f);
+      const at = await api.upload(bot, `${files.shown === "." ? "" : files.shown + "/"}${f.name}`.replace(/^\//, "/"), data);
+      files.note = `Uploaded ${at}`;
+      await listDir(files.dir);
+    } catch (e) {
+      files.error = errorMessage(e);
+      redrawFiles();
+    }
+  });
+  upload.append(input);
+  crumbs.append(upload);
+
+  const list = el("ul", { class: "files-list", "aria-label": "Files" });
+  const sorted = [...files.entries].sort((a, b) => Number(b.kind === "dir") - Number(a.kind === "dir") || a.path.localeCompare(b.path));
+  for (const e of sorted) {
+    const item = el(
+      "li",
+      { class: `file ${e.kind}` + (files.selected === e.path ? " selected" : ""), "data-path": e.path, tabindex: "0" },
+      el("span", { class: "fname" }, name(e.path) + (e.kind === "dir" ? "/" : "")),
+      el("span", { class: "fsize" }, e.kind === "file" ? humanSize(e.size) : ""),
+    );
+    item.addEventListener("click", () => (e.kind === "dir" ? listDir(e.path) : select(e.path)));
+    list.append(item);
+  }
+  if (sorted.length === 0) list.append(el("li", { class: "muted" }, "This folder is empty."));
+
+  const preview = el("div", { class: "preview", id: "files-preview" });
+  const p = files.preview;
+  if (files.selected && p) {
+    const head = el("div", { class: "preview-head" }, el("code", {}, name(files.selected)), el("span", { class: "muted" }, humanSize(p.size)));
+    const path = files.selected;
+    head.append(
+      button("Download", { class: "ghost", id: "files-download" }, async () => {
+        try {
+          files.note = `Saved to ${await api.download(bot, path)}`;
+        } catch (e) {
+          files.error = errorMessage(e);
+        }
+        redrawFiles();
+      }),
+    );
+    preview.append(head);
+    if (p.kind === "text") preview.append(el("pre", { class: "preview-text" }, p.text));
+    else if (p.kind === "image") preview.append(el("img", { class: "preview-img", src: p.url, alt: name(path) }));
+    else if (p.kind === "too_large") preview.append(el("p", { class: "muted" }, "Too large to preview (text up to 2 MiB, images up to 10 MiB). Download it instead."));
+    else preview.append(el("p", { class: "muted" }, "Not text or an image: download it to open it."));
+  } else {
+    preview.append(el("p", { class: "muted" }, "Pick a file to preview it. This is the stored workspace: it is here even when the computer is stopped."));
+  }
+  const msgs = el("div", { class: "files-msgs" });
+  if (files.error) msgs.append(el("p", { class: "error" }, files.error));
+  if (files.note) msgs.append(el("p", { class: "ok" }, files.note));
+  pane.replaceChildren(crumbs, msgs, el("div", { class: "files-body" }, list, preview));
+}
+
+function base64(f: File): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const r = new FileReader();
+    r.onload = () => resolve(String(r.result).split(",")[1] ?? "");
+    r.onerror = () => reject(r.error);
+    r.readAsDataURL(f);
+  });
+}
+
+/** The stored workspace changed (the bot wrote something): refresh what the pane shows. */
+export function onFilesChanged(bot: string) {
+  if (files.bot !== bot || !document.getElementById("files-pane")) return;
+  listDir(files.dir);
+  if (files.selected) select(files.selected);
+}

@@ -408,7 +408,7 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Computer { cmd: ComputerCmd::Destroy { id } } => {
             let c = engine.destroy_computer(&id).await?;
-            print(json, serde_json::to_value(&c).unwrap(), || format!("destroyed computer {} ({}); its workspace stays in {}", c.name, c.id, c.home.display()));
+            print(json, serde_json::to_value(&c).unwrap(), || format!("destroyed computer {} ({}); its workspace is checkpointed in {} and comes back on the next use", c.name, c.id, c.home.join("current").display()));
         }
         Cmd::Computer { cmd: ComputerCmd::Reconcile } => {
             let r = engine.reconcile().await?;

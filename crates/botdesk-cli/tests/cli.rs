@@ -135,7 +135,7 @@ fn bots_exec_and_files_against_a_real_computer() {
     let destroyed = data.json(&["computer", "destroy", team]);
     assert_eq!(destroyed["status"], "missing");
     let home: PathBuf = destroyed["home"].as_str().unwrap().into();
-    assert_eq!(std::fs::read(home.join(format!("bots/{alpha_id}/bin/tool.bin"))).unwrap(), bytes, "the stored workspace stays");
+    assert_eq!(std::fs::read(home.join(format!("current/bots/{alpha_id}/bin/tool.bin"))).unwrap(), bytes, "the workspace stays, checkpointed");
     // The next use provisions a fresh machine on the same workspace.
     let out = data.run(&["exec", "alpha", "--", "sh", "-c", "cat ../../shared/report.txt"]);
     assert_eq!(stdout(&out), "report");

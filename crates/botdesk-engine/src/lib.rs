@@ -7,6 +7,7 @@ mod error;
 mod leases;
 mod models;
 mod paths;
+mod checkpoint;
 mod runs;
 mod stored;
 mod settings;
@@ -18,6 +19,7 @@ pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
+pub use checkpoint::CheckpointReport;
 pub use paths::DataDir;
 pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
 pub use settings::Settings;
@@ -132,6 +134,7 @@ pub struct ComputerView {
     /// suspended, error).
     pub state: String,
     pub bots: Vec<String>,
+    /// The home store: the workspace's checkpoints (`current` is the latest).
     pub home: PathBuf,
 }
 
@@ -171,6 +174,8 @@ pub(crate) struct Inner {
     run_events: tokio::sync::broadcast::Sender<runs::RunEvent>,
     /// Runs of this process, to cancel them at once on Stop.
     local_runs: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
+    /// Checkpoints and restores of one home, one at a time in this process.
+    home_locks: checkpoint::HomeLocks,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -219,6 +224,7 @@ impl Engine {
                 displays: Default::default(),
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
+                home_locks: Default::default(),
             }),
         };
         // Runs whose process died (the app or CLI was killed) end now, with the reason.
@@ -365,7 +371,7 @@ impl Engine {
             id: c.id.clone(),
             name: c.name.clone(),
             scope: c.scope,
-            home_dir: self.inner.data.home(&c.home_key),
+            home_dir: self.inner.data.machine(c.id.as_str()),
             resources: self.inner.limits.read().unwrap().0,
         }
     }
@@ -404,6 +410,11 @@ impl Engine {
         }
         if state != ComputerState::Running && state != ComputerState::Booting {
             self.swap(&computer.id, state, ComputerState::Booting, now).await?;
+        }
+        // A missing machine disk (a destroyed computer) comes back from the latest checkpoint.
+        if let Err(e) = self.restore_if_missing(computer).await {
+            self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
+            return Err(e);
         }
         let provisioned = async {
             let p = self.inner.provider.provision(&self.spec(computer), &ctx).await?;
@@ -448,6 +459,8 @@ impl Engine {
     /// ("Other bots are still using this computer") or while it is reserved.
     pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
+        // Never stop a computer whose checkpoint failed: it keeps running and the error is returned.
+        self.checkpoint_before(&c, "stopping").await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         self.inner.ready.lock().await.remove(&c.id);
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
@@ -465,15 +478,29 @@ impl Engine {
         self.computer_view(c).await
     }
 
-    /// Removes the machine. The stored workspace (its home folder) is never removed.
+    /// Removes the machine and its disk, after a checkpoint (refused when the checkpoint fails).
+    /// The home store keeps the workspace: the next use restores it.
     pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
+        self.checkpoint_before(&c, "destroying").await?;
         self.inner.ready.lock().await.remove(&c.id);
         self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
             .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))?;
+        let machine = self.inner.data.machine(c.id.as_str());
+        if machine.exists() {
+            std::fs::remove_dir_all(&machine).map_err(|e| EngineError::new(ErrorCode::Internal, format!("removing the disk of computer {}: {e}", c.name)))?;
+        }
         self.inner.store.clear_desktops(&c.id).await?;
         self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
         self.computer_view(c).await
+    }
+
+    /// A checkpoint before `doing` something to a computer that has a workspace here.
+    async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: &str) -> Result<()> {
+        if !self.inner.data.machine(c.id.as_str()).exists() {
+            return Ok(());
+        }
+        self.checkpoint(c.id.as_str()).await.map(drop).map_err(|e| e.context(format!("not {doing} computer {}: its workspace could not be saved first", c.name)))
     }
 
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {

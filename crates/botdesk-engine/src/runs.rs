@@ -240,6 +240,11 @@ impl Engine {
         } else {
             self.finish_run(&run, &lease, status, error.as_deref()).await?
         };
+        // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
+        let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
+        if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), slot.or(Some(0))).await {
+            host.message("system", &format!("The workspace could not be saved: {e}")).await;
+        }
         if let Some(e) = &finished.error {
             let note = match finished.status {
                 RunStatus::Cancelled => format!("Stopped: {e}"),

@@ -29,17 +29,27 @@ fn inside(home: &Path, rel: &WorkspacePath) -> Result<PathBuf> {
 }
 
 impl Engine {
-    /// Where a bot's computer keeps its workspace on this machine.
+    /// The workspace on this machine: the computer's disk while it exists, else its latest
+    /// checkpoint (a destroyed computer).
+    fn workspace_root(&self, computer: &botdesk_store::Computer) -> PathBuf {
+        let machine = self.inner.data.machine(computer.id.as_str());
+        if machine.exists() {
+            return machine;
+        }
+        crate::checkpoint::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p).unwrap_or(machine)
+    }
+
+    /// Where a bot's workspace is on this machine (see `workspace_root`).
     pub async fn stored_home(&self, bot: &str) -> Result<PathBuf> {
         let (_, computer) = self.bot_and_computer(bot).await?;
-        Ok(self.inner.data.home(&computer.home_key))
+        Ok(self.workspace_root(&computer))
     }
 
     /// Lists a folder of the stored workspace (relative to the bot's folder), sorted by path.
     pub async fn stored_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&b, &computer, path)?;
-        let home = self.inner.data.home(&computer.home_key);
+        let home = self.workspace_root(&computer);
         let own = dir == self.resolve(&b, &computer, "")?;
         tokio::task::spawn_blocking(move || {
             // A computer that never ran has no workspace yet: the bot's folder is simply empty.
@@ -80,7 +90,7 @@ impl Engine {
     pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let home = self.inner.data.home(&computer.home_key);
+        let home = self.workspace_root(&computer);
         let real = inside(&home, &file)?;
         let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
         let kind = if meta.is_dir() { FileKind::Dir } else { FileKind::File };
@@ -91,7 +101,7 @@ impl Engine {
     pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let home = self.inner.data.home(&computer.home_key);
+        let home = self.workspace_root(&computer);
         tokio::task::spawn_blocking(move || {
             let real = inside(&home, &file)?;
             let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;

@@ -169,3 +169,36 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
     });
     Ok(())
 }
+
+/// Opens an interactive shell on the bot's computer (only while the person has control); what it
+/// prints streams to `output` as bytes, and the channel gets an empty message when it ends.
+#[tauri::command]
+pub async fn terminal_open(engine: State<'_, Engine>, bot: String, cols: u16, rows: u16, output: tauri::ipc::Channel<Vec<u8>>) -> Res<String> {
+    let mut t = engine.open_terminal(&bot, cols, rows).await?;
+    let id = t.id.clone();
+    tauri::async_runtime::spawn(async move {
+        while let Some(chunk) = t.output.recv().await {
+            if output.send(chunk.to_vec()).is_err() {
+                break;
+            }
+        }
+        let _ = output.send(Vec::new());
+    });
+    Ok(id)
+}
+
+#[tauri::command]
+pub async fn terminal_input(engine: State<'_, Engine>, id: String, data: String) -> Res<()> {
+    engine.terminal_input(&id, data.into_bytes().into()).await
+}
+
+#[tauri::command]
+pub async fn terminal_resize(engine: State<'_, Engine>, id: String, cols: u16, rows: u16) -> Res<()> {
+    engine.terminal_resize(&id, cols, rows).await
+}
+
+#[tauri::command]
+pub async fn terminal_close(engine: State<'_, Engine>, id: String) -> Res<()> {
+    engine.close_terminal(&id);
+    Ok(())
+}

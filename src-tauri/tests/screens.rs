@@ -126,12 +126,34 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
         std::thread::sleep(Duration::from_millis(200));
     }
     screenshot("04-took-control-and-typed.png");
+
+    // In control, the Terminal pane offers a real shell on the bot's computer, in its folder.
+    d.click(".dock-button[data-pane=terminal]");
+    d.click("[data-term-tab=shell]");
+    d.wait_js("a shell prompt", "return (document.querySelector('#shell-host .xterm-rows')?.textContent ?? '').includes('$')", Duration::from_secs(20));
+    let host = d.js("const r = document.querySelector('#shell-host').getBoundingClientRect(); return [Math.round(r.left + 40), Math.round(r.top + 20)]");
+    let (hx, hy) = (host[0].as_i64().unwrap(), host[1].as_i64().unwrap());
+    xdotool(&["mousemove", &hx.to_string(), &hy.to_string(), "click", "1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    xdotool(&["type", "--delay", "20", "echo pty-$((6*7)) in $(basename $PWD); sleep 4321 &"]);
+    xdotool(&["key", "Return"]);
+    d.wait_js("the shell's answer", "return (document.querySelector('#shell-host .xterm-rows')?.textContent ?? '').includes('pty-42 in')", Duration::from_secs(10));
+    assert_eq!(side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim(), "1", "the shell started it on the bot's computer");
+    screenshot("04b-shell-in-control.png");
+
     d.wait_js("the sidebar says so", "return document.querySelector('.bot.selected')?.dataset.status === 'you_have_control'", Duration::from_secs(10));
 
     // Release: view-only again; typing goes nowhere.
     d.click("#control-button");
     d.wait_js("view-only again", &format!("return {VIEWER}?.dataset.control === 'false' && {VIEWER}?.dataset.state === 'connected' && document.querySelector('#screen-mode')?.textContent === 'View only'"), Duration::from_secs(20));
     assert!(side.rt.block_on(side.engine.control_of("tester")).unwrap().is_none(), "the lease is gone");
+    // Release killed the shell and what it started.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim() != "0" {
+        assert!(std::time::Instant::now() < deadline, "the shell's processes outlived the release");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    d.wait_js("the shell tab disabled", "return document.querySelector('[data-term-tab=shell]')?.disabled === true", Duration::from_secs(10));
     xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     xdotool(&["type", "--delay", "30", "after"]);
     xdotool(&["key", "Return"]);

@@ -139,6 +139,14 @@ export const api = {
   preview: (bot: string, path: string) => invoke<Preview>("preview_file", { bot, path }),
   download: (bot: string, path: string) => invoke<string>("download_file", { bot, path }),
   upload: (bot: string, path: string, data: string) => invoke<string>("upload_file", { bot, path, data }),
+  terminalOpen: (bot: string, cols: number, rows: number, onOutput: (bytes: Uint8Array | null) => void) => {
+    const output = new Channel<number[]>();
+    output.onmessage = (b) => onOutput(b.length ? new Uint8Array(b) : null);
+    return invoke<string>("terminal_open", { bot, cols, rows, output });
+  },
+  terminalInput: (id: string, data: string) => invoke<void>("terminal_input", { id, data }),
+  terminalResize: (id: string, cols: number, rows: number) => invoke<void>("terminal_resize", { id, cols, rows }),
+  terminalClose: (id: string) => invoke<void>("terminal_close", { id }),
   watchFiles: (bot: string | null) => invoke<void>("watch_files", { bot }),
   onFilesChanged: (f: (bot: string) => void): Promise<UnlistenFn> => listen<string>("files-changed", (e) => f(e.payload)),
   onRunEvent: (f: (e: RunEvent) => void): Promise<UnlistenFn> => listen<RunEvent>("run-event", (e) => f(e.payload)),

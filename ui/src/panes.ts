@@ -1,5 +1,7 @@
 // The dock's Terminal pane (what the bot ran and wrote, live) and Files pane (the stored
 // workspace: browse, preview, download — also offline — and upload while in control).
+import { Terminal } from "@xterm/xterm";
+import "@xterm/xterm/css/xterm.css";
 import { ActivityRow, api, BotView, errorMessage, FileEntry, Preview } from "./api";
 import { button, el, humanSize } from "./dom";
 
@@ -12,12 +14,83 @@ let shownBot: string | null = null;
 /** Keeps at most this many entries per bot in the pane. */
 const KEEP = 300;
 
+let terminalTab: "activity" | "shell" = "activity";
+
+/** The person's shell per bot (only while they hold control). */
+const shells = new Map<string, { term: Terminal; host: HTMLElement; id: string | null }>();
+
 export function activityPane(b: BotView): HTMLElement {
   shownBot = b.id;
-  const pane = el("section", { class: "dock-pane terminal", "data-pane": "terminal", id: "terminal-pane" });
-  fillActivity(pane, b);
-  if (!activity.has(b.id)) loadActivity(b.id);
+  const controlling = b.status === "you_have_control";
+  if (!controlling) closeShell(b.id);
+  const tab = (k: "activity" | "shell", label: string, enabled: boolean, title: string) => {
+    const t = button(label, { class: "term-tab" + (terminalTab === k ? " active" : ""), "data-term-tab": k, title }, () => {
+      terminalTab = k;
+      const pane = document.getElementById("terminal-pane");
+      pane?.replaceWith(activityPane(b));
+    });
+    t.disabled = !enabled;
+    return t;
+  };
+  const tabs = el(
+    "div",
+    { class: "term-tabs" },
+    tab("activity", "Activity", true, "What the bot ran and wrote"),
+    tab("shell", "Shell", controlling, controlling ? "A shell on the bot's computer, in its folder" : "Take control to open a shell on the bot's computer"),
+  );
+  const pane = el("section", { class: "dock-pane terminal", "data-pane": "terminal", id: "terminal-pane" }, tabs);
+  if (terminalTab === "shell" && controlling) {
+    pane.append(shellView(b.id));
+  } else {
+    const list = el("div", { class: "activity-list", id: "activity-list" });
+    pane.append(list);
+    fillActivity(list, b);
+    if (!activity.has(b.id)) loadActivity(b.id);
+  }
   return pane;
+}
+
+function shellView(bot: string): HTMLElement {
+  let s = shells.get(bot);
+  if (!s) {
+    const host = el("div", { class: "shell-host", id: "shell-host" });
+    const term = new Terminal({ fontSize: 12, fontFamily: '"DejaVu Sans Mono", monospace', cursorBlink: true, theme: { background: "#0b0d12" } });
+    const shell = { term, host, id: null as string | null };
+    s = shell;
+    shells.set(bot, shell);
+    requestAnimationFrame(async () => {
+      term.open(host);
+      const cols = Math.max(20, Math.floor(host.clientWidth / 7.3));
+      const rows = Math.max(4, Math.floor(host.clientHeight / 15));
+      term.resize(cols, rows);
+      term.onData((d) => {
+        if (shell.id) api.terminalInput(shell.id, d).catch((e) => term.write(`\r\n[${errorMessage(e)}]\r\n`));
+      });
+      try {
+        shell.id = await api.terminalOpen(bot, cols, rows, (bytes) => {
+          if (bytes) term.write(bytes);
+          else {
+            term.write("\r\n[the shell has ended]\r\n");
+            shell.id = null;
+          }
+        });
+        term.focus();
+      } catch (e) {
+        term.write(`[${errorMessage(e)}]\r\n`);
+      }
+    });
+  }
+  return s.host;
+}
+
+/** Control ended: the shell is closed (the engine kills it too). */
+function closeShell(bot: string) {
+  const s = shells.get(bot);
+  if (!s) return;
+  if (s.id) api.terminalClose(s.id).catch(() => {});
+  s.term.dispose();
+  shells.delete(bot);
+  if (terminalTab === "shell") terminalTab = "activity";
 }
 
 async function loadActivity(bot: string) {
@@ -32,8 +105,8 @@ async function loadActivity(bot: string) {
 }
 
 function redrawActivity(bot: string) {
-  const pane = document.getElementById("terminal-pane");
-  if (pane && shownBot === bot) fillActivity(pane, null);
+  const list = document.getElementById("activity-list");
+  if (list && shownBot === bot) fillActivity(list, null);
 }
 
 function fillActivity(pane: HTMLElement, b: BotView | null) {

@@ -308,6 +308,16 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "act")
     }
 
+    /// An interactive shell on a terminal (PTY) as the workspace user, `cols`×`rows`, in `cwd`.
+    /// Dropping the session's `input` ends the shell and kills every process it started.
+    async fn open_shell(&self, _computer: &ComputerRef, _cwd: &WorkspacePath, _cols: u16, _rows: u16, _ctx: &CallCtx) -> Result<ShellSession> {
+        unsupported(self.kind(), "open_shell")
+    }
+    /// Tells a shell's terminal its new size.
+    async fn resize_shell(&self, _computer: &ComputerRef, _id: &str, _cols: u16, _rows: u16) -> Result<()> {
+        unsupported(self.kind(), "resize_shell")
+    }
+
     // 3. Exec
     /// Runs `req.argv`, streaming output to `out`. Timeout → exit 124 with the whole process tree
     /// killed; `ctx.cancel` → exit 130. A command's own exit 124 stays `ExecOutcome::Exited`.
@@ -325,6 +335,14 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn export(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream>;
     /// Merges the entries into the workspace. A bad entry fails the import before anything changes.
     async fn import(&self, computer: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary>;
+}
+
+/// An interactive shell: what it prints (terminal bytes) and what is typed into it. Dropping
+/// `input` ends the shell; `output` closes when it has ended.
+pub struct ShellSession {
+    pub id: String,
+    pub output: tokio::sync::mpsc::Receiver<Bytes>,
+    pub input: tokio::sync::mpsc::Sender<Bytes>,
 }
 
 /// Runs a command and collects its output (for callers that do not stream).

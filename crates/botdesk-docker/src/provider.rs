@@ -144,6 +144,19 @@ impl DockerProvider {
         cwd: &str,
         stdin: bool,
     ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
+        self.start_exec_tty(container, argv, env, cwd, stdin, false).await
+    }
+
+    /// `start_exec`, optionally on a terminal (stdout and stderr then come as one console stream).
+    pub(crate) async fn start_exec_tty(
+        &self,
+        container: &str,
+        argv: Vec<String>,
+        env: Vec<String>,
+        cwd: &str,
+        stdin: bool,
+        tty: bool,
+    ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
         let docker = self.client().await?;
         let mut env = env;
         // The gateway's agent token is the engine's capability, not the bot's.
@@ -159,6 +172,7 @@ impl DockerProvider {
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     attach_stdin: Some(stdin),
+                    tty: Some(tty),
                     ..Default::default()
                 },
             )
@@ -233,20 +247,9 @@ impl DockerProvider {
     }
 
     async fn kill_exec_tree(&self, container: &str, exec_id: &str, tag: &str) {
-        // Repeat until Docker says the exec's own process is gone: the first kill can race its start.
-        for _ in 0..100 {
-            let _ = self.run_quiet(container, &["botdesk-helper", "kill", tag], None).await;
-            match self.client().await {
-                Ok(d) => match d.inspect_exec(exec_id).await {
-                    Ok(info) if info.running == Some(true) => {}
-                    _ => break,
-                },
-                Err(_) => break,
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if let Ok(d) = self.client().await {
+            kill_tagged(d, container, exec_id, tag).await;
         }
-        // One last sweep for descendants that outlived the main process.
-        let _ = self.run_quiet(container, &["botdesk-helper", "kill", tag], None).await;
     }
 
     fn prepare_home(spec: &ComputerSpec) -> Result<()> {
@@ -376,6 +379,51 @@ impl SandboxProvider for DockerProvider {
         Ok(())
     }
 
+    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, _ctx: &CallCtx) -> Result<ShellSession> {
+        let container = self.running_container(c).await?;
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
+        let argv = vec!["bash".into(), "-i".into()];
+        let (exec_id, mut output, mut input) = self.start_exec_tty(&container, argv, env, &cwd.in_computer(), true, true).await?;
+        let _ = self.resize_shell(c, &exec_id, cols, rows).await;
+        let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        let docker = self.client().await?.clone();
+        let id = exec_id.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            loop {
+                tokio::select! {
+                    item = output.next() => match item {
+                        Some(Ok(LogOutput::Console { message } | LogOutput::StdOut { message } | LogOutput::StdErr { message })) => {
+                            if out_tx.send(message).await.is_err() {
+                                break;
+                            }
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(_)) | None => break,
+                    },
+                    data = in_rx.recv() => match data {
+                        Some(d) => {
+                            if input.write_all(&d).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                }
+            }
+            // The session is over (closed, or its shell exited): nothing it started lives on.
+            kill_tagged(&docker, &container, &id, &tag).await;
+        });
+        Ok(ShellSession { id: exec_id, output: out_rx, input: in_tx })
+    }
+
+    async fn resize_shell(&self, _c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
+        let docker = self.client().await?;
+        docker.resize_exec(id, bollard::exec::ResizeExecOptions { height: rows.max(1), width: cols.max(1) }).await.map_err(docker_err)
+    }
+
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
         req.validate()?;
         let started = tokio::time::Instant::now();
@@ -461,4 +509,26 @@ fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
     if let Some(tx) = out {
         let _ = tx.send(ExecOutput { stream, data });
     }
+}
+
+/// Kills every process carrying an exec's tag (its whole tree), repeating until Docker says the
+/// exec's own process is gone (the first kill can race its start), then once more for stragglers.
+async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
+    let once = || async {
+        let opts = CreateExecOptions { cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]), user: Some(spec::USER.to_string()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
+        if let Ok(exec) = docker.create_exec(container, opts).await {
+            if let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await {
+                while output.next().await.is_some() {}
+            }
+        }
+    };
+    for _ in 0..100 {
+        once().await;
+        match docker.inspect_exec(exec_id).await {
+            Ok(info) if info.running == Some(true) => {}
+            _ => break,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    once().await;
 }

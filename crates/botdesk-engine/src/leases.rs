@@ -229,6 +229,7 @@ impl Engine {
     pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult) -> Result<Option<String>> {
         let (bot_id, computer) = self.bot_refs(bot).await?;
         let resumed = self.inner.store.release_control(&computer, lease_id, result, self.now()).await?;
+        self.close_terminals(&bot_id);
         self.revoke_control_transport(&bot_id, &computer).await?;
         Ok(resumed)
     }
@@ -251,8 +252,10 @@ impl Engine {
         let now = self.now();
         let revoked = self.inner.store.expire_control(now).await?;
         for (computer, bot) in &revoked {
+            self.close_terminals(bot);
             self.revoke_control_transport(bot, computer).await?;
         }
+        self.close_orphan_terminals().await?;
         let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;
         Ok((revoked, interrupted))
     }

@@ -10,6 +10,7 @@ mod paths;
 mod checkpoint;
 mod runs;
 mod stored;
+mod terminal;
 mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
@@ -20,6 +21,7 @@ pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use checkpoint::CheckpointReport;
+pub use terminal::Terminal;
 pub use paths::DataDir;
 pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
 pub use settings::Settings;
@@ -176,6 +178,8 @@ pub(crate) struct Inner {
     local_runs: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
     /// Checkpoints and restores of one home, one at a time in this process.
     home_locks: checkpoint::HomeLocks,
+    /// The person's open shells: id → (bot, computer, input). Dropping the input ends the shell.
+    terminals: std::sync::Mutex<std::collections::HashMap<String, (BotId, ComputerId, tokio::sync::mpsc::Sender<bytes::Bytes>)>>,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -225,6 +229,7 @@ impl Engine {
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
                 home_locks: Default::default(),
+                terminals: Default::default(),
             }),
         };
         // Runs whose process died (the app or CLI was killed) end now, with the reason.

@@ -386,3 +386,32 @@ async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_ane
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_ne!(container_of(&bot.computer.id), "", "running again");
 }
+
+#[tokio::test]
+async fn a_key_printed_in_halves_on_stdout_and_stderr_is_redacted_everywhere() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, key) = w.model(&server, Wire::Anthropic).await;
+    w.engine.create_bot("leaky", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let half = &key[..key.len() / 2];
+    // Two separate output chunks on two streams, 200 ms apart.
+    let command = format!("k={key}; h=$((${{#k}} / 2)); printf %s \"$k\" | cut -c1-$h | tr -d '\\n'; sleep 0.2; printf %s \"$k\" | cut -c$((h + 1))- >&2");
+    server.push(Step::reply(Reply::call("shell", json!({ "command": command }))));
+    server.push(Step::check(|s| ok_result(s, "exit code 0\n[redacted]\n").map(|_| ()), Reply::text("done")));
+    let mut events = w.engine.run_events();
+    let run = w.engine.run_task("leaky", "print it").await.unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+    let act = w.engine.activity("leaky", 0, 10).await.unwrap();
+    assert_eq!(act[0].output_tail, "[redacted]\n");
+    assert!(!act[0].target.contains(half), "{}", act[0].target);
+    // Not in what the UI was sent, nor anywhere in the data directory.
+    while let Ok(ev) = events.try_recv() {
+        let text = serde_json::to_string(&ev).unwrap();
+        assert!(!text.contains(half), "an event carried the key: {text}");
+    }
+    for f in walk(w.dir.path()) {
+        let bytes = std::fs::read(&f).unwrap_or_default();
+        assert!(!bytes.windows(half.len()).any(|x| x == half.as_bytes()), "half the key is in {}", f.display());
+    }
+}

@@ -136,3 +136,25 @@ impl Store {
         .await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{NewBot, Store};
+    use botdesk_core::ComputerScope;
+
+    #[tokio::test]
+    async fn a_late_running_never_overwrites_an_end_and_activity_reads_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
+        let (bot, _) = s.create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
+        let id = s.add_activity(&bot.id, None, "shell", "make", "running", 1).await.unwrap();
+        assert!(s.finish_activity(id, "done", Some(0), "ok", 2).await.unwrap());
+        // A second end (a late or repeated update) changes nothing.
+        assert!(!s.finish_activity(id, "running", None, "", 3).await.unwrap());
+        assert!(!s.finish_activity(id, "failed", Some(1), "late", 4).await.unwrap());
+        let rows = s.activity_of(&bot.id, 0, 10).await.unwrap();
+        assert_eq!((rows[0].status.as_str(), rows[0].exit_code, rows[0].output_tail.as_str()), ("done", Some(0), "ok"));
+        let second = s.add_activity(&bot.id, None, "write_file", "a.txt", "running", 5).await.unwrap();
+        assert_eq!(s.activity_of(&bot.id, id, 10).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
+    }
+}

@@ -140,19 +140,31 @@ impl Driver {
         }
     }
 
+    /// An element action, found again when the UI re-rendered it in between (live views re-render
+    /// as events arrive).
+    fn on_element(&self, css: &str, what: &str, method: &str, suffix: &str, body: Option<Value>) -> Value {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let id = self.find(css);
+            match self.call(method, &format!("/element/{id}/{suffix}"), body.clone()) {
+                Ok(v) => return v,
+                Err(e) if e.contains("stale element reference") => last = e,
+                Err(e) => panic!("{what} {css}: {e}"),
+            }
+        }
+        panic!("{what} {css}: {last}");
+    }
+
     pub fn click(&self, css: &str) {
-        let id = self.find(css);
-        self.call("POST", &format!("/element/{id}/click"), Some(json!({}))).unwrap_or_else(|e| panic!("click {css}: {e}"));
+        self.on_element(css, "click", "POST", "click", Some(json!({})));
     }
 
     pub fn type_into(&self, css: &str, text: &str) {
-        let id = self.find(css);
-        self.call("POST", &format!("/element/{id}/value"), Some(json!({"text": text}))).unwrap_or_else(|e| panic!("type into {css}: {e}"));
+        self.on_element(css, "type into", "POST", "value", Some(json!({"text": text})));
     }
 
     pub fn text(&self, css: &str) -> String {
-        let id = self.find(css);
-        self.call("GET", &format!("/element/{id}/text"), None).unwrap().as_str().unwrap_or("").to_string()
+        self.on_element(css, "text of", "GET", "text", None).as_str().unwrap_or("").to_string()
     }
 }
 

@@ -1,0 +1,73 @@
+//! The person's interactive shells (a real PTY on the bot's computer, as the workspace user, in
+//! the bot's folder). Only while the person holds control of the bot's screen; release or expiry
+//! closes every shell of that bot, and everything started in them dies with it.
+
+use botdesk_core::{BotId, CallCtx, ComputerRef};
+use bytes::Bytes;
+
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+/// An open shell: its id and what it prints. Closed by [`Engine::close_terminals`] or when its
+/// shell exits (the output then ends).
+pub struct Terminal {
+    pub id: String,
+    pub output: tokio::sync::mpsc::Receiver<Bytes>,
+}
+
+impl Engine {
+    pub async fn open_terminal(&self, bot: &str, cols: u16, rows: u16) -> Result<Terminal> {
+        if self.control_of(bot).await?.is_none() {
+            return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to open a shell on its computer"));
+        }
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let cref = self.ensure_running(&computer).await?;
+        let cwd = self.resolve(&b, &computer, "")?;
+        let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &CallCtx::for_bot(&b.id)).await?;
+        self.inner.terminals.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
+        Ok(Terminal { id: s.id, output: s.output })
+    }
+
+    /// Keys typed into a shell. Refused once control is gone.
+    pub async fn terminal_input(&self, id: &str, data: Bytes) -> Result<()> {
+        let (bot, input) = {
+            let t = self.inner.terminals.lock().unwrap();
+            let (bot, _, input) = t.get(id).ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
+            (bot.clone(), input.clone())
+        };
+        if self.control_of(bot.as_str()).await?.is_none() {
+            self.close_terminals(&bot);
+            return Err(EngineError::new(ErrorCode::Stale, "control of the screen ended, so the shell was closed"));
+        }
+        input.send(data).await.map_err(|_| EngineError::new(ErrorCode::NotFound, "this shell has ended"))
+    }
+
+    pub async fn terminal_resize(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
+        let computer = self.inner.terminals.lock().unwrap().get(id).map(|(_, c, _)| c.clone());
+        let computer = computer.ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
+        Ok(self.inner.provider.resize_shell(&ComputerRef { id: computer }, id, cols, rows).await?)
+    }
+
+    pub fn close_terminal(&self, id: &str) {
+        self.inner.terminals.lock().unwrap().remove(id);
+    }
+
+    /// Closes every shell of a bot (its processes are killed). Returns how many there were.
+    pub fn close_terminals(&self, bot: &BotId) -> usize {
+        let mut t = self.inner.terminals.lock().unwrap();
+        let before = t.len();
+        t.retain(|_, (b, _, _)| b != bot);
+        before - t.len()
+    }
+
+    /// Shells of bots whose control has ended (released or expired here or in another process).
+    pub async fn close_orphan_terminals(&self) -> Result<usize> {
+        let bots: Vec<BotId> = self.inner.terminals.lock().unwrap().values().map(|(b, _, _)| b.clone()).collect();
+        let mut closed = 0;
+        for b in bots {
+            if self.control_of(b.as_str()).await?.is_none() {
+                closed += self.close_terminals(&b);
+            }
+        }
+        Ok(closed)
+    }
+}

@@ -1,7 +1,7 @@
 // The dock's Terminal pane (what the bot ran and wrote, live) and Files pane (the stored
 // workspace: browse, preview, download — also offline — and upload while in control).
-import { Terminal } from "@xterm/xterm";
-import "@xterm/xterm/css/xterm.css";
+// xterm.js is loaded only when a shell opens (it is most of the UI's code).
+import type { Terminal } from "@xterm/xterm";
 import { ActivityRow, api, BotView, errorMessage, FileEntry, Preview } from "./api";
 import { button, el, humanSize } from "./dom";
 
@@ -17,7 +17,7 @@ const KEEP = 300;
 let terminalTab: "activity" | "shell" = "activity";
 
 /** The person's shell per bot (only while they hold control). */
-const shells = new Map<string, { term: Terminal; host: HTMLElement; id: string | null }>();
+const shells = new Map<string, { term: Terminal | null; host: HTMLElement; id: string | null; closed: boolean }>();
 
 export function activityPane(b: BotView): HTMLElement {
   shownBot = b.id;
@@ -54,11 +54,14 @@ function shellView(bot: string): HTMLElement {
   let s = shells.get(bot);
   if (!s) {
     const host = el("div", { class: "shell-host", id: "shell-host" });
-    const term = new Terminal({ fontSize: 12, fontFamily: '"DejaVu Sans Mono", monospace', cursorBlink: true, theme: { background: "#0b0d12" } });
-    const shell = { term, host, id: null as string | null };
+    const shell = { term: null as Terminal | null, host, id: null as string | null, closed: false };
     s = shell;
     shells.set(bot, shell);
     requestAnimationFrame(async () => {
+      const [{ Terminal }] = await Promise.all([import("@xterm/xterm"), import("@xterm/xterm/css/xterm.css")]);
+      if (shell.closed) return;
+      const term = new Terminal({ fontSize: 12, fontFamily: '"DejaVu Sans Mono", monospace', cursorBlink: true, theme: { background: "#0b0d12" } });
+      shell.term = term;
       term.open(host);
       const cols = Math.max(20, Math.floor(host.clientWidth / 7.3));
       const rows = Math.max(4, Math.floor(host.clientHeight / 15));
@@ -87,8 +90,9 @@ function shellView(bot: string): HTMLElement {
 function closeShell(bot: string) {
   const s = shells.get(bot);
   if (!s) return;
+  s.closed = true;
   if (s.id) api.terminalClose(s.id).catch(() => {});
-  s.term.dispose();
+  s.term?.dispose();
   shells.delete(bot);
   if (terminalTab === "shell") terminalTab = "activity";
 }

@@ -241,9 +241,12 @@ impl Engine {
             self.finish_run(&run, &lease, status, error.as_deref()).await?
         };
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
-        let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
-        if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), slot.or(Some(0))).await {
-            host.message("system", &format!("The workspace could not be saved: {e}")).await;
+        // (A run that never touched its computer has nothing to save.)
+        if self.inner.data.machine(bot.computer_id.as_str()).exists() {
+            let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
+            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), slot.or(Some(0))).await {
+                host.message("system", &format!("The workspace could not be saved: {e}")).await;
+            }
         }
         if let Some(e) = &finished.error {
             let note = match finished.status {

@@ -350,7 +350,12 @@ function computer(): HTMLElement {
           "div",
           { class: "open-card" },
           el("p", {}, `${b.name}'s desktop is closed.`),
-          button("Open desktop", { class: "primary", id: "open-desktop" }, () => openScreen(b.id)),
+          button("Open desktop", { class: "primary", id: "open-desktop" }, () =>
+            openScreen(b.id).catch((e) => {
+              state.controlError = { bot: b.id, message: errorMessage(e), code: errorCode(e) };
+              renderMain();
+            }),
+          ),
         ),
       );
     }
@@ -421,6 +426,7 @@ function dock(b: BotView): HTMLElement {
 // Actions
 
 async function openScreen(id: string, focus = true): Promise<Viewer> {
+  if (state.controlError?.bot === id) state.controlError = null;
   if (!viewers.has(id)) {
     const url = await api.openScreen(id);
     urls.set(id, url);

@@ -381,6 +381,20 @@ impl Engine {
         Ok(false)
     }
 
+    /// Suspends every running computer idle for the policy's time, each checkpointed first (see
+    /// [`Engine::idle_suspend`]). The app calls this periodically.
+    pub async fn suspend_idle_computers(&self) -> Result<Vec<(String, IdleOutcome)>> {
+        let mut out = vec![];
+        for c in self.inner.store.list_computers().await? {
+            if ComputerState::parse(&c.state) != Some(ComputerState::Running) || !self.idle_now(&c.id).await? {
+                continue;
+            }
+            let outcome = self.idle_suspend(c.id.as_str(), || self.checkpoint_before(&c, "suspending")).await?;
+            out.push((c.id.to_string(), outcome));
+        }
+        Ok(out)
+    }
+
     async fn idle_now(&self, computer: &ComputerId) -> Result<bool> {
         let last = self.inner.store.last_active(computer).await?;
         Ok(self.now() - last >= self.inner.policy.idle_suspend && !self.has_active_runs(computer).await?

@@ -501,7 +501,7 @@ impl Engine {
     }
 
     /// A checkpoint before `doing` something to a computer that has a workspace here.
-    async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: &str) -> Result<()> {
+    pub(crate) async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: &str) -> Result<()> {
         if !self.inner.data.machine(c.id.as_str()).exists() {
             return Ok(());
         }

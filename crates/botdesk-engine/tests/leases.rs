@@ -190,4 +190,17 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     // The next use boots it again: suspended → booting → running.
     w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "running");
+
+    // The periodic sweep: nothing while recently used; once idle, a checkpoint of the workspace
+    // on this machine, then suspended.
+    assert!(w.engine.suspend_idle_computers().await.unwrap().is_empty());
+    let id = w.engine.list_computers().await.unwrap()[0].id.clone();
+    let machine = w.dir.path().join("machines").join(&id).join("home");
+    std::fs::create_dir_all(machine.join("bots")).unwrap();
+    std::fs::write(machine.join("bots/note.txt"), "kept").unwrap();
+    w.advance(60_000);
+    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id.clone(), IdleOutcome::Suspended)]);
+    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
+    let home = w.engine.list_computers().await.unwrap()[0].home.clone();
+    assert_eq!(std::fs::read_to_string(home.join("current/bots/note.txt")).unwrap(), "kept");
 }

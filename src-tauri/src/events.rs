@@ -64,10 +64,6 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
                 for (bot, status) in &now {
                     screens.follow_control(bot, *status == BotStatus::YouHaveControl);
                 }
-                // Shells of a bot whose control ended (here, in the CLI, or by expiry) close.
-                if let Err(e) = engine.close_orphan_terminals().await {
-                    tracing::warn!("closing shells: {e}");
-                }
                 let _ = app.emit("bots-changed", &now);
                 last = Some(now);
             }

@@ -49,9 +49,8 @@ fn image_type(path: &str) -> Option<&'static str> {
 }
 
 #[tauri::command]
-pub async fn activity(engine: State<'_, Engine>, bot: String, after: i64) -> Res<Vec<ActivityRow>> {
-    let rows = engine.activity(&bot, after, 100_000).await?;
-    Ok(rows.into_iter().rev().take(300).rev().collect())
+pub async fn activity(engine: State<'_, Engine>, bot: String) -> Res<Vec<ActivityRow>> {
+    engine.latest_activity(&bot, 300).await
 }
 
 #[tauri::command]

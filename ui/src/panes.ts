@@ -99,7 +99,7 @@ function closeShell(bot: string) {
 
 async function loadActivity(bot: string) {
   try {
-    const rows = await api.activity(bot, 0);
+    const rows = await api.activity(bot);
     activity.set(bot, rows.slice(-KEEP));
   } catch (e) {
     activity.set(bot, []);

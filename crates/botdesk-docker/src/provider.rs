@@ -135,20 +135,9 @@ impl DockerProvider {
         }
     }
 
-    /// Starts an exec of `argv` as the workspace user and returns its output stream and stdin.
+    /// Starts an exec of `argv` as the workspace user and returns its output stream and stdin. On
+    /// a terminal (`tty`) stdout and stderr come as one console stream.
     pub(crate) async fn start_exec(
-        &self,
-        container: &str,
-        argv: Vec<String>,
-        env: Vec<String>,
-        cwd: &str,
-        stdin: bool,
-    ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
-        self.start_exec_tty(container, argv, env, cwd, stdin, false).await
-    }
-
-    /// `start_exec`, optionally on a terminal (stdout and stderr then come as one console stream).
-    pub(crate) async fn start_exec_tty(
         &self,
         container: &str,
         argv: Vec<String>,
@@ -196,7 +185,7 @@ impl DockerProvider {
     pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let argv = argv.iter().map(|s| s.to_string()).collect();
-        let (exec_id, mut output, mut input) = self.start_exec(container, argv, vec![], HOME, stdin.is_some()).await?;
+        let (exec_id, mut output, mut input) = self.start_exec(container, argv, vec![], HOME, stdin.is_some(), false).await?;
         let writer = async move {
             if let Some(data) = stdin {
                 input.write_all(&data).await?;
@@ -384,7 +373,7 @@ impl SandboxProvider for DockerProvider {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
         let argv = vec!["bash".into(), "-i".into()];
-        let (exec_id, mut output, mut input) = self.start_exec_tty(&container, argv, env, &cwd.in_computer(), true, true).await?;
+        let (exec_id, mut output, mut input) = self.start_exec(&container, argv, env, &cwd.in_computer(), true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
@@ -436,7 +425,7 @@ impl SandboxProvider for DockerProvider {
         // Starting is not raced against the deadline: once Docker may have started the process we
         // must know its exec id to kill its tree. An elapsed deadline fires right after.
         let cwd = req.cwd.in_computer();
-        let (exec_id, mut output, _stdin) = self.start_exec(&container, req.argv.clone(), env, &cwd, false).await?;
+        let (exec_id, mut output, _stdin) = self.start_exec(&container, req.argv.clone(), env, &cwd, false, false).await?;
         let stopped = loop {
             tokio::select! {
                 item = output.next() => match item {

@@ -147,6 +147,12 @@ impl Engine {
         tokio::fs::read(self.data_dir().root().join(rel)).await.map_err(|e| EngineError::new(ErrorCode::NotFound, format!("screenshot {rel}: {e}")))
     }
 
+    /// A bot's latest `limit` activity entries, oldest first (what the Terminal pane shows).
+    pub async fn latest_activity(&self, bot: &str, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
+        let bot = self.inner.store.bot(bot).await?;
+        Ok(self.inner.store.latest_activity(&bot.id, limit).await?)
+    }
+
     /// A bot's activity entries after `after` (ids grow), oldest first.
     pub async fn activity(&self, bot: &str, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
         let bot = self.inner.store.bot(bot).await?;
@@ -518,10 +524,7 @@ impl Host for RunHost {
                 let size = content.len();
                 let r = e.files_write(bot, &path, bytes::Bytes::from(content), false).await.map_err(|err| err.message);
                 self.line("write_file", &path, &r.as_ref().map(|p| format!("{size} bytes written to {p}")).map_err(Clone::clone)).await;
-                match r {
-                    Ok(p) => ToolOutput::ok(format!("Wrote {size} bytes to {p}.")),
-                    Err(m) => ToolOutput::error(m),
-                }
+                r.map_or_else(ToolOutput::error, |p| ToolOutput::ok(format!("Wrote {size} bytes to {p}.")))
             }
             Tool::AttachFile { path, note } => {
                 let r = self.attach(&path).await;
@@ -540,18 +543,12 @@ impl Host for RunHost {
             Tool::OpenPath { target } => {
                 let r = e.open_path(bot, &target).await.map_err(|err| err.message);
                 self.line("open_path", &target, &r).await;
-                match r {
-                    Ok(m) => ToolOutput::ok(m),
-                    Err(m) => ToolOutput::error(m),
-                }
+                r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::LaunchApp { command } => {
                 let r = e.launch_app(bot, &command).await.map_err(|err| err.message);
                 self.line("launch_app", &command, &r).await;
-                match r {
-                    Ok(m) => ToolOutput::ok(m),
-                    Err(m) => ToolOutput::error(m),
-                }
+                r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::RequestTakeover { reason } => self.takeover(&reason, cancel).await,
             Tool::BrowserNavigate { url } => match e.browser_navigate(bot, &url).await {

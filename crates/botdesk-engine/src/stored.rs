@@ -91,10 +91,14 @@ impl Engine {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
         let home = self.workspace_root(&computer);
-        let real = inside(&home, &file)?;
-        let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
-        let kind = if meta.is_dir() { FileKind::Dir } else { FileKind::File };
-        Ok(FileEntry { path: file, kind, size: meta.len(), executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0 })
+        tokio::task::spawn_blocking(move || {
+            let real = inside(&home, &file)?;
+            let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
+            let kind = if meta.is_dir() { FileKind::Dir } else { FileKind::File };
+            Ok(FileEntry { path: file, kind, size: meta.len(), executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0 })
+        })
+        .await
+        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
     }
 
     /// Reads a file of the stored workspace, all or nothing under `max_bytes`.

@@ -121,6 +121,22 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// A bot's latest `limit` activity entries, oldest first.
+    pub async fn latest_activity(&self, bot: &BotId, limit: i64) -> Result<Vec<ActivityRow>> {
+        let b = bot.as_str();
+        let mut rows = sqlx::query_as!(
+            ActivityRow,
+            r#"SELECT id AS "id!", bot_id, run_id, kind, target, status, exit_code, output_tail, created_at, updated_at
+               FROM activity WHERE bot_id = ?1 ORDER BY id DESC LIMIT ?2"#,
+            b,
+            limit
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.reverse();
+        Ok(rows)
+    }
+
     /// A bot's activity entries with an id above `after`, oldest first.
     pub async fn activity_of(&self, bot: &BotId, after: i64, limit: i64) -> Result<Vec<ActivityRow>> {
         let b = bot.as_str();
@@ -156,5 +172,7 @@ mod tests {
         assert_eq!((rows[0].status.as_str(), rows[0].exit_code, rows[0].output_tail.as_str()), ("done", Some(0), "ok"));
         let second = s.add_activity(&bot.id, None, "write_file", "a.txt", "running", 5).await.unwrap();
         assert_eq!(s.activity_of(&bot.id, id, 10).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
+        assert_eq!(s.latest_activity(&bot.id, 1).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
+        assert_eq!(s.latest_activity(&bot.id, 5).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id, second]);
     }
 }

@@ -126,9 +126,10 @@ pub async fn upload_file(engine: State<'_, Engine>, bot: String, path: String, d
     engine.upload(&bot, &path, bytes.into(), UPLOAD_LIMIT).await
 }
 
-/// One watcher on the stored workspace of the bot whose Files pane is visible.
+/// One watcher on the stored workspace of the bot whose Files pane is visible (and the folder it
+/// watches: a bot moved to another computer gets a new one).
 #[derive(Default)]
-pub struct FileWatch(Mutex<Option<(String, notify::RecommendedWatcher)>>);
+pub struct FileWatch(Mutex<Option<(String, std::path::PathBuf, notify::RecommendedWatcher)>>);
 
 /// Paths whose changes do not concern the person (browser profile churn, caches).
 fn noise(p: &std::path::Path) -> bool {
@@ -141,10 +142,10 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
         *watch.0.lock().unwrap() = None;
         return Ok(());
     };
-    if watch.0.lock().unwrap().as_ref().is_some_and(|(b, _)| *b == bot) {
+    let home = engine.stored_home(&bot).await?;
+    if watch.0.lock().unwrap().as_ref().is_some_and(|(b, h, _)| *b == bot && *h == home) {
         return Ok(());
     }
-    let home = engine.stored_home(&bot).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
         if let Ok(ev) = ev {
@@ -157,7 +158,7 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
     if home.exists() {
         watcher.watch(&home, notify::RecursiveMode::Recursive).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
     }
-    *watch.0.lock().unwrap() = Some((bot.clone(), watcher));
+    *watch.0.lock().unwrap() = Some((bot.clone(), home, watcher));
     // Debounced: one event per burst of writes.
     tauri::async_runtime::spawn(async move {
         while rx.recv().await.is_some() {

@@ -10,7 +10,7 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, TakeoverResult};
+use botdesk_engine::{BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, SwitchReport, TakeoverResult};
 use screens::Screens;
 use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
@@ -33,6 +33,11 @@ async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
 #[tauri::command]
 async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope, model: Option<String>) -> Res<BotView> {
     engine.create_bot(&name, scope, model.as_deref().filter(|m| !m.is_empty()), "").await
+}
+
+#[tauri::command]
+async fn switch_bot(engine: State<'_, Engine>, bot: String, scope: ComputerScope) -> Res<SwitchReport> {
+    engine.switch_bot(&bot, scope).await
 }
 
 #[tauri::command]
@@ -213,6 +218,7 @@ fn main() {
         .invoke_handler(tauri::generate_handler![
             list_bots,
             create_bot,
+            switch_bot,
             chat,
             send_task,
             shot,

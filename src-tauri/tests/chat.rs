@@ -88,6 +88,17 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // The pane follows what the bot writes (a watcher on the store, no polling).
     std::fs::write(rt.block_on(engine.stored_home("writer")).unwrap().join(rt.block_on(engine.bot("writer")).unwrap().folder).join("later.txt"), "written later").unwrap();
     d.wait_js("the new file listed", "return !!document.querySelector('.file[data-path$=\"later.txt\"]')", Duration::from_secs(5));
+    // Move the bot to a Private computer from its header: the pane then shows its new home, where
+    // its files came along (the Team home keeps its folder).
+    d.js("document.querySelector('#switch-computer').click(); return true");
+    d.wait_js("the move reported", "return (document.querySelector('#switch-note')?.textContent ?? '').includes('now works on its Private computer private-writer')", Duration::from_secs(60));
+    let subtitle = d.js("return document.querySelector('.bot-header .title p').textContent");
+    assert!(subtitle.as_str().unwrap().starts_with("Private computer private-writer"), "{subtitle}");
+    d.wait_js("its files at the root of its Private home", "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("12-moved-to-private.png");
+    let private_home = rt.block_on(engine.stored_home("writer")).unwrap();
+    assert!(!private_home.join("bots").exists(), "the Private home holds the bot's work at its root");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");

@@ -2,6 +2,17 @@
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
 
+/** What moving a bot between the Team computer and its Private one did. */
+export interface SwitchReport {
+  bot: string;
+  scope: Scope;
+  from: string;
+  to: string;
+  copied: number;
+  kept_newer: string[];
+  profile: boolean;
+}
+
 export type Scope = "team" | "private";
 export type BotStatus = "idle" | "running" | "waiting_for_you" | "you_have_control" | "error";
 
@@ -167,6 +178,7 @@ export const api = {
   takeControl: (bot: string) => invoke<ControlLease>("take_control", { bot }),
   releaseControl: (bot: string, skipped = false) => invoke<void>("release_control", { bot, skipped }),
   stopBot: (bot: string) => invoke<string[]>("stop_bot", { bot }),
+  switchBot: (bot: string, scope: Scope) => invoke<SwitchReport>("switch_bot", { bot, scope }),
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),
   onBotsChanged: (f: () => void): Promise<UnlistenFn> => listen("bots-changed", f),
 };

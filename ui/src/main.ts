@@ -17,6 +17,8 @@ const state = {
   dock: null as Dock | null,
   /** The last refusal of Take control (shown with a Stop button). */
   controlError: null as { bot: string; message: string; code: string | null } | null,
+  /** What the last move between the Team computer and a Private one did, or "moving" meanwhile. */
+  switched: null as { bot: string; text: string } | null,
   busy: false,
   /** Chat per bot id (loaded when first shown), streamed text of the running reply, send errors. */
   chats: new Map<string, ChatItem[]>(),
@@ -141,7 +143,16 @@ function header(b: BotView): HTMLElement {
       "div",
       { class: "title" },
       el("h1", {}, b.name),
-      el("p", { class: "muted" }, `${b.computer.scope === "team" ? "Team" : "Private"} computer ${b.computer.name} · folder ${b.folder}`),
+      el(
+        "p",
+        { class: "muted" },
+        b.computer.scope === "team" ? `Team computer ${b.computer.name} · folder ${b.folder} · ` : `Private computer ${b.computer.name} · the whole home is its folder · `,
+        button(b.computer.scope === "team" ? "Move to a Private computer" : "Move to the Team computer", {
+          class: "inline-link",
+          id: "switch-computer",
+          title: "Both homes are kept. The bot's files and browser logins come along; nothing newer is overwritten.",
+        }, () => switchComputer(b)),
+      ),
     ),
     el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]),
     actions,
@@ -151,6 +162,12 @@ function header(b: BotView): HTMLElement {
 function controlNotice(b: BotView): HTMLElement {
   const e = state.controlError;
   const box = el("div", { class: "notice", id: "control-notice" });
+  const moved = state.switched;
+  if ((!e || e.bot !== b.id) && moved?.bot === b.id) {
+    box.classList.add("info");
+    box.append(el("span", { id: "switch-note" }, moved.text), button("Dismiss", { class: "ghost" }, () => ((state.switched = null), renderMain())));
+    return box;
+  }
   if (!e || e.bot !== b.id) {
     box.hidden = true;
     return box;
@@ -474,6 +491,27 @@ async function release(id: string, skipped = false) {
     state.waiting.delete(id);
   } catch (e) {
     state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+  }
+  await refresh(true);
+}
+
+/** Moves a bot between the Team computer and its own Private one (both homes are kept). */
+async function switchComputer(b: BotView) {
+  const to = b.computer.scope === "team" ? "private" : "team";
+  state.controlError = null;
+  state.switched = { bot: b.id, text: `Moving ${b.name} to ${to === "team" ? "the Team computer" : "a Private computer"}: saving its work first…` };
+  renderMain();
+  try {
+    const r = await api.switchBot(b.id, to);
+    if (viewers.has(b.id)) closeTab(b.id); // its desktop was on the computer it left
+    const count = r.copied === 1 ? "1 file" : `${r.copied} files`;
+    const where = r.scope === "team" ? "the Team computer" : `its Private computer ${r.to}`;
+    const left = r.scope === "team" ? `Its Private computer ${r.from} is kept, stopped.` : `The Team computer keeps ${r.bot}'s folder.`;
+    const kept = r.kept_newer.length ? ` Kept the newer ${r.kept_newer.join(", ")} already there; ${r.bot}'s older copy stays on ${r.from}.` : "";
+    state.switched = { bot: b.id, text: `${r.bot} now works on ${where}: ${count} came along${r.profile ? ", with its browser logins" : ""}. ${left}${kept}` };
+  } catch (e) {
+    state.switched = null;
+    state.controlError = { bot: b.id, message: errorMessage(e), code: errorCode(e) };
   }
   await refresh(true);
 }

@@ -171,6 +171,8 @@ export function reloadActivity(bot: string) {
 
 const files = {
   bot: null as string | null,
+  /** The computer whose workspace is shown (a bot moved to another computer starts afresh). */
+  computer: null as string | null,
   dir: "",
   shown: "" as string,
   entries: [] as FileEntry[],
@@ -182,8 +184,8 @@ const files = {
 };
 
 export function filesPane(b: BotView): HTMLElement {
-  if (files.bot !== b.id) {
-    Object.assign(files, { bot: b.id, dir: "", shown: "", entries: [], selected: null, preview: null, error: null, note: null });
+  if (files.bot !== b.id || files.computer !== b.computer.id) {
+    Object.assign(files, { bot: b.id, computer: b.computer.id, dir: "", shown: "", entries: [], selected: null, preview: null, error: null, note: null });
     listDir("");
   }
   files.controlling = b.status === "you_have_control";

@@ -229,6 +229,13 @@ enum BotCmd {
     Stop {
         name: String,
     },
+    /// Move a bot to the Team computer or to its own Private computer. Both homes are kept; its
+    /// files and browser profile come along, and nothing newer is overwritten.
+    Switch {
+        name: String,
+        #[arg(value_parser = ["team", "private"])]
+        to: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -417,6 +424,16 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Bot { cmd: BotCmd::Stop { name } } => {
             let cancelled = engine.stop_bot(&name).await?;
             print(json, json!({"bot": name, "cancelled_runs": cancelled}), || format!("stopped {name}; cancelled {} run(s)", cancelled.len()));
+        }
+        Cmd::Bot { cmd: BotCmd::Switch { name, to } } => {
+            let r = engine.switch_bot(&name, ComputerScope::parse(&to).expect("clap checked it")).await?;
+            print(json, serde_json::to_value(&r).unwrap(), || {
+                let mut out = format!("moved {} from computer {} to {} ({} file(s) copied{}); {} keeps its home", r.bot, r.from, r.to, r.copied, if r.profile { ", browser profile included" } else { "" }, r.from);
+                for k in &r.kept_newer {
+                    out.push_str(&format!("\nkept the newer {k} already on {}; the bot's older copy stays on {}", r.to, r.from));
+                }
+                out
+            });
         }
         Cmd::Computer { cmd: ComputerCmd::Release { id, confirm } } => {
             let out = engine.release_computer(&id, confirm).await?;

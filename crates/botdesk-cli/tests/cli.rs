@@ -143,7 +143,23 @@ fn bots_exec_and_files_against_a_real_computer() {
     assert_eq!(data.json(&["computer", "stop", "team"])["status"], "stopped");
     assert_eq!(data.run(&["exec", "alpha", "--", "true"]).status.code(), Some(0));
 
-    // Removing the Private bot removes its computer.
+    // A Private bot switched to Team: its work comes along; its Private computer is kept (stopped)
+    // until the bot goes.
+    std::fs::write(data.path().join("s.txt"), b"solo work").unwrap();
+    data.json(&["files", "put", "solo", data.path().join("s.txt").to_str().unwrap(), "s.txt"]);
+    let sw = data.json(&["bot", "switch", "solo", "team"]);
+    assert_eq!((sw["from"].as_str(), sw["to"].as_str()), (Some("private-solo"), Some("team")), "{sw}");
+    let out = data.run(&["exec", "solo", "--", "sh", "-c", "pwd; cat s.txt"]);
+    assert_eq!(stdout(&out), format!("/home/botdesk/bots/{}\nsolo work", solo["id"].as_str().unwrap()));
+    let computers = data.json(&["computer", "ls"]);
+    let kept = computers["computers"].as_array().unwrap().iter().find(|c| c["name"] == "private-solo").expect("kept");
+    assert_eq!((kept["status"].as_str(), kept["bots"].as_array().unwrap().len()), (Some("stopped"), 0));
+    let out = data.run(&["bot", "switch", "solo", "team"]);
+    assert!(!out.status.success());
+    assert_eq!(stderr(&out).lines().count(), 1);
+    assert!(stderr(&out).contains("solo already works on the Team computer"), "{}", stderr(&out));
+
+    // Removing the bot removes its Private computer, also the one it kept.
     data.json(&["bot", "rm", "solo"]);
     assert_eq!(data.json(&["computer", "ls"])["computers"].as_array().unwrap().len(), 1);
 }

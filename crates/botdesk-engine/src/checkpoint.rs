@@ -22,6 +22,17 @@ use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
+/// Which browsers a checkpoint closes first, so their cookies and profiles are whole on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Browsers {
+    /// Every browser on the computer (stop, destroy, idle suspend, explicit checkpoint).
+    All,
+    /// Only the one on this display (a run ending on a Team computer leaves the others alone).
+    OnDisplay(u32),
+    /// None (the bot whose work is saved has no browser there).
+    None,
+}
+
 /// What one checkpoint or restore did.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CheckpointReport {
@@ -35,11 +46,13 @@ pub struct CheckpointReport {
 
 /// Browser caches and lock files: not worth keeping, and locks would break the next start.
 fn skipped(rel: &Path) -> bool {
-    let mut parts = rel.components().map(|c| c.as_os_str().to_string_lossy());
-    if parts.next().as_deref() != Some(".browser-profiles") {
-        return false;
-    }
-    rel.components().skip(1).any(|c| {
+    let mut parts = rel.components();
+    parts.next().is_some_and(|c| c.as_os_str() == ".browser-profiles") && browser_junk(parts.as_path())
+}
+
+/// A cache or lock file inside `.browser-profiles/` (`rel` relative to that folder).
+pub(crate) fn browser_junk(rel: &Path) -> bool {
+    rel.components().any(|c| {
         matches!(
             c.as_os_str().to_str(),
             Some("Cache" | "Code Cache" | "GPUCache" | "GrShaderCache" | "ShaderCache" | "DawnCache" | "DawnGraphiteCache" | "DawnWebGPUCache" | "component_crx_cache" | "extensions_crx_cache")
@@ -203,12 +216,11 @@ impl Engine {
     /// Checkpoints a computer's workspace: browsers closed gracefully first (when it runs), then
     /// an atomic copy into its home store. Serialised per home, also across processes.
     pub async fn checkpoint(&self, computer: &str) -> Result<CheckpointReport> {
-        self.checkpoint_closing(computer, None).await
+        self.checkpoint_closing(computer, Browsers::All).await
     }
 
-    /// A checkpoint that closes only the browser on display `slot` (a run ending on a Team
-    /// computer leaves the other bots' browsers alone), or every browser when None.
-    pub(crate) async fn checkpoint_closing(&self, computer: &str, slot: Option<u32>) -> Result<CheckpointReport> {
+    /// A checkpoint that first closes `browsers`.
+    pub(crate) async fn checkpoint_closing(&self, computer: &str, browsers: Browsers) -> Result<CheckpointReport> {
         let c = self.inner.store.computer(computer).await?;
         let machine = self.inner.data.machine(c.id.as_str());
         if !machine.exists() {
@@ -218,8 +230,8 @@ impl Engine {
         let lock = self.home_lock(&c.home_key);
         let _held = lock.lock().await;
         let cref = ComputerRef { id: c.id.clone() };
-        if matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
-            self.close_browsers(&cref, slot).await;
+        if browsers != Browsers::None && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
+            self.close_browsers(&cref, browsers).await;
         }
         let report = tokio::task::spawn_blocking(move || checkpoint_files(&machine, &store))
             .await
@@ -258,11 +270,12 @@ impl Engine {
         .map_err(|e| e.context(format!("restoring the workspace of computer {name}")))
     }
 
-    /// Closes every browser on the computer gracefully (CDP Browser.close, then signals).
-    pub(crate) async fn close_browsers(&self, cref: &ComputerRef, slot: Option<u32>) {
-        let script = match slot {
-            Some(n) => format!("botdesk-gateway close-browser {n}; true"),
-            None => "for s in /tmp/.X11-unix/X*; do [ -e \"$s\" ] && botdesk-gateway close-browser \"${s##*X}\"; done; true".to_string(),
+    /// Closes browsers on the computer gracefully (CDP Browser.close, then signals).
+    pub(crate) async fn close_browsers(&self, cref: &ComputerRef, browsers: Browsers) {
+        let script = match browsers {
+            Browsers::None => return,
+            Browsers::OnDisplay(n) => format!("botdesk-gateway close-browser {n}; true"),
+            Browsers::All => "for s in /tmp/.X11-unix/X*; do [ -e \"$s\" ] && botdesk-gateway close-browser \"${s##*X}\"; done; true".to_string(),
         };
         let req = ExecRequest::new(["sh", "-c", script.as_str()]).cwd(WorkspacePath::root()).timeout(std::time::Duration::from_secs(30));
         if let Err(e) = self.inner.provider.exec(cref, req, None, &CallCtx::default()).await {
@@ -271,7 +284,7 @@ impl Engine {
         // Their desktops' browsers start again on the next browser call.
     }
 
-    fn home_lock(&self, key: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    pub(crate) fn home_lock(&self, key: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.inner.home_locks.lock().unwrap();
         locks.entry(key.to_string()).or_default().clone()
     }

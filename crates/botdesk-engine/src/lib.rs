@@ -10,6 +10,7 @@ mod paths;
 mod checkpoint;
 mod runs;
 mod stored;
+mod switch;
 mod terminal;
 mod settings;
 
@@ -21,6 +22,7 @@ pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use checkpoint::CheckpointReport;
+pub use switch::SwitchReport;
 pub use terminal::Terminal;
 pub use paths::DataDir;
 pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
@@ -349,13 +351,14 @@ impl Engine {
         Ok(view(bot, &computer))
     }
 
-    /// Removes a bot. A Private computer goes with it (its container is destroyed; its workspace
-    /// folder stays on disk). On a Team computer the bot's folder stays too.
+    /// Removes a bot. Its Private computer goes with it, also one kept from a switch to Team (its
+    /// container is destroyed; its workspace stays on disk). On a Team computer the bot's folder
+    /// stays too.
     pub async fn remove_bot(&self, name_or_id: &str) -> Result<BotView> {
         let (bot, computer) = self.bot_and_computer(name_or_id).await?;
         let shown = view(bot.clone(), &computer);
-        if computer.scope == ComputerScope::Private {
-            self.inner.provider.destroy(&ComputerRef { id: computer.id.clone() }, &CallCtx::default()).await
+        for c in self.inner.store.private_computers_of(&bot.id).await? {
+            self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
         }
         self.inner.store.delete_bot(&bot.id).await?;

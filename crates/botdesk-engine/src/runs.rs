@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::checkpoint::Browsers;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// Model calls one run may make.
@@ -250,7 +251,8 @@ impl Engine {
         // (A run that never touched its computer has nothing to save.)
         if self.inner.data.machine(bot.computer_id.as_str()).exists() {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
-            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), slot.or(Some(0))).await {
+            let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
+            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {
                 host.message("system", &format!("The workspace could not be saved: {e}")).await;
             }
         }

@@ -48,17 +48,18 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
         self.send_header('content-type', 'text/html')
-        if self.path == '/login':
-            self.send_header('set-cookie', 'session=s3cr3t-login; Max-Age=86400; Path=/')
+        if self.path.startswith('/login'):
+            self.send_header('set-cookie', 's3cr3t-login'.join(['session=', self.path[6:] + '; Max-Age=86400; Path=/']))
         self.end_headers()
         cookies = self.headers.get('cookie') or 'none'
         self.wfile.write(('<html><title>site</title><body><p>cookies: ' + cookies + '</p></body></html>').encode())
 http.server.ThreadingHTTPServer(('127.0.0.1', 8766), H).serve_forever()
 "#;
 
-async fn start_site(engine: &Engine) {
+/// Starts the site from the folder holding `site.py`, relative to the bot's folder.
+async fn start_site(engine: &Engine, bot: &str, dir: &str) {
     let (code, out) = engine
-        .shell("keeper", "cd ../../shared && (setsid -f python3 site.py >site.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8766/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat site.out; exit 1")
+        .shell(bot, &format!("cd {dir} && (setsid -f python3 site.py >site.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8766/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat site.out; exit 1"))
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
@@ -70,7 +71,7 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static("# Today\n".as_bytes()), false).await.unwrap();
-    start_site(&w.engine).await;
+    start_site(&w.engine, "keeper", "../../shared").await;
     w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login").await.unwrap();
     let page = w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "{}", snapshot_text(&page));
@@ -83,9 +84,79 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
 
     // Open the bot again: a new machine, restored before first use.
     assert_eq!(&w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
-    start_site(&w.engine).await;
+    start_site(&w.engine, "keeper", "../../shared").await;
     let page = w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "the login is gone: {}", snapshot_text(&page));
+}
+
+fn text(b: bytes::Bytes) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+async fn cookies(engine: &Engine, bot: &str) -> String {
+    let page = engine.browser_navigate(bot, "http://127.0.0.1:8766/").await.unwrap();
+    page["text"].as_str().unwrap_or("").trim().trim_start_matches("cookies: ").to_string()
+}
+
+#[tokio::test]
+async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_its_login() {
+    let w = world().await;
+    let keeper = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.create_bot("other", ComputerScope::Team, None, "").await.unwrap();
+    let on_team = |p: &str| format!("bots/{}/{p}", keeper.id);
+    w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today\n"), false).await.unwrap();
+    start_site(&w.engine, "keeper", "../../shared").await;
+    w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login").await.unwrap();
+    assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login");
+
+    // Refused while the bot has a task.
+    let run = w.engine.create_run("keeper", "wait").await.unwrap();
+    let e = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BotRunning, "{}", e.message);
+    assert!(e.message.contains("Stop the bot first"), "{}", e.message);
+    w.engine.fail_queued_run(&run.id, "not needed").await.unwrap();
+
+    // Team → Private: its folder becomes the Private home, its login comes along.
+    let r = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap();
+    assert_eq!((r.from.as_str(), r.to.as_str(), r.profile), ("team", "private-keeper", true), "{r:?}");
+    assert!(r.copied >= 2 && r.kept_newer.is_empty(), "{r:?}");
+    let now = w.engine.bot("keeper").await.unwrap();
+    assert_eq!((now.computer.scope, now.computer.name.as_str()), (ComputerScope::Private, "private-keeper"));
+    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Today\n");
+    // The Team home keeps the bot's folder.
+    assert_eq!(text(w.engine.files_read("other", &on_team("notes/today.md"), 100).await.unwrap()), "# Today\n");
+    w.engine.files_write("keeper", "site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    start_site(&w.engine, "keeper", ".").await;
+    assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login", "the login came along");
+    w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login-private").await.unwrap();
+
+    // Work on both sides: the bot edits and adds on Private; later someone edits its Team copy.
+    w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today, private\n"), false).await.unwrap();
+    w.engine.files_write("keeper", "notes/private.md", bytes::Bytes::from_static(b"made while private\n"), false).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    w.engine.files_write("other", &on_team("notes/today.md"), bytes::Bytes::from_static(b"# Edited on Team\n"), false).await.unwrap();
+
+    // Private → Team: new work comes along, the newer Team copy is kept and named, the login too.
+    let r = w.engine.switch_bot("keeper", ComputerScope::Team).await.unwrap();
+    assert_eq!((r.from.as_str(), r.to.as_str(), r.profile), ("private-keeper", "team", true), "{r:?}");
+    assert_eq!(r.kept_newer, ["notes/today.md"], "{r:?}");
+    assert_eq!(text(w.engine.files_read("keeper", "notes/private.md", 100).await.unwrap()), "made while private\n");
+    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
+    assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login-private", "the login made on Private came back");
+    // The Private computer is kept, stopped, its home whole (its version of the edited file too).
+    let computers = w.engine.list_computers().await.unwrap();
+    let private = computers.iter().find(|c| c.name == "private-keeper").expect("the Private computer is kept");
+    assert_eq!((private.status.as_str(), private.bots.len()), ("stopped", 0), "{private:?}");
+    assert_eq!(std::fs::read_to_string(private.home.join("current/notes/today.md")).unwrap(), "# Today, private\n");
+    assert!(private.home.join("current/site.py").exists());
+
+    // And back again: the same Private computer, now with the newer Team copy.
+    let r = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap();
+    assert_eq!((r.to.as_str(), r.kept_newer.len()), ("private-keeper", 0), "{r:?}");
+    assert_eq!(w.engine.list_computers().await.unwrap().len(), 2);
+    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
+    assert_eq!(text(w.engine.files_read("keeper", "site.py", 10_000).await.unwrap()), SITE, "what it had there is still there");
 }
 
 #[tokio::test]

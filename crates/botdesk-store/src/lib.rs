@@ -166,51 +166,10 @@ impl Store {
         if sqlx::query!("SELECT 1 AS one FROM bots WHERE name = ?1", new.name).fetch_optional(&mut *tx).await?.is_some() {
             return Err(StoreError::Conflict(format!("a bot named {:?} already exists", new.name)));
         }
-        let existing_team = match new.scope {
-            ComputerScope::Team => sqlx::query_as!(
-                ComputerRow,
-                r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
-                ws.id
-            )
-            .fetch_optional(&mut *tx)
-            .await?
-            .map(Computer::try_from)
-            .transpose()?,
-            ComputerScope::Private => None,
-        };
-        let computer = match existing_team {
-            Some(c) => c,
-            None => {
-                let id = format!("c{}", new_id());
-                let name = match new.scope {
-                    ComputerScope::Team => "team".to_string(),
-                    ComputerScope::Private => format!("private-{}", new.name.to_lowercase()),
-                };
-                let scope = new.scope.as_str();
-                sqlx::query!(
-                    "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?6)",
-                    id, ws.id, name, scope, new.provider, now_ms
-                )
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| match e {
-                    sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a computer named {name:?} already exists")),
-                    e => e.into(),
-                })?;
-                Computer {
-                    id: ComputerId::new(id.clone()),
-                    name,
-                    scope: new.scope,
-                    home_key: id,
-                    provider: new.provider.to_string(),
-                    provider_ref: None,
-                    state: "stopped".into(),
-                }
-            }
-        };
+        let bot_id = BotId::new(format!("b{}", new_id()));
+        let computer = computer_for(&mut tx, &ws.id, new.scope, &bot_id, new.name, new.provider, now_ms).await?;
         let bot = Bot {
-            id: BotId::new(format!("b{}", new_id())),
+            id: bot_id,
             name: new.name.to_string(),
             computer_id: computer.id.clone(),
             model: new.model.map(str::to_string),
@@ -226,6 +185,40 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok((bot, computer))
+    }
+
+    /// The computer `bot` would work on with `scope`: the workspace's Team computer, or the bot's
+    /// own Private computer (kept from an earlier switch). Created, stopped, when there is none.
+    pub async fn home_computer(&self, bot: &Bot, scope: ComputerScope, provider: &str, now_ms: i64) -> Result<Computer> {
+        let ws = self.default_workspace(now_ms).await?;
+        let mut tx = self.pool.begin().await?;
+        let c = computer_for(&mut tx, &ws.id, scope, &bot.id, &bot.name, provider, now_ms).await?;
+        tx.commit().await?;
+        Ok(c)
+    }
+
+    /// Moves a bot to another computer (a Team/Private switch). `from` must still be its computer.
+    pub async fn move_bot(&self, bot: &BotId, from: &ComputerId, to: &ComputerId) -> Result<()> {
+        let (bid, f, t) = (bot.as_str(), from.as_str(), to.as_str());
+        let moved = sqlx::query!("UPDATE bots SET computer_id = ?1 WHERE id = ?2 AND computer_id = ?3", t, bid, f).execute(&self.pool).await?;
+        if moved.rows_affected() == 0 {
+            return Err(StoreError::Stale(format!("bot {bot} is no longer on computer {from}")));
+        }
+        Ok(())
+    }
+
+    /// The Private computers that belong to a bot (the one it works on, or the one it keeps while
+    /// on the Team computer).
+    pub async fn private_computers_of(&self, bot: &BotId) -> Result<Vec<Computer>> {
+        let bid = bot.as_str();
+        let rows = sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            bid
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(Computer::try_from).collect()
     }
 
     pub async fn list_bots(&self) -> Result<Vec<Bot>> {
@@ -244,33 +237,30 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("bot {name_or_id:?}")))
     }
 
-    /// Deletes a bot; a Private computer left without bots goes with it (its home stays on disk).
-    /// Returns the computer row that was deleted, if any.
-    pub async fn delete_bot(&self, id: &BotId) -> Result<Option<Computer>> {
+    /// Deletes a bot and the Private computer it owns (their homes stay on disk). Returns the
+    /// computer rows that were deleted.
+    pub async fn delete_bot(&self, id: &BotId) -> Result<Vec<Computer>> {
         let bid = id.as_str();
         let mut tx = self.pool.begin().await?;
-        let bot = sqlx::query!("SELECT computer_id FROM bots WHERE id = ?1", bid)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("bot {id}")))?;
+        if sqlx::query!("SELECT 1 AS one FROM bots WHERE id = ?1", bid).fetch_optional(&mut *tx).await?.is_none() {
+            return Err(StoreError::NotFound(format!("bot {id}")));
+        }
         sqlx::query!("DELETE FROM bots WHERE id = ?1", bid).execute(&mut *tx).await?;
-        let row = sqlx::query_as!(
+        let rows = sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE id = ?1 AND scope = 'private'
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1
                AND NOT EXISTS (SELECT 1 FROM bots WHERE computer_id = computers.id)"#,
-            bot.computer_id
+            bid
         )
-        .fetch_optional(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        let removed = match row {
-            Some(r) => {
-                let c = Computer::try_from(r)?;
-                let cid = c.id.as_str();
-                sqlx::query!("DELETE FROM computers WHERE id = ?1", cid).execute(&mut *tx).await?;
-                Some(c)
-            }
-            None => None,
-        };
+        let mut removed = vec![];
+        for r in rows {
+            let c = Computer::try_from(r)?;
+            let cid = c.id.as_str();
+            sqlx::query!("DELETE FROM computers WHERE id = ?1", cid).execute(&mut *tx).await?;
+            removed.push(c);
+        }
         tx.commit().await?;
         Ok(removed)
     }
@@ -328,6 +318,48 @@ impl Store {
     }
 }
 
+/// Finds or creates (stopped) the computer a bot of `scope` works on, inside a transaction.
+async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: ComputerScope, bot: &BotId, bot_name: &str, provider: &str, now_ms: i64) -> Result<Computer> {
+    let bid = bot.as_str();
+    let existing = match scope {
+        ComputerScope::Team => sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
+            ws
+        )
+        .fetch_optional(&mut *tx)
+        .await?,
+        ComputerScope::Private => sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            bid
+        )
+        .fetch_optional(&mut *tx)
+        .await?,
+    };
+    if let Some(row) = existing {
+        return Computer::try_from(row);
+    }
+    let id = format!("c{}", new_id());
+    let (name, owner) = match scope {
+        ComputerScope::Team => ("team".to_string(), None),
+        ComputerScope::Private => (format!("private-{}", bot_name.to_lowercase()), Some(bid)),
+    };
+    let scope_str = scope.as_str();
+    sqlx::query!(
+        "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7)",
+        id, ws, name, scope_str, provider, owner, now_ms
+    )
+    .execute(&mut *tx)
+    .await
+    .map_err(|e| match e {
+        sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a computer named {name:?} already exists")),
+        e => e.into(),
+    })?;
+    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: "stopped".into() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,10 +401,29 @@ mod tests {
         let (s, _d) = store().await;
         let (t, _) = s.create_bot(new("t", ComputerScope::Team), 1).await.unwrap();
         let (p, pc) = s.create_bot(new("p", ComputerScope::Private), 2).await.unwrap();
-        assert_eq!(s.delete_bot(&t.id).await.unwrap(), None, "the Team computer stays");
-        assert_eq!(s.delete_bot(&p.id).await.unwrap().map(|c| c.id), Some(pc.id));
+        assert_eq!(s.delete_bot(&t.id).await.unwrap(), vec![], "the Team computer stays");
+        assert_eq!(s.delete_bot(&p.id).await.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>(), vec![pc.id]);
         assert_eq!(s.list_computers().await.unwrap().len(), 1);
         assert!(matches!(s.delete_bot(&p.id).await, Err(StoreError::NotFound(_))));
+    }
+
+    #[tokio::test]
+    async fn a_bot_switched_between_team_and_private_keeps_one_private_computer_that_goes_with_it() {
+        let (s, _d) = store().await;
+        let (b, team) = s.create_bot(new("b", ComputerScope::Team), 1).await.unwrap();
+        let private = s.home_computer(&b, ComputerScope::Private, "fake", 2).await.unwrap();
+        assert_eq!((private.scope, private.name.as_str()), (ComputerScope::Private, "private-b"));
+        s.move_bot(&b.id, &team.id, &private.id).await.unwrap();
+        assert!(matches!(s.move_bot(&b.id, &team.id, &private.id).await, Err(StoreError::Stale(_))), "a second move from the old computer is stale");
+        let b = s.bot("b").await.unwrap();
+        assert_eq!(s.home_computer(&b, ComputerScope::Team, "fake", 3).await.unwrap().id, team.id, "the one Team computer");
+        s.move_bot(&b.id, &private.id, &team.id).await.unwrap();
+        let b = s.bot("b").await.unwrap();
+        assert_eq!(s.home_computer(&b, ComputerScope::Private, "fake", 4).await.unwrap().id, private.id, "its Private computer is kept");
+        assert_eq!(s.list_computers().await.unwrap().len(), 2);
+        assert_eq!(s.private_computers_of(&b.id).await.unwrap().len(), 1);
+        assert_eq!(s.delete_bot(&b.id).await.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>(), vec![private.id], "its kept Private computer goes with it");
+        assert_eq!(s.list_computers().await.unwrap().len(), 1);
     }
 
     #[tokio::test]

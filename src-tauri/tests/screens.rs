@@ -138,7 +138,13 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     xdotool(&["type", "--delay", "20", "echo pty-$((6*7)) in $(basename $PWD); sleep 4321 &"]);
     xdotool(&["key", "Return"]);
     d.wait_js("the shell's answer", "return (document.querySelector('#shell-host .xterm-rows')?.textContent ?? '').includes('pty-42 in')", Duration::from_secs(10));
-    assert_eq!(side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim(), "1", "the shell started it on the bot's computer");
+    // (The echo can arrive a moment before bash has started the background job.)
+    let running = || side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while running() != "1" {
+        assert!(std::time::Instant::now() < deadline, "the shell started it on the bot's computer: {} running", running());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     screenshot("04b-shell-in-control.png");
 
     d.wait_js("the sidebar says so", "return document.querySelector('.bot.selected')?.dataset.status === 'you_have_control'", Duration::from_secs(10));

@@ -137,7 +137,15 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     std::thread::sleep(Duration::from_millis(300));
     xdotool(&["type", "--delay", "20", "echo pty-$((6*7)) in $(basename $PWD); sleep 4321 &"]);
     xdotool(&["key", "Return"]);
-    d.wait_js("the shell's answer", "return (document.querySelector('#shell-host .xterm-rows')?.textContent ?? '').includes('pty-42 in')", Duration::from_secs(10));
+    let shell_text = || d.js("return document.querySelector('#shell-host .xterm-rows')?.textContent ?? 'no shell'").as_str().unwrap_or("").to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !shell_text().contains("pty-42 in") {
+        if std::time::Instant::now() > deadline {
+            screenshot("04b-shell-failed.png");
+            panic!("the shell shows: {:?}", shell_text());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // (The echo can arrive a moment before bash has started the background job.)
     let running = || side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim().to_string();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);

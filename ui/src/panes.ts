@@ -66,8 +66,23 @@ function shellView(bot: string): HTMLElement {
       const cols = Math.max(20, Math.floor(host.clientWidth / 7.3));
       const rows = Math.max(4, Math.floor(host.clientHeight / 15));
       term.resize(cols, rows);
+      // One keystroke batch in flight at a time: commands run concurrently, so sending each
+      // keystroke as it comes could reorder fast typing. What is typed meanwhile goes next, together.
+      let pending = "";
+      let sending = false;
+      const flush = async () => {
+        if (sending) return;
+        sending = true;
+        while (pending && shell.id) {
+          const chunk = pending;
+          pending = "";
+          await api.terminalInput(shell.id, chunk).catch((e) => term.write(`\r\n[${errorMessage(e)}]\r\n`));
+        }
+        sending = false;
+      };
       term.onData((d) => {
-        if (shell.id) api.terminalInput(shell.id, d).catch((e) => term.write(`\r\n[${errorMessage(e)}]\r\n`));
+        pending += d;
+        void flush();
       });
       try {
         shell.id = await api.terminalOpen(bot, cols, rows, (bytes) => {

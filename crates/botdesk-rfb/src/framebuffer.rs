@@ -73,6 +73,19 @@ impl Framebuffer {
     /// Writes `data` (RGBA, `r.w * r.h * 4` bytes) into `r`; a rectangle outside the screen or a
     /// short buffer is refused and changes nothing.
     pub fn put(&mut self, r: Rect, data: &[u8]) -> Result<(), String> {
+        self.put_with(r, data, |px| px | 0xff00_0000)
+    }
+
+    /// Like [`Framebuffer::put`] for pixels as the screen sends them: BGRX, the X server's own
+    /// layout (so the VNC server copies pixels instead of translating each one). They are stored
+    /// as RGBA in the same pass.
+    pub fn put_bgrx(&mut self, r: Rect, data: &[u8]) -> Result<(), String> {
+        self.put_with(r, data, |px| (px & 0x0000_ff00) | (px >> 16 & 0xff) | (px & 0xff) << 16 | 0xff00_0000)
+    }
+
+    /// Stores each pixel (a little-endian u32) through `to_rgba`; alpha is always 255 after it
+    /// (a 24-bit screen sends none).
+    fn put_with(&mut self, r: Rect, data: &[u8], to_rgba: impl Fn(u32) -> u32) -> Result<(), String> {
         let need = r.area() as usize * 4;
         if data.len() < need {
             return Err(format!("a {}x{} rectangle came with {} bytes, not {need}", r.w, r.h, data.len()));
@@ -85,9 +98,8 @@ impl Framebuffer {
             let src = &data[row * r.w as usize * 4..(row + 1) * r.w as usize * 4];
             let at = (r.y as usize + row) * stride + r.x as usize * 4;
             let dst = &mut self.pixels[at..at + src.len()];
-            dst.copy_from_slice(src);
-            for px in dst.chunks_exact_mut(4) {
-                px[3] = 255; // a 24-bit screen sends no alpha
+            for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+                d.copy_from_slice(&to_rgba(u32::from_le_bytes([s[0], s[1], s[2], s[3]])).to_le_bytes());
             }
         }
         self.mark(r);
@@ -139,6 +151,14 @@ mod tests {
         assert_eq!(fb.read(Rect { x: 0, y: 0, w: 2, h: 1 }), vec![1, 2, 3, 255, 4, 5, 6, 255]);
         assert_eq!(fb.take_dirty(), vec![Rect { x: 1, y: 1, w: 2, h: 1 }, Rect { x: 0, y: 0, w: 2, h: 1 }]);
         assert!(!fb.is_dirty());
+    }
+
+    #[test]
+    fn screen_pixels_come_as_bgrx_and_are_stored_as_rgba() {
+        let mut fb = Framebuffer::new(2, 1);
+        fb.put_bgrx(Rect { x: 0, y: 0, w: 2, h: 1 }, &[10, 20, 30, 0, 0, 0, 255, 7]).unwrap();
+        assert_eq!(fb.pixels, vec![30, 20, 10, 255, 255, 0, 0, 255]);
+        assert!(fb.put_bgrx(Rect { x: 1, y: 0, w: 2, h: 1 }, &[0; 8]).is_err(), "outside");
     }
 
     #[test]

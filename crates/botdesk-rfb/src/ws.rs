@@ -192,7 +192,14 @@ pub fn out_size(fb: (u16, u16), viewport: Option<(u32, u32)>) -> (u16, u16) {
     match viewport {
         Some((vw, vh)) if w > 0 && h > 0 && (vw < w as u32 || vh < h as u32) => {
             let s = (vw as f64 / w as f64).min(vh as f64 / h as f64);
-            (((w as f64 * s).round() as u16).max(1), ((h as f64 * s).round() as u16).max(1))
+            let fit = (((w as f64 * s).round() as u16).max(1), ((h as f64 * s).round() as u16).max(1));
+            // The viewer sends its canvas's own aspect fit: within rounding, take it exactly, so
+            // the webview draws frames 1:1 (a pixel off and it would resample every frame).
+            if (fit.0 as u32).abs_diff(vw) <= 1 && (fit.1 as u32).abs_diff(vh) <= 1 {
+                (vw as u16, vh as u16)
+            } else {
+                fit
+            }
         }
         _ => (w, h),
     }
@@ -214,9 +221,10 @@ fn full_frame(session: &Session, viewport: Option<(u32, u32)>) -> Vec<Option<Mes
     msgs
 }
 
-/// At most this many pixel bytes per message: a big update goes as several bands, so neither side
-/// holds a whole-screen buffer per viewer (WebKit keeps WebSocket buffers around).
-const MAX_MESSAGE: usize = 256 * 1024;
+/// At most this many pixel bytes per message: a frame at a tab's size goes as one message (each
+/// message costs the webview a round of IPC, an event and a draw call), while a full-size update
+/// goes as a few bands, so neither side holds a whole 4 MB screen per message.
+pub const MAX_MESSAGE: usize = 1536 * 1024;
 
 /// Messages with the current pixels of `rects` (clipped to the current size), scaled to the
 /// viewport: each changed rectangle becomes the rectangle of output pixels it touches, each
@@ -286,26 +294,42 @@ pub fn rects_msgs(session: &Session, rects: &[Rect], viewport: Option<(u32, u32)
 
 /// Appends the output pixels of `r` (in output coordinates): box averages of the screen.
 fn scale_into(out: &mut Vec<u8>, fb: &crate::Framebuffer, r: Rect, (ow, oh): (u16, u16)) {
+    // A separable box filter: each output row first sums its source rows over the columns it
+    // needs, then each output pixel averages its columns of those sums. The division by the box
+    // size is a multiplication by its exact reciprocal (sums stay far below 2^16·256).
     let (fw, fh) = (fb.width as usize, fb.height as usize);
     let (ow, oh) = (ow as usize, oh as usize);
     let stride = fw * 4;
+    let cols: Vec<(usize, usize)> = (r.x as usize..(r.x + r.w) as usize)
+        .map(|ox| {
+            let sx0 = ox * fw / ow;
+            (sx0, ((ox + 1) * fw / ow).max(sx0 + 1).min(fw))
+        })
+        .collect();
+    let (Some(&(first, _)), Some(&(_, last))) = (cols.first(), cols.last()) else { return };
+    // Four lanes per pixel (alpha summed too, and ignored) so the row sums vectorise.
+    let mut sums = vec![0u32; (last - first) * 4];
     for oy in r.y as usize..(r.y + r.h) as usize {
         let sy0 = oy * fh / oh;
         let sy1 = ((oy + 1) * fh / oh).max(sy0 + 1).min(fh);
-        for ox in r.x as usize..(r.x + r.w) as usize {
-            let sx0 = ox * fw / ow;
-            let sx1 = ((ox + 1) * fw / ow).max(sx0 + 1).min(fw);
-            let mut acc = [0u32; 3];
-            for sy in sy0..sy1 {
-                let row = &fb.pixels[sy * stride + sx0 * 4..sy * stride + sx1 * 4];
-                for px in row.chunks_exact(4) {
-                    acc[0] += px[0] as u32;
-                    acc[1] += px[1] as u32;
-                    acc[2] += px[2] as u32;
+        sums.fill(0);
+        for sy in sy0..sy1 {
+            let row = &fb.pixels[sy * stride + first * 4..sy * stride + last * 4];
+            for (s, p) in sums.iter_mut().zip(row) {
+                *s += *p as u32;
+            }
+        }
+        for &(sx0, sx1) in &cols {
+            let n = ((sy1 - sy0) * (sx1 - sx0)) as u64;
+            let reciprocal = (1u64 << 32).div_ceil(n);
+            let mut acc = [0u32; 4];
+            for s in sums[(sx0 - first) * 4..(sx1 - first) * 4].chunks_exact(4) {
+                for (a, v) in acc.iter_mut().zip(s) {
+                    *a += v;
                 }
             }
-            let n = ((sy1 - sy0) * (sx1 - sx0)) as u32;
-            out.extend_from_slice(&[(acc[0] / n) as u8, (acc[1] / n) as u8, (acc[2] / n) as u8, 255]);
+            let avg = |v: u32| ((v as u64 * reciprocal) >> 32) as u8;
+            out.extend_from_slice(&[avg(acc[0]), avg(acc[1]), avg(acc[2]), 255]);
         }
     }
 }
@@ -370,6 +394,7 @@ mod tests {
     async fn frames_scale_down_to_the_viewport_with_box_averages() {
         assert_eq!(out_size((1280, 800), Some((640, 800))), (640, 400));
         assert_eq!(out_size((1280, 800), Some((4000, 4000))), (1280, 800), "never up");
+        assert_eq!(out_size((1280, 800), Some((700, 437))), (700, 437), "the viewer's own fit, exactly (not 699×437)");
         assert_eq!(out_size((1280, 800), None), (1280, 800));
         let s = session_with(4, 2);
         {

@@ -133,7 +133,7 @@ async fn frames_input_control_and_reconnect() {
                         }
                         at += w * h * 4;
                     }
-                    assert!(b.len() <= 3 + 256 * 1024 + 8 * n as usize + 1280 * 4, "messages stay small");
+                    assert!(b.len() <= 3 + botdesk_rfb::ws::MAX_MESSAGE + 8 * n as usize + 1280 * 4, "messages stay within their bound");
                 }
                 _ => {}
             }

@@ -363,6 +363,10 @@ fn sweep_containers(run_id: &str) -> usize {
         .unwrap_or_default();
     let ids: Vec<&str> = out.split_whitespace().collect();
     if !ids.is_empty() {
+        // Name them (and the test program that made each), so the leak can be found.
+        let _ = Command::new("docker")
+            .args(["ps", "-a", "--filter", &format!("label=botdesk.test-run={run_id}"), "--format", "left behind: {{.Names}} {{.Status}} by {{.Label \"botdesk.test-binary\"}}"])
+            .status();
         let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).stdout(Stdio::null()).status();
     }
     ids.len()

@@ -12,6 +12,7 @@ pub const LABEL_COMPUTER: &str = "botdesk.computer";
 pub const LABEL_DATA_DIR: &str = "botdesk.data-dir";
 /// Set by tests (from `BOTDESK_TEST_RUN`) so a test run can prove it left nothing behind.
 pub const LABEL_TEST_RUN: &str = "botdesk.test-run";
+pub const LABEL_TEST_BINARY: &str = "botdesk.test-binary";
 /// The screen gateway's port inside the computer; published on 127.0.0.1 with a random host port.
 pub const GATEWAY_PORT: &str = "7900/tcp";
 pub const USER: &str = "1000:1000";
@@ -28,6 +29,10 @@ pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> H
     ]);
     if let Some(run) = test_run {
         l.insert(LABEL_TEST_RUN.to_string(), run.to_string());
+        // Which test program made it: a leftover container then names its test.
+        if let Some(exe) = std::env::current_exe().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())) {
+            l.insert(LABEL_TEST_BINARY.to_string(), exe);
+        }
     }
     l
 }

@@ -356,17 +356,17 @@ fn check_sqlx_cache() -> Result {
 
 /// Removes containers labelled with this test run; returns how many there were.
 fn sweep_containers(run_id: &str) -> usize {
+    // Each leftover is named with the test program that made it, so the leak can be found.
     let out = Command::new("docker")
-        .args(["ps", "-aq", "--filter", &format!("label=botdesk.test-run={run_id}")])
+        .args(["ps", "-a", "--filter", &format!("label=botdesk.test-run={run_id}"), "--format", "{{.ID}} {{.Names}} {{.Status}} by {{.Label \"botdesk.test-binary\"}}"])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();
-    let ids: Vec<&str> = out.split_whitespace().collect();
+    let ids: Vec<&str> = out.lines().filter_map(|l| l.split_whitespace().next()).collect();
     if !ids.is_empty() {
-        // Name them (and the test program that made each), so the leak can be found.
-        let _ = Command::new("docker")
-            .args(["ps", "-a", "--filter", &format!("label=botdesk.test-run={run_id}"), "--format", "left behind: {{.Names}} {{.Status}} by {{.Label \"botdesk.test-binary\"}}"])
-            .status();
+        for l in out.lines() {
+            eprintln!("left behind: {l}");
+        }
         let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).stdout(Stdio::null()).status();
     }
     ids.len()

@@ -20,6 +20,7 @@ use std::time::Instant;
 use botdesk_core::{CallCtx, ComputerRef, ExecRequest, MachineStatus, WorkspacePath};
 use serde::Serialize;
 
+use crate::error::blocking;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// Which browsers a checkpoint closes first, so their cookies and profiles are whole on disk.
@@ -60,7 +61,8 @@ pub(crate) fn browser_junk(rel: &Path) -> bool {
     }) || matches!(rel.file_name().and_then(|n| n.to_str()), Some("SingletonLock" | "SingletonSocket" | "SingletonCookie" | "LOCK" | "lockfile"))
 }
 
-fn err(doing: &str, path: &Path, e: io::Error) -> EngineError {
+/// A file error while saving or restoring a workspace, with a full disk said plainly.
+pub(crate) fn err(doing: &str, path: &Path, e: io::Error) -> EngineError {
     let why = if e.raw_os_error() == Some(28) { "the disk holding the data directory is full".to_string() } else { e.to_string() };
     EngineError::new(ErrorCode::Internal, format!("{doing} {}: {why}", path.display()))
 }
@@ -233,10 +235,7 @@ impl Engine {
         if browsers != Browsers::None && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
             self.close_browsers(&cref, browsers).await;
         }
-        let report = tokio::task::spawn_blocking(move || checkpoint_files(&machine, &store))
-            .await
-            .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
-            .map_err(|e| e.context(format!("checkpointing computer {}", c.name)))?;
+        let report = blocking(move || checkpoint_files(&machine, &store)).await.map_err(|e| e.context(format!("checkpointing computer {}", c.name)))?;
         tracing::info!(computer = %c.id, version = report.version, files = report.files, copied = report.copied, ms = report.millis, "checkpoint");
         Ok(report)
     }
@@ -259,14 +258,13 @@ impl Engine {
         let _held = lock.lock().await;
         let name = c.name.clone();
         let parent = machine.parent().map(Path::to_path_buf);
-        tokio::task::spawn_blocking(move || {
+        blocking(move || {
             if let Some(p) = parent {
                 fs::create_dir_all(&p).map_err(|e| err("creating", &p, e))?;
             }
             restore_files(&store, &machine)
         })
         .await
-        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
         .map_err(|e| e.context(format!("restoring the workspace of computer {name}")))
     }
 

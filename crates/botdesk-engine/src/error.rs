@@ -83,3 +83,8 @@ impl From<botdesk_core::PathError> for EngineError {
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// Runs file or keyring work off the async runtime; a task that panicked is an internal error.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| EngineError::new(ErrorCode::Internal, format!("a background task failed: {e}")))?
+}

@@ -357,7 +357,7 @@ impl Engine {
     pub async fn remove_bot(&self, name_or_id: &str) -> Result<BotView> {
         let (bot, computer) = self.bot_and_computer(name_or_id).await?;
         let shown = view(bot.clone(), &computer);
-        for c in self.inner.store.private_computers_of(&bot.id).await? {
+        if let Some(c) = self.inner.store.private_computer_of(&bot.id).await? {
             self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
         }

@@ -20,13 +20,12 @@ fn keyring_err(e: impl std::fmt::Display) -> EngineError {
 /// One keyring operation, off the async runtime (the keyring API blocks).
 async fn with_entry<T: Send + 'static>(id: &str, f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static) -> Result<T> {
     let user = format!("model:{id}");
-    tokio::task::spawn_blocking(move || {
+    crate::error::blocking(move || {
         let store = zbus_secret_service_keyring_store::Store::new().map_err(keyring_err)?;
         let entry = keyring_core::Entry::new_in_store(&(store as std::sync::Arc<keyring_core::CredentialStore>), SERVICE, &user).map_err(keyring_err)?;
         f(entry).map_err(keyring_err)
     })
     .await
-    .map_err(|e| EngineError::new(ErrorCode::Internal, format!("keyring task failed: {e}")))?
 }
 
 /// What a person asks for in `model add`.

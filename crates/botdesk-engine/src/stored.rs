@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use botdesk_core::{FileEntry, FileKind, WorkspacePath};
 use bytes::Bytes;
 
+use crate::error::blocking;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 fn io(path: &str, e: std::io::Error) -> EngineError {
@@ -51,7 +52,7 @@ impl Engine {
         let dir = self.resolve(&b, &computer, path)?;
         let home = self.workspace_root(&computer);
         let own = dir == self.resolve(&b, &computer, "")?;
-        tokio::task::spawn_blocking(move || {
+        blocking(move || {
             // A computer that never ran has no workspace yet: the bot's folder is simply empty.
             if own && !home.join(dir.as_str()).exists() {
                 return Ok((dir.to_string(), vec![]));
@@ -83,32 +84,20 @@ impl Engine {
             Ok((dir.to_string(), entries))
         })
         .await
-        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
     }
 
     /// One entry of the stored workspace.
     pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
-        let file = self.resolve(&b, &computer, path)?;
-        let home = self.workspace_root(&computer);
-        tokio::task::spawn_blocking(move || {
-            let real = inside(&home, &file)?;
-            let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
+        self.stored_file(bot, path, |_, file, meta| {
             let kind = if meta.is_dir() { FileKind::Dir } else { FileKind::File };
             Ok(FileEntry { path: file, kind, size: meta.len(), executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0 })
         })
         .await
-        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
     }
 
     /// Reads a file of the stored workspace, all or nothing under `max_bytes`.
     pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
-        let file = self.resolve(&b, &computer, path)?;
-        let home = self.workspace_root(&computer);
-        tokio::task::spawn_blocking(move || {
-            let real = inside(&home, &file)?;
-            let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
+        self.stored_file(bot, path, move |real, file, meta| {
             if meta.is_dir() {
                 return Err(EngineError::invalid(format!("{file} is a folder")));
             }
@@ -124,7 +113,25 @@ impl Engine {
             Ok(Bytes::from(buf))
         })
         .await
-        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?
+    }
+
+    /// Runs `f` off the async runtime on one path of the bot's stored workspace: its real location
+    /// (never outside the home), its workspace path and its metadata.
+    async fn stored_file<T: Send + 'static>(
+        &self,
+        bot: &str,
+        path: &str,
+        f: impl FnOnce(PathBuf, WorkspacePath, std::fs::Metadata) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let file = self.resolve(&b, &computer, path)?;
+        let home = self.workspace_root(&computer);
+        blocking(move || {
+            let real = inside(&home, &file)?;
+            let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
+            f(real, file, meta)
+        })
+        .await
     }
 
     /// Upload: writes a file into the bot's workspace through its computer, only while the person

@@ -13,14 +13,14 @@
 //! stopped-checked and its execution lease is held, so no run starts meanwhile.
 
 use std::fs;
-use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use botdesk_core::{browser::profile_name, path, ComputerRef, ComputerScope, MachineStatus};
 use serde::Serialize;
 
-use crate::checkpoint::{browser_junk, checkpoint_files, current_version, Browsers};
+use crate::checkpoint::{browser_junk, checkpoint_files, current_version, err, Browsers};
+use crate::error::blocking;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// What a switch did.
@@ -103,7 +103,7 @@ impl Engine {
         let held = lock.lock().await;
         let only_visible = to == ComputerScope::Team;
         let store = self.inner.data.home(&dest.home_key);
-        let (copied, kept_newer, profile_came) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let (copied, kept_newer, profile_came) = blocking(move || {
             // SAFETY: geteuid has no preconditions.
             let root = unsafe { libc::geteuid() } == 0;
             new_dir(&dest_machine, root)?;
@@ -123,8 +123,7 @@ impl Engine {
             checkpoint_files(&dest_machine, &store)?;
             Ok((carry.copied, carry.kept_newer, profile_came))
         })
-        .await
-        .map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))??;
+        .await?;
         drop(held);
 
         // 4. The bot moves.
@@ -135,19 +134,14 @@ impl Engine {
     }
 }
 
-fn io_err(doing: &str, path: &Path, e: io::Error) -> EngineError {
-    let why = if e.raw_os_error() == Some(28) { "the disk holding the data directory is full".to_string() } else { e.to_string() };
-    EngineError::new(ErrorCode::Internal, format!("{doing} {}: {why}", path.display()))
-}
-
 /// A folder owned by the workspace user (uid 1000) when we run as root.
 fn new_dir(p: &Path, root: bool) -> Result<()> {
     if p.is_dir() {
         return Ok(());
     }
-    fs::create_dir_all(p).map_err(|e| io_err("creating", p, e))?;
+    fs::create_dir_all(p).map_err(|e| err("creating", p, e))?;
     if root {
-        std::os::unix::fs::chown(p, Some(1000), Some(1000)).map_err(|e| io_err("handing over", p, e))?;
+        std::os::unix::fs::chown(p, Some(1000), Some(1000)).map_err(|e| err("handing over", p, e))?;
     }
     Ok(())
 }
@@ -166,8 +160,8 @@ impl Carry {
     /// computer's own settings, caches and browser profiles of a Private home).
     fn merge(&mut self, src: &Path, dst: &Path, rel: &Path, only_visible: bool) -> Result<()> {
         let dir = src.join(rel);
-        for entry in fs::read_dir(&dir).map_err(|e| io_err("reading", &dir, e))? {
-            let entry = entry.map_err(|e| io_err("reading", &dir, e))?;
+        for entry in fs::read_dir(&dir).map_err(|e| err("reading", &dir, e))? {
+            let entry = entry.map_err(|e| err("reading", &dir, e))?;
             let name = entry.file_name();
             if only_visible && rel.as_os_str().is_empty() && name.to_string_lossy().starts_with('.') {
                 continue;
@@ -177,7 +171,7 @@ impl Carry {
                 continue;
             }
             let (from, to) = (src.join(&r), dst.join(&r));
-            let meta = fs::symlink_metadata(&from).map_err(|e| io_err("reading", &from, e))?;
+            let meta = fs::symlink_metadata(&from).map_err(|e| err("reading", &from, e))?;
             let there = fs::symlink_metadata(&to).ok();
             if meta.is_dir() {
                 match &there {
@@ -217,14 +211,14 @@ impl Carry {
         whole.merge(from, &partial, Path::new(""), false)?;
         self.copied += whole.copied;
         if to.exists() {
-            fs::remove_dir_all(to).map_err(|e| io_err("replacing", to, e))?;
+            fs::remove_dir_all(to).map_err(|e| err("replacing", to, e))?;
         }
-        fs::rename(&partial, to).map_err(|e| io_err("moving", to, e))
+        fs::rename(&partial, to).map_err(|e| err("moving", to, e))
     }
 
     fn mkdir(&self, to: &Path, meta: &fs::Metadata) -> Result<()> {
-        fs::create_dir(to).map_err(|e| io_err("creating", to, e))?;
-        fs::set_permissions(to, meta.permissions()).map_err(|e| io_err("writing", to, e))?;
+        fs::create_dir(to).map_err(|e| err("creating", to, e))?;
+        fs::set_permissions(to, meta.permissions()).map_err(|e| err("writing", to, e))?;
         if self.root {
             let _ = std::os::unix::fs::lchown(to, Some(1000), Some(1000));
         }
@@ -232,16 +226,16 @@ impl Carry {
     }
 
     fn copy(&mut self, from: &Path, to: &Path, meta: &fs::Metadata) -> Result<()> {
-        if to.exists() || fs::symlink_metadata(to).is_ok() {
-            fs::remove_file(to).map_err(|e| io_err("replacing", to, e))?;
+        if fs::symlink_metadata(to).is_ok() {
+            fs::remove_file(to).map_err(|e| err("replacing", to, e))?;
         }
         if meta.file_type().is_symlink() {
-            let target = fs::read_link(from).map_err(|e| io_err("reading", from, e))?;
-            std::os::unix::fs::symlink(&target, to).map_err(|e| io_err("writing", to, e))?;
+            let target = fs::read_link(from).map_err(|e| err("reading", from, e))?;
+            std::os::unix::fs::symlink(&target, to).map_err(|e| err("writing", to, e))?;
         } else {
-            fs::copy(from, to).map_err(|e| io_err("copying", from, e))?;
-            let f = fs::File::options().write(true).open(to).map_err(|e| io_err("writing", to, e))?;
-            f.set_modified(meta.modified().map_err(|e| io_err("reading", from, e))?).map_err(|e| io_err("writing", to, e))?;
+            fs::copy(from, to).map_err(|e| err("copying", from, e))?;
+            let f = fs::File::options().write(true).open(to).map_err(|e| err("writing", to, e))?;
+            f.set_modified(meta.modified().map_err(|e| err("reading", from, e))?).map_err(|e| err("writing", to, e))?;
         }
         if self.root {
             let _ = std::os::unix::fs::lchown(to, Some(1000), Some(1000));

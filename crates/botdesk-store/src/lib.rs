@@ -207,18 +207,19 @@ impl Store {
         Ok(())
     }
 
-    /// The Private computers that belong to a bot (the one it works on, or the one it keeps while
+    /// The Private computer that belongs to a bot (the one it works on, or the one it keeps while
     /// on the Team computer).
-    pub async fn private_computers_of(&self, bot: &BotId) -> Result<Vec<Computer>> {
+    pub async fn private_computer_of(&self, bot: &BotId) -> Result<Option<Computer>> {
         let bid = bot.as_str();
-        let rows = sqlx::query_as!(
+        sqlx::query_as!(
             ComputerRow,
             r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
             bid
         )
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(Computer::try_from).collect()
+        .fetch_optional(&self.pool)
+        .await?
+        .map(Computer::try_from)
+        .transpose()
     }
 
     pub async fn list_bots(&self) -> Result<Vec<Bot>> {
@@ -421,7 +422,7 @@ mod tests {
         let b = s.bot("b").await.unwrap();
         assert_eq!(s.home_computer(&b, ComputerScope::Private, "fake", 4).await.unwrap().id, private.id, "its Private computer is kept");
         assert_eq!(s.list_computers().await.unwrap().len(), 2);
-        assert_eq!(s.private_computers_of(&b.id).await.unwrap().len(), 1);
+        assert_eq!(s.private_computer_of(&b.id).await.unwrap().map(|c| c.id), Some(private.id.clone()));
         assert_eq!(s.delete_bot(&b.id).await.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>(), vec![private.id], "its kept Private computer goes with it");
         assert_eq!(s.list_computers().await.unwrap().len(), 1);
     }

@@ -7,6 +7,8 @@ export type ConnState =
   | { state: "connecting" }
   | { state: "connected"; control: boolean }
   | { state: "reconnecting"; attempt: number; retry_in_ms: number; error: string }
+  /** Nobody watched this screen for a while; it reconnects as soon as a viewer opens. */
+  | { state: "idle" }
   | { state: "closed" };
 
 /** Counters the app tests and benchmarks read (window.__botdesk). */
@@ -20,14 +22,16 @@ export class Viewer {
   private overlay: HTMLElement;
   private ws: WebSocket | null = null;
   private closed = false;
-  /** A hidden viewer lets its socket and its pixels go; the app keeps the session and sends the
-   * current picture at once when it is shown again. */
+  /** A hidden viewer lets its socket and its pixels go; the app keeps the session a couple of
+   * seconds (shown again within them, the current picture comes at once), then lets the
+   * connection and its pixels go too and reconnects when the screen is shown again. */
   private hidden = false;
   private buttons = 0;
   /** The bot's screen size (pointer coordinates); the canvas holds it scaled to fit. */
   screenW = 1280;
   screenH = 800;
   private sentViewport = "";
+  private waitingForSize = false;
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
   onState: (s: ConnState) => void = () => {};
@@ -35,12 +39,11 @@ export class Viewer {
   constructor(private url: string, readonly bot: string, private interactive: boolean) {
     this.canvas = document.createElement("canvas");
     this.canvas.className = "screen";
-    this.canvas.width = 1280;
-    this.canvas.height = 800;
+    // No pixels until the first frame says its size (the app sends it at the size this canvas
+    // shows, known once the tab is laid out).
+    this.canvas.width = this.canvas.height = 1;
     this.canvas.dataset.bot = bot;
     this.ctx = this.canvas.getContext("2d", { alpha: false })!;
-    this.ctx.fillStyle = "#0b0d12";
-    this.ctx.fillRect(0, 0, 1280, 800);
     this.overlay = document.createElement("div");
     this.overlay.className = "screen-overlay";
     this.el = document.createElement("div");
@@ -65,8 +68,6 @@ export class Viewer {
       this.ws = null;
       this.canvas.width = this.canvas.height = 1; // frees the backing store
     } else {
-      this.canvas.width = this.screenW;
-      this.canvas.height = this.screenH;
       this.connect();
     }
   }
@@ -78,14 +79,16 @@ export class Viewer {
     all.splice(all.indexOf(this), 1);
   }
 
+  /** Connects once the canvas's size on screen is known, so the first frame already comes at it. */
   private connect() {
     if (this.closed || this.hidden) return;
-    const ws = new WebSocket(this.url);
+    const vp = this.layout();
+    this.waitingForSize = !vp;
+    if (!vp) return;
+    this.sentViewport = JSON.stringify(vp);
+    const ws = new WebSocket(`${this.url}&w=${vp.w}&h=${vp.h}`);
     ws.binaryType = "arraybuffer";
-    ws.onopen = () => {
-      this.sentViewport = "";
-      this.fit();
-    };
+    ws.onopen = () => this.fit();
     ws.onmessage = (m) => (typeof m.data === "string" ? this.onText(m.data) : this.onBinary(m.data as ArrayBuffer));
     // The app-side session reconnects to the computer by itself; this socket only drops when
     // the app's transport does, so try again shortly.
@@ -153,7 +156,7 @@ export class Viewer {
     this.el.dataset.state = s.state;
     this.el.dataset.control = String(this.control);
     let text = "";
-    if (s.state === "connecting") text = "Connecting…";
+    if (s.state === "connecting" || s.state === "idle") text = "Connecting…";
     else if (s.state === "reconnecting") text = `Reconnecting… (${s.error})`;
     else if (s.state === "closed") text = "Screen closed";
     this.overlay.textContent = text;
@@ -162,19 +165,35 @@ export class Viewer {
   }
 
   /** Scale to fit, keeping the aspect ratio; the app then sends frames at that size (device
-   * pixels), so the webview never scales or carries more pixels than it shows. */
+   * pixels), so the webview never scales or carries more pixels than it shows. The canvas sits on
+   * whole device pixels too: off by a fraction, the webview would resample every frame as it paints
+   * (a bilinear pass over every pixel, the most expensive step of a frame). */
   private fit() {
-    const r = this.el.getBoundingClientRect();
-    if (!r.width || !r.height) return;
-    const s = Math.min(r.width / this.screenW, r.height / this.screenH);
-    const cssW = Math.floor(this.screenW * s), cssH = Math.floor(this.screenH * s);
-    this.canvas.style.width = `${cssW}px`;
-    this.canvas.style.height = `${cssH}px`;
-    const vp = JSON.stringify({ t: "v", w: Math.round(cssW * devicePixelRatio), h: Math.round(cssH * devicePixelRatio) });
-    if (vp !== this.sentViewport && this.ws?.readyState === WebSocket.OPEN) {
-      this.sentViewport = vp;
-      this.ws.send(vp);
+    const vp = this.layout();
+    if (!vp) return;
+    if (this.waitingForSize) return this.connect();
+    const msg = JSON.stringify(vp);
+    if (msg !== this.sentViewport && this.ws?.readyState === WebSocket.OPEN) {
+      this.sentViewport = msg;
+      this.ws.send(JSON.stringify({ t: "v", ...vp }));
     }
+  }
+
+  /** Sizes and places the canvas; its size in device pixels, or null before layout. */
+  private layout(): { w: number; h: number } | null {
+    const r = this.el.getBoundingClientRect();
+    if (!r.width || !r.height) return null;
+    const dpr = devicePixelRatio || 1;
+    const s = Math.min(r.width / this.screenW, r.height / this.screenH);
+    const w = Math.max(1, Math.floor(this.screenW * s * dpr)), h = Math.max(1, Math.floor(this.screenH * s * dpr));
+    const snap = (start: number, free: number) => Math.round((start + free / 2) * dpr) / dpr - start;
+    Object.assign(this.canvas.style, {
+      width: `${w / dpr}px`,
+      height: `${h / dpr}px`,
+      left: `${snap(r.left, r.width - w / dpr)}px`,
+      top: `${snap(r.top, r.height - h / dpr)}px`,
+    });
+    return { w, h };
   }
 
   private send(msg: object) {

@@ -176,6 +176,25 @@ fn cpu_and_memory(root: u32, secs: f64) -> (f64, f64) {
             let pss = std::fs::read_to_string(format!("/proc/{p}/smaps_rollup")).unwrap_or_default();
             let line = |k: &str| pss.lines().find(|l| l.starts_with(k)).map(|l| l.to_string()).unwrap_or_default();
             eprintln!("{p} {} {} | {} | {}", name.trim(), line("Pss:"), line("Pss_Anon"), line("Rss:"));
+            // Its biggest mappings by PSS, to see where the memory goes.
+            let smaps = std::fs::read_to_string(format!("/proc/{p}/smaps")).unwrap_or_default();
+            let mut maps: Vec<(u64, String)> = vec![];
+            let mut current = String::new();
+            for l in smaps.lines() {
+                if l.split_whitespace().next().is_some_and(|f| f.contains('-') && !f.ends_with(':')) {
+                    current = l.split_whitespace().nth(5).unwrap_or("[anon]").to_string();
+                } else if let Some(v) = l.strip_prefix("Pss:") {
+                    let kib: u64 = v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0);
+                    match maps.iter_mut().find(|(_, n)| *n == current) {
+                        Some(m) => m.0 += kib,
+                        None => maps.push((kib, current.clone())),
+                    }
+                }
+            }
+            maps.sort_by(|a, b| b.0.cmp(&a.0));
+            for (kib, n) in maps.iter().take(10) {
+                eprintln!("      {kib:>7} kB {n}");
+            }
         }
     }
     let pss_kib: u64 = pids

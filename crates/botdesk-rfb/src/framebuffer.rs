@@ -1,4 +1,4 @@
-//! The viewer's framebuffer: RGBA pixels in Rust, with the rectangles changed since the last flush.
+//! The viewer's framebuffer: the screen's pixels in Rust, with the rectangles changed since the last flush.
 
 /// A rectangle of the framebuffer, in pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,9 @@ const MAX_DIRTY: usize = 32;
 pub struct Framebuffer {
     pub width: u16,
     pub height: u16,
-    /// Tightly packed RGBA, alpha always 255.
+    /// Tightly packed BGRX, the X server's own layout (blue, green, red, one unused byte): the
+    /// VNC server sends it as it is, and updates are stored with a plain copy. The frame
+    /// transport turns it into RGBA as it reads it, while scaling anyway.
     pub pixels: Vec<u8>,
     dirty: Vec<Rect>,
 }
@@ -53,7 +55,7 @@ impl Framebuffer {
     pub fn resize(&mut self, width: u16, height: u16) {
         self.width = width;
         self.height = height;
-        self.pixels = [0, 0, 0, 255].repeat(width as usize * height as usize);
+        self.pixels = vec![0; width as usize * height as usize * 4];
         self.dirty = vec![Rect { x: 0, y: 0, w: width, h: height }];
     }
 
@@ -70,53 +72,40 @@ impl Framebuffer {
         }
     }
 
-    /// Writes `data` (RGBA, `r.w * r.h * 4` bytes) into `r`; a rectangle outside the screen or a
-    /// short buffer is refused and changes nothing.
-    pub fn put(&mut self, r: Rect, data: &[u8]) -> Result<(), String> {
-        self.put_with(r, data, |px| px | 0xff00_0000)
-    }
-
-    /// Like [`Framebuffer::put`] for pixels as the screen sends them: BGRX, the X server's own
-    /// layout (so the VNC server copies pixels instead of translating each one). They are stored
-    /// as RGBA in the same pass.
+    /// Writes `data` (BGRX as the screen sends it, `r.w * r.h * 4` bytes) into `r`; a rectangle
+    /// outside the screen or a short buffer is refused and changes nothing.
     pub fn put_bgrx(&mut self, r: Rect, data: &[u8]) -> Result<(), String> {
-        self.put_with(r, data, |px| (px & 0x0000_ff00) | (px >> 16 & 0xff) | (px & 0xff) << 16 | 0xff00_0000)
-    }
-
-    /// Stores each pixel (a little-endian u32) through `to_rgba`; alpha is always 255 after it
-    /// (a 24-bit screen sends none).
-    fn put_with(&mut self, r: Rect, data: &[u8], to_rgba: impl Fn(u32) -> u32) -> Result<(), String> {
         let need = r.area() as usize * 4;
         if data.len() < need {
             return Err(format!("a {}x{} rectangle came with {} bytes, not {need}", r.w, r.h, data.len()));
         }
-        if r.x as u32 + r.w as u32 > self.width as u32 || r.y as u32 + r.h as u32 > self.height as u32 {
+        if !self.contains(&r) {
             return Err(format!("rectangle {r:?} is outside the {}x{} screen", self.width, self.height));
         }
-        let stride = self.width as usize * 4;
-        for row in 0..r.h as usize {
-            let src = &data[row * r.w as usize * 4..(row + 1) * r.w as usize * 4];
+        let (stride, row_bytes) = (self.width as usize * 4, r.w as usize * 4);
+        for (row, src) in data[..need].chunks_exact(row_bytes.max(1)).enumerate() {
             let at = (r.y as usize + row) * stride + r.x as usize * 4;
-            let dst = &mut self.pixels[at..at + src.len()];
-            for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-                d.copy_from_slice(&to_rgba(u32::from_le_bytes([s[0], s[1], s[2], s[3]])).to_le_bytes());
-            }
+            self.pixels[at..at + row_bytes].copy_from_slice(src);
         }
         self.mark(r);
         Ok(())
     }
 
-    /// CopyRect: the pixels of `src` move to `dst` (same size).
-    pub fn copy(&mut self, dst: Rect, src: Rect) -> Result<(), String> {
-        let inside = |r: &Rect| r.x as u32 + r.w as u32 <= self.width as u32 && r.y as u32 + r.h as u32 <= self.height as u32;
-        if !inside(&dst) || !inside(&Rect { w: dst.w, h: dst.h, ..src }) {
-            return Err(format!("copy {src:?} → {dst:?} is outside the screen"));
-        }
-        let data = self.read(Rect { w: dst.w, h: dst.h, ..src });
-        self.put(dst, &data)
+    fn contains(&self, r: &Rect) -> bool {
+        r.x as u32 + r.w as u32 <= self.width as u32 && r.y as u32 + r.h as u32 <= self.height as u32
     }
 
-    /// The RGBA pixels of `r` (which must be on the screen).
+    /// CopyRect: the pixels of `src` move to `dst` (same size).
+    pub fn copy(&mut self, dst: Rect, src: Rect) -> Result<(), String> {
+        let src = Rect { w: dst.w, h: dst.h, ..src };
+        if !self.contains(&dst) || !self.contains(&src) {
+            return Err(format!("copy {src:?} → {dst:?} is outside the screen"));
+        }
+        let data = self.read(src);
+        self.put_bgrx(dst, &data)
+    }
+
+    /// The stored (BGRX) bytes of `r`, which must be on the screen.
     pub fn read(&self, r: Rect) -> Vec<u8> {
         let stride = self.width as usize * 4;
         let mut out = Vec::with_capacity(r.area() as usize * 4);
@@ -125,6 +114,12 @@ impl Framebuffer {
             out.extend_from_slice(&self.pixels[at..at + r.w as usize * 4]);
         }
         out
+    }
+
+    /// The colour of one pixel as red, green, blue.
+    pub fn rgb(&self, x: u16, y: u16) -> [u8; 3] {
+        let i = (y as usize * self.width as usize + x as usize) * 4;
+        [self.pixels[i + 2], self.pixels[i + 1], self.pixels[i]]
     }
 
     /// The rectangles changed since the last call.
@@ -145,20 +140,13 @@ mod tests {
     fn put_copy_read_and_dirty_rects() {
         let mut fb = Framebuffer::new(4, 3);
         assert_eq!(fb.take_dirty(), vec![Rect { x: 0, y: 0, w: 4, h: 3 }]);
-        fb.put(Rect { x: 1, y: 1, w: 2, h: 1 }, &[1, 2, 3, 0, 4, 5, 6, 0]).unwrap();
-        assert_eq!(fb.read(Rect { x: 1, y: 1, w: 2, h: 1 }), vec![1, 2, 3, 255, 4, 5, 6, 255]);
+        fb.put_bgrx(Rect { x: 1, y: 1, w: 2, h: 1 }, &[10, 20, 30, 0, 40, 50, 60, 0]).unwrap();
+        assert_eq!(fb.rgb(1, 1), [30, 20, 10], "stored as the screen sent it, read as RGB");
+        assert_eq!(fb.read(Rect { x: 1, y: 1, w: 2, h: 1 }), vec![10, 20, 30, 0, 40, 50, 60, 0]);
         fb.copy(Rect { x: 0, y: 0, w: 2, h: 1 }, Rect { x: 1, y: 1, w: 2, h: 1 }).unwrap();
-        assert_eq!(fb.read(Rect { x: 0, y: 0, w: 2, h: 1 }), vec![1, 2, 3, 255, 4, 5, 6, 255]);
+        assert_eq!(fb.read(Rect { x: 0, y: 0, w: 2, h: 1 }), vec![10, 20, 30, 0, 40, 50, 60, 0]);
         assert_eq!(fb.take_dirty(), vec![Rect { x: 1, y: 1, w: 2, h: 1 }, Rect { x: 0, y: 0, w: 2, h: 1 }]);
         assert!(!fb.is_dirty());
-    }
-
-    #[test]
-    fn screen_pixels_come_as_bgrx_and_are_stored_as_rgba() {
-        let mut fb = Framebuffer::new(2, 1);
-        fb.put_bgrx(Rect { x: 0, y: 0, w: 2, h: 1 }, &[10, 20, 30, 0, 0, 0, 255, 7]).unwrap();
-        assert_eq!(fb.pixels, vec![30, 20, 10, 255, 255, 0, 0, 255]);
-        assert!(fb.put_bgrx(Rect { x: 1, y: 0, w: 2, h: 1 }, &[0; 8]).is_err(), "outside");
     }
 
     #[test]
@@ -166,8 +154,8 @@ mod tests {
         let mut fb = Framebuffer::new(4, 3);
         fb.take_dirty();
         let before = fb.pixels.clone();
-        assert!(fb.put(Rect { x: 3, y: 0, w: 2, h: 1 }, &[0; 8]).is_err(), "outside");
-        assert!(fb.put(Rect { x: 0, y: 0, w: 2, h: 2 }, &[0; 8]).is_err(), "short data");
+        assert!(fb.put_bgrx(Rect { x: 3, y: 0, w: 2, h: 1 }, &[0; 8]).is_err(), "outside");
+        assert!(fb.put_bgrx(Rect { x: 0, y: 0, w: 2, h: 2 }, &[0; 8]).is_err(), "short data");
         assert!(fb.copy(Rect { x: 0, y: 0, w: 2, h: 1 }, Rect { x: 3, y: 2, w: 2, h: 1 }).is_err());
         assert_eq!(fb.pixels, before);
         assert!(!fb.is_dirty());
@@ -178,7 +166,7 @@ mod tests {
         let mut fb = Framebuffer::new(100, 100);
         fb.take_dirty();
         for i in 0..40u16 {
-            fb.put(Rect { x: i, y: i * 2, w: 1, h: 1 }, &[9, 9, 9, 9]).unwrap();
+            fb.put_bgrx(Rect { x: i, y: i * 2, w: 1, h: 1 }, &[9, 9, 9, 9]).unwrap();
         }
         let d = fb.take_dirty();
         assert!(d.len() <= MAX_DIRTY);

@@ -1,7 +1,9 @@
 //! One screen session: a task that owns the VNC connection, drives its events and the person's
 //! input from one `select!` loop (vnc-rs blocks input while another task waits for events),
 //! keeps the framebuffer, asks for updates (vnc-rs never does by itself) and reconnects with
-//! backoff. Dropping the `Session` stops the task.
+//! backoff. A session nobody watches stops asking for updates at once, and after a few seconds
+//! lets the connection and its pixels go until a viewer subscribes again. Dropping the `Session`
+//! stops the task.
 
 use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
@@ -36,6 +38,8 @@ pub enum ConnState {
     Connecting,
     Connected { control: bool },
     Reconnecting { attempt: u32, retry_in_ms: u64, error: String },
+    /// Nobody has watched for a while: disconnected, pixels freed, until a viewer subscribes.
+    Idle,
     Closed,
 }
 
@@ -46,8 +50,9 @@ impl ConnState {
         matches!(
             (self, next),
             (Connecting, Connected { .. } | Reconnecting { .. } | Closed)
-                | (Connected { .. }, Connecting | Reconnecting { .. } | Closed)
+                | (Connected { .. }, Connecting | Reconnecting { .. } | Idle | Closed)
                 | (Reconnecting { .. }, Connecting | Reconnecting { .. } | Closed)
+                | (Idle, Connecting | Closed)
         )
     }
 }
@@ -97,6 +102,8 @@ pub struct Shared {
     pub state: std::sync::Mutex<ConnState>,
     /// When the person's input last reached the bot (the owner renews control while it is recent).
     pub last_input: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Told when a viewer subscribes (an idle session wakes up, a paused one asks for updates).
+    watched: tokio::sync::Notify,
 }
 
 pub struct Session {
@@ -118,26 +125,38 @@ impl Drop for Session {
 const IDLE_REREQUEST: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a session with no viewer keeps its connection (a tab switched away and back within
+/// it shows the current picture at once; after it, the tab reconnects in a fraction of a second).
+pub const IDLE_AFTER: Duration = Duration::from_secs(2);
 
 impl Session {
-    /// Starts the session's task (on the current tokio runtime).
+    /// Starts the session's task (on the current tokio runtime); it goes idle [`IDLE_AFTER`]
+    /// without a viewer.
     pub fn spawn(resolve: Resolve) -> Session {
+        Session::spawn_with(resolve, IDLE_AFTER)
+    }
+
+    pub fn spawn_with(resolve: Resolve, idle_after: Duration) -> Session {
         let shared = Arc::new(Shared {
             fb: std::sync::Mutex::new(Framebuffer::new(0, 0)),
             cursor: Default::default(),
             state: std::sync::Mutex::new(ConnState::Connecting),
             last_input: Default::default(),
+            watched: Default::default(),
         });
         let (input, input_rx) = mpsc::channel(1024);
         let (updates, _) = broadcast::channel(256);
         let stop = CancellationToken::new();
-        let task = Task { shared: shared.clone(), resolve, input: input_rx, updates: updates.clone(), stop: stop.clone() };
+        let task = Task { shared: shared.clone(), resolve, input: input_rx, updates: updates.clone(), stop: stop.clone(), idle_after };
         tokio::spawn(task.run());
         Session { shared, input, updates, stop }
     }
 
+    /// Updates from now on; the session (re)connects for its viewers if it was idle.
     pub fn subscribe(&self) -> broadcast::Receiver<Update> {
-        self.updates.subscribe()
+        let rx = self.updates.subscribe();
+        self.shared.watched.notify_one();
+        rx
     }
 
     pub fn state(&self) -> ConnState {
@@ -160,11 +179,14 @@ struct Task {
     input: mpsc::Receiver<Input>,
     updates: broadcast::Sender<Update>,
     stop: CancellationToken,
+    idle_after: Duration,
 }
 
 enum Ended {
     Stop,
     Retarget,
+    /// Nobody watched for `idle_after`.
+    Unwatched,
     Lost(String),
 }
 
@@ -200,7 +222,8 @@ pub async fn connect(t: &Target) -> Result<VncClient, String> {
         .add_encoding(VncEncoding::DesktopSizePseudo)
         .allow_shared(true)
         // The X server's own layout: x11vnc then sends its pixels as they are instead of
-        // translating each one (a sixth of a core at full-screen rates); we swap to RGBA as we store.
+        // translating each one (a sixth of a core at full-screen rates), and we store them with a
+        // plain copy; the frame transport makes RGBA of them as it scales.
         .set_pixel_format(PixelFormat::bgra())
         .build()
         .map_err(|e| format!("VNC: {e}"))?
@@ -248,6 +271,10 @@ impl Task {
                     match ended {
                         Ended::Stop => break,
                         Ended::Retarget => continue,
+                        Ended::Unwatched => match self.idle().await {
+                            true => continue,
+                            false => break,
+                        },
                         Ended::Lost(e) => e,
                     }
                 }
@@ -280,15 +307,48 @@ impl Task {
         self.set_state(ConnState::Closed);
     }
 
+    fn watched(&self) -> bool {
+        self.updates.receiver_count() > 0
+    }
+
+    /// Disconnected with the pixels freed, until a viewer subscribes (true) or the session stops
+    /// (false).
+    async fn idle(&mut self) -> bool {
+        *self.shared.fb.lock().unwrap() = Framebuffer::new(0, 0);
+        self.set_state(ConnState::Idle);
+        loop {
+            tokio::select! {
+                _ = self.stop.cancelled() => return false,
+                _ = self.shared.watched.notified() => if self.watched() {
+                    return true;
+                },
+                i = self.input.recv() => match i {
+                    Some(Input::Retarget) if self.watched() => return true,
+                    Some(_) => {} // nothing to send input to
+                    None => return false,
+                },
+            }
+        }
+    }
+
     /// Drives one connection until it ends: events, input and update requests from one loop.
     async fn drive(&mut self, client: &VncClient, control: bool) -> Ended {
-        // vnc-rs asked for the first full frame; each decoded update asks for the next one.
+        // vnc-rs asked for the first full frame; each decoded update asks for the next one while
+        // someone watches. Unwatched, the next request waits for a viewer (`paused`).
+        let mut paused = false;
+        let mut unwatched_since = None;
         loop {
             // Safety net: a quiet second re-asks too, in case an update came with no rectangles.
             let due = tokio::time::sleep(IDLE_REREQUEST);
             tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return Ended::Stop,
+                _ = self.shared.watched.notified(), if paused => {
+                    paused = false;
+                    if let Err(e) = client.input(X11Event::Refresh).await {
+                        return Ended::Lost(format!("requesting an update: {e}"));
+                    }
+                }
                 i = self.input.recv() => {
                     let event = match i {
                         None => return Ended::Stop,
@@ -324,13 +384,24 @@ impl Task {
                         self.flush();
                         // Ask for the next update now: the server answers when something changes,
                         // so the request waits there instead of the picture waiting here.
-                        if let Err(e) = client.input(X11Event::Refresh).await {
+                        if !self.watched() {
+                            paused = true;
+                            unwatched_since.get_or_insert_with(tokio::time::Instant::now);
+                        } else if let Err(e) = client.input(X11Event::Refresh).await {
                             return Ended::Lost(format!("requesting an update: {e}"));
                         }
                     }
                     Err(e) => return Ended::Lost(format!("the screen connection ended: {e}")),
                 },
                 _ = due => {
+                    if self.watched() {
+                        (paused, unwatched_since) = (false, None);
+                    } else if unwatched_since.get_or_insert_with(tokio::time::Instant::now).elapsed() >= self.idle_after {
+                        return Ended::Unwatched;
+                    } else {
+                        paused = true;
+                        continue;
+                    }
                     self.flush();
                     if let Err(e) = client.input(X11Event::Refresh).await {
                         return Ended::Lost(format!("requesting an update: {e}"));
@@ -398,5 +469,7 @@ mod tests {
         assert!(!Closed.can_become(&Connecting), "closed is final");
         assert!(!r.can_become(&Connected { control: false }), "always through connecting");
         assert!(!Connecting.can_become(&Connecting));
+        assert!(Connected { control: false }.can_become(&Idle) && Idle.can_become(&Connecting), "unwatched, then watched again");
+        assert!(!Idle.can_become(&Connected { control: true }), "idle reconnects through connecting");
     }
 }

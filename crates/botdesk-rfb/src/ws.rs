@@ -1,7 +1,8 @@
 //! The frame transport to the webview: a WebSocket server on 127.0.0.1 (the fastest path measured:
 //! ~115 full frames/s against ~45 for a Tauri channel). A viewer opens
-//! `ws://127.0.0.1:PORT/screen/KEY?s=SECRET`; the secret is random per app start, so no other page
-//! or local program can watch or drive a screen.
+//! `ws://127.0.0.1:PORT/screen/KEY?s=SECRET[&w=W&h=H]`; the secret is random per app start, so no
+//! other page or local program can watch or drive a screen. `w`×`h` is the viewer's size on screen
+//! in device pixels (as the `v` message below), so the first frame already comes at it.
 //!
 //! Server → viewer, binary (little-endian):
 //!   1 = rects:  [1][n: u16] then n × ([x][y][w][h]: u16 each, then w·h·4 bytes RGBA); a large
@@ -84,14 +85,17 @@ impl FrameServer {
 }
 
 async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String) {
-    let mut key = None;
+    let (mut key, mut viewport) = (None, None);
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let uri = req.uri();
         let k = uri.path().strip_prefix("/screen/").map(str::to_string);
-        let ok = uri.query().is_some_and(|q| q.split('&').any(|kv| kv == format!("s={secret}")));
+        let param = |name: &str| uri.query().into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=').map(str::to_string));
+        let ok = param("s").is_some_and(|s| s == secret);
         match k {
             Some(k) if ok && registry.lock().unwrap().contains_key(&k) => {
                 key = Some(k);
+                let size = |name: &str| param(name).and_then(|v| v.parse::<u32>().ok());
+                viewport = size("w").zip(size("h")).map(|(w, h)| (w.clamp(1, 16384), h.clamp(1, 16384)));
                 Ok(resp)
             }
             _ => {
@@ -108,7 +112,6 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
 
     // Frames go at the viewer's on-screen size (scale to fit happens here, in Rust, so the
     // webview handles a fraction of the bytes); full size until the viewer says.
-    let mut viewport: Option<(u32, u32)> = None;
 
     // First the whole picture: state, size, every pixel, cursor.
     let mut first = vec![state_msg(&Update::State(session.state()))];
@@ -283,7 +286,7 @@ pub fn rects_msgs(session: &Session, rects: &[Rect], viewport: Option<(u32, u32)
         } else {
             for row in 0..r.h as usize {
                 let at = (r.y as usize + row) * stride + r.x as usize * 4;
-                msg.extend_from_slice(&fb.pixels[at..at + r.w as usize * 4]);
+                rgba_into(&mut msg, &fb.pixels[at..at + r.w as usize * 4]);
             }
         }
         n += 1;
@@ -292,44 +295,59 @@ pub fn rects_msgs(session: &Session, rects: &[Rect], viewport: Option<(u32, u32)
     out
 }
 
-/// Appends the output pixels of `r` (in output coordinates): box averages of the screen.
+/// Appends BGRX pixels as RGBA with an opaque alpha.
+fn rgba_into(out: &mut Vec<u8>, bgrx: &[u8]) {
+    let at = out.len();
+    out.resize(at + bgrx.len(), 0);
+    for (d, s) in out[at..].chunks_exact_mut(4).zip(bgrx.chunks_exact(4)) {
+        let px = u32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        d.copy_from_slice(&((px & 0x0000_ff00) | (px >> 16 & 0xff) | (px & 0xff) << 16 | 0xff00_0000).to_le_bytes());
+    }
+}
+
+/// Appends the output pixels of `r` (in output coordinates), RGBA: box averages of the screen.
 fn scale_into(out: &mut Vec<u8>, fb: &crate::Framebuffer, r: Rect, (ow, oh): (u16, u16)) {
     // A separable box filter: each output row first sums its source rows over the columns it
     // needs, then each output pixel averages its columns of those sums. The division by the box
-    // size is a multiplication by its exact reciprocal (sums stay far below 2^16·256).
+    // size is a multiplication by its exact reciprocal, from a table (sums stay far below
+    // 2^16·256, so the rounding never shows).
     let (fw, fh) = (fb.width as usize, fb.height as usize);
     let (ow, oh) = (ow as usize, oh as usize);
     let stride = fw * 4;
-    let cols: Vec<(usize, usize)> = (r.x as usize..(r.x + r.w) as usize)
-        .map(|ox| {
-            let sx0 = ox * fw / ow;
-            (sx0, ((ox + 1) * fw / ow).max(sx0 + 1).min(fw))
-        })
-        .collect();
+    let span = |o: usize, f: usize, n: usize| {
+        let s0 = o * f / n;
+        (s0, ((o + 1) * f / n).max(s0 + 1).min(f))
+    };
+    let cols: Vec<(usize, usize)> = (r.x as usize..(r.x + r.w) as usize).map(|ox| span(ox, fw, ow)).collect();
     let (Some(&(first, _)), Some(&(_, last))) = (cols.first(), cols.last()) else { return };
-    // Four lanes per pixel (alpha summed too, and ignored) so the row sums vectorise.
+    let widest = cols.iter().map(|(a, b)| b - a).max().unwrap_or(1);
+    let tallest = (r.y as usize..(r.y + r.h) as usize).map(|oy| span(oy, fh, oh)).map(|(a, b)| b - a).max().unwrap_or(1);
+    let reciprocal: Vec<u64> = (0..=widest * tallest).map(|n| (1u64 << 32).div_ceil(n.max(1) as u64)).collect();
+    // Four lanes per pixel (the unused byte summed too, and ignored) so the row sums vectorise.
     let mut sums = vec![0u32; (last - first) * 4];
+    out.reserve(r.area() as usize * 4);
     for oy in r.y as usize..(r.y + r.h) as usize {
-        let sy0 = oy * fh / oh;
-        let sy1 = ((oy + 1) * fh / oh).max(sy0 + 1).min(fh);
-        sums.fill(0);
-        for sy in sy0..sy1 {
-            let row = &fb.pixels[sy * stride + first * 4..sy * stride + last * 4];
-            for (s, p) in sums.iter_mut().zip(row) {
+        let (sy0, sy1) = span(oy, fh, oh);
+        let rows = &fb.pixels[sy0 * stride..sy1 * stride];
+        for (s, p) in sums.iter_mut().zip(&rows[first * 4..last * 4]) {
+            *s = *p as u32;
+        }
+        for row in rows.chunks_exact(stride).skip(1) {
+            for (s, p) in sums.iter_mut().zip(&row[first * 4..last * 4]) {
                 *s += *p as u32;
             }
         }
+        let h = sy1 - sy0;
         for &(sx0, sx1) in &cols {
-            let n = ((sy1 - sy0) * (sx1 - sx0)) as u64;
-            let reciprocal = (1u64 << 32).div_ceil(n);
-            let mut acc = [0u32; 4];
-            for s in sums[(sx0 - first) * 4..(sx1 - first) * 4].chunks_exact(4) {
-                for (a, v) in acc.iter_mut().zip(s) {
-                    *a += v;
-                }
+            let k = reciprocal[h * (sx1 - sx0)];
+            let (mut b, mut g, mut rd) = (0u32, 0u32, 0u32);
+            for px in sums[(sx0 - first) * 4..(sx1 - first) * 4].chunks_exact(4) {
+                b += px[0];
+                g += px[1];
+                rd += px[2];
             }
-            let avg = |v: u32| ((v as u64 * reciprocal) >> 32) as u8;
-            out.extend_from_slice(&[avg(acc[0]), avg(acc[1]), avg(acc[2]), 255]);
+            let avg = |v: u32| ((v as u64 * k) >> 32) as u8;
+            out.extend_from_slice(&[avg(rd), avg(g), avg(b), 255]);
         }
     }
 }
@@ -398,17 +416,21 @@ mod tests {
         assert_eq!(out_size((1280, 800), None), (1280, 800));
         let s = session_with(4, 2);
         {
-            // Left half black, right half white; one grey pixel pair.
+            // Left half black, right half white; one bluish pixel (BGRX, as the screen sends it).
             let mut fb = s.shared.fb.lock().unwrap();
-            let white = [255u8, 255, 255, 255].repeat(2);
-            fb.put(Rect { x: 2, y: 0, w: 2, h: 1 }, &white).unwrap();
-            fb.put(Rect { x: 2, y: 1, w: 2, h: 1 }, &white).unwrap();
-            fb.put(Rect { x: 0, y: 0, w: 1, h: 1 }, &[100, 100, 100, 255]).unwrap();
+            let white = [255u8, 255, 255, 0].repeat(2);
+            fb.put_bgrx(Rect { x: 2, y: 0, w: 2, h: 1 }, &white).unwrap();
+            fb.put_bgrx(Rect { x: 2, y: 1, w: 2, h: 1 }, &white).unwrap();
+            fb.put_bgrx(Rect { x: 0, y: 0, w: 1, h: 1 }, &[200, 100, 40, 0]).unwrap();
         }
         let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 4, h: 2 }], Some((2, 1))).into_iter().flatten().collect();
         let Message::Binary(b) = &msgs[0] else { panic!() };
         assert_eq!(rects_of(&msgs[0]), vec![(0, 0, 2, 1)]);
-        assert_eq!(&b[11..19], &[25, 25, 25, 255, 255, 255, 255, 255], "averages of 2×2 boxes");
+        assert_eq!(&b[11..19], &[10, 25, 50, 255, 255, 255, 255, 255], "RGBA averages of 2×2 boxes");
+        // Unscaled, the pixels come as they are, in RGBA.
+        let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1, h: 1 }], None).into_iter().flatten().collect();
+        let Message::Binary(b) = &msgs[0] else { panic!() };
+        assert_eq!(&b[11..15], &[40, 100, 200, 255]);
         // A one-pixel change maps to the output pixel it falls in.
         let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 3, y: 1, w: 1, h: 1 }], Some((2, 1))).into_iter().flatten().collect();
         assert_eq!(rects_of(&msgs[0]), vec![(1, 0, 1, 1)]);

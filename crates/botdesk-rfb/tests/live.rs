@@ -74,9 +74,7 @@ async fn pointer_reaches(e: &Engine, display: u32, at: (u32, u32), what: &str) {
 }
 
 fn pixel(s: &Session, x: usize, y: usize) -> [u8; 3] {
-    let fb = s.shared.fb.lock().unwrap();
-    let i = (y * fb.width as usize + x) * 4;
-    [fb.pixels[i], fb.pixels[i + 1], fb.pixels[i + 2]]
+    s.shared.fb.lock().unwrap().rgb(x as u16, y as u16)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,6 +82,7 @@ async fn frames_input_control_and_reconnect() {
     let w = world("v").await;
     let d = w.engine.open_desktop("v").await.unwrap();
     let s = Session::spawn(resolver(w.engine.clone(), "v"));
+    let watching = s.subscribe(); // a session nobody watches asks for no updates
     until("connected view-only", || s.state() == ConnState::Connected { control: false }).await;
     until("the first frame", || s.shared.fb.lock().unwrap().width == 1280).await;
 
@@ -178,5 +177,19 @@ async fn frames_input_control_and_reconnect() {
     assert!(!seen.is_empty(), "a reconnecting state carries its reason");
     w.engine.open_desktop("v").await.unwrap();
     until("connected again", || s.state() == ConnState::Connected { control: false }).await;
+
+    // Nobody watches any more (the socket closed, the subscribers are gone): within a few
+    // seconds the session lets the connection and its pixels go; a new viewer brings it back.
+    drop((ws, watching, states));
+    until("idle", || s.state() == ConnState::Idle).await;
+    assert_eq!(s.shared.fb.lock().unwrap().pixels.len(), 0, "an idle session holds no pixels");
+    let _watching = s.subscribe();
+    until("connected for the new viewer", || s.state() == ConnState::Connected { control: false }).await;
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#654321'", d.display)).await;
+    until("its live picture", || {
+        let width = s.shared.fb.lock().unwrap().width;
+        width == 1280 && pixel(&s, 640, 400) == [0x65, 0x43, 0x21]
+    })
+    .await;
     registry.lock().unwrap().clear();
 }

@@ -166,8 +166,7 @@ export class Viewer {
 
   /** Scale to fit, keeping the aspect ratio; the app then sends frames at that size (device
    * pixels), so the webview never scales or carries more pixels than it shows. The canvas sits on
-   * whole device pixels too: off by a fraction, the webview would resample every frame as it paints
-   * (a bilinear pass over every pixel, the most expensive step of a frame). */
+   * whole device pixels too: off by a fraction, the webview may resample every frame as it paints. */
   private fit() {
     const vp = this.layout();
     if (!vp) return;

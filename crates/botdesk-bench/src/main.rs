@@ -229,13 +229,17 @@ async fn main() {
         ck.files - 1,
     ));
     md.push_str(&format!(
-        "- Viewer: with the screen repainting, the 2 cores are the limit. The screen comes as raw pixels in the X server's own \
-         layout (x11vnc neither translates nor compresses them) through the gateway's in-kernel relay; the app scales frames to \
-         the tab's size (a separable box filter, so the webview never carries more pixels than it shows) and sends each as one \
-         WebSocket message. WebKit's web process is the largest share (about 0.7 of a core: receiving and drawing the frames), \
-         then the app (about 0.3), x11vnc (about 0.2), the X server, the source program and Docker's port proxy. Throughput {} \
-         its target. Memory {} its target; about 40 MiB of it is Mesa's LLVM, which WebKitGTK maps even with compositing off. \
-         Hidden tabs keep their session in the app but hand their pixels and socket back to the webview.\n",
+        "- Viewer: with the screen repainting, the 2 cores are the limit: the app's session receives about as many screen \
+         updates per second as the webview draws, and none are dropped on the way. The screen comes as raw pixels in the X \
+         server's own layout (x11vnc neither translates nor compresses them) through the gateway's in-kernel relay; the app \
+         stores them with a plain copy, scales frames to the tab's size (a separable box filter that also makes them RGBA, so \
+         the webview never carries more pixels than it shows) and sends each as one WebSocket message, drawn on a canvas \
+         placed on whole device pixels (off them, WebKit may resample every frame as it paints). WebKit's web process is the \
+         largest share (about 0.6 of a core: receiving and drawing the frames), then the app (about 0.3), x11vnc (about \
+         0.25), the X server, the source program and Docker's port proxy. Throughput {} its target. Memory {} its target; \
+         about 40 MiB of it is Mesa's LLVM, which WebKitGTK maps even with compositing off. A hidden tab hands its pixels and \
+         socket back to the webview at once; its session in the app stops asking for updates and after 2 s lets its \
+         connection and pixels go.\n",
         if v.fps_ours >= 60.0 { "meets" } else { "misses" },
         if v.idle_mem_ours <= 250.0 { "meets" } else { "misses" },
     ));

@@ -110,9 +110,9 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
     let (mut tx, mut rx) = ws.split();
     let mut updates = session.subscribe();
 
-    // Frames go at the viewer's on-screen size (scale to fit happens here, in Rust, so the
-    // webview handles a fraction of the bytes); full size until the viewer says.
-
+    // Frames go at the viewer's on-screen size, from its URL and then its `v` messages (scale to
+    // fit happens here, in Rust, so the webview handles a fraction of the bytes); full size until
+    // the viewer says.
     // First the whole picture: state, size, every pixel, cursor.
     let mut first = vec![state_msg(&Update::State(session.state()))];
     first.extend(full_frame(&session, viewport));

@@ -140,6 +140,18 @@ async fn frames_input_control_and_reconnect() {
     }
     assert_eq!(size, Some((1280, 800)));
     assert_eq!(colour, Some([0x12, 0x34, 0x56, 255]));
+    // A viewer that gives its size in the URL gets even the first frame at that size.
+    let (mut small, _) = tokio_tungstenite::connect_async(format!("{}&w=640&h=400", server.url("v"))).await.unwrap();
+    let first_size = loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), small.next()).await.unwrap().unwrap().unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Binary(b) = m {
+            if b[0] == 2 {
+                break (u16::from_le_bytes([b[1], b[2]]), u16::from_le_bytes([b[3], b[4]]));
+            }
+        }
+    };
+    assert_eq!(first_size, (640, 400));
+    drop(small);
     // Bad input over the socket is ignored; good input still arrives.
     ws.send("not json".into()).await.unwrap();
     ws.send(r#"{"t":"p","x":12.4,"y":13.6,"b":0}"#.into()).await.unwrap();

@@ -136,6 +136,7 @@ impl Session {
         Session::spawn_with(resolve, IDLE_AFTER)
     }
 
+    /// Like [`Session::spawn`], going idle after `idle_after` without a viewer.
     pub fn spawn_with(resolve: Resolve, idle_after: Duration) -> Session {
         let shared = Arc::new(Shared {
             fb: std::sync::Mutex::new(Framebuffer::new(0, 0)),

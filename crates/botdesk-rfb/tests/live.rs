@@ -81,7 +81,7 @@ fn pixel(s: &Session, x: usize, y: usize) -> [u8; 3] {
 async fn frames_input_control_and_reconnect() {
     let w = world("v").await;
     let d = w.engine.open_desktop("v").await.unwrap();
-    let s = Session::spawn(resolver(w.engine.clone(), "v"));
+    let s = Session::spawn_with(resolver(w.engine.clone(), "v"), Duration::from_millis(500));
     let watching = s.subscribe(); // a session nobody watches asks for no updates
     until("connected view-only", || s.state() == ConnState::Connected { control: false }).await;
     until("the first frame", || s.shared.fb.lock().unwrap().width == 1280).await;
@@ -190,8 +190,8 @@ async fn frames_input_control_and_reconnect() {
     w.engine.open_desktop("v").await.unwrap();
     until("connected again", || s.state() == ConnState::Connected { control: false }).await;
 
-    // Nobody watches any more (the socket closed, the subscribers are gone): within a few
-    // seconds the session lets the connection and its pixels go; a new viewer brings it back.
+    // Nobody watches any more (the socket closed, the subscribers are gone): soon after its idle
+    // delay the session lets the connection and its pixels go; a new viewer brings it back.
     drop((ws, watching, states));
     until("idle", || s.state() == ConnState::Idle).await;
     assert_eq!(s.shared.fb.lock().unwrap().pixels.len(), 0, "an idle session holds no pixels");

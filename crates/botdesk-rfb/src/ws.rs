@@ -427,7 +427,7 @@ mod tests {
         let Message::Binary(b) = &msgs[0] else { panic!() };
         assert_eq!(rects_of(&msgs[0]), vec![(0, 0, 2, 1)]);
         assert_eq!(&b[11..19], &[10, 25, 50, 255, 255, 255, 255, 255], "RGBA averages of 2×2 boxes");
-        // Unscaled, the pixels come as they are, in RGBA.
+        // Unscaled, each pixel is made RGBA as it is copied.
         let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 0, y: 0, w: 1, h: 1 }], None).into_iter().flatten().collect();
         let Message::Binary(b) = &msgs[0] else { panic!() };
         assert_eq!(&b[11..15], &[40, 100, 200, 255]);

@@ -31,7 +31,6 @@ export class Viewer {
   screenW = 1280;
   screenH = 800;
   private sentViewport = "";
-  private waitingForSize = false;
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
   onState: (s: ConnState) => void = () => {};
@@ -83,8 +82,7 @@ export class Viewer {
   private connect() {
     if (this.closed || this.hidden) return;
     const vp = this.layout();
-    this.waitingForSize = !vp;
-    if (!vp) return;
+    if (!vp) return; // fit() connects once the tab is laid out
     this.sentViewport = JSON.stringify(vp);
     const ws = new WebSocket(`${this.url}&w=${vp.w}&h=${vp.h}`);
     ws.binaryType = "arraybuffer";
@@ -170,7 +168,7 @@ export class Viewer {
   private fit() {
     const vp = this.layout();
     if (!vp) return;
-    if (this.waitingForSize) return this.connect();
+    if (!this.ws) return this.connect(); // not connected yet: it waited for a size
     const msg = JSON.stringify(vp);
     if (msg !== this.sentViewport && this.ws?.readyState === WebSocket.OPEN) {
       this.sentViewport = msg;

@@ -6,7 +6,7 @@
 //!
 //! Server → viewer, binary (little-endian):
 //!   1 = rects:  [1][n: u16] then n × ([x][y][w][h]: u16 each, then w·h·4 bytes RGBA); a large
-//!               update comes as several of these, each at most ~256 KiB
+//!               update comes as several of these, each at most `MAX_MESSAGE` (1.5 MiB) of pixels
 //!   2 = size:   [2][w][h][screen w][screen h]: u16 each; w×h is what frames are sent at (the
 //!               screen scaled down to the viewer's viewport, never up)
 //!   3 = cursor: [3][hot_x][hot_y][w][h] then w·h·4 bytes RGBA

@@ -155,9 +155,10 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
         }
     })
     .map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch the workspace: {e}")))?;
-    if home.exists() {
-        watcher.watch(&home, notify::RecursiveMode::Recursive).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
-    }
+    // The home store on this machine gets a new `current` with every checkpoint; only that folder
+    // is watched (not recursively: nothing in it is followed).
+    std::fs::create_dir_all(&home).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
+    watcher.watch(&home, notify::RecursiveMode::NonRecursive).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
     *watch.0.lock().unwrap() = Some((bot.clone(), home, watcher));
     // Debounced: one event per burst of writes.
     tauri::async_runtime::spawn(async move {

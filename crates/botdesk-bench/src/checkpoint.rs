@@ -1,11 +1,14 @@
 //! Checkpoint and restore of a 1 GiB workspace with 10,000 small files, and a checkpoint after
-//! one changed file, against `cp -a` of the same tree in the same run.
+//! one changed file, against anchors measured on the same tree in the same run: `cp -a` of the
+//! checkpoint on the host, and `tar` over `docker exec` (the plain way to stream a home out of a
+//! container and back).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use botdesk_engine::{ComputerScope, Engine, EngineConfig, ProviderChoice};
+use tokio_util::sync::CancellationToken;
 
 pub struct Figures {
     pub bytes: u64,
@@ -14,51 +17,32 @@ pub struct Figures {
     pub one_changed: Duration,
     pub restore: Duration,
     pub cp_full: Duration,
-    pub cp_restore: Duration,
+    pub tar_full: Duration,
+    pub tar_restore: Duration,
 }
 
 const SMALL: usize = 10_000;
 const SMALL_SIZE: usize = 4096;
 const BIG: usize = 8;
 
-/// Fills a buffer with cheap, incompressible-looking bytes.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
+/// Writes the tree inside the computer: 10,000 files of 4 KiB and 8 blobs up to 1 GiB in all.
+fn generator() -> String {
+    format!(
+        "import os\nn,s,b={SMALL},{SMALL_SIZE},{BIG}\nfor i in range(n):\n d=f'project/src/m{{i//100:03}}'\n os.makedirs(d,exist_ok=True)\n open(f'{{d}}/f{{i:05}}.txt','wb').write(os.urandom(s))\nbig=((1<<30)-n*s)//b\nos.makedirs('data',exist_ok=True)\nfor i in range(b):\n open(f'data/blob{{i}}.bin','wb').write(os.urandom(big))\n"
+    )
 }
 
-fn generate(home: &Path) -> (u64, u64) {
-    let mut bytes = 0u64;
-    for i in 0..SMALL {
-        let d = home.join(format!("project/src/m{:03}", i / 100));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(format!("f{i:05}.txt")), noise(i as u64, SMALL_SIZE)).unwrap();
-        bytes += SMALL_SIZE as u64;
-    }
-    let big = ((1u64 << 30) - bytes) / BIG as u64;
-    std::fs::create_dir_all(home.join("data")).unwrap();
-    for i in 0..BIG {
-        std::fs::write(home.join(format!("data/blob{i}.bin")), noise(1_000_000 + i as u64, big as usize)).unwrap();
-        bytes += big;
-    }
-    (bytes, (SMALL + BIG) as u64)
+async fn sh(engine: &Engine, bot: &str, argv: &[&str]) {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let exit = engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), None, Some(Duration::from_secs(600)), Some(tx), CancellationToken::new()).await.unwrap();
+    assert_eq!(exit.code, 0, "{argv:?}");
 }
 
-fn cp(from: &Path, to: &PathBuf) -> Duration {
-    let _ = std::fs::remove_dir_all(to);
+fn timed(cmd: &str) -> Duration {
     let t = Instant::now();
-    assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
-    let took = t.elapsed();
-    Command::new("sync").status().unwrap();
-    took
+    let st = Command::new("sh").args(["-c", cmd]).stdout(Stdio::null()).status().unwrap();
+    assert!(st.success(), "{cmd}");
+    t.elapsed()
 }
 
 pub async fn run(dir: &Path) -> Figures {
@@ -66,20 +50,20 @@ pub async fn run(dir: &Path) -> Figures {
     let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
     let bot = engine.create_bot("ckpt", ComputerScope::Private, None, "").await.unwrap();
     let computer = bot.computer.id.clone();
-    // The computer never starts: its machine disk is filled directly (no browser to close).
-    let home = data.join("machines").join(&computer).join("home");
-    let (bytes, files) = generate(&home);
-    Command::new("sync").status().unwrap();
+    sh(&engine, "ckpt", &["python3", "-c", &generator()]).await;
+    sh(&engine, "ckpt", &["sync"]).await;
+    let out = Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    let container = String::from_utf8_lossy(&out.stdout).trim().to_string();
 
-    let cp_full = cp(&home, &dir.join("cp-anchor"));
     let t = Instant::now();
     let r = engine.checkpoint(&computer).await.unwrap();
     let full = t.elapsed();
-    assert_eq!((r.files, r.bytes), (files, bytes));
+    assert!(r.files >= (SMALL + BIG) as u64 && r.bytes >= 1 << 30, "{r:?}");
+    let (files, bytes) = (r.files, r.bytes);
 
     let mut one = vec![];
-    for i in 0..5 {
-        std::fs::write(home.join("project/src/m000/f00000.txt"), noise(99 + i, SMALL_SIZE)).unwrap();
+    for _ in 0..5 {
+        sh(&engine, "ckpt", &["python3", "-c", "import os; open('project/src/m000/f00000.txt','wb').write(os.urandom(4096))"]).await;
         let t = Instant::now();
         let r = engine.checkpoint(&computer).await.unwrap();
         one.push(t.elapsed());
@@ -87,16 +71,27 @@ pub async fn run(dir: &Path) -> Figures {
     }
     one.sort();
 
-    let current = std::fs::canonicalize(data.join("homes").join(std::fs::read_dir(data.join("homes")).unwrap().next().unwrap().unwrap().file_name()).join("current")).unwrap();
-    let cp_restore = cp(&current, &dir.join("cp-anchor"));
-    let _ = std::fs::remove_dir_all(dir.join("cp-anchor"));
-    std::fs::remove_dir_all(&home).unwrap();
+    // Anchors on the same tree: cp -a of the checkpoint; tar out of the computer over exec; tar
+    // back into it over exec.
+    let store = data.join("homes").join(std::fs::read_dir(data.join("homes")).unwrap().next().unwrap().unwrap().file_name());
+    let current = std::fs::canonicalize(store.join("current")).unwrap();
+    let anchor = dir.join("ckpt-anchor");
+    let cp_full = timed(&format!("cp -a '{}' '{}' && sync", current.display(), anchor.display()));
+    let _ = std::fs::remove_dir_all(&anchor);
+    std::fs::create_dir_all(&anchor).unwrap();
+    let tar_full = timed(&format!("docker exec {container} tar -C /home/botdesk -cf - . | tar -C '{}' -xf - && sync", anchor.display()));
+    let tar_restore = timed(&format!(
+        "tar -C '{}' -cf - . | docker exec -i {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
+        anchor.display()
+    ));
+    let _ = std::fs::remove_dir_all(&anchor);
+
     let t = Instant::now();
-    let r = engine.restore_workspace(&computer).await.unwrap().expect("a checkpoint to restore");
+    let r = engine.restore_latest(&computer).await.unwrap().expect("a checkpoint to restore");
+    sh(&engine, "ckpt", &["sync"]).await;
     let restore = t.elapsed();
-    Command::new("sync").status().unwrap();
     assert_eq!(r.files, files);
     let _ = engine.remove_bot("ckpt").await;
     let _ = std::fs::remove_dir_all(&data);
-    Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, cp_restore }
+    Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, tar_full, tar_restore }
 }

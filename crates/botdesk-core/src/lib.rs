@@ -7,6 +7,7 @@
 pub mod action;
 pub mod browser;
 pub mod error;
+pub mod home_stream;
 pub mod path;
 pub mod provider;
 pub mod redact;

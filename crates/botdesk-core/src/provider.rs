@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    home_stream::{LoadMode, LoadSummary},
     action::Action,
     error::SandboxError,
     path::WorkspacePath,
@@ -335,6 +336,27 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn export(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream>;
     /// Merges the entries into the workspace. A bad entry fails the import before anything changes.
     async fn import(&self, computer: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary>;
+
+    // 5. The home as a stream (see [`crate::home_stream`]): checkpoints, restores and switches.
+    /// Streams the whole home out: `manifest` is the save's options line and the previous
+    /// version's manifest lines; the records come on [`HomeOut::records`].
+    async fn save_home(&self, _computer: &ComputerRef, _manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+        unsupported(self.kind(), "save_home")
+    }
+    /// Streams records into the home; nothing changes unless `records` ends with its `end`.
+    async fn load_home(&self, _computer: &ComputerRef, _mode: &LoadMode, _records: HomeIn, _ctx: &CallCtx) -> Result<LoadSummary> {
+        unsupported(self.kind(), "load_home")
+    }
+}
+
+/// Records coming into a computer.
+pub type HomeIn = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+
+/// A home leaving a computer: its records, and how the sending ended (awaited after the records
+/// reached their end; an error there means the stream is not to be trusted).
+pub struct HomeOut {
+    pub records: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
+    pub finished: futures::future::BoxFuture<'static, Result<()>>,
 }
 
 /// An interactive shell: what it prints (terminal bytes) and what is typed into it. Dropping

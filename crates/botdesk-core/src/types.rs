@@ -1,7 +1,7 @@
 //! Identifiers and plain data shared by every layer.
 
 use serde::{Deserialize, Serialize};
-use std::{fmt, path::PathBuf};
+use std::fmt;
 
 macro_rules! id_type {
     ($name:ident) => {
@@ -73,8 +73,9 @@ pub struct ComputerSpec {
     pub id: ComputerId,
     pub name: String,
     pub scope: ComputerScope,
-    /// Host folder holding the workspace, used by providers that mount it (docker).
-    pub home_dir: PathBuf,
+    /// The volume holding its home (the docker provider creates it with the computer's labels).
+    /// A computer found with another home volume is made anew on this one.
+    pub home_volume: String,
     pub resources: Resources,
 }
 

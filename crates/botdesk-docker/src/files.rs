@@ -21,7 +21,7 @@ struct HelperError {
 }
 
 /// Maps the helper's exit-3 JSON error (or any other failure) to the provider's error.
-fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[u8]) -> SandboxError {
+pub(crate) fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[u8]) -> SandboxError {
     let text = String::from_utf8_lossy(stderr);
     match serde_json::from_str::<HelperError>(text.lines().last().unwrap_or("")) {
         Ok(e) if code == 3 => match e.code.as_str() {

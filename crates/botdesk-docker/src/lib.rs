@@ -1,9 +1,10 @@
-//! The Docker [`SandboxProvider`]: one labelled container per computer, the home bind-mounted from
-//! the data directory, exec through the Docker API, files through `botdesk-helper` inside the
+//! The Docker [`SandboxProvider`]: one labelled container per computer, its home a labelled Docker
+//! volume (streamed out and in for checkpoints, never mounted on the host), exec through the Docker API, files through `botdesk-helper` inside the
 //! computer (so a path is always judged where the bot sees it). Also builds the computer image.
 
 pub mod desktop;
 mod files;
+mod home;
 pub mod image;
 mod provider;
 pub mod spec;

@@ -51,6 +51,8 @@ pub struct Found {
     pub id: String,
     pub computer: String,
     pub running: bool,
+    /// The volume mounted as its home.
+    pub home_volume: Option<String>,
 }
 
 pub(crate) type ExecOutputStream = BoxStream<'static, Result<LogOutput, bollard::errors::Error>>;
@@ -105,6 +107,7 @@ impl DockerProvider {
                 id: c.id.unwrap_or_default(),
                 computer: c.labels.and_then(|l| l.get(spec::LABEL_COMPUTER).cloned()).unwrap_or_default(),
                 running: c.state.as_deref() == Some("running"),
+                home_volume: c.mounts.unwrap_or_default().into_iter().find(|m| m.destination.as_deref() == Some(HOME)).and_then(|m| m.name),
             })
             .collect())
     }
@@ -240,16 +243,6 @@ impl DockerProvider {
             kill_tagged(d, container, exec_id, tag).await;
         }
     }
-
-    fn prepare_home(spec: &ComputerSpec) -> Result<()> {
-        let io = |e: std::io::Error| SandboxError::Provider(format!("cannot prepare {}: {e}", spec.home_dir.display()));
-        std::fs::create_dir_all(&spec.home_dir).map_err(io)?;
-        // The workspace user is uid 1000 inside the computer; as root we hand the folder to it.
-        if is_root() {
-            std::os::unix::fs::chown(&spec.home_dir, Some(1000), Some(1000)).map_err(io)?;
-        }
-        Ok(())
-    }
 }
 
 /// Reads an exec's output to its end: (stdout, stderr).
@@ -279,10 +272,6 @@ pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32
     Err(SandboxError::Provider(format!("exec {exec_id} never reported an exit code")))
 }
 
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
-}
-
 #[async_trait]
 impl SandboxProvider for DockerProvider {
     fn kind(&self) -> &'static str {
@@ -292,9 +281,15 @@ impl SandboxProvider for DockerProvider {
     async fn provision(&self, spec: &ComputerSpec, _ctx: &CallCtx) -> Result<Provisioned> {
         self.forget_gateway(&spec.id);
         let docker = self.client().await?;
-        Self::prepare_home(spec)?;
+        self.ensure_volume(spec).await?;
         let mut fresh = false;
-        let found = match self.find(Some(&spec.id)).await?.into_iter().next() {
+        let mut existing = self.find(Some(&spec.id)).await?.into_iter().next();
+        // A container on another home volume (one whose deletion started, or from before homes were
+        // volumes) is made anew on this one.
+        if let Some(f) = existing.take_if(|f| f.home_volume.as_deref() != Some(spec.home_volume.as_str())) {
+            self.remove_container(&f.id).await?;
+        }
+        let found = match existing {
             Some(f) => f,
             None => {
                 let name = spec::container_name(&self.cfg.data_dir_label, spec);
@@ -303,7 +298,7 @@ impl SandboxProvider for DockerProvider {
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
-                        Found { id: r.id, computer: spec.id.to_string(), running: false }
+                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()) }
                     }
                     // Someone (the CLI beside the app) created it a moment ago: reconnect.
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
@@ -364,6 +359,9 @@ impl SandboxProvider for DockerProvider {
         self.forget_gateway(&c.id);
         for f in self.find(Some(&c.id)).await? {
             self.remove_container(&f.id).await?;
+        }
+        for v in self.list_volumes(Some(&c.id)).await? {
+            self.remove_volume(&v).await?;
         }
         Ok(())
     }
@@ -491,6 +489,12 @@ impl SandboxProvider for DockerProvider {
     }
     async fn import(&self, c: &ComputerRef, entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
         crate::files::import(self, c, entries).await
+    }
+    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+        crate::home::save_home(self, c, manifest).await
+    }
+    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
+        crate::home::load_home(self, c, mode, records).await
     }
 }
 

@@ -2,7 +2,7 @@
 
 use bollard::{
     container::Config,
-    models::{HostConfig, PortBinding},
+    models::{HostConfig, Mount, MountTypeEnum, PortBinding},
 };
 use botdesk_core::{ComputerSpec, HOME};
 use std::collections::HashMap;
@@ -48,7 +48,13 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
         labels: Some(labels),
         exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),
         host_config: Some(HostConfig {
-            binds: Some(vec![format!("{}:{HOME}", spec.home_dir.display())]),
+            // The home is a volume the engine owns: the host never walks a tree a bot can write.
+            mounts: Some(vec![Mount {
+                target: Some(HOME.into()),
+                source: Some(spec.home_volume.clone()),
+                typ: Some(MountTypeEnum::VOLUME),
+                ..Default::default()
+            }]),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
             memory: Some(r.memory_bytes as i64),

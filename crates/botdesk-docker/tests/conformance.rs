@@ -16,7 +16,7 @@ async fn fake_target() -> Target {
             id: ComputerId::new(name),
             name: name.into(),
             scope: ComputerScope::Team,
-            home_dir: "/nonexistent".into(),
+            home_volume: format!("fake-{name}"),
             resources: Resources::default(),
         }),
         guard: None,

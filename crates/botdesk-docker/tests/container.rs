@@ -13,13 +13,12 @@ fn inspect(id: &str, format: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loopback() {
-    let (provider, cleanup) = docker_provider().await;
-    let dir = &cleanup.dir;
+    let (provider, _cleanup) = docker_provider().await;
     let spec = ComputerSpec {
         id: ComputerId::new("spec-check"),
         name: "spec-check".into(),
         scope: ComputerScope::Team,
-        home_dir: dir.path().join("home"),
+        home_volume: format!("{}-spec-check", provider.config().data_dir_label),
         resources: Resources::default(),
     };
     let p = provider.provision(&spec, &CallCtx::default()).await.unwrap();
@@ -40,13 +39,16 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     assert_eq!(ports.keys().collect::<Vec<_>>(), ["7900/tcp"]);
     let bindings = ports["7900/tcp"].as_array().unwrap();
     assert!(!bindings.is_empty() && bindings.iter().all(|b| b["HostIp"] == "127.0.0.1"), "{bindings:?}");
-    // The home is the bind-mounted workspace and belongs to the workspace user.
-    assert_eq!(inspect(id, "{{range .Mounts}}{{.Source}} -> {{.Destination}}{{end}}"), format!("{} -> /home/botdesk", spec.home_dir.display()));
+    // The home is a volume labelled like the container (never a host folder), owned by the
+    // workspace user; destroy removes it with the container.
+    assert_eq!(inspect(id, "{{range .Mounts}}{{.Type}} {{.Name}} -> {{.Destination}}{{end}}"), format!("volume {} -> /home/botdesk", spec.home_volume));
+    let label = Command::new("docker").args(["volume", "inspect", "-f", "{{index .Labels \"botdesk.computer\"}}", &spec.home_volume]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), "spec-check");
     let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", "id -u; stat -c %u .; touch made-here"]), &CallCtx::default()).await.unwrap();
     assert_eq!(exit.code, 0);
     assert_eq!(String::from_utf8_lossy(&out), "1000\n1000\n");
-    assert!(spec.home_dir.join("made-here").exists(), "the workspace is the host folder");
     provider.destroy(&ComputerRef::from(&spec), &CallCtx::default()).await.unwrap();
+    assert!(provider.list_volumes(None).await.unwrap().is_empty(), "destroy removes the home volume");
 }
 
 #[tokio::test]

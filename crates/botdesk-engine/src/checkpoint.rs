@@ -1,27 +1,39 @@
-//! Workspace checkpoints (DESIGN §10). A computer works on its machine disk,
-//! `DATA_DIR/machines/<computer-id>/home` (bind-mounted as its home); the home store
-//! `DATA_DIR/homes/<home-key>/` keeps immutable checkpoint versions `v<N>` and a `current` symlink.
+//! Workspace checkpoints (DESIGN §10). A computer works on its home volume, which only the
+//! computer mounts; its home store `DATA_DIR/homes/<home-key>/` on this machine keeps immutable
+//! checkpoint versions `v<N>` and a `current` symlink, the person's own files.
 //!
 //! A checkpoint closes the computer's browsers gracefully (so cookies and profiles are on disk),
-//! copies the machine disk into `v<N+1>.partial` (unchanged files are hard-linked from the previous
-//! version: versions are never modified), syncs, renames it to `v<N+1>` and swaps `current` with
-//! one rename, so a reader sees the old checkpoint or the new one, never half of one. Checkpoints of
-//! one home are serialised, across processes too (a lock file). A machine disk that is missing (a
-//! destroyed computer, a new one) is restored from `current` before the computer starts.
-//! Skipped: only caches and lock files inside `.browser-profiles/`.
+//! sends the computer the manifest of the previous version and receives its home as a stream
+//! (`botdesk-helper save`; unchanged files come as `same` and are hard-linked from the previous
+//! version) into `v<N+1>.partial`, syncs, renames it and swaps `current` with one rename. The
+//! stream has an idle bound and a total bound; a stall names the file it was stuck on. Checkpoints
+//! of one home are serialised, across processes too (a lock file). A new home volume (a destroyed
+//! computer, a new one) is restored from `current` through the computer (`botdesk-helper load`)
+//! before anything else runs there. Skipped: caches and lock files inside `.browser-profiles/`,
+//! and FIFOs, sockets and devices (named in the report).
 
 use std::collections::HashMap;
-use std::fs;
-use std::io;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::future::Future;
+use std::io::{BufReader, BufWriter};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
+use botdesk_core::home_stream::{LoadMode, LoadSummary};
 use botdesk_core::{CallCtx, ComputerRef, ExecRequest, MachineStatus, WorkspacePath};
 use serde::Serialize;
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio_util::io::SyncIoBridge;
 
 use crate::error::blocking;
+use crate::home_store::{self, Skipped};
 use crate::{Engine, EngineError, ErrorCode, Result};
+
+/// A checkpoint whose computer sends nothing for this long is abandoned (the previous version stays).
+pub(crate) const IDLE_BOUND: Duration = Duration::from_secs(60);
+/// The longest a checkpoint may take in all.
+pub(crate) const TOTAL_BOUND: Duration = Duration::from_secs(30 * 60);
 
 /// Which browsers a checkpoint closes first, so their cookies and profiles are whole on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,238 +46,208 @@ pub(crate) enum Browsers {
     None,
 }
 
+/// What a checkpoint is taken before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Before {
+    Stop,
+    Suspend,
+    Destroy,
+}
+
+impl Before {
+    pub(crate) fn doing(self) -> &'static str {
+        match self {
+            Before::Stop => "stopping",
+            Before::Suspend => "suspending",
+            Before::Destroy => "destroying",
+        }
+    }
+}
+
 /// What one checkpoint or restore did.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct CheckpointReport {
     pub version: u64,
     pub files: u64,
     pub bytes: u64,
-    /// Files copied (the others were unchanged and linked from the previous version).
+    /// Files written (the others were unchanged and linked from the previous version).
     pub copied: u64,
     pub millis: u64,
+    /// What the computer did not hand over: FIFOs, sockets, devices, unreadable files (the first 100).
+    pub skipped: Vec<Skipped>,
 }
 
-/// Browser caches and lock files: not worth keeping, and locks would break the next start.
-fn skipped(rel: &Path) -> bool {
-    let mut parts = rel.components();
-    parts.next().is_some_and(|c| c.as_os_str() == ".browser-profiles") && browser_junk(parts.as_path())
+/// A reader that fails with `TimedOut` when nothing arrives for `idle`, or past `deadline`.
+pub(crate) struct Bounded<R> {
+    inner: R,
+    idle: Duration,
+    deadline: tokio::time::Instant,
+    timer: Pin<Box<tokio::time::Sleep>>,
 }
 
-/// A cache or lock file inside `.browser-profiles/` (`rel` relative to that folder).
-pub(crate) fn browser_junk(rel: &Path) -> bool {
-    rel.components().any(|c| {
-        matches!(
-            c.as_os_str().to_str(),
-            Some("Cache" | "Code Cache" | "GPUCache" | "GrShaderCache" | "ShaderCache" | "DawnCache" | "DawnGraphiteCache" | "DawnWebGPUCache" | "component_crx_cache" | "extensions_crx_cache")
-        )
-    }) || matches!(rel.file_name().and_then(|n| n.to_str()), Some("SingletonLock" | "SingletonSocket" | "SingletonCookie" | "LOCK" | "lockfile"))
+impl<R> Bounded<R> {
+    pub(crate) fn new(inner: R, idle: Duration, total: Duration) -> Self {
+        let now = tokio::time::Instant::now();
+        Self { inner, idle, deadline: now + total, timer: Box::pin(tokio::time::sleep_until((now + idle).min(now + total))) }
+    }
 }
 
-/// A file error while saving or restoring a workspace, with a full disk said plainly.
-pub(crate) fn err(doing: &str, path: &Path, e: io::Error) -> EngineError {
-    let why = if e.raw_os_error() == Some(28) { "the disk holding the data directory is full".to_string() } else { e.to_string() };
-    EngineError::new(ErrorCode::Internal, format!("{doing} {}: {why}", path.display()))
-}
-
-/// The version `current` points at, if any.
-pub(crate) fn current_version(store: &Path) -> Option<(u64, PathBuf)> {
-    let target = fs::read_link(store.join("current")).ok()?;
-    let name = target.file_name()?.to_str()?.to_string();
-    let n = name.strip_prefix('v')?.parse().ok()?;
-    Some((n, store.join(name)))
-}
-
-/// Copies `src` into `dst` (which must not exist). Files equal in size, mtime and mode to the
-/// same path under `link_from` are hard-linked instead of copied.
-fn copy_tree(src: &Path, dst: &Path, link_from: Option<&Path>, chown: bool) -> Result<(u64, u64, u64)> {
-    let (mut files, mut bytes, mut copied) = (0u64, 0u64, 0u64);
-    let mut stack = vec![PathBuf::new()];
-    fs::create_dir_all(dst).map_err(|e| err("creating", dst, e))?;
-    while let Some(rel) = stack.pop() {
-        let from_dir = src.join(&rel);
-        let entries = match fs::read_dir(&from_dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // removed meanwhile
-            Err(e) => return Err(err("reading", &from_dir, e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(|e| err("reading", &from_dir, e))?;
-            let r = rel.join(entry.file_name());
-            if skipped(&r) {
-                continue;
-            }
-            let (from, to) = (src.join(&r), dst.join(&r));
-            let meta = match fs::symlink_metadata(&from) {
-                Ok(m) => m,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(err("reading", &from, e)),
-            };
-            let ft = meta.file_type();
-            if ft.is_dir() {
-                fs::create_dir(&to).map_err(|e| err("creating", &to, e))?;
-                fs::set_permissions(&to, meta.permissions()).map_err(|e| err("writing", &to, e))?;
-                stack.push(r);
-            } else if ft.is_symlink() {
-                let target = fs::read_link(&from).map_err(|e| err("reading", &from, e))?;
-                std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?;
-            } else if ft.is_file() {
-                files += 1;
-                bytes += meta.len();
-                let prev = link_from.map(|p| p.join(&r)).and_then(|p| fs::symlink_metadata(&p).ok().map(|m| (p, m)));
-                let same = prev.as_ref().is_some_and(|(_, m)| m.is_file() && m.len() == meta.len() && m.mtime() == meta.mtime() && m.mtime_nsec() == meta.mtime_nsec() && m.mode() == meta.mode());
-                if same && fs::hard_link(&prev.as_ref().unwrap().0, &to).is_ok() {
-                    continue;
+impl<R: AsyncRead + Unpin> AsyncRead for Bounded<R> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    let next = (tokio::time::Instant::now() + self.idle).min(self.deadline);
+                    self.timer.as_mut().reset(next);
                 }
-                copied += 1;
-                match fs::copy(&from, &to) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                        files -= 1;
-                        continue;
-                    }
-                    Err(e) => return Err(err("copying", &from, e)),
+                Poll::Ready(r)
+            }
+            Poll::Pending => match self.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let why = if tokio::time::Instant::now() >= self.deadline {
+                        format!("the checkpoint took longer than {} s", TOTAL_BOUND.as_secs())
+                    } else {
+                        format!("nothing came for {} s", self.idle.as_secs())
+                    };
+                    Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, why)))
                 }
-                let f = fs::File::options().write(true).open(&to).map_err(|e| err("writing", &to, e))?;
-                f.set_modified(meta.modified().map_err(|e| err("reading", &from, e))?).map_err(|e| err("writing", &to, e))?;
-                fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o7777)).map_err(|e| err("writing", &to, e))?;
-            }
-            // Sockets, fifos and devices are not workspace content.
-            if chown {
-                let _ = std::os::unix::fs::lchown(&to, Some(1000), Some(1000));
-            }
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
-    Ok((files, bytes, copied))
 }
 
-/// Flushes the file system holding `dir` to disk.
-fn sync_dir(dir: &Path) -> Result<()> {
-    let f = fs::File::open(dir).map_err(|e| err("syncing", dir, e))?;
-    // SAFETY: syncfs on a valid descriptor we own.
-    let rc = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) };
-    if rc != 0 {
-        return Err(err("syncing", dir, io::Error::last_os_error()));
-    }
-    Ok(())
+/// Which part of a stored version goes into a computer, and how.
+pub(crate) struct Sending {
+    /// The version's folder.
+    pub root: PathBuf,
+    /// The subtree sent (`""`: all of it). It must be a real folder in the version.
+    pub sub: String,
+    /// What goes (relative to `sub`).
+    pub keep: fn(&str) -> bool,
+    pub mode: LoadMode,
 }
 
-/// Takes the lock file of a home store for the life of the returned file.
-fn lock_store(store: &Path) -> Result<fs::File> {
-    fs::create_dir_all(store).map_err(|e| err("creating", store, e))?;
-    let path = store.join(".lock");
-    let f = fs::File::options().create(true).truncate(false).write(true).open(&path).map_err(|e| err("opening", &path, e))?;
-    f.lock().map_err(|e| err("locking", &path, e))?;
-    Ok(f)
-}
-
-/// The checkpoint itself, on files only (blocking).
-pub(crate) fn checkpoint_files(machine: &Path, store: &Path) -> Result<CheckpointReport> {
-    let started = Instant::now();
-    let _lock = lock_store(store)?;
-    let previous = current_version(store);
-    let version = previous.as_ref().map_or(1, |(n, _)| n + 1);
-    let partial = store.join(format!("v{version}.partial"));
-    let _ = fs::remove_dir_all(&partial);
-    let result = copy_tree(machine, &partial, previous.as_ref().map(|(_, p)| p.as_path()), false).and_then(|r| sync_dir(&partial).map(|_| r));
-    let (files, bytes, copied) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = fs::remove_dir_all(&partial);
-            return Err(e);
-        }
-    };
-    let done = store.join(format!("v{version}"));
-    fs::rename(&partial, &done).map_err(|e| err("finishing", &done, e))?;
-    let link = store.join("current.new");
-    let _ = fs::remove_file(&link);
-    std::os::unix::fs::symlink(format!("v{version}"), &link).map_err(|e| err("writing", &link, e))?;
-    fs::rename(&link, store.join("current")).map_err(|e| err("switching", store, e))?;
-    sync_dir(store)?;
-    // Older versions go; a reader still in one keeps its open files.
-    for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let old = name.strip_prefix('v').and_then(|n| n.trim_end_matches(".partial").parse::<u64>().ok()).is_some_and(|n| n < version);
-        if old {
-            let _ = fs::remove_dir_all(e.path());
-        }
-    }
-    Ok(CheckpointReport { version, files, bytes, copied, millis: started.elapsed().as_millis() as u64 })
-}
-
-/// Restores the latest checkpoint into a missing machine disk (blocking). None without one.
-pub(crate) fn restore_files(store: &Path, machine: &Path) -> Result<Option<CheckpointReport>> {
-    let started = Instant::now();
-    // A data directory from before checkpoints kept the live home in the store's place: it becomes
-    // the machine disk as it is.
-    if store.is_dir() && current_version(store).is_none() && !store.join(".lock").exists() {
-        fs::rename(store, machine).map_err(|e| err("moving the workspace of", store, e))?;
-        return Ok(None);
-    }
-    let _lock = lock_store(store)?;
-    let Some((version, from)) = current_version(store) else { return Ok(None) };
-    let partial = machine.with_extension("restoring");
-    let _ = fs::remove_dir_all(&partial);
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let (files, bytes, copied) = copy_tree(&from, &partial, None, root).inspect_err(|_| {
-        let _ = fs::remove_dir_all(&partial);
-    })?;
-    fs::rename(&partial, machine).map_err(|e| err("restoring", machine, e))?;
-    Ok(Some(CheckpointReport { version, files, bytes, copied, millis: started.elapsed().as_millis() as u64 }))
+pub(crate) fn everything(_: &str) -> bool {
+    true
 }
 
 impl Engine {
-    /// Checkpoints a computer's workspace: browsers closed gracefully first (when it runs), then
-    /// an atomic copy into its home store. Serialised per home, also across processes.
+    /// Checkpoints a computer's workspace: browsers closed gracefully first, then its home
+    /// streamed into a new version of its home store. Serialised per home, also across processes.
     pub async fn checkpoint(&self, computer: &str) -> Result<CheckpointReport> {
         self.checkpoint_closing(computer, Browsers::All).await
     }
 
-    /// A checkpoint that first closes `browsers`.
+    /// A checkpoint that first closes `browsers`. The computer must be running on its home volume.
     pub(crate) async fn checkpoint_closing(&self, computer: &str, browsers: Browsers) -> Result<CheckpointReport> {
+        let started = Instant::now();
         let c = self.inner.store.computer(computer).await?;
-        let machine = self.inner.data.machine(c.id.as_str());
-        if !machine.exists() {
-            return Err(EngineError::new(ErrorCode::NotFound, format!("computer {} has no workspace on this machine yet", c.name)));
+        if c.home_volume.is_none() {
+            return Err(EngineError::new(ErrorCode::NotFound, format!("computer {} has no workspace yet", c.name)));
+        }
+        let cref = ComputerRef { id: c.id.clone() };
+        if self.inner.provider.status(&cref).await? != MachineStatus::Running {
+            return Err(EngineError::new(ErrorCode::NotRunning, format!("computer {} is not running; its latest checkpoint is its workspace", c.name)));
         }
         let store = self.inner.data.home(&c.home_key);
         let lock = self.home_lock(&c.home_key);
         let _held = lock.lock().await;
-        let cref = ComputerRef { id: c.id.clone() };
-        if browsers != Browsers::None && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
+        if browsers != Browsers::None {
             self.close_browsers(&cref, browsers).await;
         }
-        let report = blocking(move || checkpoint_files(&machine, &store)).await.map_err(|e| e.context(format!("checkpointing computer {}", c.name)))?;
-        tracing::info!(computer = %c.id, version = report.version, files = report.files, copied = report.copied, ms = report.millis, "checkpoint");
+        let saving = |e: EngineError| e.context(format!("checkpointing computer {}", c.name));
+        let s = store.clone();
+        let (file_lock, previous, manifest, known) = blocking(move || {
+            let file_lock = home_store::lock_store(&s)?;
+            home_store::tidy(&s)?;
+            let previous = home_store::current_version(&s);
+            let (manifest, known) = home_store::manifest(previous.as_ref().map(|(_, p)| p.as_path()))?;
+            Ok((file_lock, previous, manifest, known))
+        })
+        .await
+        .map_err(saving)?;
+        let version = previous.as_ref().map_or(1, |(n, _)| n + 1);
+        let partial = store.join(format!("v{version}.partial"));
+        let out = self.inner.provider.save_home(&cref, manifest.into(), &CallCtx::default()).await.map_err(|e| saving(e.into()))?;
+        let records = SyncIoBridge::new(Bounded::new(out.records, IDLE_BOUND, TOTAL_BOUND));
+        let p = partial.clone();
+        let received = blocking(move || {
+            let mut r = BufReader::with_capacity(256 * 1024, records);
+            let mut at = String::new();
+            home_store::receive(&mut r, &p, previous.as_ref().map(|(_, p)| p.as_path()), &known, &mut at)
+        })
+        .await;
+        // The computer's own verdict counts too: a stream that ended well from a helper that failed
+        // is not trusted.
+        let finished = match &received {
+            Ok(_) => out.finished.await.map_err(EngineError::from),
+            Err(_) => Ok(()),
+        };
+        let p = partial.clone();
+        let got = match received.and_then(|got| finished.map(|()| got)) {
+            Ok(got) => got,
+            Err(e) => {
+                let _ = blocking(move || home_store::remove_tree(&p)).await;
+                return Err(saving(e));
+            }
+        };
+        blocking(move || {
+            let done = home_store::commit(&store, &partial, version);
+            drop(file_lock);
+            done
+        })
+        .await
+        .map_err(saving)?;
+        let report = CheckpointReport { version, files: got.files, bytes: got.bytes, copied: got.copied, millis: started.elapsed().as_millis() as u64, skipped: got.skipped };
+        tracing::info!(computer = %c.id, version, files = report.files, copied = report.copied, skipped = report.skipped.len(), ms = report.millis, "checkpoint");
         Ok(report)
     }
 
-    /// Restores a computer's missing machine disk from its latest checkpoint now (it happens by
-    /// itself before the computer next starts). None when there was nothing to restore.
-    pub async fn restore_workspace(&self, computer: &str) -> Result<Option<CheckpointReport>> {
+    /// Replaces a running computer's home with its latest checkpoint, through the computer (what a
+    /// destroyed computer gets when it starts again; `cargo xtask bench` measures it). Work newer
+    /// than that checkpoint is lost: take one first. None when there is no checkpoint.
+    pub async fn restore_latest(&self, computer: &str) -> Result<Option<CheckpointReport>> {
         let c = self.inner.store.computer(computer).await?;
-        self.restore_if_missing(&c).await
+        let cref = self.ensure_running(&c).await?;
+        self.restore_into(&c, &cref).await
     }
 
-    /// Before a computer starts: a missing machine disk is restored from the latest checkpoint.
-    pub(crate) async fn restore_if_missing(&self, c: &botdesk_store::Computer) -> Result<Option<CheckpointReport>> {
-        let machine = self.inner.data.machine(c.id.as_str());
-        if machine.exists() {
-            return Ok(None);
-        }
+    /// Puts the latest checkpoint of a computer's home back into its (new) home volume. None when
+    /// there is no checkpoint.
+    pub(crate) async fn restore_into(&self, c: &botdesk_store::Computer, cref: &ComputerRef) -> Result<Option<CheckpointReport>> {
+        let started = Instant::now();
         let store = self.inner.data.home(&c.home_key);
         let lock = self.home_lock(&c.home_key);
         let _held = lock.lock().await;
-        let name = c.name.clone();
-        let parent = machine.parent().map(Path::to_path_buf);
-        blocking(move || {
-            if let Some(p) = parent {
-                fs::create_dir_all(&p).map_err(|e| err("creating", &p, e))?;
+        let s = store.clone();
+        let Some((version, root)) = blocking(move || Ok(home_store::current_version(&s))).await? else { return Ok(None) };
+        let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: everything, mode: LoadMode::Restore }).await?;
+        Ok(Some(CheckpointReport { version, files: summary.files, bytes: summary.bytes, copied: summary.files, millis: started.elapsed().as_millis() as u64, skipped: vec![] }))
+    }
+
+    /// Streams part of a stored version into a running computer.
+    pub(crate) async fn send_home(&self, cref: &ComputerRef, s: Sending) -> Result<LoadSummary> {
+        let (rx, tx) = tokio::io::duplex(256 * 1024);
+        let writer = SyncIoBridge::new(tx);
+        let mode = s.mode.clone();
+        let ctx = CallCtx::default();
+        let producer = blocking(move || {
+            if !home_store::real_dir(&s.root, &s.sub)? {
+                return Err(EngineError::new(ErrorCode::PathEscapes, format!("{} is not a folder in the checkpoint (a link or a file)", s.sub)));
             }
-            restore_files(&store, &machine)
-        })
-        .await
-        .map_err(|e| e.context(format!("restoring the workspace of computer {name}")))
+            let mut w = BufWriter::with_capacity(256 * 1024, writer);
+            home_store::send_tree(&s.root, &s.sub, &s.keep, &mut w)?;
+            // Dropping the writer closes the stream.
+            Ok(())
+        });
+        let loaded = self.inner.provider.load_home(cref, &mode, Box::pin(rx), &ctx);
+        let (produced, loaded) = tokio::join!(producer, loaded);
+        // A producer that failed cut the stream short: the computer changed nothing, and the
+        // producer's error is the one that says why.
+        produced?;
+        Ok(loaded?)
     }
 
     /// Closes browsers on the computer gracefully (CDP Browser.close, then signals).
@@ -290,50 +272,3 @@ impl Engine {
 
 /// Per-home locks of this process (the lock file serialises processes).
 pub(crate) type HomeLocks = std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn write(p: &Path, s: &str) {
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, s).unwrap();
-    }
-
-    #[test]
-    fn checkpoints_are_versions_linked_when_unchanged_and_skip_only_browser_caches_and_locks() {
-        let t = tempfile::tempdir().unwrap();
-        let (machine, store) = (t.path().join("machine"), t.path().join("store"));
-        write(&machine.join("bots/b1/notes.md"), "one");
-        write(&machine.join("shared/big.txt"), &"x".repeat(10_000));
-        write(&machine.join(".browser-profiles/p/Default/Cookies"), "cookie");
-        write(&machine.join(".browser-profiles/p/Default/Cache/data_0"), "cache");
-        write(&machine.join(".browser-profiles/p/SingletonLock"), "lock");
-        write(&machine.join("Cache/mine.txt"), "not a browser cache");
-        std::os::unix::fs::symlink("notes.md", machine.join("bots/b1/link")).unwrap();
-        let r1 = checkpoint_files(&machine, &store).unwrap();
-        assert_eq!((r1.version, r1.files, r1.copied), (1, 4, 4));
-        let v1 = current_version(&store).unwrap().1;
-        assert_eq!(fs::read_to_string(v1.join(".browser-profiles/p/Default/Cookies")).unwrap(), "cookie");
-        assert!(!v1.join(".browser-profiles/p/Default/Cache").exists() && !v1.join(".browser-profiles/p/SingletonLock").exists());
-        assert_eq!(fs::read_to_string(v1.join("Cache/mine.txt")).unwrap(), "not a browser cache");
-        assert_eq!(fs::read_link(v1.join("bots/b1/link")).unwrap(), Path::new("notes.md"));
-
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        write(&machine.join("bots/b1/notes.md"), "two");
-        let r2 = checkpoint_files(&machine, &store).unwrap();
-        assert_eq!((r2.version, r2.files, r2.copied), (2, 4, 1), "one changed file is copied, the rest linked");
-        let v2 = current_version(&store).unwrap().1;
-        assert_eq!(fs::read_to_string(v2.join("bots/b1/notes.md")).unwrap(), "two");
-        assert!(!v1.exists(), "older versions are removed");
-
-        // Restore into a missing machine disk.
-        let fresh = t.path().join("fresh");
-        let r = restore_files(&store, &fresh).unwrap().unwrap();
-        assert_eq!((r.version, r.files), (2, 4));
-        assert_eq!(fs::read_to_string(fresh.join("shared/big.txt")).unwrap().len(), 10_000);
-        // Editing the restored copy never touches the checkpoint (no links out of the store).
-        write(&fresh.join("shared/big.txt"), "changed");
-        assert_eq!(fs::read_to_string(v2.join("shared/big.txt")).unwrap().len(), 10_000);
-    }
-}

@@ -389,7 +389,7 @@ impl Engine {
             if ComputerState::parse(&c.state) != Some(ComputerState::Running) || !self.idle_now(&c.id).await? {
                 continue;
             }
-            let outcome = self.idle_suspend(c.id.as_str(), || self.checkpoint_before(&c, "suspending")).await?;
+            let outcome = self.idle_suspend(c.id.as_str(), || self.checkpoint_before(&c, crate::checkpoint::Before::Suspend)).await?;
             out.push((c.id.to_string(), outcome));
         }
         Ok(out)

@@ -8,6 +8,7 @@ mod leases;
 mod models;
 mod paths;
 mod checkpoint;
+mod home_store;
 mod runs;
 mod stored;
 mod switch;
@@ -22,6 +23,7 @@ pub use botdesk_core::{ImageFormat, Observation};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use checkpoint::CheckpointReport;
+pub use home_store::Skipped;
 pub use switch::SwitchReport;
 pub use terminal::Terminal;
 pub use paths::DataDir;
@@ -32,6 +34,7 @@ pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 
 use botdesk_core::*;
+use checkpoint::Before;
 use botdesk_docker::{DockerConfig, DockerProvider};
 use botdesk_store::{NewBot, Store};
 use bytes::Bytes;
@@ -148,6 +151,9 @@ pub struct ReconcileReport {
     pub adopted: Vec<String>,
     /// Containers of this data directory with no computer in the database, removed.
     pub removed: Vec<String>,
+    /// Home volumes of this data directory that are no computer's home (left by an interrupted
+    /// destroy or start), removed.
+    pub volumes_removed: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -374,14 +380,14 @@ impl Engine {
     // --------------------------------------------------------------------------------------------
     // Computers
 
-    fn spec(&self, c: &botdesk_store::Computer) -> ComputerSpec {
-        ComputerSpec {
-            id: c.id.clone(),
-            name: c.name.clone(),
-            scope: c.scope,
-            home_dir: self.inner.data.machine(c.id.as_str()),
-            resources: self.inner.limits.read().unwrap().0,
-        }
+    fn spec(&self, c: &botdesk_store::Computer, home_volume: String) -> ComputerSpec {
+        ComputerSpec { id: c.id.clone(), name: c.name.clone(), scope: c.scope, home_volume, resources: self.inner.limits.read().unwrap().0 }
+    }
+
+    /// A new home volume's name: this data directory's label, the computer and a random part, so
+    /// a volume whose deletion started is never taken for its successor.
+    fn new_home_volume(&self, c: &botdesk_store::Computer) -> String {
+        format!("botdesk-{}-{}-{}", &self.inner.data.label()[..8], c.id, &uuid::Uuid::new_v4().simple().to_string()[..8])
     }
 
     pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
@@ -419,14 +425,22 @@ impl Engine {
         if state != ComputerState::Running && state != ComputerState::Booting {
             self.swap(&computer.id, state, ComputerState::Booting, now).await?;
         }
-        // A missing machine disk (a destroyed computer) comes back from the latest checkpoint.
-        if let Err(e) = self.restore_if_missing(computer).await {
-            self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
-            return Err(e);
-        }
+        // A computer without a whole home volume (new, destroyed, or one whose deletion started)
+        // gets a new one, restored from the latest checkpoint before anything runs there.
+        let computer = &self.inner.store.computer(computer.id.as_str()).await?;
+        let (volume, new_home) = match &computer.home_volume {
+            Some(v) => (v.clone(), false),
+            None => (self.new_home_volume(computer), true),
+        };
         let provisioned = async {
-            let p = self.inner.provider.provision(&self.spec(computer), &ctx).await?;
+            let p = self.inner.provider.provision(&self.spec(computer, volume.clone()), &ctx).await?;
             self.inner.provider.prepare(&cref, &ctx).await?;
+            if new_home {
+                if let Some(r) = self.restore_into(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("restoring its workspace: {e}")))? {
+                    tracing::info!(computer = %computer.id, version = r.version, files = r.files, ms = r.millis, "workspace restored");
+                }
+                self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+            }
             if computer.scope == ComputerScope::Team {
                 self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
                 for bot in self.inner.store.bots_on(&computer.id).await.map_err(|e| SandboxError::Provider(e.to_string()))? {
@@ -468,7 +482,7 @@ impl Engine {
     pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
         // Never stop a computer whose checkpoint failed: it keeps running and the error is returned.
-        self.checkpoint_before(&c, "stopping").await?;
+        self.checkpoint_before(&c, Before::Stop).await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         self.inner.ready.lock().await.remove(&c.id);
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
@@ -486,29 +500,50 @@ impl Engine {
         self.computer_view(c).await
     }
 
-    /// Removes the machine and its disk, after a checkpoint (refused when the checkpoint fails).
-    /// The home store keeps the workspace: the next use restores it.
+    /// Removes the machine and its home volume, after a checkpoint (refused when the checkpoint
+    /// fails). Fenced like stop: it takes the computer's reservation, so it is refused while a bot
+    /// holds a lease there. The home store keeps the workspace: the next use restores it.
     pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
-        self.checkpoint_before(&c, "destroying").await?;
-        self.inner.ready.lock().await.remove(&c.id);
-        self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
-            .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))?;
-        let machine = self.inner.data.machine(c.id.as_str());
-        if machine.exists() {
-            std::fs::remove_dir_all(&machine).map_err(|e| EngineError::new(ErrorCode::Internal, format!("removing the disk of computer {}: {e}", c.name)))?;
+        let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        let destroyed = async {
+            self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
+            self.checkpoint_before(&c, Before::Destroy).await?;
+            self.inner.ready.lock().await.remove(&c.id);
+            // The fence: from here on the old volume is never used or checkpointed again, even if
+            // its deletion is interrupted (the next start makes a new one from the checkpoint).
+            self.inner.store.set_home_volume(&c.id, None, self.now()).await?;
+            self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
+            self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
+                .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))
         }
+        .await;
+        let status = if destroyed.is_ok() { ReservationStatus::Completed } else { ReservationStatus::Failed };
+        let msg = destroyed.as_ref().err().map(|e| e.message.clone());
+        self.inner.store.finish_reservation(&res.id, status, msg.as_deref(), self.now()).await?;
+        destroyed?;
         self.inner.store.clear_desktops(&c.id).await?;
         self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
         self.computer_view(c).await
     }
 
-    /// A checkpoint before `doing` something to a computer that has a workspace here.
-    pub(crate) async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: &str) -> Result<()> {
-        if !self.inner.data.machine(c.id.as_str()).exists() {
+    /// A checkpoint before stopping, suspending or destroying a computer that has a home. A
+    /// stopped computer's home is saved only before it is destroyed (it is started for that: a
+    /// computer that stopped by itself may hold work its last checkpoint has not).
+    pub(crate) async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: Before) -> Result<()> {
+        let c = self.inner.store.computer(c.id.as_str()).await?;
+        // Only the Docker provider streams homes; the in-memory test provider keeps nothing to save.
+        if c.home_volume.is_none() || self.inner.docker.is_none() {
             return Ok(());
         }
-        self.checkpoint(c.id.as_str()).await.map(drop).map_err(|e| e.context(format!("not {doing} computer {}: its workspace could not be saved first", c.name)))
+        let running = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await? == MachineStatus::Running;
+        if !running {
+            if doing != Before::Destroy {
+                return Ok(());
+            }
+            self.ensure_running(&c).await?;
+        }
+        self.checkpoint(c.id.as_str()).await.map(drop).map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))
     }
 
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
@@ -527,7 +562,9 @@ impl Engine {
             Some(d) => d,
             None => return Ok(ReconcileReport::default()),
         };
-        let known: HashSet<String> = self.inner.store.list_computers().await?.into_iter().map(|c| c.id.to_string()).collect();
+        let computers = self.inner.store.list_computers().await?;
+        let known: HashSet<String> = computers.iter().map(|c| c.id.to_string()).collect();
+        let homes: HashSet<String> = computers.into_iter().filter_map(|c| c.home_volume).collect();
         let mut report = ReconcileReport::default();
         for found in docker.list_managed().await? {
             if known.contains(&found.computer) {
@@ -539,6 +576,8 @@ impl Engine {
                 report.removed.push(found.computer);
             }
         }
+        // A volume in use (a computer starting in another process) is left for the next time.
+        report.volumes_removed = docker.remove_volumes_except(&homes).await?;
         Ok(report)
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{ImageFormat, Redactor, RunStatus, TakeoverResult};
+use botdesk_core::{ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -249,7 +249,9 @@ impl Engine {
         };
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
         // (A run that never touched its computer has nothing to save.)
-        if self.inner.data.machine(bot.computer_id.as_str()).exists() {
+        let has_home = self.inner.docker.is_some() && self.inner.store.computer(bot.computer_id.as_str()).await.is_ok_and(|c| c.home_volume.is_some());
+        let cref = ComputerRef { id: bot.computer_id.clone() };
+        if has_home && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
             if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {

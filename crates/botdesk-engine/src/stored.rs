@@ -1,15 +1,22 @@
-//! The stored workspace on this machine (`DATA_DIR/homes/<home-key>`, the computer's home):
-//! browse and read it without Docker, even when the computer is stopped or Docker is off. Paths
-//! follow the same rules as a bot's tools, and nothing outside the home is ever read (a symlink
-//! that leads out is neither listed nor followed).
+//! Browsing a bot's workspace, as the Files pane and `botdesk files ls|cat|get` do: through its
+//! computer while it runs (the helper judges every path where the bot sees it), else in its latest
+//! checkpoint on this machine, without Docker (the computer stopped, or Docker off).
+//!
+//! A checkpoint holds the person's own immutable files, and walks in it never follow a symlink:
+//! every component is `lstat`ed and must be a real folder, so nothing outside the checkpoint is
+//! ever read. Only regular files are read (opened with `O_NOFOLLOW | O_NONBLOCK` and checked on the
+//! open descriptor, so a FIFO never hangs anything), and reads stream up to their limit.
 
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use botdesk_core::{FileEntry, FileKind, WorkspacePath};
+use botdesk_core::{CallCtx, ComputerRef, FileEntry, FileKind, MachineStatus, WorkspacePath};
 use bytes::Bytes;
 
 use crate::error::blocking;
-use crate::{Engine, EngineError, ErrorCode, Result};
+use crate::{home_store, Engine, EngineError, ErrorCode, Result};
 
 fn io(path: &str, e: std::io::Error) -> EngineError {
     match e.kind() {
@@ -18,67 +25,98 @@ fn io(path: &str, e: std::io::Error) -> EngineError {
     }
 }
 
-/// The host path of `rel` under `home`, refusing anything whose real location is outside it.
-fn inside(home: &Path, rel: &WorkspacePath) -> Result<PathBuf> {
-    let root = home.canonicalize().map_err(|e| io("the stored workspace", e))?;
-    let full = root.join(rel.as_str());
-    let real = full.canonicalize().map_err(|e| io(&rel.to_string(), e))?;
-    if !real.starts_with(&root) {
-        return Err(EngineError::new(ErrorCode::PathEscapes, format!("{rel} leads outside the workspace")));
+/// `rel` inside the checkpoint `root` with every folder on the way a real folder, and the
+/// metadata of its last component (not followed).
+fn locate(root: &Path, rel: &WorkspacePath) -> Result<(PathBuf, fs::Metadata)> {
+    let mut p = root.to_path_buf();
+    let parts: Vec<&str> = rel.as_str().split('/').filter(|c| !c.is_empty()).collect();
+    let mut meta = fs::symlink_metadata(&p).map_err(|e| io("the stored workspace", e))?;
+    for (i, c) in parts.iter().enumerate() {
+        if !meta.is_dir() {
+            let at = parts[..i].join("/");
+            return Err(if meta.file_type().is_symlink() {
+                EngineError::new(ErrorCode::PathEscapes, format!("{at} is a symbolic link; it is followed only while the computer runs"))
+            } else {
+                EngineError::invalid(format!("{at} is not a folder"))
+            });
+        }
+        p.push(c);
+        meta = fs::symlink_metadata(&p).map_err(|e| io(rel.as_str(), e))?;
     }
-    Ok(real)
+    Ok((p, meta))
+}
+
+fn entry(path: WorkspacePath, meta: &fs::Metadata, target: Option<&str>) -> Option<FileEntry> {
+    let ft = meta.file_type();
+    let kind = if ft.is_symlink() {
+        // Only links that stay inside the workspace are shown.
+        path.symlink_destination(target?)?;
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Dir
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        return None;
+    };
+    let executable = kind == FileKind::File && meta.permissions().mode() & 0o100 != 0;
+    Some(FileEntry { path, kind, size: if kind == FileKind::File { meta.len() } else { 0 }, executable })
+}
+
+/// Where a workspace is read: its running computer, or its latest checkpoint (None: never saved).
+enum Source {
+    Live(ComputerRef),
+    Stored(Option<PathBuf>),
 }
 
 impl Engine {
-    /// The workspace on this machine: the computer's disk while it exists, else its latest
-    /// checkpoint (a destroyed computer).
-    fn workspace_root(&self, computer: &botdesk_store::Computer) -> PathBuf {
-        let machine = self.inner.data.machine(computer.id.as_str());
-        if machine.exists() {
-            return machine;
+    async fn source(&self, computer: &botdesk_store::Computer) -> Source {
+        let cref = ComputerRef { id: computer.id.clone() };
+        // Docker being down is no error here: the checkpoint is browsed instead.
+        if computer.home_volume.is_some() && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
+            return Source::Live(cref);
         }
-        crate::checkpoint::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p).unwrap_or(machine)
+        Source::Stored(home_store::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p))
     }
 
-    /// Where a bot's workspace is on this machine (see `workspace_root`).
+    /// The folder on this machine that changes when a bot's workspace gets a new checkpoint.
     pub async fn stored_home(&self, bot: &str) -> Result<PathBuf> {
         let (_, computer) = self.bot_and_computer(bot).await?;
-        Ok(self.workspace_root(&computer))
+        Ok(self.inner.data.home(&computer.home_key))
     }
 
-    /// Lists a folder of the stored workspace (relative to the bot's folder), sorted by path.
+    /// Lists a folder of the workspace (relative to the bot's folder), sorted by path.
     pub async fn stored_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&b, &computer, path)?;
-        let home = self.workspace_root(&computer);
         let own = dir == self.resolve(&b, &computer, "")?;
-        blocking(move || {
-            // A computer that never ran has no workspace yet: the bot's folder is simply empty.
-            if own && !home.join(dir.as_str()).exists() {
-                return Ok((dir.to_string(), vec![]));
+        let root = match self.source(&computer).await {
+            Source::Live(cref) => {
+                let mut entries = self.inner.provider.list(&cref, &dir, &CallCtx::for_bot(&b.id)).await?;
+                entries.sort_by(|a, b| a.path.cmp(&b.path));
+                return Ok((dir.to_string(), entries));
             }
-            let real = inside(&home, &dir)?;
-            let root = home.canonicalize().map_err(|e| io("the stored workspace", e))?;
+            Source::Stored(root) => root,
+        };
+        blocking(move || {
+            let found = root.as_ref().map(|r| locate(r, &dir));
+            // A computer that never ran has no workspace yet: the bot's folder is simply empty.
+            let (real, meta) = match found {
+                Some(Ok(found)) => found,
+                None | Some(Err(EngineError { code: ErrorCode::NotFound, .. })) if own => return Ok((dir.to_string(), vec![])),
+                None => return Err(EngineError::new(ErrorCode::NotFound, format!("{dir} does not exist"))),
+                Some(Err(e)) => return Err(e),
+            };
+            if !meta.is_dir() {
+                return Err(EngineError::invalid(format!("{dir} is not a folder")));
+            }
             let mut entries = vec![];
-            for e in std::fs::read_dir(&real).map_err(|e| io(&dir.to_string(), e))?.flatten() {
+            for e in fs::read_dir(&real).map_err(|e| io(dir.as_str(), e))?.flatten() {
                 let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
                 let Ok(child) = dir.join(&name) else { continue };
-                let Ok(meta) = e.path().symlink_metadata() else { continue };
-                let kind = if meta.file_type().is_symlink() {
-                    // Only links that stay inside the workspace are shown.
-                    match e.path().canonicalize() {
-                        Ok(t) if t.starts_with(&root) => FileKind::Symlink,
-                        _ => continue,
-                    }
-                } else if meta.is_dir() {
-                    FileKind::Dir
-                } else if meta.is_file() {
-                    FileKind::File
-                } else {
-                    continue;
-                };
-                let executable = std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0 && kind == FileKind::File;
-                entries.push(FileEntry { path: child, kind, size: if kind == FileKind::File { meta.len() } else { 0 }, executable });
+                let Ok(meta) = fs::symlink_metadata(e.path()) else { continue };
+                let target = meta.file_type().is_symlink().then(|| fs::read_link(e.path()).ok()).flatten();
+                entries.extend(entry(child, &meta, target.as_ref().and_then(|t| t.to_str())));
             }
             entries.sort_by(|a, b| a.path.cmp(&b.path));
             Ok((dir.to_string(), entries))
@@ -86,50 +124,53 @@ impl Engine {
         .await
     }
 
-    /// One entry of the stored workspace.
+    /// One entry of the workspace.
     pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
-        self.stored_file(bot, path, |_, file, meta| {
-            let kind = if meta.is_dir() { FileKind::Dir } else { FileKind::File };
-            Ok(FileEntry { path: file, kind, size: meta.len(), executable: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0 })
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let file = self.resolve(&b, &computer, path)?;
+        let root = match self.source(&computer).await {
+            Source::Live(cref) => {
+                let parent = file.parent().unwrap_or_else(WorkspacePath::root);
+                let listed = self.inner.provider.list(&cref, &parent, &CallCtx::for_bot(&b.id)).await?;
+                return listed.into_iter().find(|e| e.path == file).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")));
+            }
+            Source::Stored(root) => root.ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?,
+        };
+        blocking(move || {
+            let (real, meta) = locate(&root, &file)?;
+            let target = fs::read_link(&real).ok();
+            entry(file.clone(), &meta, target.as_ref().and_then(|t| t.to_str())).ok_or_else(|| EngineError::invalid(format!("{file} is not a file or folder")))
         })
         .await
     }
 
-    /// Reads a file of the stored workspace, all or nothing under `max_bytes`.
+    /// Reads a regular file of the workspace, all or nothing under `max_bytes`.
     pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
-        self.stored_file(bot, path, move |real, file, meta| {
-            if meta.is_dir() {
-                return Err(EngineError::invalid(format!("{file} is a folder")));
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        let file = self.resolve(&b, &computer, path)?;
+        let root = match self.source(&computer).await {
+            Source::Live(cref) => return Ok(self.inner.provider.read(&cref, &file, max_bytes, &CallCtx::for_bot(&b.id)).await?),
+            Source::Stored(root) => root.ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?,
+        };
+        blocking(move || {
+            let (real, _) = locate(&root, &file)?;
+            let f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => EngineError::invalid(format!("{file} is a symbolic link; it is followed only while the computer runs")),
+                _ => io(file.as_str(), e),
+            })?;
+            let meta = f.metadata().map_err(|e| io(file.as_str(), e))?;
+            if !meta.is_file() {
+                return Err(EngineError::invalid(format!("{file} is not a regular file")));
             }
             if meta.len() > max_bytes {
                 return Err(EngineError::new(ErrorCode::TooLarge, format!("{file} is {} bytes, more than the {max_bytes} allowed", meta.len())));
             }
-            use std::io::Read;
-            let mut buf = Vec::with_capacity(meta.len() as usize);
-            std::fs::File::open(&real).and_then(|f| f.take(max_bytes + 1).read_to_end(&mut buf)).map_err(|e| io(&file.to_string(), e))?;
+            let mut buf = Vec::new();
+            f.take(max_bytes + 1).read_to_end(&mut buf).map_err(|e| io(file.as_str(), e))?;
             if buf.len() as u64 > max_bytes {
-                return Err(EngineError::new(ErrorCode::TooLarge, format!("{file} grew beyond the {max_bytes} bytes allowed while being read")));
+                return Err(EngineError::new(ErrorCode::TooLarge, format!("{file} is more than the {max_bytes} bytes allowed")));
             }
             Ok(Bytes::from(buf))
-        })
-        .await
-    }
-
-    /// Runs `f` off the async runtime on one path of the bot's stored workspace: its real location
-    /// (never outside the home), its workspace path and its metadata.
-    async fn stored_file<T: Send + 'static>(
-        &self,
-        bot: &str,
-        path: &str,
-        f: impl FnOnce(PathBuf, WorkspacePath, std::fs::Metadata) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
-        let file = self.resolve(&b, &computer, path)?;
-        let home = self.workspace_root(&computer);
-        blocking(move || {
-            let real = inside(&home, &file)?;
-            let meta = std::fs::metadata(&real).map_err(|e| io(&file.to_string(), e))?;
-            f(real, file, meta)
         })
         .await
     }

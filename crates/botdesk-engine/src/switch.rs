@@ -12,15 +12,13 @@
 //! stays in the home it left, and the report names the file. Before any of this the bot is
 //! stopped-checked and its execution lease is held, so no run starts meanwhile.
 
-use std::fs;
-use std::os::unix::fs::MetadataExt;
-use std::path::Path;
-
+use botdesk_core::home_stream::LoadMode;
 use botdesk_core::{browser::profile_name, path, ComputerRef, ComputerScope, MachineStatus};
 use serde::Serialize;
 
-use crate::checkpoint::{browser_junk, checkpoint_files, current_version, err, Browsers};
+use crate::checkpoint::{everything, Browsers, Sending};
 use crate::error::blocking;
+use crate::home_store::{self, current_version, BROWSER_JUNK, PROFILES};
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// What a switch did.
@@ -78,53 +76,45 @@ impl Engine {
     }
 
     async fn switch_holding(&self, bot: &botdesk_store::Bot, from: &botdesk_store::Computer, to: ComputerScope) -> Result<SwitchReport> {
-        // 1. The home it leaves: its browser closed gracefully, a checkpoint, its desktop released.
-        let from_machine = self.inner.data.machine(from.id.as_str());
-        if from_machine.exists() {
+        // 1. The home it leaves: its browser closed gracefully and a checkpoint (while it runs: a
+        // stopped computer's latest checkpoint is its home), its desktop released.
+        let from_ref = ComputerRef { id: from.id.clone() };
+        if from.home_volume.is_some() && self.inner.provider.status(&from_ref).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&from.id, &bot.id).await?.map(|d| d.slot);
             self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay)).await?;
         }
         self.release_desktop(bot.id.as_str()).await?;
 
-        // 2. The home it joins: found or created, its disk restored when it has none here.
+        // 2. The home it joins: found or created, and started (a new one restored from its checkpoint).
         let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), self.now()).await?;
-        self.restore_if_missing(&dest).await?;
-        let dest_machine = self.inner.data.machine(dest.id.as_str());
+        let dest_ref = self.ensure_running(&dest).await?;
 
-        // 3. The bot's work comes along (from the checkpoint when the left machine has no disk).
-        let from_root = if from_machine.exists() { Some(from_machine) } else { current_version(&self.inner.data.home(&from.home_key)).map(|(_, p)| p) };
-        let profile = Path::new(".browser-profiles").join(profile_name(&bot.id));
-        let profiles = (from_root.as_ref().map(|r| r.join(&profile)), dest_machine.join(&profile));
-        let (src, dst) = match to {
-            ComputerScope::Private => (from_root.map(|r| r.join(path::bot_folder(&bot.id).as_str())), dest_machine.clone()),
-            ComputerScope::Team => (from_root, dest_machine.join(path::bot_folder(&bot.id).as_str())),
+        // 3. The bot's work comes along from the checkpoint of the home it left, streamed into the
+        // joined computer: the host reads only its own checkpoint (never following a link), the
+        // computer places the files (never following a link either).
+        let folder = path::bot_folder(&bot.id).to_string();
+        let profile = format!("{PROFILES}/{}", profile_name(&bot.id));
+        let (sub, into, keep): (&str, &str, fn(&str) -> bool) = match to {
+            ComputerScope::Private => (&folder, "", everything),
+            ComputerScope::Team => ("", &folder, visible),
         };
-        let lock = self.home_lock(&dest.home_key);
-        let held = lock.lock().await;
-        let only_visible = to == ComputerScope::Team;
-        let store = self.inner.data.home(&dest.home_key);
-        let (copied, kept_newer, profile_came) = blocking(move || {
-            // SAFETY: geteuid has no preconditions.
-            let root = unsafe { libc::geteuid() } == 0;
-            new_dir(&dest_machine, root)?;
-            let mut carry = Carry { root, profile: false, copied: 0, kept_newer: vec![] };
-            if let Some(src) = src.filter(|s| s.is_dir()) {
-                new_dir(&dst, root)?;
-                carry.merge(&src, &dst, Path::new(""), only_visible)?;
+        let (mut copied, mut kept_newer, mut profile_came) = (0, vec![], false);
+        let s = self.inner.data.home(&from.home_key);
+        if let Some((_, root)) = blocking(move || Ok(current_version(&s))).await? {
+            if self.carried(&root, sub).await? {
+                let sending = Sending { root: root.clone(), sub: sub.to_string(), keep, mode: LoadMode::Merge { into: into.to_string() } };
+                let summary = self.send_home(&dest_ref, sending).await?;
+                copied += summary.files;
+                kept_newer = summary.kept_newer;
             }
-            let profile_came = match profiles {
-                (Some(from), to) if from.is_dir() => {
-                    carry.replace_profile(&from, &to)?;
-                    true
-                }
-                _ => false,
-            };
-            // The joined home's new content is durable before the bot moves.
-            checkpoint_files(&dest_machine, &store)?;
-            Ok((carry.copied, carry.kept_newer, profile_came))
-        })
-        .await?;
-        drop(held);
+            if self.carried(&root, &profile).await? {
+                let sending = Sending { root, sub: profile.clone(), keep: not_browser_junk, mode: LoadMode::Replace { into: profile.clone() } };
+                copied += self.send_home(&dest_ref, sending).await?.files;
+                profile_came = true;
+            }
+        }
+        // The joined home's new content is durable before the bot moves.
+        self.checkpoint_closing(dest.id.as_str(), Browsers::None).await?;
 
         // 4. The bot moves.
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
@@ -132,115 +122,32 @@ impl Engine {
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
         Ok(SwitchReport { bot: bot.name.clone(), scope: to, from: from.name.clone(), to: dest.name, copied, kept_newer, profile: profile_came })
     }
+
+    /// Whether `sub` of a checkpoint is a folder to carry: false when it is missing; an error when
+    /// anything on its way is a link or a file (a bot replaced its own folder or profile: nothing
+    /// is read through it, and the bot stays where it is).
+    async fn carried(&self, root: &std::path::Path, sub: &str) -> Result<bool> {
+        let (r, s) = (root.to_path_buf(), sub.to_string());
+        blocking(move || {
+            if home_store::real_dir(&r, &s)? {
+                return Ok(true);
+            }
+            match std::fs::symlink_metadata(r.join(&s)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                _ => Err(EngineError::new(ErrorCode::PathEscapes, format!("{s} is not a folder in the checkpoint (a bot made it a link or a file); nothing was moved"))),
+            }
+        })
+        .await
+    }
 }
 
-/// A folder owned by the workspace user (uid 1000) when we run as root.
-fn new_dir(p: &Path, root: bool) -> Result<()> {
-    if p.is_dir() {
-        return Ok(());
-    }
-    fs::create_dir_all(p).map_err(|e| err("creating", p, e))?;
-    if root {
-        std::os::unix::fs::chown(p, Some(1000), Some(1000)).map_err(|e| err("handing over", p, e))?;
-    }
-    Ok(())
+/// Private → Team: the visible entries of the Private home's root (not its settings, caches or
+/// browser profiles).
+fn visible(rel: &str) -> bool {
+    rel.contains('/') || !rel.starts_with('.')
 }
 
-struct Carry {
-    root: bool,
-    /// Copying a browser profile: its caches and lock files stay behind.
-    profile: bool,
-    copied: u64,
-    kept_newer: Vec<String>,
-}
-
-impl Carry {
-    /// Copies `src/rel` into `dst/rel`: new files and newer ones; a newer file at the destination
-    /// is kept and named. Never deletes. At the top level, `only_visible` skips dot entries (the
-    /// computer's own settings, caches and browser profiles of a Private home).
-    fn merge(&mut self, src: &Path, dst: &Path, rel: &Path, only_visible: bool) -> Result<()> {
-        let dir = src.join(rel);
-        for entry in fs::read_dir(&dir).map_err(|e| err("reading", &dir, e))? {
-            let entry = entry.map_err(|e| err("reading", &dir, e))?;
-            let name = entry.file_name();
-            if only_visible && rel.as_os_str().is_empty() && name.to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let r = rel.join(&name);
-            if self.profile && browser_junk(&r) {
-                continue;
-            }
-            let (from, to) = (src.join(&r), dst.join(&r));
-            let meta = fs::symlink_metadata(&from).map_err(|e| err("reading", &from, e))?;
-            let there = fs::symlink_metadata(&to).ok();
-            if meta.is_dir() {
-                match &there {
-                    Some(m) if m.is_dir() => {}
-                    Some(_) => {
-                        self.kept_newer.push(r.to_string_lossy().into_owned());
-                        continue;
-                    }
-                    None => self.mkdir(&to, &meta)?,
-                }
-                self.merge(src, dst, &r, false)?;
-            } else if meta.is_file() || meta.file_type().is_symlink() {
-                match &there {
-                    None => {}
-                    Some(m) if m.is_file() && m.len() == meta.len() && m.mtime() == meta.mtime() && m.mtime_nsec() == meta.mtime_nsec() => continue,
-                    Some(m) if (m.mtime(), m.mtime_nsec()) < (meta.mtime(), meta.mtime_nsec()) && !m.is_dir() => {}
-                    Some(_) => {
-                        self.kept_newer.push(r.to_string_lossy().into_owned());
-                        continue;
-                    }
-                }
-                self.copy(&from, &to, &meta)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The bot's browser profile comes along whole: a profile is one database set, never mixed
-    /// file by file with an older copy of itself.
-    fn replace_profile(&mut self, from: &Path, to: &Path) -> Result<()> {
-        let parent = to.parent().expect("a profile has a parent");
-        new_dir(parent, self.root)?;
-        let partial = to.with_extension("switching");
-        let _ = fs::remove_dir_all(&partial);
-        new_dir(&partial, self.root)?;
-        let mut whole = Carry { root: self.root, profile: true, copied: 0, kept_newer: vec![] };
-        whole.merge(from, &partial, Path::new(""), false)?;
-        self.copied += whole.copied;
-        if to.exists() {
-            fs::remove_dir_all(to).map_err(|e| err("replacing", to, e))?;
-        }
-        fs::rename(&partial, to).map_err(|e| err("moving", to, e))
-    }
-
-    fn mkdir(&self, to: &Path, meta: &fs::Metadata) -> Result<()> {
-        fs::create_dir(to).map_err(|e| err("creating", to, e))?;
-        fs::set_permissions(to, meta.permissions()).map_err(|e| err("writing", to, e))?;
-        if self.root {
-            let _ = std::os::unix::fs::lchown(to, Some(1000), Some(1000));
-        }
-        Ok(())
-    }
-
-    fn copy(&mut self, from: &Path, to: &Path, meta: &fs::Metadata) -> Result<()> {
-        if fs::symlink_metadata(to).is_ok() {
-            fs::remove_file(to).map_err(|e| err("replacing", to, e))?;
-        }
-        if meta.file_type().is_symlink() {
-            let target = fs::read_link(from).map_err(|e| err("reading", from, e))?;
-            std::os::unix::fs::symlink(&target, to).map_err(|e| err("writing", to, e))?;
-        } else {
-            fs::copy(from, to).map_err(|e| err("copying", from, e))?;
-            let f = fs::File::options().write(true).open(to).map_err(|e| err("writing", to, e))?;
-            f.set_modified(meta.modified().map_err(|e| err("reading", from, e))?).map_err(|e| err("writing", to, e))?;
-        }
-        if self.root {
-            let _ = std::os::unix::fs::lchown(to, Some(1000), Some(1000));
-        }
-        self.copied += 1;
-        Ok(())
-    }
+/// A browser profile comes along without its caches and lock files.
+fn not_browser_junk(rel: &str) -> bool {
+    !rel.split('/').any(|c| BROWSER_JUNK.contains(&c))
 }

@@ -100,14 +100,14 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
         id: ComputerId::new("corphan"),
         name: "orphan".into(),
         scope: ComputerScope::Team,
-        home_dir: dir.path().join("homes/corphan"),
+        home_volume: format!("botdesk-{}-corphan", engine.data_dir().label()),
         resources: Resources::default(),
     };
     orphan.provision(&spec, &Default::default()).await.unwrap();
     // A container of another data directory must survive.
     let other_dir = tempfile::tempdir().unwrap();
     let other = botdesk_docker::DockerProvider::new(botdesk_docker::DockerConfig::new(engine.image_tag(), "someone-else"));
-    let other_spec = ComputerSpec { home_dir: other_dir.path().join("h"), ..spec.clone() };
+    let other_spec = ComputerSpec { home_volume: format!("someone-else-{}", other_dir.path().file_name().unwrap().to_string_lossy()), ..spec.clone() };
     other.provision(&other_spec, &Default::default()).await.unwrap();
 
     let report = engine.reconcile().await.unwrap();
@@ -117,7 +117,10 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
     assert!(orphan.list_managed().await.unwrap().iter().all(|f| f.computer != "corphan"));
     assert_eq!(other.list_managed().await.unwrap().len(), 1, "another data directory's container was touched");
     // A second pass finds nothing to remove.
-    assert!(engine.reconcile().await.unwrap().removed.is_empty());
+    let again = engine.reconcile().await.unwrap();
+    assert!(again.removed.is_empty());
+    assert!(report.volumes_removed.iter().chain(&again.volumes_removed).any(|v| v.ends_with("-corphan")), "the orphan's home volume is reaped: {report:?} {again:?}");
+    assert!(!orphan.list_volumes(None).await.unwrap().iter().any(|v| v.ends_with("-corphan")));
 
     other.destroy(&botdesk_core::ComputerRef::from(&other_spec), &Default::default()).await.unwrap();
     engine.destroy_computer(&team).await.unwrap();

@@ -9,7 +9,7 @@ async fn fake() -> Target {
             id: ComputerId::new(name),
             name: name.to_string(),
             scope: ComputerScope::Team,
-            home_dir: std::env::temp_dir().join("unused"),
+            home_volume: format!("fake-{name}"),
             resources: Resources::default(),
         }),
         guard: None,

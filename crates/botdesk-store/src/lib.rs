@@ -53,6 +53,8 @@ pub struct Computer {
     pub provider: String,
     pub provider_ref: Option<String>,
     pub state: String,
+    /// The volume holding its whole home (None: none yet, or its deletion started).
+    pub home_volume: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -100,6 +102,7 @@ struct ComputerRow {
     provider: String,
     provider_ref: Option<String>,
     state: String,
+    home_volume: Option<String>,
 }
 
 impl TryFrom<ComputerRow> for Computer {
@@ -113,6 +116,7 @@ impl TryFrom<ComputerRow> for Computer {
             provider: r.provider,
             provider_ref: r.provider_ref,
             state: r.state,
+            home_volume: r.home_volume,
         })
     }
 }
@@ -213,7 +217,7 @@ impl Store {
         let bid = bot.as_str();
         sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
             bid
         )
         .fetch_optional(&self.pool)
@@ -249,7 +253,7 @@ impl Store {
         sqlx::query!("DELETE FROM bots WHERE id = ?1", bid).execute(&mut *tx).await?;
         let rows = sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1
                AND NOT EXISTS (SELECT 1 FROM bots WHERE computer_id = computers.id)"#,
             bid
         )
@@ -267,7 +271,7 @@ impl Store {
     }
 
     pub async fn list_computers(&self) -> Result<Vec<Computer>> {
-        let rows = sqlx::query_as!(ComputerRow, r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers ORDER BY created_at, name"#)
+        let rows = sqlx::query_as!(ComputerRow, r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers ORDER BY created_at, name"#)
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter().map(Computer::try_from).collect()
@@ -277,7 +281,7 @@ impl Store {
     pub async fn computer(&self, id_or_name: &str) -> Result<Computer> {
         sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE id = ?1 OR name = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE id = ?1 OR name = ?1"#,
             id_or_name
         )
         .fetch_optional(&self.pool)
@@ -312,6 +316,13 @@ impl Store {
         Ok(())
     }
 
+    /// Records the volume holding a computer's whole home, or (None) that its deletion starts.
+    pub async fn set_home_volume(&self, id: &ComputerId, volume: Option<&str>, now_ms: i64) -> Result<()> {
+        let cid = id.as_str();
+        sqlx::query!("UPDATE computers SET home_volume = ?1, updated_at = ?2 WHERE id = ?3", volume, now_ms, cid).execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// Last activity on a computer (ms), for idle suspend.
     pub async fn last_active(&self, id: &ComputerId) -> Result<i64> {
         let cid = id.as_str();
@@ -325,14 +336,14 @@ async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: Computer
     let existing = match scope {
         ComputerScope::Team => sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
             ws
         )
         .fetch_optional(&mut *tx)
         .await?,
         ComputerScope::Private => sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
             bid
         )
         .fetch_optional(&mut *tx)
@@ -358,7 +369,7 @@ async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: Computer
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a computer named {name:?} already exists")),
         e => e.into(),
     })?;
-    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: "stopped".into() })
+    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: "stopped".into(), home_volume: None })
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ impl Drop for Cleanup {
                 for found in provider.list_managed().await.unwrap_or_default() {
                     let _ = provider.remove_container(&found.id).await;
                 }
+                for v in provider.list_volumes(None).await.unwrap_or_default() {
+                    let _ = provider.remove_volume(&v).await;
+                }
             })
         })
         .join();
@@ -44,14 +47,14 @@ pub async fn docker_provider() -> (Arc<DockerProvider>, Cleanup) {
 
 pub async fn docker_target() -> Target {
     let (provider, cleanup) = docker_provider().await;
-    let root = cleanup.dir.path().to_path_buf();
+    let label = provider.config().data_dir_label.clone();
     Target {
         provider: provider.clone(),
         make_spec: Box::new(move |name| ComputerSpec {
             id: ComputerId::new(name),
             name: name.to_string(),
             scope: ComputerScope::Team,
-            home_dir: root.join("homes").join(name),
+            home_volume: format!("{label}-{name}"),
             resources: Resources::default(),
         }),
         guard: Some(Box::new(cleanup)),

@@ -1,0 +1,243 @@
+//! The home stream: how a computer's home leaves it (checkpoints) and comes back (restores,
+//! switches). The host never reads or writes a tree a bot can write: the computer walks its own
+//! home and streams records out; the host writes them into folders only it can write, and sends
+//! records back the same way. Everything that arrives from a computer is judged here, as hostile:
+//! header lines are bounded, paths are checked, sizes are only ever stream lengths (nothing is
+//! allocated by a size a computer claims).
+//!
+//! # Records
+//! Each record is one header line (a JSON object, at most [`MAX_HEADER`] bytes with its `\n`),
+//! followed, for a file, by its data bytes:
+//!
+//! ```text
+//! {"t":"dir","p":PATH,"mode":M,"mtime":NS}
+//! {"t":"file","p":PATH,"mode":M,"mtime":NS,"size":S,"data":[[OFF,LEN],...]}   then Σ LEN bytes
+//! {"t":"same","p":PATH}                 (out of a computer only) unchanged since the previous version
+//! {"t":"link","p":PATH,"target":T}
+//! {"t":"skipped","p":PATH,"why":WHY}    (out of a computer only) a FIFO, socket, device, or unreadable
+//! {"t":"end","entries":N}               N records before it
+//! ```
+//!
+//! - `PATH` is relative to the home (or to the subtree being sent), `/`-separated, with no empty,
+//!   `.` or `..` component and no NUL ([`check_path`]). A folder comes before anything inside it.
+//! - `M` is the permission bits (`0o1777` at most: setuid and setgid never travel); `NS` is the
+//!   modification time in nanoseconds since the epoch.
+//! - `data` lists the file's data extents in order, not overlapping, inside `S`; the rest of the
+//!   file is holes, so a sparse file stays sparse. A whole file is `[[0,S]]`; an empty one `[]`.
+//! - A stream is complete only with its `end` record; anything cut short changes nothing.
+//!
+//! # Saving (`botdesk-helper save`)
+//! The host writes an options line `{"skip_under":".browser-profiles","skip_names":[...]}` and
+//! then one line per regular file of the previous version, `{"p":PATH,"size":S,"mtime":NS,"mode":M}`,
+//! and closes stdin. The computer answers with the records of its whole home; a regular file whose
+//! size, mtime and mode equal its manifest line comes as `same`.
+//!
+//! # Loading (`botdesk-helper load`)
+//! The host writes an options line, then records (no `same`, no `skipped`), then `end`:
+//! - `{"mode":"restore"}`: the home becomes exactly the stream.
+//! - `{"mode":"merge","into":PREFIX}`: merged under PREFIX (created as needed): what is missing
+//!   comes in, a file replaces an older one, anything newer or of another kind stays and is named
+//!   in `kept_newer`.
+//! - `{"mode":"replace","into":PATH}`: PATH becomes exactly the stream (a browser profile).
+//!
+//! The computer stages everything and changes nothing unless the stream ended with `end`; it
+//! never follows a symlink while placing (a symlink in PREFIX or PATH is refused). It answers with
+//! one JSON line [`LoadSummary`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SandboxError;
+
+/// Longest header line, `\n` included (two paths of 4 KiB and the JSON around them).
+pub const MAX_HEADER: usize = 16 * 1024;
+/// Longest path, in bytes.
+pub const MAX_PATH: usize = 4096;
+/// Most data extents one file may list; a file with more is sent whole.
+pub const MAX_EXTENTS: usize = 4096;
+/// Largest file a stream may declare (a sparse file may be this large on disk-cheap holes).
+pub const MAX_FILE: u64 = 1 << 40;
+
+/// One record header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "lowercase")]
+pub enum Record {
+    Dir { p: String, mode: u32, mtime: i64 },
+    File { p: String, mode: u32, mtime: i64, size: u64, data: Vec<(u64, u64)> },
+    Same { p: String },
+    Link { p: String, target: String },
+    Skipped { p: String, why: String },
+    End { entries: u64 },
+}
+
+impl Record {
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Record::Dir { p, .. } | Record::File { p, .. } | Record::Same { p } | Record::Link { p, .. } | Record::Skipped { p, .. } => Some(p),
+            Record::End { .. } => None,
+        }
+    }
+
+    /// The header line, `\n` included.
+    pub fn line(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec(self).expect("a record serialises");
+        v.push(b'\n');
+        v
+    }
+}
+
+/// A line of the previous version's manifest, sent before a save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestLine {
+    pub p: String,
+    pub size: u64,
+    pub mtime: i64,
+    pub mode: u32,
+}
+
+/// The options line of a save.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaveOptions {
+    /// A top-level folder whose caches and lock files are not saved.
+    pub skip_under: String,
+    /// Names (of folders or files) not saved under `skip_under`.
+    pub skip_names: Vec<String>,
+}
+
+/// How a load is applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum LoadMode {
+    Restore,
+    Merge { into: String },
+    Replace { into: String },
+}
+
+/// The computer's answer to a load.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadSummary {
+    pub files: u64,
+    pub dirs: u64,
+    pub links: u64,
+    pub bytes: u64,
+    /// Merge only: paths (relative to PREFIX) that stayed because the computer's copy was newer
+    /// or of another kind.
+    #[serde(default)]
+    pub kept_newer: Vec<String>,
+}
+
+fn bad(msg: impl Into<String>) -> SandboxError {
+    SandboxError::Provider(format!("bad home stream from the computer: {}", msg.into()))
+}
+
+/// Checks a record path: relative, no empty, `.` or `..` component, no NUL, at most [`MAX_PATH`].
+/// Returns its components.
+pub fn check_path(p: &str) -> Result<Vec<&str>, SandboxError> {
+    if p.is_empty() || p.len() > MAX_PATH || p.contains('\0') || p.starts_with('/') {
+        return Err(bad(format!("path {p:?} is not a relative path")));
+    }
+    let parts: Vec<&str> = p.split('/').collect();
+    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == ".." || c.len() > 255) {
+        return Err(bad(format!("path {p:?} is not a plain relative path")));
+    }
+    Ok(parts)
+}
+
+/// Parses and checks one header line (without its `\n`). Paths, modes, sizes and extents are
+/// checked here, so a caller only sees records it can act on.
+pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
+    let r: Record = serde_json::from_slice(line).map_err(|e| bad(format!("unreadable record ({e})")))?;
+    if let Some(p) = r.path() {
+        check_path(p)?;
+    }
+    match &r {
+        Record::Dir { mode, .. } | Record::File { mode, .. } if *mode & !0o1777 != 0 => Err(bad(format!("mode {mode:o} of {}", r.path().unwrap_or("")))),
+        Record::File { p, size, data, .. } => {
+            if *size > MAX_FILE {
+                return Err(bad(format!("{p} claims {size} bytes")));
+            }
+            if data.len() > MAX_EXTENTS {
+                return Err(bad(format!("{p} lists {} extents", data.len())));
+            }
+            let mut end = 0u64;
+            for &(off, len) in data {
+                let stop = off.checked_add(len).ok_or_else(|| bad(format!("{p}: extent overflows")))?;
+                if off < end || stop > *size {
+                    return Err(bad(format!("{p}: extents out of order or past its size")));
+                }
+                end = stop;
+            }
+            Ok(r)
+        }
+        Record::Link { p, target } if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') => Err(bad(format!("{p}: bad link target"))),
+        Record::Skipped { why, .. } if why.len() > 256 => Err(bad("a skip reason is too long")),
+        _ => Ok(r),
+    }
+}
+
+/// The bytes of a file record's data, the sum of its extents.
+pub fn data_len(data: &[(u64, u64)]) -> u64 {
+    data.iter().map(|(_, l)| l).sum()
+}
+
+/// Reads one header line from `r`, at most [`MAX_HEADER`] bytes; None at a clean end of stream.
+pub fn read_header<R: std::io::BufRead>(r: &mut R) -> std::io::Result<Option<Record>> {
+    let mut line = Vec::new();
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return if line.is_empty() { Ok(None) } else { Err(invalid("the stream ended inside a header")) };
+        }
+        let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        if line.len() + take > MAX_HEADER {
+            return Err(invalid(&format!("a header line is longer than {MAX_HEADER} bytes")));
+        }
+        line.extend_from_slice(&buf[..take]);
+        r.consume(take);
+        if done {
+            line.pop();
+            return parse_header(&line).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()));
+        }
+    }
+}
+
+fn invalid(msg: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad home stream from the computer: {msg}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_bad_ones_are_refused() {
+        let r = Record::File { p: "a/b.txt".into(), mode: 0o644, mtime: 5, size: 10, data: vec![(0, 4), (8, 2)] };
+        let line = r.line();
+        assert_eq!(parse_header(&line[..line.len() - 1]).unwrap(), r);
+        for bad in [
+            r#"{"t":"dir","p":"../x","mode":493,"mtime":0}"#,
+            r#"{"t":"dir","p":"/etc","mode":493,"mtime":0}"#,
+            r#"{"t":"dir","p":"a//b","mode":493,"mtime":0}"#,
+            r#"{"t":"dir","p":"a","mode":2541,"mtime":0}"#,
+            r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":4,"data":[[0,5]]}"#,
+            r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":9,"data":[[4,2],[0,1]]}"#,
+            r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":18446744073709551615,"data":[]}"#,
+            r#"{"t":"link","p":"a","target":""}"#,
+            r#"{"t":"nope"}"#,
+        ] {
+            assert!(parse_header(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn header_lines_are_bounded() {
+        let long = vec![b'x'; MAX_HEADER + 1];
+        assert!(read_header(&mut &long[..]).unwrap_err().to_string().contains("longer than"));
+        let mut r = &b"{\"t\":\"end\",\"entries\":0}\n"[..];
+        assert_eq!(read_header(&mut r).unwrap(), Some(Record::End { entries: 0 }));
+        assert_eq!(read_header(&mut r).unwrap(), None);
+        assert!(read_header(&mut &b"{\"t\":\"end\""[..]).is_err(), "a stream cut inside a header");
+    }
+}

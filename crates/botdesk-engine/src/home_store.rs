@@ -1,0 +1,462 @@
+//! The home store on this machine, `DATA_DIR/homes/<home-key>/`: immutable checkpoint versions
+//! `v<N>` and a `current` symlink, written only by this app as the person (the computer never
+//! mounts it). This module is the host side of the home stream (`botdesk_core::home_stream`),
+//! all blocking file work:
+//!
+//! - [`receive`] writes a stream coming out of a computer into a new version. The stream is
+//!   hostile: every path is checked, a record's folder must be one this stream made (so nothing
+//!   is ever written through a symlink, and no path is resolved inside a tree a bot can write),
+//!   `same` is honoured only for files of the manifest we sent, sizes are only stream lengths.
+//! - [`send_tree`] streams a version (or part of it) back into a computer; it never follows a
+//!   symlink either.
+//! - [`commit`] makes a finished version `current` with one rename; [`tidy`] removes what an
+//!   interrupted checkpoint left, so a crash at any point leaves the previous version whole and
+//!   the next checkpoint working.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use botdesk_core::home_stream::{read_header, ManifestLine, Record, SaveOptions, MAX_EXTENTS};
+use serde::Serialize;
+
+use crate::{EngineError, ErrorCode, Result};
+
+/// Names not saved inside `.browser-profiles/`: caches, and lock files that would break the next
+/// start of the browser.
+pub(crate) const BROWSER_JUNK: &[&str] = &[
+    "Cache", "Code Cache", "GPUCache", "GrShaderCache", "ShaderCache", "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache",
+    "component_crx_cache", "extensions_crx_cache", "SingletonLock", "SingletonSocket", "SingletonCookie", "LOCK", "lockfile",
+];
+pub(crate) const PROFILES: &str = ".browser-profiles";
+
+/// A file error while saving or restoring a workspace, with a full disk said plainly.
+pub(crate) fn err(doing: &str, path: &Path, e: io::Error) -> EngineError {
+    let why = if e.raw_os_error() == Some(28) { "the disk holding the data directory is full".to_string() } else { e.to_string() };
+    EngineError::new(ErrorCode::Internal, format!("{doing} {}: {why}", path.display()))
+}
+
+/// A thing the computer did not hand over (a FIFO, socket or device; an unreadable file).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Skipped {
+    pub path: String,
+    pub why: String,
+}
+
+/// The version `current` points at, if any.
+pub(crate) fn current_version(store: &Path) -> Option<(u64, PathBuf)> {
+    let target = fs::read_link(store.join("current")).ok()?;
+    let name = target.file_name()?.to_str()?.to_string();
+    let n = name.strip_prefix('v')?.parse().ok()?;
+    Some((n, store.join(name)))
+}
+
+/// Takes the lock file of a home store for the life of the returned file.
+pub(crate) fn lock_store(store: &Path) -> Result<fs::File> {
+    fs::create_dir_all(store).map_err(|e| err("creating", store, e))?;
+    let path = store.join(".lock");
+    let f = fs::File::options().create(true).truncate(false).write(true).mode(0o600).open(&path).map_err(|e| err("opening", &path, e))?;
+    f.lock().map_err(|e| err("locking", &path, e))?;
+    Ok(f)
+}
+
+/// Removes what an interrupted checkpoint left (under the store's lock): partial versions,
+/// versions newer than `current` (renamed but never made current), a half-made `current.new`.
+pub(crate) fn tidy(store: &Path) -> Result<()> {
+    let current = current_version(store).map(|(n, _)| n);
+    let _ = fs::remove_file(store.join("current.new"));
+    for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(rest) = name.strip_prefix('v') else { continue };
+        let stale = match rest.strip_suffix(".partial") {
+            Some(_) => true,
+            None => rest.parse::<u64>().is_ok_and(|n| Some(n) > current || current.is_none()),
+        };
+        if stale {
+            remove_tree(&e.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a tree of ours, also its read-only folders.
+pub(crate) fn remove_tree(p: &Path) -> Result<()> {
+    fn writable(p: &Path) {
+        if let Ok(m) = fs::symlink_metadata(p) {
+            if m.is_dir() {
+                let _ = fs::set_permissions(p, fs::Permissions::from_mode((m.mode() & 0o7777) | 0o700));
+                for e in fs::read_dir(p).into_iter().flatten().flatten() {
+                    writable(&e.path());
+                }
+            }
+        }
+    }
+    writable(p);
+    match fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(err("removing", p, e)),
+    }
+}
+
+fn mtime_ns(m: &fs::Metadata) -> i64 {
+    m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec())
+}
+
+fn time_of(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+/// The save request: options, then one line per regular file of `prev` (walked without following
+/// a symlink). Also returns those paths: the only ones a `same` record may name.
+pub(crate) fn manifest(prev: Option<&Path>) -> Result<(Vec<u8>, HashSet<String>)> {
+    let opts = SaveOptions { skip_under: PROFILES.into(), skip_names: BROWSER_JUNK.iter().map(|s| s.to_string()).collect() };
+    let mut out = serde_json::to_vec(&opts).expect("options serialise");
+    out.push(b'\n');
+    let mut known = HashSet::new();
+    if let Some(prev) = prev {
+        walk(prev, "", &mut |rel, meta| {
+            if meta.is_file() {
+                let line = ManifestLine { p: rel.to_string(), size: meta.len(), mtime: mtime_ns(meta), mode: meta.mode() & 0o1777 };
+                out.extend(serde_json::to_vec(&line).expect("a manifest line serialises"));
+                out.push(b'\n');
+                known.insert(rel.to_string());
+            }
+            Ok(())
+        })?;
+    }
+    Ok((out, known))
+}
+
+/// Visits every entry under `root/sub` in pre-order (sorted), with `lstat` metadata; never
+/// descends through a symlink. `rel` is relative to `root/sub`.
+fn walk(root: &Path, sub: &str, f: &mut dyn FnMut(&str, &fs::Metadata) -> Result<()>) -> Result<()> {
+    let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() { base.clone() } else { base.join(&rel) };
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .map_err(|e| err("reading", &dir, e))?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        let mut subdirs = vec![];
+        for name in names {
+            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+            let p = base.join(&r);
+            let meta = fs::symlink_metadata(&p).map_err(|e| err("reading", &p, e))?;
+            f(&r, &meta)?;
+            if meta.is_dir() {
+                subdirs.push(r);
+            }
+        }
+        // Pre-order, sorted: the stack takes the last first.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(())
+}
+
+/// What one received stream held.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    pub files: u64,
+    pub bytes: u64,
+    /// Files written (the others were unchanged and linked from the previous version).
+    pub copied: u64,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Most skipped entries named in a report (the count goes on).
+const MAX_SKIPPED_SHOWN: usize = 100;
+
+/// Writes the records from `r` into `partial` (made here; it must not exist). `prev` is the
+/// previous version and `known` the files of the manifest sent for it. `at` is told the path
+/// being received, so a stall can name it.
+pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>, known: &HashSet<String>, at: &mut String) -> Result<Received> {
+    let bad = |msg: String| EngineError::new(ErrorCode::Provider, format!("bad home stream from the computer: {msg}"));
+    let read = |e: io::Error, at: &str| {
+        if e.kind() == io::ErrorKind::TimedOut {
+            EngineError::new(ErrorCode::Provider, format!("the computer stopped sending (stuck on {}): {e}", if at.is_empty() { "its first file" } else { at }))
+        } else {
+            EngineError::new(ErrorCode::Provider, format!("reading the home stream: {e}"))
+        }
+    };
+    fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
+    let mut dirs: HashMap<String, (u32, i64)> = HashMap::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut got = Received::default();
+    let mut entries = 0u64;
+    loop {
+        let rec = read_header(r).map_err(|e| read(e, at))?.ok_or_else(|| bad("it ended without its end record".into()))?;
+        if let Record::End { entries: n } = rec {
+            if n != entries {
+                return Err(bad(format!("its end record counts {n} entries, {entries} came")));
+            }
+            break;
+        }
+        entries += 1;
+        let p = rec.path().expect("only end has no path").to_string();
+        // The record's folder must be one this stream made: nothing is reached through a link.
+        let parent = p.rsplit_once('/').map(|(d, _)| d);
+        if parent.is_some_and(|d| !dirs.contains_key(d)) || !seen.insert(p.clone()) {
+            return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+        }
+        at.clone_from(&p);
+        let to = partial.join(&p);
+        match rec {
+            Record::Dir { mode, mtime, .. } => {
+                fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
+                dirs.insert(p, (mode, mtime));
+            }
+            Record::Link { target, .. } => std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?,
+            Record::Same { .. } => {
+                let from = prev.filter(|_| known.contains(&p)).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?.join(&p);
+                fs::hard_link(&from, &to).map_err(|e| err("linking", &to, e))?;
+                got.files += 1;
+                got.bytes += fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
+            }
+            Record::File { mode, mtime, size, data, .. } => {
+                let mut f = fs::File::options().write(true).create_new(true).mode(0o600).open(&to).map_err(|e| err("writing", &to, e))?;
+                for (off, len) in &data {
+                    f.seek(SeekFrom::Start(*off)).map_err(|e| err("writing", &to, e))?;
+                    let n = io::copy(&mut r.by_ref().take(*len), &mut f).map_err(|e| read(e, at))?;
+                    if n != *len {
+                        return Err(bad(format!("{p} ended after {n} of {len} bytes")));
+                    }
+                }
+                f.set_len(size).map_err(|e| err("writing", &to, e))?;
+                f.set_permissions(fs::Permissions::from_mode(mode & 0o1777)).map_err(|e| err("writing", &to, e))?;
+                f.set_modified(time_of(mtime)).map_err(|e| err("writing", &to, e))?;
+                got.files += 1;
+                got.bytes += size;
+                got.copied += 1;
+            }
+            Record::Skipped { why, .. } => {
+                if got.skipped.len() < MAX_SKIPPED_SHOWN {
+                    got.skipped.push(Skipped { path: p, why });
+                }
+            }
+            Record::End { .. } => unreachable!("handled above"),
+        }
+    }
+    // Folder modes and times last, deepest first: a read-only folder could not be filled.
+    let mut by_depth: Vec<_> = dirs.into_iter().collect();
+    by_depth.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
+    for (p, (mode, mtime)) in by_depth {
+        let to = partial.join(&p);
+        let f = fs::File::open(&to).map_err(|e| err("finishing", &to, e))?;
+        f.set_modified(time_of(mtime)).map_err(|e| err("finishing", &to, e))?;
+        f.set_permissions(fs::Permissions::from_mode(mode & 0o1777)).map_err(|e| err("finishing", &to, e))?;
+    }
+    Ok(got)
+}
+
+/// Flushes the file system holding `dir` to disk.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let f = fs::File::open(dir).map_err(|e| err("syncing", dir, e))?;
+    // SAFETY: syncfs on a valid descriptor we own.
+    let rc = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) };
+    if rc != 0 {
+        return Err(err("syncing", dir, io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Makes a finished `partial` version `v<version>` and `current` (under the store's lock), then
+/// removes older versions. A reader sees the old version or the new one, never half of one.
+pub(crate) fn commit(store: &Path, partial: &Path, version: u64) -> Result<()> {
+    sync_dir(partial)?;
+    let done = store.join(format!("v{version}"));
+    fs::rename(partial, &done).map_err(|e| err("finishing", &done, e))?;
+    let link = store.join("current.new");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(format!("v{version}"), &link).map_err(|e| err("writing", &link, e))?;
+    fs::rename(&link, store.join("current")).map_err(|e| err("switching", store, e))?;
+    sync_dir(store)?;
+    // Older versions go; a reader still in one keeps its open files.
+    for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.strip_prefix('v').and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n < version) {
+            remove_tree(&e.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `root/sub` is a real folder: no component of `sub` may be a symlink (a bot may
+/// have made its own folder or its browser profile one).
+pub(crate) fn real_dir(root: &Path, sub: &str) -> Result<bool> {
+    let mut p = root.to_path_buf();
+    for c in sub.split('/').filter(|c| !c.is_empty()) {
+        p.push(c);
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(err("reading", &p, e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Streams the tree `root/sub` (a real folder: see [`real_dir`]) as records to `w`, then `end`.
+/// `keep(rel)` chooses what goes (a folder left out goes with everything in it). Sparse files are sent by their data extents.
+pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: &mut impl Write) -> Result<u64> {
+    let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
+    let mut entries = 0u64;
+    let mut skipped_dirs: Vec<String> = vec![];
+    let io_err = |e: io::Error| EngineError::new(ErrorCode::Provider, format!("sending the home stream: {e}"));
+    walk(&base, "", &mut |rel, meta| {
+        if skipped_dirs.iter().any(|d| rel.starts_with(d.as_str()) && rel.as_bytes().get(d.len()) == Some(&b'/')) || !keep(rel) {
+            if meta.is_dir() {
+                skipped_dirs.push(rel.to_string());
+            }
+            return Ok(());
+        }
+        let p = base.join(rel);
+        let rec = if meta.is_dir() {
+            Record::Dir { p: rel.into(), mode: meta.mode() & 0o1777, mtime: mtime_ns(meta) }
+        } else if meta.file_type().is_symlink() {
+            let target = fs::read_link(&p).map_err(|e| err("reading", &p, e))?;
+            let Some(target) = target.to_str() else { return Ok(()) };
+            Record::Link { p: rel.into(), target: target.into() }
+        } else if meta.is_file() {
+            let mut f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&p).map_err(|e| err("reading", &p, e))?;
+            let data = extents(&f, meta.len());
+            w.write_all(&Record::File { p: rel.into(), mode: meta.mode() & 0o1777, mtime: mtime_ns(meta), size: meta.len(), data: data.clone() }.line()).map_err(io_err)?;
+            for (off, len) in data {
+                f.seek(SeekFrom::Start(off)).map_err(|e| err("reading", &p, e))?;
+                let n = io::copy(&mut (&mut f).take(len), w).map_err(io_err)?;
+                if n != len {
+                    // Versions never change; a short read means the disk failed.
+                    return Err(err("reading", &p, io::Error::other("the file is shorter than it was")));
+                }
+            }
+            entries += 1;
+            return Ok(());
+        } else {
+            return Ok(());
+        };
+        w.write_all(&rec.line()).map_err(io_err)?;
+        entries += 1;
+        Ok(())
+    })?;
+    w.write_all(&Record::End { entries }.line()).map_err(io_err)?;
+    w.flush().map_err(io_err)?;
+    Ok(entries)
+}
+
+/// A file's data extents (holes left out), or the whole file where the file system cannot say.
+fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    if size == 0 {
+        return vec![];
+    }
+    let fd = f.as_raw_fd();
+    let mut out = vec![];
+    let mut pos: i64 = 0;
+    while (pos as u64) < size {
+        // SAFETY: lseek on a descriptor we own; errors are checked.
+        let start = unsafe { libc::lseek(fd, pos, libc::SEEK_DATA) };
+        if start < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                break; // only a hole is left
+            }
+            return vec![(0, size)];
+        }
+        // SAFETY: as above.
+        let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
+        if end < 0 || out.len() >= MAX_EXTENTS {
+            return vec![(0, size)];
+        }
+        let end = (end as u64).min(size);
+        if end > start as u64 {
+            out.push((start as u64, end - start as u64));
+        }
+        pos = end as i64;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(p: &Path, s: &str) {
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, s).unwrap();
+    }
+
+    /// A version streamed out and received again is the same tree, modes, times, links and holes.
+    #[test]
+    fn a_sent_tree_is_received_whole_and_read_only_parts_stay_read_only() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        write(&src.join("repo/.git/objects/ab/cdef"), "blob");
+        fs::set_permissions(src.join("repo/.git/objects/ab/cdef"), fs::Permissions::from_mode(0o444)).unwrap();
+        fs::set_permissions(src.join("repo/.git/objects/ab"), fs::Permissions::from_mode(0o555)).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", src.join("repo/escape")).unwrap();
+        let sparse = fs::File::create(src.join("sparse.img")).unwrap();
+        sparse.set_len(64 << 20).unwrap();
+        let mut stream = vec![];
+        send_tree(&src, "", &|_| true, &mut stream).unwrap();
+        assert!(stream.len() < 1 << 20, "holes are not sent ({} bytes)", stream.len());
+
+        let got = t.path().join("got");
+        let mut at = String::new();
+        let r = receive(&mut &stream[..], &got, None, &HashSet::new(), &mut at).unwrap();
+        assert_eq!((r.files, r.copied), (2, 2));
+        assert_eq!(fs::read_to_string(got.join("repo/.git/objects/ab/cdef")).unwrap(), "blob");
+        assert_eq!(fs::symlink_metadata(got.join("repo/.git/objects/ab")).unwrap().mode() & 0o777, 0o555);
+        assert_eq!(fs::symlink_metadata(got.join("repo/.git/objects/ab/cdef")).unwrap().mode() & 0o777, 0o444);
+        assert_eq!(fs::read_link(got.join("repo/escape")).unwrap(), Path::new("/etc/passwd"));
+        let m = fs::metadata(got.join("sparse.img")).unwrap();
+        assert_eq!(m.len(), 64 << 20);
+        assert!(m.blocks() < 1024, "the sparse file stays sparse ({} blocks)", m.blocks());
+        assert_eq!(mtime_ns(&fs::metadata(src.join("repo/.git/objects/ab/cdef")).unwrap()), mtime_ns(&fs::metadata(got.join("repo/.git/objects/ab/cdef")).unwrap()));
+        remove_tree(&got).unwrap();
+        remove_tree(&src).unwrap();
+        assert!(!got.exists());
+    }
+
+    /// A hostile stream cannot write through a link it made, claim files it was not told of,
+    /// or end early.
+    #[test]
+    fn hostile_streams_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let lines = |recs: &[&str]| recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes();
+        let cases: &[(&[&str], &str)] = &[
+            (&[r#"{"t":"link","p":"a","target":"/tmp"}"#, r#"{"t":"file","p":"a/x","mode":420,"mtime":0,"size":0,"data":[]}"#, r#"{"t":"end","entries":2}"#], "does not follow its folder"),
+            (&[r#"{"t":"same","p":"etc/passwd"}"#, r#"{"t":"end","entries":1}"#], "not a file of the previous version"),
+            (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#], "without its end"),
+            (&[r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":10,"data":[[0,10]]}"#, "abc"], "ended after"),
+            (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"end","entries":2}"#], "comes twice"),
+            (&[r#"{"t":"end","entries":3}"#], "counts 3"),
+        ];
+        for (i, (recs, want)) in cases.iter().enumerate() {
+            let dest = t.path().join(format!("v{i}"));
+            let e = receive(&mut &lines(recs)[..], &dest, None, &HashSet::new(), &mut String::new()).unwrap_err();
+            assert!(e.message.contains(want), "case {i}: {e}");
+        }
+    }
+
+    #[test]
+    fn tidy_removes_what_an_interrupted_checkpoint_left() {
+        let t = tempfile::tempdir().unwrap();
+        let store = t.path();
+        for d in ["v1", "v2", "v3.partial"] {
+            fs::create_dir(store.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("v1", store.join("current")).unwrap();
+        tidy(store).unwrap();
+        assert!(store.join("v1").exists() && !store.join("v2").exists() && !store.join("v3.partial").exists());
+    }
+}

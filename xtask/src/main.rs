@@ -5,6 +5,7 @@
 //!
 //! std only, so it builds before any system package is installed.
 
+use std::os::unix::fs::PermissionsExt;
 use std::{
     env,
     path::{Path, PathBuf},
@@ -244,11 +245,62 @@ impl Drop for Services {
     }
 }
 
+// ------------------------------------------------------------------------------------------------
+// The person: tests run as an unprivileged user whose uid is not 1000 (root only installs packages
+// and starts dockerd).
+
+const TEST_USER: &str = "botdesk-test";
+const TEST_UID: &str = "1777";
+
+/// Creates the test user (in the `docker` group) and makes the checkout reachable for it. Returns
+/// the command prefix that runs a program as that user.
+fn test_user() -> Result<Vec<String>> {
+    if !is_root() {
+        // Already a person: run as ourselves.
+        return Ok(vec![]);
+    }
+    if !quiet_ok(Command::new("id").arg(TEST_USER)) {
+        say(&format!("creating the test user {TEST_USER} (uid {TEST_UID}, group docker)"));
+        status(Command::new("useradd").args(["--create-home", "--uid", TEST_UID, "--user-group", "--groups", "docker", "--shell", "/bin/sh", TEST_USER]))?;
+    }
+    status(Command::new("usermod").args(["-aG", "docker", TEST_USER]))?;
+    // The test binaries live in this checkout: every folder above it must let others through.
+    let mut dir = root();
+    loop {
+        let mode = std::fs::metadata(&dir).map(|m| m.permissions().mode()).map_err(|e| e.to_string())?;
+        if mode & 0o001 == 0 {
+            say(&format!("letting {TEST_USER} through {} (chmod o+x)", dir.display()));
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode | 0o001)).map_err(|e| e.to_string())?;
+        }
+        if !dir.pop() {
+            break;
+        }
+    }
+    Ok(vec!["runuser".into(), "-u".into(), TEST_USER.into(), "--".into()])
+}
+
+/// A folder under target/ the test user may write.
+fn user_dir(rel: &str, as_user: &[String]) -> Result<PathBuf> {
+    let dir = root().join("target").join(rel);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    if !as_user.is_empty() {
+        status(Command::new("chown").args(["-R", &format!("{TEST_USER}:{TEST_USER}")]).arg(&dir))?;
+    }
+    Ok(dir)
+}
+
+fn host_triple() -> Result<String> {
+    let out = Command::new("rustc").arg("-vV").output().map_err(|e| format!("cannot run rustc: {e}"))?;
+    String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.strip_prefix("host: ").map(str::to_string)).ok_or_else(|| "rustc -vV named no host".into())
+}
+
 fn free_display() -> u32 {
     (90..200).find(|n| !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() && !Path::new(&format!("/tmp/.X{n}-lock")).exists()).unwrap_or(99)
 }
 
-fn start_services(envs: &mut Vec<(String, String)>) -> Result<Services> {
+/// `as_user` prefixes the services the tests talk to as that user (the session bus only lets its
+/// own user in).
+fn start_services(envs: &mut Vec<(String, String)>, as_user: &[String]) -> Result<Services> {
     let mut s = Services { children: vec![], pids: vec![] };
     // A display for the app tests.
     let n = free_display();
@@ -273,7 +325,18 @@ fn start_services(envs: &mut Vec<(String, String)>) -> Result<Services> {
     let keyring_home = root().join("target/test-keyring-home");
     let _ = std::fs::remove_dir_all(&keyring_home);
     std::fs::create_dir_all(keyring_home.join("data")).map_err(|e| e.to_string())?;
-    let out = Command::new("dbus-daemon")
+    user_dir("test-keyring-home", as_user)?;
+    let as_user_cmd = |program: &str| -> Command {
+        match as_user.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(program);
+                c
+            }
+            None => Command::new(program),
+        }
+    };
+    let out = as_user_cmd("dbus-daemon")
         .args(["--session", "--fork", "--print-address=1", "--print-pid=1"])
         .output()
         .map_err(|e| format!("cannot start dbus-daemon: {e}"))?;
@@ -286,7 +349,7 @@ fn start_services(envs: &mut Vec<(String, String)>) -> Result<Services> {
     if address.is_empty() {
         return Err(format!("dbus-daemon printed no address: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let mut keyring = Command::new("gnome-keyring-daemon")
+    let mut keyring = as_user_cmd("gnome-keyring-daemon")
         .args(["--unlock", "--components=secrets", "--foreground"])
         .env("DBUS_SESSION_BUS_ADDRESS", &address)
         .env("HOME", &keyring_home)
@@ -314,9 +377,28 @@ fn test(extra: &[String]) -> Result {
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
     check_sqlx_cache()?;
     ensure_tauri_driver()?;
-    let services = start_services(&mut envs)?;
-    say("building and running every test");
-    let result = status(cargo().args(["test", "--workspace", "--no-fail-fast"]).args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    let as_user = test_user()?;
+    let services = start_services(&mut envs, &as_user)?;
+    user_dir("e2e", &as_user)?;
+    // The app tests start tauri-driver: a copy where the test user can run it.
+    let tools = user_dir("test-tools", &as_user)?;
+    let driver = if cargo_bin("tauri-driver").exists() { cargo_bin("tauri-driver") } else { PathBuf::from("/usr/local/bin/tauri-driver") };
+    if driver.exists() {
+        std::fs::copy(&driver, tools.join("tauri-driver")).map_err(|e| format!("copying tauri-driver: {e}"))?;
+    }
+    let path = format!("{}:{}", tools.display(), env::var("PATH").unwrap_or_default());
+    envs.push(("PATH".into(), path));
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--no-fail-fast"]);
+    if !as_user.is_empty() {
+        // Built as root, every test program runs as the person.
+        say(&format!("building every test, then running each as {TEST_USER} (uid {TEST_UID})"));
+        let runner = format!("target.{}.runner={:?}", host_triple()?, as_user);
+        test.args(["--config", &runner]);
+    } else {
+        say("building and running every test");
+    }
+    let result = status(test.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
     drop(services);
     let leftovers = sweep_containers(&run_id);
     result?;
@@ -369,6 +451,18 @@ fn sweep_containers(run_id: &str) -> usize {
         }
         let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).stdout(Stdio::null()).status();
     }
+    // Home volumes go with their containers; any left (a test that removed its containers by
+    // hand) are removed too.
+    let out = Command::new("docker")
+        .args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.test-run={run_id}")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let volumes: Vec<&str> = out.split_whitespace().collect();
+    if !volumes.is_empty() {
+        say(&format!("removing {} home volume(s) the tests left", volumes.len()));
+        let _ = Command::new("docker").args(["volume", "rm", "-f"]).args(&volumes).stdout(Stdio::null()).status();
+    }
     ids.len()
 }
 
@@ -384,7 +478,7 @@ fn bench(extra: &[String]) -> Result {
     say("building the app and the benchmarks (release)");
     status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench"]))?;
     let mut envs = vec![];
-    let services = start_services(&mut envs)?;
+    let services = start_services(&mut envs, &[])?;
     say("running the benchmarks");
     // `--only SECTION` prints one section and writes nothing; otherwise the whole table is written.
     let mut bench = Command::new(root().join("target/release/botdesk-bench"));

@@ -107,6 +107,9 @@ impl Engine {
                 None => return Err(EngineError::new(ErrorCode::NotFound, format!("{dir} does not exist"))),
                 Some(Err(e)) => return Err(e),
             };
+            if meta.file_type().is_symlink() {
+                return Err(EngineError::new(ErrorCode::PathEscapes, format!("{dir} is a symbolic link; it is followed only while the computer runs")));
+            }
             if !meta.is_dir() {
                 return Err(EngineError::invalid(format!("{dir} is not a folder")));
             }

@@ -85,33 +85,36 @@ impl Engine {
         }
         self.release_desktop(bot.id.as_str()).await?;
 
-        // 2. The home it joins: found or created, and started (a new one restored from its checkpoint).
-        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), self.now()).await?;
-        let dest_ref = self.ensure_running(&dest).await?;
-
-        // 3. The bot's work comes along from the checkpoint of the home it left, streamed into the
-        // joined computer: the host reads only its own checkpoint (never following a link), the
-        // computer places the files (never following a link either).
+        // 2. What comes along, from the checkpoint of the home it left: checked whole before
+        // anything moves (a link where its folder or profile should be refuses the switch).
         let folder = path::bot_folder(&bot.id).to_string();
         let profile = format!("{PROFILES}/{}", profile_name(&bot.id));
         let (sub, into, keep): (&str, &str, fn(&str) -> bool) = match to {
             ComputerScope::Private => (&folder, "", everything),
             ComputerScope::Team => ("", &folder, visible),
         };
-        let (mut copied, mut kept_newer, mut profile_came) = (0, vec![], false);
         let s = self.inner.data.home(&from.home_key);
-        if let Some((_, root)) = blocking(move || Ok(current_version(&s))).await? {
-            if self.carried(&root, sub).await? {
-                let sending = Sending { root: root.clone(), sub: sub.to_string(), keep, mode: LoadMode::Merge { into: into.to_string() } };
-                let summary = self.send_home(&dest_ref, sending).await?;
-                copied += summary.files;
-                kept_newer = summary.kept_newer;
-            }
-            if self.carried(&root, &profile).await? {
-                let sending = Sending { root, sub: profile.clone(), keep: not_browser_junk, mode: LoadMode::Replace { into: profile.clone() } };
-                copied += self.send_home(&dest_ref, sending).await?.files;
-                profile_came = true;
-            }
+        let root = blocking(move || Ok(current_version(&s).map(|(_, p)| p))).await?;
+        let (carry_work, carry_profile) = match &root {
+            Some(r) => (self.carried(r, sub).await?, self.carried(r, &profile).await?),
+            None => (false, false),
+        };
+
+        // 3. The home it joins: found or created, and started (a new one restored from its
+        // checkpoint). The work is streamed into it: the host reads only its own checkpoint, the
+        // computer places the files, and neither follows a link.
+        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), self.now()).await?;
+        let dest_ref = self.ensure_running(&dest).await?;
+        let (mut copied, mut kept_newer) = (0, vec![]);
+        if let (Some(root), true) = (&root, carry_work) {
+            let sending = Sending { root: root.clone(), sub: sub.to_string(), keep, mode: LoadMode::Merge { into: into.to_string() } };
+            let summary = self.send_home(&dest_ref, sending).await?;
+            copied += summary.files;
+            kept_newer = summary.kept_newer;
+        }
+        if let (Some(root), true) = (root, carry_profile) {
+            let sending = Sending { root, sub: profile.clone(), keep: not_browser_junk, mode: LoadMode::Replace { into: profile.clone() } };
+            copied += self.send_home(&dest_ref, sending).await?.files;
         }
         // The joined home's new content is durable before the bot moves.
         self.checkpoint_closing(dest.id.as_str(), Browsers::None).await?;
@@ -120,7 +123,7 @@ impl Engine {
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
         self.inner.ready.lock().await.remove(&dest.id);
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
-        Ok(SwitchReport { bot: bot.name.clone(), scope: to, from: from.name.clone(), to: dest.name, copied, kept_newer, profile: profile_came })
+        Ok(SwitchReport { bot: bot.name.clone(), scope: to, from: from.name.clone(), to: dest.name, copied, kept_newer, profile: carry_profile })
     }
 
     /// Whether `sub` of a checkpoint is a folder to carry: false when it is missing; an error when

@@ -2,6 +2,7 @@
 //! and its browser login; a checkpoint that fails (the data directory's disk full) is reported and
 //! the computer keeps running, with the previous checkpoint whole.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use botdesk_engine::*;
@@ -14,9 +15,7 @@ struct World {
 impl Drop for World {
     fn drop(&mut self) {
         let engine = self.engine.clone();
-        let homes = self.dir.path().join("homes");
         let _ = std::thread::spawn(move || {
-            let _ = std::process::Command::new("umount").arg(&homes).status();
             tokio::runtime::Runtime::new().unwrap().block_on(async {
                 for c in engine.list_computers().await.unwrap_or_default() {
                     let _ = engine.destroy_computer(&c.id).await;
@@ -76,9 +75,10 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
     let page = w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "{}", snapshot_text(&page));
 
-    // Destroy: checkpoint (browser closed gracefully first), container and machine disk gone.
+    // Destroy: checkpoint (browser closed gracefully first), container and home volume gone.
     w.engine.destroy_computer(&bot.computer.id).await.unwrap();
-    assert!(!w.dir.path().join("machines").join(&bot.computer.id).join("home").exists());
+    let volumes = std::process::Command::new("docker").args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.computer={}", bot.computer.id)]).output().unwrap();
+    assert!(volumes.stdout.is_empty(), "the home volume is gone");
     // Offline, the files are browsable from the checkpoint.
     assert_eq!(&w.engine.stored_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
 
@@ -161,31 +161,210 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
 
 #[tokio::test]
 async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test mounts a small tmpfs as the data directory's store: run it as root (CI does)");
     let w = world().await;
-    let homes = w.dir.path().join("homes");
-    std::fs::create_dir_all(&homes).unwrap();
-    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"]).arg(&homes).status().unwrap();
-    assert!(mounted.success(), "mount a 2 MiB tmpfs");
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write("keeper", "small.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
     let first = w.engine.checkpoint(&bot.computer.id).await.unwrap();
     assert_eq!(first.version, 1);
-
-    // 3 MiB more than the store can take.
-    let (code, _) = w.engine.shell("keeper", "head -c 3000000 /dev/urandom > big.bin && echo second > small.txt").await.unwrap();
+    // The store cannot take a new version (as with a full disk, or a folder made read-only).
+    let store = w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let (code, _) = w.engine.shell("keeper", "echo second > small.txt").await.unwrap();
     assert_eq!(code, 0);
     let e = w.engine.stop_computer(&bot.computer.id).await.unwrap_err();
-    assert!(e.message.contains("not stopping computer") && e.message.contains("the disk holding the data directory is full"), "{}", e.message);
+    assert!(e.message.contains("not stopping computer") && e.message.contains("ermission denied"), "{}", e.message);
     // Still running, still usable; the previous checkpoint is whole and nothing half-written is left.
     let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "second\n"));
     let c = w.engine.list_computers().await.unwrap().into_iter().find(|c| c.id == bot.computer.id).unwrap();
     assert_eq!(c.status, "running");
-    let store: Vec<String> = std::fs::read_dir(homes.read_dir().unwrap().next().unwrap().unwrap().path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    let mut store = store;
-    store.sort();
-    assert_eq!(store, [".lock", "current", "v1"]);
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    let mut names: Vec<String> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, [".lock", "current", "v1"]);
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // The next checkpoint works.
+    assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);
+}
+
+/// Every file, folder and link of `dir` (relative to the bot's folder) with its kind, mode, size,
+/// modification time and content hash, as seen inside the computer.
+async fn fingerprint(engine: &Engine, bot: &str, dir: &str) -> String {
+    let (code, out) = engine
+        .shell(bot, &format!("cd {dir} && find . -printf '%p %y %m %s %T@ %l\\n' | LC_ALL=C sort && find . -type f -exec sha256sum {{}} + | LC_ALL=C sort && du -k sparse.img"))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    out
+}
+
+/// The person is not root and the bot's files are not the person's: git objects (0444), a
+/// read-only folder (0555), a sparse file, a setuid bit. Stop, destroy (and the restore that
+/// follows) and both switches keep every byte and mode, and the checkpoint stays sparse.
+#[tokio::test]
+async fn git_work_and_read_only_folders_survive_stop_destroy_restore_and_both_switches() {
+    let w = world().await;
+    let bot = w.engine.create_bot("dev", ComputerScope::Team, None, "").await.unwrap();
+    let setup = "mkdir -p work && cd work && git init -q repo && cd repo && git config user.email bot@example.invalid && git config user.name bot \
+        && echo hello > README && git add README && git commit -qm one && echo again >> README && git commit -qam two \
+        && mkdir -p ro/inner && echo kept > ro/inner/file && chmod 0444 ro/inner/file && chmod 0555 ro/inner ro \
+        && truncate -s 200M sparse.img && printf x | dd of=sparse.img bs=1 seek=100000000 conv=notrunc status=none \
+        && echo run > tool.sh && chmod 4755 tool.sh && ln -s README link-in && ln -s /etc/passwd link-out";
+    let (code, out) = w.engine.shell("dev", setup).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let before = fingerprint(&w.engine, "dev", "work/repo").await;
+    // The setuid bit never travels: once saved, the tool is 0755.
+    let expected = before.replace(" 4755 ", " 755 ");
+
+    w.engine.stop_computer(&bot.computer.id).await.expect("stop saves git objects and read-only folders");
+    let store = w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path();
+    let sparse = std::fs::metadata(store.join(format!("current/bots/{}/work/repo/sparse.img", bot.id))).unwrap();
+    assert!(std::os::unix::fs::MetadataExt::blocks(&sparse) < 4096, "the checkpoint keeps the sparse file sparse");
+    assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after stop and start");
+    w.engine.destroy_computer(&bot.computer.id).await.expect("destroy saves them too");
+    assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after destroy and restore");
+    let (code, out) = w.engine.shell("dev", "cd work/repo && git status --porcelain && git log --format=%s").await.unwrap();
+    assert_eq!((code, out.as_str()), (0, "two\none\n"));
+
+    w.engine.switch_bot("dev", ComputerScope::Private).await.unwrap();
+    assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after Team → Private");
+    w.engine.switch_bot("dev", ComputerScope::Team).await.unwrap();
+    assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after Private → Team");
+}
+
+/// A canary outside the data directory that no plant may read or write.
+struct Canary(tempfile::TempDir);
+
+impl Canary {
+    fn new() -> Self {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("secret.txt"), "canary-secret").unwrap();
+        Canary(d)
+    }
+    fn path(&self) -> String {
+        self.0.path().display().to_string()
+    }
+    fn untouched(&self) {
+        let names: Vec<_> = std::fs::read_dir(self.0.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["secret.txt"], "something was written next to the canary");
+        assert_eq!(std::fs::read_to_string(self.0.path().join("secret.txt")).unwrap(), "canary-secret");
+    }
+}
+
+/// Nothing of the canary may be anywhere in the store (the host never followed a plant).
+fn store_has_no_canary(root: &std::path::Path) {
+    for e in std::fs::read_dir(root).unwrap().flatten() {
+        let m = std::fs::symlink_metadata(e.path()).unwrap();
+        assert_ne!(e.file_name(), "secret.txt", "the canary was copied to {}", e.path().display());
+        if m.is_dir() {
+            store_has_no_canary(&e.path());
+        }
+    }
+}
+
+/// A bot replaces its own folder, `.browser-profiles` or its browser profile with a link to a
+/// host folder (it can learn host paths): checkpoints store the link as a link, a switch refuses
+/// to carry through it, and the host's canary is never read into a home nor written.
+#[tokio::test]
+async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
+    let w = world().await;
+    let canary = Canary::new();
+    let bot = w.engine.create_bot("planter", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.create_bot("neighbour", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.files_write("neighbour", "mine.txt", bytes::Bytes::from_static(b"neighbour's"), false).await.unwrap();
+    let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(&bot.id));
+    let home = "/home/botdesk";
+    let folder = format!("{home}/bots/{}", bot.id);
+    let c = canary.path();
+
+    // 1. Its browser profile, then all of .browser-profiles, made links to the canary.
+    for plant in [format!("mkdir -p {home}/.browser-profiles && rm -rf {home}/.browser-profiles/{profile} && ln -s {c} {home}/.browser-profiles/{profile}"), format!("rm -rf {home}/.browser-profiles && ln -s {c} {home}/.browser-profiles")] {
+        let (code, out) = w.engine.shell("planter", &plant).await.unwrap();
+        assert_eq!(code, 0, "{out}");
+        w.engine.checkpoint(&bot.computer.id).await.unwrap();
+        let e = w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
+        assert_eq!(w.engine.bot("planter").await.unwrap().computer.scope, ComputerScope::Team, "the bot stays where it was");
+        canary.untouched();
+    }
+    let (code, _) = w.engine.shell("planter", &format!("rm -f {home}/.browser-profiles")).await.unwrap();
+    assert_eq!(code, 0);
+
+    // 2. Its own folder made a link to the canary: offline browsing and the switch refuse it.
+    let (code, out) = w.engine.shell("planter", &format!("cd / && mv {folder} {folder}.real && ln -s {c} {folder}")).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    w.engine.stop_computer(&bot.computer.id).await.unwrap();
+    let e = w.engine.stored_list("planter", "").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
+    assert!(w.engine.stored_read("planter", "secret.txt", 100).await.is_err());
+    let e = w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
+    canary.untouched();
+    let (code, _) = w.engine.shell("neighbour", &format!("rm {folder} && mv {folder}.real {folder}")).await.unwrap();
+    assert_eq!(code, 0);
+
+    // 3. Private → Team while a plant on the Team computer makes its folder a link to its
+    // neighbour's: the Team computer refuses to place anything through it.
+    w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap();
+    w.engine.files_write("planter", "private-work.txt", bytes::Bytes::from_static(b"from private"), false).await.unwrap();
+    let neighbour = w.engine.bot("neighbour").await.unwrap();
+    let (code, out) = w.engine.shell("neighbour", &format!("rm -rf {folder} && ln -s {home}/bots/{} {folder}", neighbour.id)).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    assert!(w.engine.switch_bot("planter", ComputerScope::Team).await.is_err(), "nothing is placed through a planted link");
+    let (code, out) = w.engine.shell("neighbour", "ls").await.unwrap();
+    assert_eq!((code, out.as_str()), (0, "mine.txt\n"), "the neighbour's folder is untouched");
+
+    canary.untouched();
+    store_has_no_canary(&w.dir.path().join("homes"));
+}
+
+/// While checkpoints run, a bot swaps a folder and a link to `/etc` with renameat2(EXCHANGE) in
+/// a loop, and a file and a FIFO: checkpoints finish, capture nothing outside the home, and name
+/// what they skipped.
+#[tokio::test]
+async fn swaps_and_fifos_during_checkpoints_capture_nothing_and_hang_nothing() {
+    let w = world().await;
+    let bot = w.engine.create_bot("swapper", ComputerScope::Private, None, "").await.unwrap();
+    let swapper = r#"
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs('swap/d', exist_ok=True)
+open('swap/d/inside.txt', 'w').write('inside')
+if not os.path.lexists('swap/l'):
+    os.symlink('/etc', 'swap/l')
+end = time.time() + 60
+while time.time() < end:
+    libc.renameat2(-100, b'swap/d', -100, b'swap/l', 2)
+    try:
+        os.unlink('pipe')
+    except FileNotFoundError:
+        pass
+    os.mkfifo('pipe')
+    os.unlink('pipe')
+    open('pipe', 'w').write('file')
+"#;
+    w.engine.files_write("swapper", "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
+    let (code, out) = w.engine.shell("swapper", "mkfifo fifo-kept-out && (setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 1").await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let store = || w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path().join("current");
+    for _ in 0..5 {
+        let r = tokio::time::timeout(Duration::from_secs(300), w.engine.checkpoint(&bot.computer.id)).await.expect("a checkpoint never hangs").unwrap();
+        assert!(r.skipped.iter().any(|s| s.path == "fifo-kept-out"), "the FIFO is named: {:?}", r.skipped);
+        let v = std::fs::canonicalize(store()).unwrap();
+        for name in ["swap/d", "swap/l"] {
+            let m = std::fs::symlink_metadata(v.join(name)).unwrap();
+            if m.is_dir() {
+                let mut inside: Vec<_> = std::fs::read_dir(v.join(name)).unwrap().map(|e| e.unwrap().file_name()).collect();
+                inside.sort();
+                assert_eq!(inside, ["inside.txt"], "{name} holds only the bot's own file");
+            } else {
+                assert!(m.file_type().is_symlink(), "{name} is the folder or the link");
+            }
+        }
+        if let Ok(m) = std::fs::symlink_metadata(v.join("pipe")) {
+            assert!(m.is_file(), "a FIFO is never stored");
+        }
+        assert!(!v.join("passwd").exists() && !v.join("swap/passwd").exists());
+    }
+    let (code, _) = w.engine.shell("swapper", "pkill -f swapper.py; true").await.unwrap();
+    assert_eq!(code, 0);
 }

@@ -13,7 +13,7 @@
 //! {"t":"dir","p":PATH,"mode":M,"mtime":NS}
 //! {"t":"file","p":PATH,"mode":M,"mtime":NS,"size":S,"data":[[OFF,LEN],...]}   then Σ LEN bytes
 //! {"t":"same","p":PATH}                 (out of a computer only) unchanged since the previous version
-//! {"t":"link","p":PATH,"target":T}
+//! {"t":"link","p":PATH,"target":T,"mtime":NS}
 //! {"t":"skipped","p":PATH,"why":WHY}    (out of a computer only) a FIFO, socket, device, or unreadable
 //! {"t":"end","entries":N}               N records before it
 //! ```
@@ -64,7 +64,7 @@ pub enum Record {
     Dir { p: String, mode: u32, mtime: i64 },
     File { p: String, mode: u32, mtime: i64, size: u64, data: Vec<(u64, u64)> },
     Same { p: String },
-    Link { p: String, target: String },
+    Link { p: String, target: String, mtime: i64 },
     Skipped { p: String, why: String },
     End { entries: u64 },
 }
@@ -168,7 +168,7 @@ pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
             }
             Ok(r)
         }
-        Record::Link { p, target } if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') => Err(bad(format!("{p}: bad link target"))),
+        Record::Link { p, target, .. } if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') => Err(bad(format!("{p}: bad link target"))),
         Record::Skipped { why, .. } if why.len() > 256 => Err(bad("a skip reason is too long")),
         _ => Ok(r),
     }
@@ -224,7 +224,7 @@ mod tests {
             r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":4,"data":[[0,5]]}"#,
             r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":9,"data":[[4,2],[0,1]]}"#,
             r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":18446744073709551615,"data":[]}"#,
-            r#"{"t":"link","p":"a","target":""}"#,
+            r#"{"t":"link","p":"a","target":"","mtime":0}"#,
             r#"{"t":"nope"}"#,
         ] {
             assert!(parse_header(bad.as_bytes()).is_err(), "{bad}");

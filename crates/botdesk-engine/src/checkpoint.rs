@@ -234,7 +234,7 @@ impl Engine {
         let mode = s.mode.clone();
         let ctx = CallCtx::default();
         let producer = blocking(move || {
-            if !home_store::real_dir(&s.root, &s.sub)? {
+            if home_store::find_dir(&s.root, &s.sub)? != home_store::Found::Folder {
                 return Err(EngineError::new(ErrorCode::PathEscapes, format!("{} is not a folder in the checkpoint (a link or a file)", s.sub)));
             }
             let mut w = BufWriter::with_capacity(256 * 1024, writer);

@@ -114,6 +114,17 @@ fn time_of(ns: i64) -> SystemTime {
     }
 }
 
+/// Sets a symlink's own modification time (std has no way that does not follow it).
+fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    let t = libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
+    let times = [t, t];
+    // SAFETY: a valid C string and two timespecs; AT_SYMLINK_NOFOLLOW keeps it on the link.
+    let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 /// The save request: options, then one line per regular file of `prev` (walked without following
 /// a symlink). Also returns those paths: the only ones a `same` record may name.
 pub(crate) fn manifest(prev: Option<&Path>) -> Result<(Vec<u8>, HashSet<String>)> {
@@ -216,7 +227,10 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>,
                 fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
                 dirs.insert(p, (mode, mtime));
             }
-            Record::Link { target, .. } => std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?,
+            Record::Link { target, mtime, .. } => {
+                std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?;
+                link_mtime(&to, mtime).map_err(|e| err("writing", &to, e))?;
+            }
             Record::Same { .. } => {
                 let from = prev.filter(|_| known.contains(&p)).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?.join(&p);
                 fs::hard_link(&from, &to).map_err(|e| err("linking", &to, e))?;
@@ -291,23 +305,32 @@ pub(crate) fn commit(store: &Path, partial: &Path, version: u64) -> Result<()> {
     Ok(())
 }
 
-/// Checks that `root/sub` is a real folder: no component of `sub` may be a symlink (a bot may
-/// have made its own folder or its browser profile one).
-pub(crate) fn real_dir(root: &Path, sub: &str) -> Result<bool> {
+/// What `root/sub` is, judged one component at a time without following any link (a bot may have
+/// made its own folder, `.browser-profiles` or its profile one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// A real folder, with real folders all the way.
+    Folder,
+    Missing,
+    /// A link or a file on the way.
+    Other,
+}
+
+pub(crate) fn find_dir(root: &Path, sub: &str) -> Result<Found> {
     let mut p = root.to_path_buf();
     for c in sub.split('/').filter(|c| !c.is_empty()) {
         p.push(c);
         match fs::symlink_metadata(&p) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Ok(_) => return Ok(Found::Other),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Found::Missing),
             Err(e) => return Err(err("reading", &p, e)),
         }
     }
-    Ok(true)
+    Ok(Found::Folder)
 }
 
-/// Streams the tree `root/sub` (a real folder: see [`real_dir`]) as records to `w`, then `end`.
+/// Streams the tree `root/sub` (a real folder: see [`find_dir`]) as records to `w`, then `end`.
 /// `keep(rel)` chooses what goes (a folder left out goes with everything in it). Sparse files are sent by their data extents.
 pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: &mut impl Write) -> Result<u64> {
     let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
@@ -327,7 +350,7 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
         } else if meta.file_type().is_symlink() {
             let target = fs::read_link(&p).map_err(|e| err("reading", &p, e))?;
             let Some(target) = target.to_str() else { return Ok(()) };
-            Record::Link { p: rel.into(), target: target.into() }
+            Record::Link { p: rel.into(), target: target.into(), mtime: mtime_ns(meta) }
         } else if meta.is_file() {
             let mut f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&p).map_err(|e| err("reading", &p, e))?;
             let data = extents(&f, meta.len());
@@ -434,8 +457,8 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let lines = |recs: &[&str]| recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes();
         let cases: &[(&[&str], &str)] = &[
-            (&[r#"{"t":"link","p":"a","target":"/tmp"}"#, r#"{"t":"file","p":"a/x","mode":420,"mtime":0,"size":0,"data":[]}"#, r#"{"t":"end","entries":2}"#], "does not follow its folder"),
-            (&[r#"{"t":"same","p":"etc/passwd"}"#, r#"{"t":"end","entries":1}"#], "not a file of the previous version"),
+            (&[r#"{"t":"link","p":"a","target":"/tmp","mtime":0}"#, r#"{"t":"file","p":"a/x","mode":420,"mtime":0,"size":0,"data":[]}"#, r#"{"t":"end","entries":2}"#], "does not follow its folder"),
+            (&[r#"{"t":"same","p":"passwd"}"#, r#"{"t":"end","entries":1}"#], "not a file of the previous version"),
             (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#], "without its end"),
             (&[r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":10,"data":[[0,10]]}"#, "abc"], "ended after"),
             (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"end","entries":2}"#], "comes twice"),

@@ -444,7 +444,10 @@ impl Engine {
             if computer.scope == ComputerScope::Team {
                 self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
                 for bot in self.inner.store.bots_on(&computer.id).await.map_err(|e| SandboxError::Provider(e.to_string()))? {
-                    self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await?;
+                    // A bot that replaced its own folder (with a link, say) breaks only its own work.
+                    if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await {
+                        tracing::warn!(bot = %bot.id, "the bot's folder could not be made: {e}");
+                    }
                 }
             }
             Ok::<_, SandboxError>(p)

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::checkpoint::{everything, Browsers, Sending};
 use crate::error::blocking;
-use crate::home_store::{self, current_version, BROWSER_JUNK, PROFILES};
+use crate::home_store::{self, current_version, Found, BROWSER_JUNK, PROFILES};
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// What a switch did.
@@ -131,14 +131,10 @@ impl Engine {
     /// is read through it, and the bot stays where it is).
     async fn carried(&self, root: &std::path::Path, sub: &str) -> Result<bool> {
         let (r, s) = (root.to_path_buf(), sub.to_string());
-        blocking(move || {
-            if home_store::real_dir(&r, &s)? {
-                return Ok(true);
-            }
-            match std::fs::symlink_metadata(r.join(&s)) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                _ => Err(EngineError::new(ErrorCode::PathEscapes, format!("{s} is not a folder in the checkpoint (a bot made it a link or a file); nothing was moved"))),
-            }
+        blocking(move || match home_store::find_dir(&r, &s)? {
+            Found::Folder => Ok(true),
+            Found::Missing => Ok(false),
+            Found::Other => Err(EngineError::new(ErrorCode::PathEscapes, format!("{s} is not a folder in the checkpoint (a bot made it or a folder above it a link or a file); nothing was moved"))),
         })
         .await
     }

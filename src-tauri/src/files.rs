@@ -1,14 +1,13 @@
-//! The Files and Terminal panes: the stored workspace (also offline), previews, download, upload
-//! while in control, a watcher that tells the visible pane when the bot wrote something, and the
-//! activity list.
+//! The Files and Terminal panes: the workspace (live through the computer, or its latest checkpoint
+//! offline), previews, download, upload while in control, a watch that tells the visible pane when
+//! the bot wrote something, and the activity list.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use base64::Engine as _;
 use botdesk_engine::{ActivityRow, Engine, EngineError, ErrorCode, FileEntry, FileKind};
-use notify::Watcher;
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, State};
 
@@ -126,45 +125,25 @@ pub async fn upload_file(engine: State<'_, Engine>, bot: String, path: String, d
     engine.upload(&bot, &path, bytes.into(), UPLOAD_LIMIT).await
 }
 
-/// One watcher on the stored workspace of the bot whose Files pane is visible (and the folder it
-/// watches: a bot moved to another computer gets a new one).
+/// The one watch of the bot whose Files pane is visible: its bot and how to stop it.
 #[derive(Default)]
-pub struct FileWatch(Mutex<Option<(String, std::path::PathBuf, notify::RecommendedWatcher)>>);
-
-/// Paths whose changes do not concern the person (browser profile churn, caches).
-fn noise(p: &std::path::Path) -> bool {
-    p.components().any(|c| matches!(c.as_os_str().to_str(), Some(".browser-profiles" | ".cache" | ".config" | ".local" | ".pki")))
-}
+pub struct FileWatch(Mutex<Option<(String, CancellationToken)>>);
 
 #[tauri::command]
 pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State<'_, FileWatch>, bot: Option<String>) -> Res<()> {
-    let Some(bot) = bot else {
-        *watch.0.lock().unwrap() = None;
-        return Ok(());
-    };
-    let home = engine.stored_home(&bot).await?;
-    if watch.0.lock().unwrap().as_ref().is_some_and(|(b, h, _)| *b == bot && *h == home) {
+    let mut current = watch.0.lock().unwrap();
+    if current.as_ref().is_some_and(|(b, _)| Some(b) == bot.as_ref()) {
         return Ok(());
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
-        if let Ok(ev) = ev {
-            if ev.paths.iter().any(|p| !noise(p)) && !matches!(ev.kind, notify::EventKind::Access(_)) {
-                let _ = tx.send(());
-            }
-        }
-    })
-    .map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch the workspace: {e}")))?;
-    // The home store on this machine gets a new `current` with every checkpoint; only that folder
-    // is watched (not recursively: nothing in it is followed).
-    std::fs::create_dir_all(&home).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
-    watcher.watch(&home, notify::RecursiveMode::NonRecursive).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot watch {}: {e}", home.display())))?;
-    *watch.0.lock().unwrap() = Some((bot.clone(), home, watcher));
-    // Debounced: one event per burst of writes.
+    if let Some((_, stop)) = current.take() {
+        stop.cancel();
+    }
+    let Some(bot) = bot else { return Ok(()) };
+    let stop = CancellationToken::new();
+    let mut changes = engine.watch_workspace(&bot, stop.clone());
+    *current = Some((bot.clone(), stop));
     tauri::async_runtime::spawn(async move {
-        while rx.recv().await.is_some() {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            while rx.try_recv().is_ok() {}
+        while changes.recv().await.is_some() {
             let _ = app.emit("files-changed", &bot);
         }
     });

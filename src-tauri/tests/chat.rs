@@ -85,9 +85,14 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     assert_eq!(d.js("return document.querySelector('.preview-text').textContent"), json!("# Notes\nThe machine runs Linux.\n"));
     assert_eq!(d.js("return document.querySelector('#files-path').textContent"), json!(rt.block_on(engine.bot("writer")).unwrap().folder));
     screenshot("09-files-pane-computer-stopped.png");
-    // The pane follows what the bot writes (a watcher on the store, no polling).
-    std::fs::write(rt.block_on(engine.stored_home("writer")).unwrap().join(rt.block_on(engine.bot("writer")).unwrap().folder).join("later.txt"), "written later").unwrap();
-    d.wait_js("the new file listed", "return !!document.querySelector('.file[data-path$=\"later.txt\"]')", Duration::from_secs(5));
+    // The pane follows what the bot writes: the computer starts again (the pane now reads it live)
+    // and a file written there shows up (inotify inside the computer; the host walks nothing).
+    let (code, _) = rt.block_on(engine.shell("writer", "echo 'written later' > later.txt")).unwrap();
+    assert_eq!(code, 0);
+    d.wait_js("the new file listed", "return !!document.querySelector('.file[data-path$=\"later.txt\"]')", Duration::from_secs(20));
+    let (code, _) = rt.block_on(engine.shell("writer", "sleep 1; echo live > live.txt")).unwrap();
+    assert_eq!(code, 0);
+    d.wait_js("a file written while it runs listed", "return !!document.querySelector('.file[data-path$=\"live.txt\"]')", Duration::from_secs(20));
     // Move the bot to a Private computer from its header: the pane then shows its new home, where
     // its files came along (the Team home keeps its folder).
     d.js("document.querySelector('#switch-computer').click(); return true");
@@ -97,8 +102,9 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.wait_js("its files at the root of its Private home", "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')", Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("12-moved-to-private.png");
-    let private_home = rt.block_on(engine.stored_home("writer")).unwrap();
-    assert!(!private_home.join("bots").exists(), "the Private home holds the bot's work at its root");
+    let (code, out) = rt.block_on(engine.shell("writer", "ls")).unwrap();
+    assert_eq!(code, 0);
+    assert!(!out.lines().any(|l| l == "bots") && out.lines().any(|l| l == "notes.md"), "the Private home holds the bot's work at its root: {out}");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");

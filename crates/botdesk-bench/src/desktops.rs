@@ -103,6 +103,36 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     }
     rows.push(Row { what: "per action, in a 24-action batch", ours: median(ours), anchor_name: "one `docker exec … xdotool` per action", anchor: median(anchor), n: N });
 
+    // Revocation: from Release to the drop of an open view connection, while the other desktop
+    // shows a page and a busy loop keeps the computer's CPUs working.
+    let busy = "(setsid sh -c 'timeout 120 sh -c \"yes >/dev/null & yes >/dev/null & wait\"' >/dev/null 2>&1 &)";
+    engine.exec(&names[0], vec!["sh".into(), "-c".into(), busy.into()], None, None, None, Default::default()).await.unwrap();
+    let (mut ours, mut anchor) = (vec![], vec![]);
+    for _ in 0..N {
+        let d = engine.open_desktop(&names[1]).await.unwrap();
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        use std::io::{Read, Write};
+        conn.write_all(format!("{}\n", d.view_token).as_bytes()).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 4096];
+        assert!(conn.read(&mut buf).unwrap() > 0, "the gateway answers");
+        let t = Instant::now();
+        let release = engine.release_desktop(&names[1]);
+        let drop_seen = tokio::task::spawn_blocking(move || loop {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break Instant::now(),
+                Ok(_) => continue,
+            }
+        });
+        release.await.unwrap();
+        ours.push(drop_seen.await.unwrap().duration_since(t));
+        anchor.push(time_cmd(&["exec", &container, "true"]));
+    }
+    let worst = *ours.iter().max().unwrap();
+    rows.push(Row { what: "token revocation → open connection dropped, median (target ≤ 1 s)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor.clone()), n: N });
+    rows.push(Row { what: "token revocation → open connection dropped, worst of 5", ours: worst, anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: N });
+    engine.exec(&names[0], vec!["sh".into(), "-c".into(), "pkill -x yes; true".into()], None, None, None, Default::default()).await.unwrap();
+
     // Density: desktops with Chromium open on a page within the default 2 GiB.
     for n in &names[1..] {
         let _ = engine.release_desktop(n).await;

@@ -359,3 +359,60 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     assert!(data.run(&["bot", "rm", "killme"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
+
+/// Waits until `ready` holds (a bound only so a broken flow cannot hang the test).
+fn wait_for(what: &str, ready: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The CLI killed with SIGKILL in the middle of a checkpoint (of a stop, then of a destroy) and
+/// in the middle of a destroy's deletion: the workspace stays whole, the next checkpoint works,
+/// and a destroyed computer comes back complete.
+#[test]
+fn the_cli_killed_during_a_checkpoint_or_a_destroy_leaves_the_workspace_whole() {
+    let d = Data::new();
+    d.json(&["bot", "create", "k", "--computer", "private"]);
+    let make = "mkdir -p work && cd work && for i in $(seq 150); do head -c 2000000 /dev/urandom > f$i; done && sha256sum f* > ../sums";
+    let out = d.run(&["exec", "k", "--", "sh", "-c", make]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let whole = || {
+        let out = d.run(&["exec", "k", "--", "sh", "-c", "cd work && sha256sum -c --quiet ../sums"]);
+        assert!(out.status.success(), "the workspace is not whole: {}{}", stdout(&out), stderr(&out));
+    };
+    let id = d.json(&["computer", "ls"])["computers"][0]["id"].as_str().unwrap().to_string();
+    let store = d.path().join("homes").join(&id);
+    let partial = || std::fs::read_dir(&store).into_iter().flatten().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
+    let current = || std::fs::read_link(store.join("current")).ok();
+    let kill = |args: &[&str], when: &dyn Fn() -> bool| {
+        let mut child = d.cmd(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        wait_for("the moment to kill", when);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    };
+
+    // 1. A stop killed while its checkpoint streams: the computer keeps its home; the next works.
+    kill(&["computer", "stop", &id], &|| partial());
+    whole();
+    d.json(&["computer", "stop", &id]);
+    let v1 = current().expect("a checkpoint");
+    whole();
+
+    // 2. A destroy killed while its checkpoint streams (every file changed since v1).
+    let out = d.run(&["exec", "k", "--", "sh", "-c", "touch work/*"]);
+    assert!(out.status.success());
+    kill(&["computer", "destroy", &id], &|| partial());
+    // Its reservation outlived it: the owner's Release computer frees it (its pid is gone).
+    d.json(&["computer", "release", &id]);
+    whole();
+
+    // 3. A destroy killed after its checkpoint, while the computer and its volume are deleted.
+    kill(&["computer", "destroy", &id], &|| current() != Some(v1.clone()));
+    d.json(&["computer", "release", &id]);
+    whole();
+    d.json(&["computer", "destroy", &id]);
+    whole();
+}

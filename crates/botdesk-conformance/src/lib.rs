@@ -306,6 +306,35 @@ pub async fn export_import_pairing(src: &Target, dst: &Target) {
     dst.cleanup(&b).await;
 }
 
+/// A home saved out of one computer loads whole into another (restore); a stream cut short before
+/// its `end` record changes nothing.
+pub async fn home_stream_round_trip(t: &Target) {
+    use tokio::io::AsyncReadExt;
+    let (_, a) = t.computer("home-src").await;
+    let (_, b) = t.computer("home-dst").await;
+    let blob = binary_blob();
+    t.provider.write(&a, &p("tools/run.bin"), blob.clone(), true, &ctx()).await.unwrap();
+    t.provider.write(&a, &p("notes/readme.md"), Bytes::from_static(b"# hi\n"), false, &ctx()).await.unwrap();
+    assert_eq!(run(t, &a, &["ln", "-s", "notes/readme.md", "readme-link"]).await.0.code, 0);
+    let options = Bytes::from_static(b"{\"skip_under\":\".browser-profiles\",\"skip_names\":[]}\n");
+    let mut out = t.provider.save_home(&a, options, &ctx()).await.unwrap();
+    let mut stream = Vec::new();
+    out.records.read_to_end(&mut stream).await.unwrap();
+    out.finished.await.unwrap();
+    t.provider.write(&b, &p("old.txt"), Bytes::from_static(b"replaced by the restore"), false, &ctx()).await.unwrap();
+    // Cut short: nothing changes.
+    let cut = stream[..stream.len() - 10].to_vec();
+    assert!(t.provider.load_home(&b, &home_stream::LoadMode::Restore, Box::pin(std::io::Cursor::new(cut)), &ctx()).await.is_err());
+    assert_eq!(t.provider.read(&b, &p("old.txt"), 100, &ctx()).await.unwrap(), Bytes::from_static(b"replaced by the restore"));
+    let summary = t.provider.load_home(&b, &home_stream::LoadMode::Restore, Box::pin(std::io::Cursor::new(stream)), &ctx()).await.unwrap();
+    assert!(summary.files >= 2 && summary.links >= 1, "{summary:?}");
+    assert_eq!(t.provider.read(&b, &p("tools/run.bin"), blob.len() as u64, &ctx()).await.unwrap(), blob);
+    assert!(t.provider.read(&b, &p("old.txt"), 100, &ctx()).await.is_err(), "a restore makes the home exactly the checkpoint");
+    assert_eq!(visible(&*t.provider, &a).await, visible(&*t.provider, &b).await);
+    t.cleanup(&a).await;
+    t.cleanup(&b).await;
+}
+
 /// Expands to one `#[tokio::test]` per scenario for the target that `$make` (an async expression
 /// producing a [`Target`]) builds.
 #[macro_export]
@@ -313,7 +342,7 @@ macro_rules! conformance_suite {
     ($make:expr) => {
         $crate::conformance_suite!(@each $make; two_computers_distinct_ids, files_round_trip, binary_bytes_survive,
             rejects_escapes, external_symlinks, max_bytes_limit, timeout_kills_tree, cancel_gives_130,
-            stop_destroy_idempotent, injected_failures);
+            stop_destroy_idempotent, injected_failures, home_stream_round_trip);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -535,8 +535,7 @@ impl Engine {
     /// computer that stopped by itself may hold work its last checkpoint has not).
     pub(crate) async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: Before) -> Result<()> {
         let c = self.inner.store.computer(c.id.as_str()).await?;
-        // Only the Docker provider streams homes; the in-memory test provider keeps nothing to save.
-        if c.home_volume.is_none() || self.inner.docker.is_none() {
+        if c.home_volume.is_none() {
             return Ok(());
         }
         let running = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await? == MachineStatus::Running;

@@ -249,7 +249,7 @@ impl Engine {
         };
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
         // (A run that never touched its computer has nothing to save.)
-        let has_home = self.inner.docker.is_some() && self.inner.store.computer(bot.computer_id.as_str()).await.is_ok_and(|c| c.home_volume.is_some());
+        let has_home = self.inner.store.computer(bot.computer_id.as_str()).await.is_ok_and(|c| c.home_volume.is_some());
         let cref = ComputerRef { id: bot.computer_id.clone() };
         if has_home && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);

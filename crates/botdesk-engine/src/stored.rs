@@ -12,8 +12,10 @@ use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use botdesk_core::{CallCtx, ComputerRef, FileEntry, FileKind, MachineStatus, WorkspacePath};
+use botdesk_core::{CallCtx, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, WorkspacePath};
 use bytes::Bytes;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::blocking;
 use crate::{home_store, Engine, EngineError, ErrorCode, Result};
@@ -77,12 +79,6 @@ impl Engine {
             return Source::Live(cref);
         }
         Source::Stored(home_store::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p))
-    }
-
-    /// The folder on this machine that changes when a bot's workspace gets a new checkpoint.
-    pub async fn stored_home(&self, bot: &str) -> Result<PathBuf> {
-        let (_, computer) = self.bot_and_computer(bot).await?;
-        Ok(self.inner.data.home(&computer.home_key))
     }
 
     /// Lists a folder of the workspace (relative to the bot's folder), sorted by path.
@@ -176,6 +172,58 @@ impl Engine {
             Ok(Bytes::from(buf))
         })
         .await
+    }
+
+    /// Tells the visible Files pane when a bot's workspace may have changed: while its computer
+    /// runs, the helper's inotify watch inside the computer (never through a link; the host walks
+    /// nothing); otherwise a new checkpoint. Also when the computer starts or stops. Ends when
+    /// `cancel` fires or the receiver is dropped.
+    pub fn watch_workspace(&self, bot: &str, cancel: CancellationToken) -> tokio::sync::mpsc::Receiver<()> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let (engine, bot) = (self.clone(), bot.to_string());
+        tokio::spawn(async move {
+            let mut was_live = None;
+            let mut last_checkpoint = None;
+            while !cancel.is_cancelled() && !tx.is_closed() {
+                let Ok((b, computer)) = engine.bot_and_computer(&bot).await else { break };
+                let source = engine.source(&computer).await;
+                let live = matches!(source, Source::Live(_));
+                if was_live.is_some_and(|w| w != live) {
+                    let _ = tx.try_send(());
+                }
+                was_live = Some(live);
+                match source {
+                    Source::Live(cref) => {
+                        let (out, mut lines) = tokio::sync::mpsc::unbounded_channel();
+                        let stop = cancel.child_token();
+                        let req = ExecRequest::new(["botdesk-helper", "watch"]).timeout(Duration::from_secs(60 * 60));
+                        let ctx = CallCtx { cancel: stop.clone(), ..CallCtx::for_bot(&b.id) };
+                        let watch = engine.inner.provider.exec(&cref, req, Some(out), &ctx);
+                        tokio::pin!(watch);
+                        loop {
+                            tokio::select! {
+                                _ = &mut watch => break,
+                                Some(_) = lines.recv() => { let _ = tx.try_send(()); }
+                                _ = tx.closed() => stop.cancel(),
+                            }
+                        }
+                    }
+                    Source::Stored(root) => {
+                        if last_checkpoint.is_some() && last_checkpoint != Some(root.clone()) {
+                            let _ = tx.try_send(());
+                        }
+                        last_checkpoint = Some(root);
+                    }
+                }
+                // Between watches (the computer stopped, or Docker is off): look again each second.
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = cancel.cancelled() => break,
+                    _ = tx.closed() => break,
+                }
+            }
+        });
+        rx
     }
 
     /// Upload: writes a file into the bot's workspace through its computer, only while the person

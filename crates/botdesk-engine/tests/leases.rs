@@ -195,9 +195,8 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     // on this machine, then suspended.
     assert!(w.engine.suspend_idle_computers().await.unwrap().is_empty());
     let id = w.engine.list_computers().await.unwrap()[0].id.clone();
-    let machine = w.dir.path().join("machines").join(&id).join("home");
-    std::fs::create_dir_all(machine.join("bots")).unwrap();
-    std::fs::write(machine.join("bots/note.txt"), "kept").unwrap();
+    let note = botdesk_core::WorkspacePath::parse("bots/note.txt").unwrap();
+    w.fake.write(&computer, &note, bytes::Bytes::from_static(b"kept"), false, &Default::default()).await.unwrap();
     w.advance(60_000);
     assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id.clone(), IdleOutcome::Suspended)]);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);

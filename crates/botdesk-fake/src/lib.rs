@@ -253,6 +253,95 @@ impl SandboxProvider for FakeProvider {
         Ok(futures::stream::iter(entries).boxed())
     }
 
+    /// The whole tree as home-stream records (no `same`: the fake keeps no times).
+    async fn save_home(&self, c: &ComputerRef, _manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+        use botdesk_core::home_stream::Record;
+        let out = self.with_machine(c, |m| {
+            let mut out = Vec::new();
+            for (p, n) in &m.files {
+                let p = p.to_string();
+                let rec = match n {
+                    Node::Dir => Record::Dir { p, mode: 0o755, mtime: 0 },
+                    Node::Symlink(target) => Record::Link { p, target: target.clone(), mtime: 0 },
+                    Node::File { bytes, executable } => {
+                        let size = bytes.len() as u64;
+                        let data = if size == 0 { vec![] } else { vec![(0, size)] };
+                        out.extend(Record::File { p, mode: if *executable { 0o755 } else { 0o644 }, mtime: 0, size, data }.line());
+                        out.extend_from_slice(bytes);
+                        continue;
+                    }
+                };
+                out.extend(rec.line());
+            }
+            out.extend(Record::End { entries: m.files.len() as u64 }.line());
+            Ok(out)
+        })?;
+        Ok(HomeOut { records: Box::pin(std::io::Cursor::new(out)), finished: Box::pin(async { Ok(()) }) })
+    }
+
+    /// Applies a home stream like the real helper: nothing unless it ended with `end`.
+    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, mut records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
+        use botdesk_core::home_stream::{read_header, LoadMode, LoadSummary, Record};
+        use tokio::io::AsyncReadExt;
+        let mut all = Vec::new();
+        records.read_to_end(&mut all).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+        let bad = |e: std::io::Error| SandboxError::Invalid(e.to_string());
+        let mut r = &all[..];
+        let mut staged: Vec<(WorkspacePath, Node)> = vec![];
+        let mut sum = LoadSummary::default();
+        loop {
+            match read_header(&mut r).map_err(bad)? {
+                None => return Err(SandboxError::Invalid("the home stream ended early; nothing was changed".into())),
+                Some(Record::End { .. }) => break,
+                Some(Record::Dir { p, .. }) => {
+                    sum.dirs += 1;
+                    staged.push((WorkspacePath::parse(&p)?, Node::Dir));
+                }
+                Some(Record::Link { p, target, .. }) => {
+                    sum.links += 1;
+                    staged.push((WorkspacePath::parse(&p)?, Node::Symlink(target)));
+                }
+                Some(Record::File { p, mode, size, data, .. }) => {
+                    let mut bytes = vec![0u8; size as usize];
+                    for (off, len) in data {
+                        std::io::Read::read_exact(&mut r, &mut bytes[off as usize..(off + len) as usize]).map_err(bad)?;
+                    }
+                    sum.files += 1;
+                    sum.bytes += size;
+                    staged.push((WorkspacePath::parse(&p)?, Node::File { bytes: bytes.into(), executable: mode & 0o100 != 0 }));
+                }
+                Some(other) => return Err(SandboxError::Invalid(format!("a {other:?} record cannot be loaded"))),
+            }
+        }
+        self.with_machine(c, |m| {
+            let (into, fresh) = match mode {
+                LoadMode::Restore => (WorkspacePath::root(), true),
+                LoadMode::Merge { into } => (WorkspacePath::parse(into)?, false),
+                LoadMode::Replace { into } => (WorkspacePath::parse(into)?, true),
+            };
+            let mut files = m.files.clone();
+            if let Some(Node::Symlink(_)) = files.get(&into) {
+                return Err(PathError::Escapes(into.to_string()).into());
+            }
+            if fresh {
+                files.retain(|p, _| !p.starts_with(&into));
+            }
+            mkdirs(&mut files, &into)?;
+            for (p, node) in staged {
+                let dest = into.join_path(&p);
+                match (files.get(&dest), &node) {
+                    (Some(Node::Dir), Node::Dir) => {}
+                    (Some(Node::Dir), _) | (Some(_), Node::Dir) => sum.kept_newer.push(p.to_string()),
+                    _ => {
+                        files.insert(dest, node);
+                    }
+                }
+            }
+            m.files = files;
+            Ok(sum)
+        })
+    }
+
     async fn import(&self, c: &ComputerRef, mut entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
         let mut all = vec![];
         while let Some(e) = entries.next().await {

@@ -20,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use botdesk_core::home_stream::{read_header, ManifestLine, Record, SaveOptions, MAX_EXTENTS};
+use botdesk_core::home_stream::{read_header, ManifestLine, Record, SaveOptions};
 use serde::Serialize;
 
 use crate::{EngineError, ErrorCode, Result};
@@ -377,6 +377,21 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
     Ok(entries)
 }
 
+/// Most extents one record lists from here: with 4 KiB of path it stays well inside a header line.
+const SEND_EXTENTS: usize = 256;
+
+/// Merges the extents with the smallest holes between them until at most `max` are left (the
+/// holes merged are sent as zeros).
+fn coalesce(mut v: Vec<(u64, u64)>, max: usize) -> Vec<(u64, u64)> {
+    while v.len() > max.max(1) {
+        let i = (0..v.len() - 1).min_by_key(|&i| v[i + 1].0 - (v[i].0 + v[i].1)).expect("two extents at least");
+        let end = v[i + 1].0 + v[i + 1].1;
+        v[i].1 = end - v[i].0;
+        v.remove(i + 1);
+    }
+    v
+}
+
 /// A file's data extents (holes left out), or the whole file where the file system cannot say.
 fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
     use std::os::fd::AsRawFd;
@@ -397,7 +412,7 @@ fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
         }
         // SAFETY: as above.
         let end = unsafe { libc::lseek(fd, start, libc::SEEK_HOLE) };
-        if end < 0 || out.len() >= MAX_EXTENTS {
+        if end < 0 {
             return vec![(0, size)];
         }
         let end = (end as u64).min(size);
@@ -406,7 +421,7 @@ fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
         }
         pos = end as i64;
     }
-    out
+    coalesce(out, SEND_EXTENTS)
 }
 
 #[cfg(test)]
@@ -469,6 +484,46 @@ mod tests {
             let e = receive(&mut &lines(recs)[..], &dest, None, &HashSet::new(), &mut String::new()).unwrap_err();
             assert!(e.message.contains(want), "case {i}: {e}");
         }
+    }
+
+    #[test]
+    fn many_extents_are_merged_to_fit_a_header_and_keep_every_byte() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("holey");
+        let f = fs::File::create(&p).unwrap();
+        f.set_len(3000 * 8192).unwrap();
+        for i in 0..3000u64 {
+            std::os::unix::fs::FileExt::write_at(&f, &[1 + (i % 200) as u8], i * 8192 + (i % 7) * 100).unwrap();
+        }
+        let ex = extents(&f, 3000 * 8192);
+        assert!(ex.len() <= SEND_EXTENTS && ex.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "{}", ex.len());
+        let mut stream = vec![];
+        send_tree(t.path(), "", &|_| true, &mut stream).unwrap();
+        let got = t.path().join("got");
+        receive(&mut &stream[..], &got, None, &HashSet::new(), &mut String::new()).unwrap();
+        assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
+        assert_eq!(coalesce(vec![(0, 1), (10, 1), (12, 1), (100, 1)], 2), vec![(0, 13), (100, 1)]);
+    }
+
+    /// A computer that stops sending mid-file: the checkpoint gives up and names the file.
+    #[tokio::test]
+    async fn a_stalled_stream_names_the_file_it_was_stuck_on() {
+        use tokio::io::AsyncWriteExt;
+        let t = tempfile::tempdir().unwrap();
+        let (rx, mut tx) = tokio::io::duplex(1024);
+        tx.write_all(&Record::File { p: "big.bin".into(), mode: 0o644, mtime: 0, size: 10, data: vec![(0, 10)] }.line()).await.unwrap();
+        tx.write_all(b"abc").await.unwrap();
+        let records = tokio_util::io::SyncIoBridge::new(crate::checkpoint::Bounded::new(rx, Duration::from_millis(300), Duration::from_secs(60)));
+        let dest = t.path().join("v1.partial");
+        let e = tokio::task::spawn_blocking(move || {
+            let mut r = io::BufReader::new(records);
+            receive(&mut r, &dest, None, &HashSet::new(), &mut String::new())
+        })
+        .await
+        .unwrap()
+        .unwrap_err();
+        assert!(e.message.contains("stuck on big.bin") && e.message.contains("nothing came for"), "{}", e.message);
+        drop(tx);
     }
 
     #[test]

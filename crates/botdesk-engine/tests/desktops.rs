@@ -119,7 +119,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     // An unchanged screen returns no image to the model; a change does.
     assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_some());
     assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_none(), "unchanged screen");
-    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
+    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
     wait_for_window(&w.engine, "a", "changed").await;
     let changed = w.engine.observe("a", ImageFormat::Png).await.unwrap();
     assert!(changed.image.is_some(), "a changed screen returns an image");

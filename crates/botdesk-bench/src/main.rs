@@ -222,9 +222,12 @@ async fn main() {
          process start; ours keeps one API connection.\n",
     );
     md.push_str(&format!(
-        "- Checkpoints: {:.0} MiB/s for the first (a full copy), {:.0} MiB/s restore; a checkpoint after one changed file copies \
-         that file and hard-links the {} unchanged ones from the previous version (versions are never modified), then swaps \
-         `current` with one rename. Both include a final `syncfs`; the `cp -a` anchor is followed by `sync`, untimed.\n",
+        "- Checkpoints stream the home out of the computer (`botdesk-helper save` over `docker exec`) into the person's own \
+         store: {:.0} MiB/s for the first, {:.0} MiB/s restore (streamed back in through `botdesk-helper load`). A checkpoint \
+         after one changed file sends the manifest of the previous version in, gets that one file and a `same` record for each \
+         of the {} others, hard-links those from the previous version (versions are never modified), then swaps `current` \
+         with one rename and removes the older version. Each includes a final `syncfs`; the anchors are each followed by \
+         `sync`, timed.\n",
         mib_s(ck.full),
         mib_s(ck.restore),
         ck.files - 1,

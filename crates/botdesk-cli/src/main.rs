@@ -247,6 +247,8 @@ enum ComputerCmd {
     Destroy { id: String },
     /// Adopt or remove containers left by a crash (also runs at every app start).
     Reconcile,
+    /// Save a running computer's workspace now (a new checkpoint version on this machine).
+    Checkpoint { id: String },
     /// The owner's Release computer: free a reservation whose worker is gone.
     Release {
         id: String,
@@ -416,6 +418,13 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Computer { cmd: ComputerCmd::Destroy { id } } => {
             let c = engine.destroy_computer(&id).await?;
             print(json, serde_json::to_value(&c).unwrap(), || format!("destroyed computer {} ({}); its workspace is checkpointed in {} and comes back on the next use", c.name, c.id, c.home.join("current").display()));
+        }
+        Cmd::Computer { cmd: ComputerCmd::Checkpoint { id } } => {
+            let r = engine.checkpoint(&id).await?;
+            print(json, serde_json::to_value(&r).unwrap(), || {
+                let skipped = r.skipped.iter().map(|s| format!("\n  skipped {}: {}", s.path, s.why)).collect::<String>();
+                format!("checkpoint v{}: {} files, {} bytes, {} written, {} ms{skipped}", r.version, r.files, r.bytes, r.copied, r.millis)
+            });
         }
         Cmd::Computer { cmd: ComputerCmd::Reconcile } => {
             let r = engine.reconcile().await?;

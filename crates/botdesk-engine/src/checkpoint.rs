@@ -154,7 +154,9 @@ impl Engine {
         let store = self.inner.data.home(&c.home_key);
         let lock = self.home_lock(&c.home_key);
         let _held = lock.lock().await;
-        if browsers != Browsers::None {
+        // Browsers run only on open desktops: with none open there is nothing to close (and no
+        // exec to pay for).
+        if browsers != Browsers::None && !self.inner.store.desktops_on(&c.id).await?.is_empty() {
             self.close_browsers(&cref, browsers).await;
         }
         let saving = |e: EngineError| e.context(format!("checkpointing computer {}", c.name));
@@ -180,10 +182,17 @@ impl Engine {
         })
         .await;
         // The computer's own verdict counts too: a stream that ended well from a helper that failed
-        // is not trusted.
+        // is not trusted, and a helper that failed says best why its stream broke off.
         let finished = match &received {
             Ok(_) => out.finished.await.map_err(EngineError::from),
-            Err(_) => Ok(()),
+            Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(5), out.finished).await {
+                Ok(Err(e)) => Err(EngineError::from(e)),
+                _ => Ok(()),
+            },
+        };
+        let received = match (received, &finished) {
+            (Err(_), Err(helper)) => Err(helper.clone()),
+            (r, _) => r,
         };
         let p = partial.clone();
         let got = match received.and_then(|got| finished.map(|()| got)) {

@@ -20,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use botdesk_core::home_stream::{read_header, ManifestLine, Record, SaveOptions};
+use botdesk_core::home_stream::{read_header, ManifestEntry, Record, SaveOptions};
 use serde::Serialize;
 
 use crate::{EngineError, ErrorCode, Result};
@@ -132,17 +132,18 @@ pub(crate) fn manifest(prev: Option<&Path>) -> Result<(Vec<u8>, HashSet<String>)
     let mut out = serde_json::to_vec(&opts).expect("options serialise");
     out.push(b'\n');
     let mut known = HashSet::new();
+    let mut files: Vec<ManifestEntry> = vec![];
     if let Some(prev) = prev {
         walk(prev, "", &mut |rel, meta| {
             if meta.is_file() {
-                let line = ManifestLine { p: rel.to_string(), size: meta.len(), mtime: mtime_ns(meta), mode: meta.mode() & 0o1777 };
-                out.extend(serde_json::to_vec(&line).expect("a manifest line serialises"));
-                out.push(b'\n');
+                files.push((rel.to_string(), meta.len(), mtime_ns(meta), meta.mode() & 0o1777));
                 known.insert(rel.to_string());
             }
             Ok(())
         })?;
     }
+    out.extend(serde_json::to_vec(&files).expect("a manifest serialises"));
+    out.push(b'\n');
     Ok((out, known))
 }
 

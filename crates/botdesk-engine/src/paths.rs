@@ -61,10 +61,6 @@ impl DataDir {
     pub fn home(&self, home_key: &str) -> PathBuf {
         self.root.join("homes").join(home_key)
     }
-    /// A computer's machine disk (bind-mounted as its home while it exists).
-    pub fn machine(&self, computer_id: &str) -> PathBuf {
-        self.root.join("machines").join(computer_id).join("home")
-    }
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")
     }

@@ -185,13 +185,15 @@ impl Engine {
         // is not trusted, and a helper that failed says best why its stream broke off.
         let finished = match &received {
             Ok(_) => out.finished.await.map_err(EngineError::from),
+            Err(e) if e.code != ErrorCode::Provider => Ok(()),
             Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(5), out.finished).await {
                 Ok(Err(e)) => Err(EngineError::from(e)),
                 _ => Ok(()),
             },
         };
+        // (A failure on this side, such as the store's disk, or a stall, stays the one reported.)
         let received = match (received, &finished) {
-            (Err(_), Err(helper)) => Err(helper.clone()),
+            (Err(e), Err(helper)) if e.code == ErrorCode::Provider => Err(helper.clone()),
             (r, _) => r,
         };
         let p = partial.clone();

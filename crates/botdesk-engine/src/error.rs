@@ -21,6 +21,8 @@ pub enum ErrorCode {
     /// The caller's lease or view is out of date (older fence, expired lease).
     Stale,
     Provider,
+    /// The computer stopped answering within the call's time bound.
+    TimedOut,
     Internal,
 }
 

@@ -196,7 +196,7 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>,
     let bad = |msg: String| EngineError::new(ErrorCode::Provider, format!("bad home stream from the computer: {msg}"));
     let read = |e: io::Error, at: &str| {
         if e.kind() == io::ErrorKind::TimedOut {
-            EngineError::new(ErrorCode::Provider, format!("the computer stopped sending (stuck on {}): {e}", if at.is_empty() { "its first file" } else { at }))
+            EngineError::new(ErrorCode::TimedOut, format!("the computer stopped sending (stuck on {}): {e}", if at.is_empty() { "its first file" } else { at }))
         } else {
             EngineError::new(ErrorCode::Provider, format!("reading the home stream: {e}"))
         }

@@ -80,17 +80,24 @@ pub async fn run(dir: &Path) -> Figures {
     let _ = std::fs::remove_dir_all(&anchor);
     std::fs::create_dir_all(&anchor).unwrap();
     let tar_full = timed(&format!("docker exec {container} tar -C /home/botdesk -cf - . | tar -C '{}' -xf - && sync", anchor.display()));
-    let tar_restore = timed(&format!(
-        "tar -C '{}' -cf - . | docker exec -i {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
-        anchor.display()
-    ));
+    // Restores write 1 GiB each, and this disk's speed wanders: three rounds, each the anchor
+    // then ours, and the median of each.
+    let (mut tar_restores, mut restores) = (vec![], vec![]);
+    for _ in 0..3 {
+        tar_restores.push(timed(&format!(
+            "tar -C '{}' -cf - . | docker exec -i {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
+            anchor.display()
+        )));
+        let t = Instant::now();
+        let r = engine.restore_latest(&computer).await.unwrap().expect("a checkpoint to restore");
+        sh(&engine, "ckpt", &["sync"]).await;
+        restores.push(t.elapsed());
+        assert_eq!(r.files, files);
+    }
     let _ = std::fs::remove_dir_all(&anchor);
-
-    let t = Instant::now();
-    let r = engine.restore_latest(&computer).await.unwrap().expect("a checkpoint to restore");
-    sh(&engine, "ckpt", &["sync"]).await;
-    let restore = t.elapsed();
-    assert_eq!(r.files, files);
+    tar_restores.sort();
+    restores.sort();
+    let (tar_restore, restore) = (tar_restores[1], restores[1]);
     let _ = engine.remove_bot("ckpt").await;
     let _ = std::fs::remove_dir_all(&data);
     Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, tar_full, tar_restore }

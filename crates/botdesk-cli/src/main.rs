@@ -332,6 +332,12 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let mut config = EngineConfig::new(data_dir, ProviderChoice::Docker);
     config.clock = std::sync::Arc::new(botdesk_engine::OffsetClock::from_env());
     let engine = Engine::open(config).await?;
+    let result = command(&engine, cli).await;
+    engine.settle().await;
+    result
+}
+
+async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
     let json = cli.json;
     match cli.cmd {
         Cmd::Doctor => {

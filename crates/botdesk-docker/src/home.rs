@@ -111,7 +111,7 @@ pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, manifest: Byt
     Ok(HomeOut { records, finished })
 }
 
-pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMode, mut records: HomeIn) -> Result<LoadSummary> {
+pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMode, records: HomeIn) -> Result<LoadSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "load".to_string()];
     let (exec_id, output, mut input) = p.start_exec(&container, argv, vec![], HOME, true, false).await?;
@@ -119,7 +119,8 @@ pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMo
     first.push(b'\n');
     let writer = async move {
         input.write_all(&first).await?;
-        tokio::io::copy(&mut records, &mut input).await?;
+        // Large writes: every write to an exec's input costs a trip through the engine.
+        tokio::io::copy_buf(&mut tokio::io::BufReader::with_capacity(256 * 1024, records), &mut input).await?;
         // Always closed: a stream cut short ends without its `end` record and changes nothing.
         input.shutdown().await
     };

@@ -3,9 +3,11 @@
 //! checkpoint versions `v<N>` and a `current` symlink, the person's own files.
 //!
 //! A checkpoint closes the computer's browsers gracefully (so cookies and profiles are on disk),
-//! sends the computer the manifest of the previous version and receives its home as a stream
-//! (`botdesk-helper save`; unchanged files come as `same` and are hard-linked from the previous
-//! version) into `v<N+1>.partial`, syncs, renames it and swaps `current` with one rename. The
+//! sends the computer the manifest of the previous version (from its index `v<N>.index`) and
+//! receives its home as a stream (`botdesk-helper save`; unchanged files come as `same`) into
+//! `v<N+1>.partial`, which meanwhile was made as hard links to the previous version, so only
+//! changes are written. It syncs, renames it, swaps `current` with one rename and moves the old
+//! version to `trash/`, removed after the checkpoint returned (`Engine::settle` waits for that). The
 //! stream has an idle bound and a total bound; a stall names the file it was stuck on. Checkpoints
 //! of one home are serialised, across processes too (a lock file). A new home volume (a destroyed
 //! computer, a new one) is restored from `current` through the computer (`botdesk-helper load`)
@@ -161,24 +163,51 @@ impl Engine {
         }
         let saving = |e: EngineError| e.context(format!("checkpointing computer {}", c.name));
         let s = store.clone();
-        let (file_lock, previous, manifest, known) = blocking(move || {
+        let (file_lock, previous) = blocking(move || {
             let file_lock = home_store::lock_store(&s)?;
             home_store::tidy(&s)?;
-            let previous = home_store::current_version(&s);
-            let (manifest, known) = home_store::manifest(previous.as_ref().map(|(_, p)| p.as_path()))?;
-            Ok((file_lock, previous, manifest, known))
+            let previous = match home_store::current_version(&s) {
+                Some((n, root)) => Some((n, home_store::index_of(&s, n, &root)?, root)),
+                None => None,
+            };
+            Ok((file_lock, previous))
         })
         .await
         .map_err(saving)?;
-        let version = previous.as_ref().map_or(1, |(n, _)| n + 1);
+        let manifest = home_store::manifest(previous.as_ref().map(|(_, index, _)| index));
+        let version = previous.as_ref().map_or(1, |(n, ..)| n + 1);
         let partial = store.join(format!("v{version}.partial"));
-        let out = self.inner.provider.save_home(&cref, manifest.into(), &CallCtx::default()).await.map_err(|e| saving(e.into()))?;
+        // The new version is linked from the previous one while the computer starts its walk.
+        let (p, s) = (partial.clone(), store.clone());
+        let prepared = blocking(move || {
+            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index));
+            if let Err(e) = home_store::prepare(&p, prev) {
+                // An index that does not match its version (changed by hand) is not used again.
+                if let Some((n, ..)) = previous {
+                    home_store::drop_index(&s, n);
+                }
+                return Err(e);
+            }
+            Ok(previous)
+        });
+        let ctx = CallCtx::default();
+        let (out, prepared) = tokio::join!(self.inner.provider.save_home(&cref, manifest.into(), &ctx), prepared);
+        let (out, previous) = match (out, prepared) {
+            (Ok(out), Ok(previous)) => (out, previous),
+            (out, prepared) => {
+                let p = partial.clone();
+                let _ = blocking(move || home_store::remove_tree(&p)).await;
+                let e = prepared.err().unwrap_or_else(|| out.err().expect("one of them failed").into());
+                return Err(saving(e));
+            }
+        };
         let records = SyncIoBridge::new(Bounded::new(out.records, IDLE_BOUND, TOTAL_BOUND));
         let p = partial.clone();
         let received = blocking(move || {
             let mut r = BufReader::with_capacity(256 * 1024, records);
             let mut at = String::new();
-            home_store::receive(&mut r, &p, previous.as_ref().map(|(_, p)| p.as_path()), &known, &mut at)
+            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index));
+            home_store::receive(&mut r, &p, prev, &mut at)
         })
         .await;
         // The computer's own verdict counts too: a stream that ended well from a helper that failed
@@ -197,20 +226,28 @@ impl Engine {
             (r, _) => r,
         };
         let p = partial.clone();
-        let got = match received.and_then(|got| finished.map(|()| got)) {
+        let mut got = match received.and_then(|got| finished.map(|()| got)) {
             Ok(got) => got,
             Err(e) => {
                 let _ = blocking(move || home_store::remove_tree(&p)).await;
                 return Err(saving(e));
             }
         };
+        let index = std::mem::take(&mut got.index);
+        let s = store.clone();
         blocking(move || {
-            let done = home_store::commit(&store, &partial, version);
+            let done = home_store::commit(&s, &partial, version, &index);
             drop(file_lock);
             done
         })
         .await
         .map_err(saving)?;
+        // The replaced version goes after this returns (`Engine::settle` waits for it).
+        self.inner.background.spawn(async move {
+            if let Err(e) = blocking(move || home_store::sweep(&store)).await {
+                tracing::warn!("removing a replaced checkpoint version: {e}");
+            }
+        });
         let report = CheckpointReport { version, files: got.files, bytes: got.bytes, copied: got.copied, millis: started.elapsed().as_millis() as u64, skipped: got.skipped };
         tracing::info!(computer = %c.id, version, files = report.files, copied = report.copied, skipped = report.skipped.len(), ms = report.millis, "checkpoint");
         Ok(report)

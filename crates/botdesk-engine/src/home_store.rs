@@ -9,7 +9,11 @@
 //!   `same` is honoured only for files of the manifest we sent, sizes are only stream lengths.
 //! - [`send_tree`] streams a version (or part of it) back into a computer; it never follows a
 //!   symlink either.
-//! - [`commit`] makes a finished version `current` with one rename; [`tidy`] removes what an
+//! - [`prepare`] starts a new version as hard links to the previous one (from the previous
+//!   version's index, `v<N>.index`, so nothing is walked); [`receive`] then changes only what the
+//!   stream says changed, and removes what it no longer names.
+//! - [`commit`] makes a finished version `current` with one rename and moves older versions to
+//!   `trash/`, which [`sweep`] empties after the checkpoint returned; [`tidy`] removes what an
 //!   interrupted checkpoint left, so a crash at any point leaves the previous version whole and
 //!   the next checkpoint working.
 
@@ -21,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use botdesk_core::home_stream::{read_header, ManifestEntry, Record, SaveOptions};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, ErrorCode, Result};
 
@@ -64,16 +68,20 @@ pub(crate) fn lock_store(store: &Path) -> Result<fs::File> {
 }
 
 /// Removes what an interrupted checkpoint left (under the store's lock): partial versions,
-/// versions newer than `current` (renamed but never made current), a half-made `current.new`.
+/// versions newer than `current` (renamed but never made current), indexes of versions other than
+/// `current`, a half-made `current.new`. (Replaced versions wait in `trash/` for [`sweep`].)
 pub(crate) fn tidy(store: &Path) -> Result<()> {
     let current = current_version(store).map(|(n, _)| n);
     let _ = fs::remove_file(store.join("current.new"));
     for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
         let Some(rest) = name.strip_prefix('v') else { continue };
-        let stale = match rest.strip_suffix(".partial") {
-            Some(_) => true,
-            None => rest.parse::<u64>().is_ok_and(|n| Some(n) > current || current.is_none()),
+        let stale = if rest.ends_with(".partial") {
+            true
+        } else if let Some(n) = rest.strip_suffix(".index") {
+            n.parse::<u64>().ok() != current
+        } else {
+            rest.parse::<u64>().is_ok_and(|n| Some(n) > current || current.is_none())
         };
         if stale {
             remove_tree(&e.path())?;
@@ -82,24 +90,54 @@ pub(crate) fn tidy(store: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Removes a tree of ours, also its read-only folders.
+/// Empties the store's `trash/` (versions a checkpoint replaced). Runs after the checkpoint
+/// returned, without the store's lock: nothing else ever uses what is in `trash/`, and two
+/// sweeps at once (the app and the CLI) only remove the same things.
+pub(crate) fn sweep(store: &Path) -> Result<()> {
+    let trash = store.join(TRASH);
+    let entries = match fs::read_dir(&trash) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(err("reading", &trash, e)),
+    };
+    for e in entries.flatten() {
+        remove_tree(&e.path())?;
+    }
+    Ok(())
+}
+
+const TRASH: &str = "trash";
+
+/// Removes a tree of ours, also its read-only folders; never follows a link. What another
+/// remover took first is fine.
 pub(crate) fn remove_tree(p: &Path) -> Result<()> {
-    fn writable(p: &Path) {
-        if let Ok(m) = fs::symlink_metadata(p) {
-            if m.is_dir() {
-                let _ = fs::set_permissions(p, fs::Permissions::from_mode((m.mode() & 0o7777) | 0o700));
-                for e in fs::read_dir(p).into_iter().flatten().flatten() {
-                    writable(&e.path());
-                }
-            }
+    let gone = |r: io::Result<()>, at: &Path| match r {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(err("removing", at, e)),
+        _ => Ok(()),
+    };
+    let m = match fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) => return gone(Err(e), p),
+    };
+    if !m.is_dir() {
+        return gone(fs::remove_file(p), p);
+    }
+    if m.mode() & 0o700 != 0o700 {
+        gone(fs::set_permissions(p, fs::Permissions::from_mode((m.mode() & 0o7777) | 0o700)), p)?;
+    }
+    // Read whole before going down, so a deep tree does not hold a descriptor per level.
+    let entries: Vec<(PathBuf, bool)> = match fs::read_dir(p) {
+        Ok(it) => it.flatten().map(|e| (e.path(), e.file_type().is_ok_and(|t| t.is_dir()))).collect(),
+        Err(e) => return gone(Err(e), p),
+    };
+    for (path, dir) in entries {
+        if dir {
+            remove_tree(&path)?;
+        } else {
+            gone(fs::remove_file(&path), &path)?;
         }
     }
-    writable(p);
-    match fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(err("removing", p, e)),
-    }
+    gone(fs::remove_dir(p), p)
 }
 
 fn mtime_ns(m: &fs::Metadata) -> i64 {
@@ -125,26 +163,69 @@ fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
-/// The save request: options, then one line per regular file of `prev` (walked without following
-/// a symlink). Also returns those paths: the only ones a `same` record may name.
-pub(crate) fn manifest(prev: Option<&Path>) -> Result<(Vec<u8>, HashSet<String>)> {
+/// What a version holds, kept beside it as `v<N>.index` (written by [`commit`]): its folders,
+/// each after its parent, and its regular files as the manifest names them. The next checkpoint
+/// reads it instead of walking 10,000 files. Versions never change, so neither does their index.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Index {
+    pub dirs: Vec<String>,
+    pub files: Vec<ManifestEntry>,
+}
+
+fn index_path(store: &Path, version: u64) -> PathBuf {
+    store.join(format!("v{version}.index"))
+}
+
+/// The index of version `version` (at `root`): its index file, or a walk of the version (never
+/// following a symlink) when the file is missing or unreadable (a store from before indexes).
+pub(crate) fn index_of(store: &Path, version: u64, root: &Path) -> Result<Index> {
+    if let Some(index) = fs::read(index_path(store, version)).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+        return Ok(index);
+    }
+    let mut index = Index::default();
+    walk(root, "", &mut |rel, meta| {
+        if meta.is_dir() {
+            index.dirs.push(rel.to_string());
+        } else if meta.is_file() {
+            index.files.push((rel.to_string(), meta.len(), mtime_ns(meta), meta.mode() & 0o1777));
+        }
+        Ok(())
+    })?;
+    Ok(index)
+}
+
+/// Forgets a version's index (the next checkpoint walks the version instead).
+pub(crate) fn drop_index(store: &Path, version: u64) {
+    let _ = fs::remove_file(index_path(store, version));
+}
+
+/// The save request: options, then one line listing the previous version's regular files.
+pub(crate) fn manifest(prev: Option<&Index>) -> Vec<u8> {
     let opts = SaveOptions { skip_under: PROFILES.into(), skip_names: BROWSER_JUNK.iter().map(|s| s.to_string()).collect() };
     let mut out = serde_json::to_vec(&opts).expect("options serialise");
     out.push(b'\n');
-    let mut known = HashSet::new();
-    let mut files: Vec<ManifestEntry> = vec![];
-    if let Some(prev) = prev {
-        walk(prev, "", &mut |rel, meta| {
-            if meta.is_file() {
-                files.push((rel.to_string(), meta.len(), mtime_ns(meta), meta.mode() & 0o1777));
-                known.insert(rel.to_string());
-            }
-            Ok(())
-        })?;
-    }
-    out.extend(serde_json::to_vec(&files).expect("a manifest serialises"));
+    let files: &[ManifestEntry] = prev.map_or(&[], |i| &i.files);
+    out.extend(serde_json::to_vec(files).expect("a manifest serialises"));
     out.push(b'\n');
-    Ok((out, known))
+    out
+}
+
+/// Makes `partial` (it must not exist) and, given the previous version and its index, fills it
+/// with that version's folders (owner-only until [`receive`] sets their modes) and hard links to
+/// its files. Symlinks are not copied: a stream always sends them. This runs while the computer
+/// starts walking its home, so [`receive`] has only the changes to make.
+pub(crate) fn prepare(partial: &Path, prev: Option<(&Path, &Index)>) -> Result<()> {
+    fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
+    let Some((root, index)) = prev else { return Ok(()) };
+    for d in &index.dirs {
+        let to = partial.join(d);
+        fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
+    }
+    for (p, ..) in &index.files {
+        let to = partial.join(p);
+        fs::hard_link(root.join(p), &to).map_err(|e| err("linking", &to, e))?;
+    }
+    Ok(())
 }
 
 /// Visits every entry under `root/sub` in pre-order (sorted), with `lstat` metadata; never
@@ -184,15 +265,18 @@ pub(crate) struct Received {
     /// Files written (the others were unchanged and linked from the previous version).
     pub copied: u64,
     pub skipped: Vec<Skipped>,
+    /// The new version's index.
+    pub index: Index,
 }
 
 /// Most skipped entries named in a report (the count goes on).
 const MAX_SKIPPED_SHOWN: usize = 100;
 
-/// Writes the records from `r` into `partial` (made here; it must not exist). `prev` is the
-/// previous version and `known` the files of the manifest sent for it. `at` is told the path
-/// being received, so a stall can name it.
-pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>, known: &HashSet<String>, at: &mut String) -> Result<Received> {
+/// Writes the records from `r` into `partial`, made by [`prepare`] with the same `prev` (the
+/// previous version and its index; `same` may name only that index's files). Whatever the
+/// previous version had where a record lands goes first; what the stream no longer names goes at
+/// the end. `at` is told the path being received, so a stall can name it.
+pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path, &Index)>, at: &mut String) -> Result<Received> {
     let bad = |msg: String| EngineError::new(ErrorCode::Provider, format!("bad home stream from the computer: {msg}"));
     let read = |e: io::Error, at: &str| {
         if e.kind() == io::ErrorKind::TimedOut {
@@ -201,7 +285,9 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>,
             EngineError::new(ErrorCode::Provider, format!("reading the home stream: {e}"))
         }
     };
-    fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
+    let known: HashMap<&str, &ManifestEntry> = prev.map(|(_, i)| i.files.iter().map(|e| (e.0.as_str(), e)).collect()).unwrap_or_default();
+    // Only a prepared version has anything in the way.
+    let clear = |to: &Path| if prev.is_some() { remove_tree(to) } else { Ok(()) };
     let mut dirs: HashMap<String, (u32, i64)> = HashMap::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut got = Received::default();
@@ -225,20 +311,27 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>,
         let to = partial.join(&p);
         match rec {
             Record::Dir { mode, mtime, .. } => {
-                fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
+                if !(prev.is_some() && fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir())) {
+                    clear(&to)?;
+                    fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
+                }
+                got.index.dirs.push(p.clone());
                 dirs.insert(p, (mode, mtime));
             }
             Record::Link { target, mtime, .. } => {
+                clear(&to)?;
                 std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?;
                 link_mtime(&to, mtime).map_err(|e| err("writing", &to, e))?;
             }
             Record::Same { .. } => {
-                let from = prev.filter(|_| known.contains(&p)).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?.join(&p);
-                fs::hard_link(&from, &to).map_err(|e| err("linking", &to, e))?;
+                // Already linked by `prepare`.
+                let e = known.get(p.as_str()).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?;
                 got.files += 1;
-                got.bytes += fs::symlink_metadata(&to).map(|m| m.len()).unwrap_or(0);
+                got.bytes += e.1;
+                got.index.files.push((*e).clone());
             }
             Record::File { mode, mtime, size, data, .. } => {
+                clear(&to)?;
                 let mut f = fs::File::options().write(true).create_new(true).mode(0o600).open(&to).map_err(|e| err("writing", &to, e))?;
                 for (off, len) in &data {
                     f.seek(SeekFrom::Start(*off)).map_err(|e| err("writing", &to, e))?;
@@ -253,13 +346,25 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<&Path>,
                 got.files += 1;
                 got.bytes += size;
                 got.copied += 1;
+                got.index.files.push((p, size, mtime, mode & 0o1777));
             }
             Record::Skipped { why, .. } => {
+                clear(&to)?;
                 if got.skipped.len() < MAX_SKIPPED_SHOWN {
                     got.skipped.push(Skipped { path: p, why });
                 }
             }
             Record::End { .. } => unreachable!("handled above"),
+        }
+    }
+    // What the previous version had and the stream no longer names goes (below a folder that
+    // went or was replaced, it went with it).
+    if let Some((_, index)) = prev {
+        let in_named = |p: &str| p.rsplit_once('/').is_none_or(|(d, _)| dirs.contains_key(d));
+        for p in index.files.iter().map(|e| &e.0).chain(&index.dirs) {
+            if !seen.contains(p) && in_named(p) {
+                remove_tree(&partial.join(p))?;
+            }
         }
     }
     // Folder modes and times last, deepest first: a read-only folder could not be filled.
@@ -285,9 +390,13 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Makes a finished `partial` version `v<version>` and `current` (under the store's lock), then
-/// removes older versions. A reader sees the old version or the new one, never half of one.
-pub(crate) fn commit(store: &Path, partial: &Path, version: u64) -> Result<()> {
+/// Makes a finished `partial` version `v<version>` (with its index) and `current` (under the
+/// store's lock), then moves older versions to `trash/` for [`sweep`]. A reader sees the old
+/// version or the new one, never half of one.
+pub(crate) fn commit(store: &Path, partial: &Path, version: u64, index: &Index) -> Result<()> {
+    let ip = index_path(store, version);
+    fs::write(&ip, serde_json::to_vec(index).expect("an index serialises")).map_err(|e| err("writing", &ip, e))?;
+    // One sync for the whole file system: the version and its index.
     sync_dir(partial)?;
     let done = store.join(format!("v{version}"));
     fs::rename(partial, &done).map_err(|e| err("finishing", &done, e))?;
@@ -296,11 +405,19 @@ pub(crate) fn commit(store: &Path, partial: &Path, version: u64) -> Result<()> {
     std::os::unix::fs::symlink(format!("v{version}"), &link).map_err(|e| err("writing", &link, e))?;
     fs::rename(&link, store.join("current")).map_err(|e| err("switching", store, e))?;
     sync_dir(store)?;
-    // Older versions go; a reader still in one keeps its open files.
+    // Older versions go (a reader still in one keeps its open files): one rename each now, the
+    // removal after the checkpoint returned.
+    let trash = store.join(TRASH);
+    fs::DirBuilder::new().mode(0o700).recursive(true).create(&trash).map_err(|e| err("creating", &trash, e))?;
+    let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
     for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
-        if name.strip_prefix('v').and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n < version) {
-            remove_tree(&e.path())?;
+        let Some(rest) = name.strip_prefix('v') else { continue };
+        if rest.strip_suffix(".index").and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n != version) {
+            let _ = fs::remove_file(e.path());
+        } else if rest.parse::<u64>().is_ok_and(|n| n < version) {
+            let to = trash.join(format!("{name}.{stamp}"));
+            fs::rename(e.path(), &to).map_err(|e| err("removing", &to, e))?;
         }
     }
     Ok(())
@@ -451,7 +568,8 @@ mod tests {
 
         let got = t.path().join("got");
         let mut at = String::new();
-        let r = receive(&mut &stream[..], &got, None, &HashSet::new(), &mut at).unwrap();
+        prepare(&got, None).unwrap();
+        let r = receive(&mut &stream[..], &got, None, &mut at).unwrap();
         assert_eq!((r.files, r.copied), (2, 2));
         assert_eq!(fs::read_to_string(got.join("repo/.git/objects/ab/cdef")).unwrap(), "blob");
         assert_eq!(fs::symlink_metadata(got.join("repo/.git/objects/ab")).unwrap().mode() & 0o777, 0o555);
@@ -482,7 +600,8 @@ mod tests {
         ];
         for (i, (recs, want)) in cases.iter().enumerate() {
             let dest = t.path().join(format!("v{i}"));
-            let e = receive(&mut &lines(recs)[..], &dest, None, &HashSet::new(), &mut String::new()).unwrap_err();
+            prepare(&dest, None).unwrap();
+            let e = receive(&mut &lines(recs)[..], &dest, None, &mut String::new()).unwrap_err();
             assert!(e.message.contains(want), "case {i}: {e}");
         }
     }
@@ -501,7 +620,8 @@ mod tests {
         let mut stream = vec![];
         send_tree(t.path(), "", &|_| true, &mut stream).unwrap();
         let got = t.path().join("got");
-        receive(&mut &stream[..], &got, None, &HashSet::new(), &mut String::new()).unwrap();
+        prepare(&got, None).unwrap();
+        receive(&mut &stream[..], &got, None, &mut String::new()).unwrap();
         assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
         assert_eq!(coalesce(vec![(0, 1), (10, 1), (12, 1), (100, 1)], 2), vec![(0, 13), (100, 1)]);
     }
@@ -518,7 +638,8 @@ mod tests {
         let dest = t.path().join("v1.partial");
         let e = tokio::task::spawn_blocking(move || {
             let mut r = io::BufReader::new(records);
-            receive(&mut r, &dest, None, &HashSet::new(), &mut String::new())
+            prepare(&dest, None).unwrap();
+            receive(&mut r, &dest, None, &mut String::new())
         })
         .await
         .unwrap()
@@ -534,8 +655,113 @@ mod tests {
         for d in ["v1", "v2", "v3.partial"] {
             fs::create_dir(store.join(d)).unwrap();
         }
+        for f in ["v1.index", "v2.index"] {
+            fs::write(store.join(f), "{}").unwrap();
+        }
         std::os::unix::fs::symlink("v1", store.join("current")).unwrap();
         tidy(store).unwrap();
-        assert!(store.join("v1").exists() && !store.join("v2").exists() && !store.join("v3.partial").exists());
+        assert!(store.join("v1").exists() && store.join("v1.index").exists());
+        for gone in ["v2", "v2.index", "v3.partial"] {
+            assert!(!store.join(gone).exists(), "{gone}");
+        }
+    }
+
+    fn tree(root: &Path) -> Vec<String> {
+        let mut out = vec![];
+        walk(root, "", &mut |rel, m| {
+            let what = if m.is_dir() {
+                "dir".to_string()
+            } else if m.file_type().is_symlink() {
+                format!("-> {}", fs::read_link(root.join(rel)).unwrap().display())
+            } else {
+                fs::read_to_string(root.join(rel)).unwrap()
+            };
+            out.push(format!("{rel} {:o} {what}", m.mode() & 0o7777));
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    /// A version made from the previous one by links changes only what the stream says, drops what
+    /// it no longer names, and leaves the previous version as it was; the next one starts from
+    /// the index the commit wrote, and the replaced version goes with the sweep.
+    #[test]
+    fn a_version_prepared_from_the_previous_one_holds_exactly_the_new_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let store = t.path().join("store");
+        let src = t.path().join("src");
+        for f in ["keep", "change", "gone", "old-dir/x", "dir-to-file/y", "file-to-dir", "to-link/z", "ro/kept", "skip-me"] {
+            write(&src.join(f), f);
+        }
+        fs::set_permissions(src.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        let mut stream = vec![];
+        send_tree(&src, "", &|_| true, &mut stream).unwrap();
+        lock_store(&store).unwrap();
+        let v1 = store.join("v1.partial");
+        prepare(&v1, None).unwrap();
+        let got = receive(&mut &stream[..], &v1, None, &mut String::new()).unwrap();
+        commit(&store, &v1, 1, &got.index).unwrap();
+        let before = tree(&store.join("v1"));
+
+        let (n, root) = current_version(&store).unwrap();
+        let index = index_of(&store, n, &root).unwrap();
+        assert_eq!(index.files.len(), 9);
+        let f = |p: &str, body: &str| {
+            let mut v = Record::File { p: p.into(), mode: 0o640, mtime: 7, size: body.len() as u64, data: vec![(0, body.len() as u64)] }.line();
+            v.extend_from_slice(body.as_bytes());
+            v
+        };
+        let d = |p: &str, mode: u32| Record::Dir { p: p.into(), mode, mtime: 9 }.line();
+        let same = |p: &str| Record::Same { p: p.into() }.line();
+        let recs = [
+            same("keep"),
+            f("change", "new"),
+            f("dir-to-file", "now a file"),
+            d("file-to-dir", 0o755),
+            f("file-to-dir/in", "inside"),
+            Record::Link { p: "to-link".into(), target: "/etc".into(), mtime: 0 }.line(),
+            d("ro", 0o555),
+            same("ro/kept"),
+            Record::Skipped { p: "skip-me".into(), why: "fifo".into() }.line(),
+            f("new", "fresh"),
+            Record::End { entries: 10 }.line(),
+        ];
+        let v2 = store.join("v2.partial");
+        prepare(&v2, Some((&root, &index))).unwrap();
+        let got = receive(&mut &recs.concat()[..], &v2, Some((&root, &index)), &mut String::new()).unwrap();
+        assert_eq!((got.files, got.copied, got.skipped.len()), (6, 4, 1));
+        assert_eq!(
+            tree(&v2),
+            [
+                "change 640 new",
+                "dir-to-file 640 now a file",
+                "file-to-dir 755 dir",
+                "keep 644 keep",
+                "new 640 fresh",
+                "ro 555 dir",
+                "to-link 777 -> /etc",
+                "file-to-dir/in 640 inside",
+                "ro/kept 644 ro/kept",
+            ]
+        );
+        assert_eq!(fs::symlink_metadata(v2.join("keep")).unwrap().ino(), fs::symlink_metadata(root.join("keep")).unwrap().ino());
+        assert_eq!(tree(&root), before, "the previous version is untouched");
+
+        commit(&store, &v2, 2, &got.index).unwrap();
+        assert!(!store.join("v1").exists() && !store.join("v1.index").exists() && store.join("v2.index").exists());
+        assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 1);
+        sweep(&store).unwrap();
+        assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 0);
+        let index = index_of(&store, 2, &store.join("v2")).unwrap();
+        assert_eq!(index.dirs, ["file-to-dir", "ro"]);
+        assert_eq!(index.files.len(), 6);
+        // Without its index file a version is walked, to the same files.
+        drop_index(&store, 2);
+        let mut walked = index_of(&store, 2, &store.join("v2")).unwrap().files;
+        let mut written = index.files;
+        walked.sort();
+        written.sort();
+        assert_eq!(walked, written);
     }
 }

@@ -186,6 +186,9 @@ pub(crate) struct Inner {
     local_runs: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
     /// Checkpoints and restores of one home, one at a time in this process.
     home_locks: checkpoint::HomeLocks,
+    /// Work that goes on after a call returned (removing replaced checkpoint versions);
+    /// [`Engine::settle`] waits for it.
+    background: tokio_util::task::TaskTracker,
     /// The person's open shells: id → (bot, computer, input). Dropping the input ends the shell.
     terminals: std::sync::Mutex<std::collections::HashMap<String, (BotId, ComputerId, tokio::sync::mpsc::Sender<bytes::Bytes>)>>,
 }
@@ -237,12 +240,21 @@ impl Engine {
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
                 home_locks: Default::default(),
+                background: Default::default(),
                 terminals: Default::default(),
             }),
         };
         // Runs whose process died (the app or CLI was killed) end now, with the reason.
         engine.recover_runs().await.map_err(|e| e.context("recovering interrupted runs"))?;
         Ok(engine)
+    }
+
+    /// Waits for the work this engine left going after calls returned (a process about to exit
+    /// calls it; what it leaves undone is finished by a later checkpoint of the same home).
+    pub async fn settle(&self) {
+        self.inner.background.close();
+        self.inner.background.wait().await;
+        self.inner.background.reopen();
     }
 
     /// The settings shared with every process on this data directory.

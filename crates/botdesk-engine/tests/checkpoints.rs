@@ -180,7 +180,7 @@ async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
     assert_eq!(c.status, "running");
     let mut names: Vec<String> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, [".lock", "current", "v1"]);
+    assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index"]);
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The next checkpoint works.
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);

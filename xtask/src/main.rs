@@ -463,6 +463,17 @@ fn sweep_containers(run_id: &str) -> usize {
         say(&format!("removing {} home volume(s) the tests left", volumes.len()));
         let _ = Command::new("docker").args(["volume", "rm", "-f"]).args(&volumes).stdout(Stdio::null()).status();
     }
+    // And each computer's own network.
+    let out = Command::new("docker")
+        .args(["network", "ls", "-q", "--filter", &format!("label=botdesk.test-run={run_id}")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    let networks: Vec<&str> = out.split_whitespace().collect();
+    if !networks.is_empty() {
+        say(&format!("removing {} network(s) the tests left", networks.len()));
+        let _ = Command::new("docker").args(["network", "rm"]).args(&networks).stdout(Stdio::null()).status();
+    }
     ids.len()
 }
 

@@ -339,13 +339,18 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
         assert!(std::time::Instant::now() < deadline, "the command never started");
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    // ([s]: the pattern must not match the probe's own command line.)
+    let sleeping = || stdout(&data.run(&["exec", "killme", "--", "sh", "-c", "pgrep -f '[s]leep 120' || true"]));
+    assert!(!sleeping().trim().is_empty(), "the run's command is running");
     run.kill().unwrap(); // SIGKILL
     run.wait().unwrap();
 
-    // The next process recovers: the run is failed with the reason, the lease is free at once with
-    // the next fence, the workspace is intact, and the only container is the bot's known computer.
+    // The next process recovers: the run is failed with the reason, its command is stopped, the
+    // lease is free at once with the next fence, the workspace is intact, and the only container
+    // is the bot's known computer.
     let held = data.json(&["lease", "hold", "killme", "--ms", "100"]);
     assert_eq!(held["fence"], 2, "{held}");
+    assert_eq!(sleeping().trim(), "", "the killed run's command was stopped before the bot was handed on");
     let chat = data.json(&["chat", "killme"]);
     let run_id = chat["messages"][0]["run_id"].as_str().unwrap().to_string();
     let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
@@ -415,4 +420,56 @@ fn the_cli_killed_during_a_checkpoint_or_a_destroy_leaves_the_workspace_whole() 
     whole();
     d.json(&["computer", "destroy", &id]);
     whole();
+}
+
+/// Control taken from the CLI lapses inside the computer when its lease ends, with no app
+/// running and no process of ours doing anything then: the viewer connected through it is
+/// dropped and a new connection is refused.
+#[test]
+fn control_taken_from_the_cli_lapses_in_the_computer_with_no_app_running() {
+    use std::io::Read;
+    let data = Data::new();
+    assert!(data.run(&["bot", "create", "ctl"]).status.success());
+    // The desktop up first, so taking control is quick.
+    let shot = data.run(&["screenshot", "ctl", data.path().join("s.png").to_str().unwrap()]);
+    assert!(shot.status.success(), "{}", stderr(&shot));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // The 15-minute lease is taken by a process whose clock is 14 min 15 s behind: by the
+    // machine's clock it ends 45 s from now. That process stays, forwarding, and does nothing
+    // at the lease's end.
+    let mut forward = data
+        .cmd(&["screen", "forward", "ctl", "--control", "--port", &port.to_string()])
+        .env("BOTDESK_CLOCK_OFFSET_MS", (-(15 * 60_000 - 45_000)).to_string())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let connect = || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            match std::net::TcpStream::connect(("127.0.0.1", port)) {
+                Ok(s) => return s,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "the forward never listened: {e}"),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    let mut viewer = connect();
+    viewer.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let mut greeting = [0u8; 12];
+    viewer.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting, b"RFB 003.008\n", "control works before the lease ends");
+    // Held open past the lease's end: the computer drops it (the bound only keeps a broken
+    // build from hanging).
+    viewer.set_read_timeout(Some(std::time::Duration::from_secs(180))).unwrap();
+    let mut rest = vec![];
+    let _ = viewer.read_to_end(&mut rest);
+    let lease = data.json(&["bot", "list"]);
+    let mut again = connect();
+    again.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let mut got = vec![];
+    let _ = again.read_to_end(&mut got);
+    assert!(got.is_empty(), "a new connection after the lease's end was served: {:?}", String::from_utf8_lossy(&got));
+    assert!(!lease.to_string().contains("you_have_control"), "{lease}");
+    let _ = forward.kill();
+    let _ = forward.wait();
 }

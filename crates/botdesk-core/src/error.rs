@@ -20,6 +20,9 @@ pub enum SandboxError {
     Unsupported { provider: &'static str, operation: &'static str },
     #[error("{0}")]
     Provider(String),
+    /// The computer did not answer within the call's time bound (the message names the call).
+    #[error("{0}")]
+    TimedOut(String),
     #[error("injected failure in {0}")]
     Injected(&'static str),
 }
@@ -35,6 +38,7 @@ impl SandboxError {
             Self::NotRunning(_) => "NOT_RUNNING",
             Self::Unsupported { .. } => "UNSUPPORTED",
             Self::Provider(_) => "PROVIDER",
+            Self::TimedOut(_) => "TIMED_OUT",
             Self::Injected(_) => "INJECTED",
         }
     }

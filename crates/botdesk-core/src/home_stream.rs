@@ -205,6 +205,30 @@ fn invalid(msg: &str) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        /// Any bytes a computer sends as a home stream: records that pass every check, or one
+        /// error; never a panic, and never more than one header line read at a time.
+        #[test]
+        fn any_stream_yields_checked_records_or_an_error(lines in proptest::collection::vec(prop_oneof![
+            Just(r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#.to_string()),
+            Just(r#"{"t":"file","p":"a/b","mode":420,"mtime":1,"size":3,"data":[[0,3]]}"#.to_string()),
+            Just(r#"{"t":"end","entries":2}"#.to_string()),
+            "[ -~]{0,80}",
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        ], 0..8)) {
+            let stream = lines.join("\n");
+            let mut r = std::io::BufReader::new(stream.as_bytes());
+            while let Ok(Some(rec)) = read_header(&mut r) {
+                if let Some(p) = rec.path() {
+                    prop_assert!(check_path(p).is_ok(), "{p}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn records_round_trip_and_bad_ones_are_refused() {

@@ -23,6 +23,8 @@ pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Default)]
 pub struct CallCtx {
     pub bot: Option<BotId>,
+    /// The run a command is for: its processes carry `RUN_TAG=<run>` so they can be stopped when
+    /// the run's driver died ([`SandboxProvider::kill_tagged`]).
     pub run: Option<String>,
     /// `<run-id>:<fence>` while a run holds the bot's execution lease.
     pub screen_lease: Option<String>,
@@ -45,6 +47,8 @@ pub const MAX_EXEC_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 pub const EXIT_TIMED_OUT: i32 = 124;
 /// Exit code of a command aborted by cancellation.
 pub const EXIT_CANCELLED: i32 = 130;
+/// The environment variable naming the run a command belongs to (see [`CallCtx::run`]).
+pub const RUN_TAG: &str = "BOTDESK_RUN_ID";
 
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
@@ -289,6 +293,11 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "control_transport")
     }
     /// Revokes a screen token: refused at once, open connections dropped within a second.
+    /// Makes a token lapse at `expires_ms` (Unix ms) inside the computer: refused, its open
+    /// connections dropped, from then on, whether or not any process of ours runs then.
+    async fn expire_token_at(&self, _computer: &ComputerRef, _token: &str, _expires_ms: i64) -> Result<()> {
+        Ok(())
+    }
     async fn revoke_token(&self, _computer: &ComputerRef, _token: &str, _ctx: &CallCtx) -> Result<()> {
         unsupported(self.kind(), "revoke_token")
     }
@@ -323,6 +332,11 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// Runs `req.argv`, streaming output to `out`. Timeout → exit 124 with the whole process tree
     /// killed; `ctx.cancel` → exit 130. A command's own exit 124 stays `ExecOutcome::Exited`.
     async fn exec(&self, computer: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit>;
+    /// Stops every process in the computer whose environment holds `key=value` (a run's tag: what
+    /// a run whose driver died left running). A computer that is not running has none.
+    async fn kill_tagged(&self, _computer: &ComputerRef, _key: &str, _value: &str) -> Result<()> {
+        Ok(())
+    }
 
     // 4. Files
     /// One directory level; entries carry full workspace paths.

@@ -25,6 +25,31 @@ pub(crate) struct Gateway {
 type AgentConn = BufReader<TcpStream>;
 const MAX_IDLE_AGENT_CONNS: usize = 4;
 
+/// The gateway runs inside the computer, where a bot can stop, replace or impersonate it: its
+/// answers are bounded and every request has a time bound.
+///
+/// The longest answer line (JSON; a page snapshot is the largest).
+const MAX_ANSWER_LINE: u64 = 1 << 20;
+/// The widest and tallest screen a computer may have.
+pub const MAX_SCREEN_SIDE: u32 = 4096;
+/// The largest XWD header (with its color map) taken from a computer.
+const MAX_XWD_HEADER: u64 = 64 * 1024;
+/// The largest screenshot body: the largest screen's XWD.
+const MAX_SHOT: u64 = MAX_XWD_HEADER + MAX_SCREEN_SIDE as u64 * MAX_SCREEN_SIDE as u64 * 4;
+
+/// How long one request to the gateway may take, connecting included.
+fn agent_bound(op: &str) -> std::time::Duration {
+    std::time::Duration::from_secs(match op {
+        // Starting the browser and loading a page have their own bounds inside (up to a minute).
+        "browser" => 90,
+        // A long `type` runs key by key.
+        "xdotool" => 60,
+        // Revoking is on the way of Stop, which must always finish.
+        "revoke" => 5,
+        _ => 10,
+    })
+}
+
 /// A new random capability token: 128 bits as 32 hex digits.
 pub fn new_token() -> String {
     let mut b = [0u8; 16];
@@ -124,26 +149,59 @@ pub fn keysym(name: &str) -> String {
     mapped.to_string()
 }
 
-/// Pixels of an XWD screenshot as tightly packed RGB, with width and height.
+/// One answer of the gateway: a JSON line, and the body its `len` announces (at most a
+/// screenshot of the largest screen). A connection closed before anything came is `Closed`.
+async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::result::Result<(Value, Option<Vec<u8>>), AgentFailure> {
+    let io = |e: std::io::Error| AgentFailure::Other(SandboxError::Provider(format!("screen gateway: {e}")));
+    let bad = |why: String| AgentFailure::Other(SandboxError::Provider(format!("bad answer from the computer's screen gateway: {why}")));
+    let mut line = String::new();
+    match (&mut *conn).take(MAX_ANSWER_LINE).read_line(&mut line).await {
+        Ok(0) | Err(_) if line.is_empty() => return Err(AgentFailure::Closed),
+        Err(e) => return Err(io(e)),
+        Ok(_) if !line.ends_with('\n') => return Err(bad(format!("no answer line within {MAX_ANSWER_LINE} bytes"))),
+        Ok(_) => {}
+    }
+    let answer: Value = serde_json::from_str(&line).map_err(|e| bad(format!("{e} in {:?}", line.chars().take(200).collect::<String>())))?;
+    let body = match &answer["len"] {
+        Value::Null => None,
+        len => {
+            let len = len.as_u64().filter(|&n| n <= MAX_SHOT).ok_or_else(|| bad(format!("a body of {len} bytes (at most {MAX_SHOT})")))?;
+            let mut buf = vec![0u8; len as usize];
+            conn.read_exact(&mut buf).await.map_err(io)?;
+            Some(buf)
+        }
+    };
+    Ok((answer, body))
+}
+
+/// Pixels of an XWD screenshot as tightly packed RGB, with width and height. The header comes
+/// from a file a bot can rewrite: every field is checked against the data before it is used.
 pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
     let bad = |why: &str| SandboxError::Provider(format!("bad screenshot from the computer: {why}"));
     let field = |i: usize| -> Result<u32> {
         data.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(|| bad("short header"))
     };
-    let header_size = field(0)? as usize;
+    let header_size = field(0)? as u64;
     let (width, height) = (field(4)?, field(5)?);
     let byte_order = field(7)?;
     let bits_per_pixel = field(11)?;
-    let bytes_per_line = field(12)? as usize;
-    let ncolors = field(19)? as usize;
+    let bytes_per_line = field(12)? as u64;
+    let ncolors = field(19)? as u64;
     if bits_per_pixel != 32 {
         return Err(bad(&format!("{bits_per_pixel} bits per pixel")));
     }
+    if width == 0 || height == 0 || width > MAX_SCREEN_SIDE || height > MAX_SCREEN_SIDE {
+        return Err(bad(&format!("a {width}×{height} screen")));
+    }
+    // All in u64 from values under 2^32: nothing overflows.
     let start = header_size + ncolors * 12;
-    let need = start + bytes_per_line * height as usize;
-    if data.len() < need || width == 0 || height == 0 {
+    if header_size < 100 || start > MAX_XWD_HEADER || bytes_per_line < width as u64 * 4 {
+        return Err(bad("an impossible header"));
+    }
+    if (data.len() as u64) < start + bytes_per_line * height as u64 {
         return Err(bad("truncated pixels"));
     }
+    let (start, bytes_per_line) = (start as usize, bytes_per_line as usize);
     let mut rgb = vec![0u8; width as usize * height as usize * 3];
     for (row, out) in rgb.chunks_exact_mut(width as usize * 3).enumerate() {
         let line = &data[start + row * bytes_per_line..start + row * bytes_per_line + width as usize * 4];
@@ -217,6 +275,18 @@ impl DockerProvider {
     /// connection that turns out closed is replaced once by a new one; a cached gateway that no
     /// longer answers (the computer was restarted or replaced) is looked up again once.
     async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
+        let op = req["op"].as_str().unwrap_or("request").to_string();
+        let bound = agent_bound(&op);
+        // On expiry the connection goes with the request (it is never reused).
+        tokio::time::timeout(bound, self.agent_unbounded(c, req)).await.map_err(|_| {
+            SandboxError::TimedOut(format!(
+                "the computer's screen gateway did not answer ({op}) within {} s: it may be stopped or replaced; stopping the computer and starting it again brings a fresh one",
+                bound.as_secs()
+            ))
+        })?
+    }
+
+    async fn agent_unbounded(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
         let g = self.gateway(c).await?;
         let idle = g.idle.lock().unwrap().pop();
         if let Some(mut conn) = idle {
@@ -257,27 +327,10 @@ impl DockerProvider {
     }
 
     async fn agent_request(conn: &mut AgentConn, req: &Value) -> std::result::Result<(Value, Option<Vec<u8>>), AgentFailure> {
-        let io = |e: std::io::Error| AgentFailure::Other(SandboxError::Provider(format!("screen gateway: {e}")));
         if conn.get_mut().write_all(format!("{req}\n").as_bytes()).await.is_err() {
             return Err(AgentFailure::Closed);
         }
-        let mut line = String::new();
-        match conn.read_line(&mut line).await {
-            Ok(0) | Err(_) if line.is_empty() => return Err(AgentFailure::Closed),
-            Err(e) => return Err(io(e)),
-            Ok(_) => {}
-        }
-        let answer: Value = serde_json::from_str(&line)
-            .map_err(|e| AgentFailure::Other(SandboxError::Provider(format!("bad gateway answer {line:?}: {e}"))))?;
-        let body = match answer["len"].as_u64() {
-            Some(len) => {
-                let mut buf = vec![0u8; len as usize];
-                conn.read_exact(&mut buf).await.map_err(io)?;
-                Some(buf)
-            }
-            None => None,
-        };
-        Ok((answer, body))
+        read_answer(conn).await
     }
 
     /// Connects to the gateway and presents the agent token.
@@ -288,9 +341,9 @@ impl DockerProvider {
         let mut stream = BufReader::new(stream);
         stream.get_mut().write_all(format!("{}\n", g.agent_token).as_bytes()).await.map_err(io)?;
         let mut line = String::new();
-        stream.read_line(&mut line).await.map_err(io)?;
+        (&mut stream).take(256).read_line(&mut line).await.map_err(io)?;
         if line.trim() != "OK" {
-            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {}", line.trim())));
+            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {:?}", line.trim())));
         }
         Ok(stream)
     }
@@ -299,7 +352,11 @@ impl DockerProvider {
         let container = self.running_container(c).await?;
         let mut argv = vec!["botdesk-display"];
         argv.extend_from_slice(args);
-        let (code, _, err) = self.run_quiet(&container, &argv, None).await?;
+        // Bringing up a display starts Xvfb and its window manager and waits for them.
+        let bound = std::time::Duration::from_secs(60);
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &argv, None))
+            .await
+            .map_err(|_| SandboxError::TimedOut(format!("`{}` did not finish within {} s in the computer", argv.join(" "), bound.as_secs())))??;
         if code != 0 {
             return Err(SandboxError::Provider(String::from_utf8_lossy(&err).trim().to_string()));
         }
@@ -316,6 +373,10 @@ impl DockerProvider {
             tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");
         }
         self.display_script(c, &["revoke", token]).await
+    }
+
+    pub(crate) async fn expire_token_impl(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
+        self.agent(c, json!({"op": "extend", "display": 0, "token": token, "expires": expires_ms})).await.map(drop)
     }
 
     pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32) -> Result<()> {
@@ -386,6 +447,65 @@ impl DockerProvider {
 mod tests {
     use super::*;
     use botdesk_core::action::parse_batch;
+    use proptest::prelude::*;
+
+    /// A valid XWD header (100 bytes, no colors) for a `w`×`h` screen, then its pixels.
+    fn xwd(w: u32, h: u32) -> Vec<u8> {
+        let mut fields = [0u32; 25];
+        fields[0] = 100;
+        (fields[4], fields[5], fields[11], fields[12]) = (w, h, 32, w * 4);
+        let mut v: Vec<u8> = fields.iter().flat_map(|f| f.to_be_bytes()).collect();
+        v.resize(100 + (w * h * 4) as usize, 7);
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Whatever a bot writes into the framebuffer's header: an error or pixels of the size
+        /// the data holds, never a panic or an allocation beyond the largest screen.
+        #[test]
+        fn any_framebuffer_header_is_decoded_or_refused(w in 1u32..40, h in 1u32..40, edits in proptest::collection::vec((0usize..25, any::<u32>()), 0..4), cut in 0usize..8000) {
+            let mut data = xwd(w, h);
+            for (field, value) in edits {
+                data[field * 4..field * 4 + 4].copy_from_slice(&value.to_be_bytes());
+            }
+            data.truncate(data.len().saturating_sub(cut));
+            if let Ok((w, h, rgb)) = xwd_to_rgb(&data) {
+                prop_assert_eq!(rgb.len(), w as usize * h as usize * 3);
+                prop_assert!(rgb.len() <= data.len());
+            }
+        }
+
+        /// Any bytes from a gateway (or an impostor): an answer, or one error; never a panic or
+        /// an allocation of the announced size beyond the largest screenshot.
+        #[test]
+        fn any_gateway_answer_is_read_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..600), len in any::<u64>(), with_len in any::<bool>()) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let mut input = if with_len { format!("{{\"ok\": true, \"len\": {len}}}\n").into_bytes() } else { vec![] };
+            input.extend_from_slice(&bytes);
+            let got = rt.block_on(read_answer(&mut &input[..]));
+            if let Ok((_, Some(body))) = got {
+                prop_assert!(body.len() as u64 <= MAX_SHOT && body.len() <= input.len());
+            }
+        }
+    }
+
+    #[test]
+    fn answers_over_their_bounds_are_refused() {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let huge = b"{\"ok\": true, \"len\": 1000000000000000}\n";
+        let e = rt.block_on(read_answer(&mut &huge[..])).err().unwrap();
+        assert!(matches!(e, AgentFailure::Other(SandboxError::Provider(m)) if m.contains("a body of 1000000000000000 bytes")));
+        let long = vec![b'x'; MAX_ANSWER_LINE as usize + 10];
+        let e = rt.block_on(read_answer(&mut &long[..])).err().unwrap();
+        assert!(matches!(e, AgentFailure::Other(SandboxError::Provider(m)) if m.contains("no answer line within")));
+        // bytes_per_line 0 passed the old size check.
+        let mut zero = xwd(4, 4);
+        zero[48..52].copy_from_slice(&0u32.to_be_bytes());
+        assert!(xwd_to_rgb(&zero).unwrap_err().to_string().contains("an impossible header"));
+        assert_eq!(xwd_to_rgb(&xwd(4, 4)).unwrap().2.len(), 48);
+    }
 
     #[test]
     fn batches_become_few_xdotool_runs_and_type_ends_a_chain() {

@@ -34,11 +34,20 @@ pub(crate) fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[
     }
 }
 
+/// Most a listing may hold (about half a million entries).
+const MAX_LISTING: u64 = 64 << 20;
+/// How long one helper call may take (a read of the largest file included).
+const HELPER_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs the helper; its answer may be `max` bytes long at most (a listing: [`MAX_LISTING`]).
 async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
     let container = p.running_container(c).await?;
     let mut argv = vec!["botdesk-helper"];
     argv.extend_from_slice(args);
-    let (code, out, err) = p.run_quiet(&container, &argv, stdin).await?;
+    let max_out = if args.first() == Some(&"list") { MAX_LISTING } else { max.max(crate::provider::QUIET_MAX) };
+    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(&container, &argv, stdin, max_out))
+        .await
+        .map_err(|_| SandboxError::TimedOut(format!("the computer's workspace helper did not finish `{}` within {} s", args.first().unwrap_or(&""), HELPER_BOUND.as_secs())))??;
     if code != 0 {
         return Err(helper_error(path, max, code, &err));
     }
@@ -180,7 +189,7 @@ pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStrea
         written.and(closed)
     };
     // On failure the writer's error is the one worth reporting.
-    let (w, r) = tokio::join!(writer, crate::provider::collect_output(&mut output));
+    let (w, r) = tokio::join!(writer, crate::provider::collect_output(&mut output, crate::provider::QUIET_MAX));
     w?;
     let (out, err) = r?;
     let code = p.exec_exit_code(&exec_id).await?;

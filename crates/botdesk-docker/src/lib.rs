@@ -5,6 +5,7 @@
 pub mod desktop;
 mod files;
 mod home;
+mod network;
 pub mod image;
 mod provider;
 pub mod spec;

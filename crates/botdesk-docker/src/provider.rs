@@ -10,7 +10,10 @@ use bollard::{
 use botdesk_core::*;
 use bytes::Bytes;
 use futures::{stream::BoxStream, StreamExt};
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 use tokio::{io::AsyncWrite, sync::OnceCell};
 
 use crate::{docker_err, spec};
@@ -53,6 +56,8 @@ pub struct Found {
     pub running: bool,
     /// The volume mounted as its home.
     pub home_volume: Option<String>,
+    /// The network it is on.
+    pub network: Option<String>,
 }
 
 pub(crate) type ExecOutputStream = BoxStream<'static, Result<LogOutput, bollard::errors::Error>>;
@@ -108,6 +113,7 @@ impl DockerProvider {
                 computer: c.labels.and_then(|l| l.get(spec::LABEL_COMPUTER).cloned()).unwrap_or_default(),
                 running: c.state.as_deref() == Some("running"),
                 home_volume: c.mounts.unwrap_or_default().into_iter().find(|m| m.destination.as_deref() == Some(HOME)).and_then(|m| m.name),
+                network: c.host_config.and_then(|h| h.network_mode),
             })
             .collect())
     }
@@ -184,8 +190,15 @@ impl DockerProvider {
         wait_exit_code(self.client().await?, exec_id).await
     }
 
-    /// Runs a short helper command to completion and returns (exit code, stdout, stderr).
+    /// Runs a short helper command to completion and returns (exit code, stdout, stderr); stdout
+    /// longer than [`QUIET_MAX`] is an error (see [`Self::run_quiet_max`]).
     pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+        self.run_quiet_max(container, argv, stdin, QUIET_MAX).await
+    }
+
+    /// [`Self::run_quiet`] taking at most `max_out` bytes of stdout (what comes out of a computer
+    /// is never taken whole on trust).
+    pub(crate) async fn run_quiet_max(&self, container: &str, argv: &[&str], stdin: Option<Bytes>, max_out: u64) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let argv = argv.iter().map(|s| s.to_string()).collect();
         let (exec_id, mut output, mut input) = self.start_exec(container, argv, vec![], HOME, stdin.is_some(), false).await?;
@@ -196,7 +209,7 @@ impl DockerProvider {
             }
             Ok::<_, std::io::Error>(input)
         };
-        let (w, r) = tokio::join!(writer, collect_output(&mut output));
+        let (w, r) = tokio::join!(writer, collect_output(&mut output, max_out));
         let (out, err) = r?;
         let _input = w.map_err(|e| SandboxError::Provider(format!("writing to the computer: {e}")))?;
         Ok((self.exec_exit_code(&exec_id).await?, out, err))
@@ -245,13 +258,24 @@ impl DockerProvider {
     }
 }
 
-/// Reads an exec's output to its end: (stdout, stderr).
-pub(crate) async fn collect_output(output: &mut ExecOutputStream) -> Result<(Vec<u8>, Vec<u8>)> {
+/// Most stdout a short helper command may answer with.
+pub(crate) const QUIET_MAX: u64 = 1 << 20;
+/// How much of a command's stderr is kept (for its error message).
+const STDERR_KEPT: usize = 64 * 1024;
+
+/// Reads an exec's output to its end: (stdout, stderr). Stdout over `max_out` bytes is an error;
+/// stderr past its first 64 KiB is dropped.
+pub(crate) async fn collect_output(output: &mut ExecOutputStream, max_out: u64) -> Result<(Vec<u8>, Vec<u8>)> {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     while let Some(item) = output.next().await {
         match item.map_err(docker_err)? {
-            LogOutput::StdOut { message } => out.extend_from_slice(&message),
-            LogOutput::StdErr { message } => err.extend_from_slice(&message),
+            LogOutput::StdOut { message } => {
+                if (out.len() + message.len()) as u64 > max_out {
+                    return Err(SandboxError::Provider(format!("the computer's answer is longer than {max_out} bytes")));
+                }
+                out.extend_from_slice(&message)
+            }
+            LogOutput::StdErr { message } => err.extend_from_slice(&message[..message.len().min(STDERR_KEPT.saturating_sub(err.len()))]),
             _ => {}
         }
     }
@@ -282,11 +306,13 @@ impl SandboxProvider for DockerProvider {
         self.forget_gateway(&spec.id);
         let docker = self.client().await?;
         self.ensure_volume(spec).await?;
+        let network = self.ensure_network(spec).await?;
         let mut fresh = false;
         let mut existing = self.find(Some(&spec.id)).await?.into_iter().next();
         // A container on another home volume (one whose deletion started, or from before homes were
-        // volumes) is made anew on this one.
-        if let Some(f) = existing.take_if(|f| f.home_volume.as_deref() != Some(spec.home_volume.as_str())) {
+        // volumes) or not on its own network (from before computers had one) is made anew: its
+        // home is on the volume, and nothing else a bot can write outlives a restart.
+        if let Some(f) = existing.take_if(|f| f.home_volume.as_deref() != Some(spec.home_volume.as_str()) || f.network.as_deref() != Some(network.as_str())) {
             self.remove_container(&f.id).await?;
         }
         let found = match existing {
@@ -294,11 +320,11 @@ impl SandboxProvider for DockerProvider {
             None => {
                 let name = spec::container_name(&self.cfg.data_dir_label, spec);
                 let labels = spec::labels(&self.cfg.data_dir_label, spec.id.as_str(), self.cfg.test_run.as_deref());
-                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::desktop::new_token());
+                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::desktop::new_token(), &network);
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
-                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()) }
+                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()), network: Some(network.clone()) }
                     }
                     // Someone (the CLI beside the app) created it a moment ago: reconnect.
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
@@ -363,6 +389,7 @@ impl SandboxProvider for DockerProvider {
         for v in self.list_volumes(Some(&c.id)).await? {
             self.remove_volume(&v).await?;
         }
+        self.remove_networks(Some(&c.id), &HashSet::new()).await?;
         Ok(())
     }
 
@@ -418,6 +445,9 @@ impl SandboxProvider for DockerProvider {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.push(format!("BOTDESK_EXEC_ID={tag}"));
+        if let Some(run) = &ctx.run {
+            env.push(format!("{RUN_TAG}={run}"));
+        }
         let deadline = tokio::time::sleep_until(started + req.timeout);
         tokio::pin!(deadline);
         // Starting is not raced against the deadline: once Docker may have started the process we
@@ -447,6 +477,23 @@ impl SandboxProvider for DockerProvider {
         }
     }
 
+    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
+        let container = match self.running_container(c).await {
+            Ok(id) => id,
+            Err(SandboxError::NotRunning(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let entry = format!("{key}={value}");
+        let bound = Duration::from_secs(30);
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &["botdesk-helper", "kill-env", &entry], None))
+            .await
+            .map_err(|_| SandboxError::TimedOut(format!("stopping the processes tagged {entry} took over {} s", bound.as_secs())))??;
+        if code != 0 {
+            return Err(SandboxError::Provider(format!("stopping the processes tagged {entry}: {}", String::from_utf8_lossy(&err).trim())));
+        }
+        Ok(())
+    }
+
     async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
         self.open_desktop_impl(c, slot, view_token).await
     }
@@ -455,6 +502,9 @@ impl SandboxProvider for DockerProvider {
     }
     async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, _ctx: &CallCtx) -> Result<()> {
         self.display_script(c, &["control", &slot.to_string(), token]).await
+    }
+    async fn expire_token_at(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
+        self.expire_token_impl(c, token, expires_ms).await
     }
     async fn revoke_token(&self, c: &ComputerRef, token: &str, _ctx: &CallCtx) -> Result<()> {
         self.revoke_token_impl(c, token).await

@@ -1,4 +1,5 @@
-//! The container spec of a computer (DESIGN §4): labels, user, limits, mounts, the one published port.
+//! The container spec of a computer (DESIGN §4): labels, user, limits, mounts, its own network,
+//! the one published port.
 
 use bollard::{
     container::Config,
@@ -37,8 +38,9 @@ pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> H
     l
 }
 
-/// `agent_token` is the engine's capability on the screen gateway (screenshots and input).
-pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec, agent_token: &str) -> Config<String> {
+/// `agent_token` is the engine's capability on the screen gateway (screenshots and input);
+/// `network` the computer's own network.
+pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec, agent_token: &str, network: &str) -> Config<String> {
     let r = spec.resources;
     Config {
         image: Some(image.to_string()),
@@ -55,6 +57,8 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
                 typ: Some(MountTypeEnum::VOLUME),
                 ..Default::default()
             }]),
+            // Alone on its own network: no other container reaches it, nor it them.
+            network_mode: Some(network.to_string()),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
             memory: Some(r.memory_bytes as i64),

@@ -78,13 +78,15 @@ impl Engine {
     }
 
     /// A screenshot of the bot's display; when it fails, the display is set up again once (it may
-    /// have died with a restarted computer) and the screenshot retried.
+    /// have died with a restarted computer) and the screenshot retried. Not after a timeout: a
+    /// gateway that does not answer would only make the caller wait twice.
     async fn observe_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, format: ImageFormat) -> Result<Observation> {
         let ctx = CallCtx::for_bot(&bot.id);
         let cref = ComputerRef { id: computer.id.clone() };
         let view = self.open_desktop_of(bot, computer).await?;
         match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
             Ok(obs) => Ok(obs),
+            Err(e @ botdesk_core::SandboxError::TimedOut(_)) => Err(e.into()),
             Err(_) => {
                 self.forget_display(&computer.id, view.slot);
                 let view = self.open_desktop_of(bot, computer).await?;
@@ -158,6 +160,8 @@ impl Engine {
                 t
             }
         };
+        // The token lapses with the lease inside the computer too (renewals move both).
+        self.inner.provider.expire_token_at(&cref, &token, lease.expires_at).await?;
         Ok(ControlView { lease, port: view.port, control_token: token })
     }
 
@@ -197,7 +201,9 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         let profile = browser::profile_name(&bot.id);
-        Ok(self.inner.provider.page_browser(&ComputerRef { id: computer.id }, view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?)
+        let mut page = self.inner.provider.page_browser(&ComputerRef { id: computer.id }, view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?;
+        bound_page(&mut page);
+        Ok(page)
     }
 
     /// Opens an http(s) URL in the bot's own Chromium (started on first use with its profile);
@@ -267,6 +273,34 @@ fn percent(segment: &str) -> String {
 }
 
 /// The snapshot as text: `role "name" [eN]` lines after the page text.
+/// Cuts what a page (a bot's, or one steering it) put in a snapshot before it is stored or shown:
+/// the title, address and each element's name and value to 2,000 characters, the text to
+/// 12,000, at most 200 elements.
+pub(crate) fn bound_page(page: &mut serde_json::Value) {
+    fn cut(v: &mut serde_json::Value, max: usize) {
+        if let Some(s) = v.as_str() {
+            if s.chars().count() > max {
+                *v = serde_json::Value::String(format!("{}…", s.chars().take(max).collect::<String>()));
+            }
+        }
+    }
+    for (field, max) in [("title", 2_000), ("url", 2_000), ("text", 12_000)] {
+        if let Some(v) = page.get_mut(field) {
+            cut(v, max);
+        }
+    }
+    if let Some(elements) = page.get_mut("elements").and_then(|e| e.as_array_mut()) {
+        elements.truncate(200);
+        for e in elements {
+            for field in ["role", "name", "value", "ref"] {
+                if let Some(v) = e.get_mut(field) {
+                    cut(v, 2_000);
+                }
+            }
+        }
+    }
+}
+
 pub fn snapshot_text(s: &serde_json::Value) -> String {
     let mut out = format!("{} — {}\n\n{}\n\n", s["title"].as_str().unwrap_or(""), s["url"].as_str().unwrap_or(""), s["text"].as_str().unwrap_or("").trim());
     for e in s["elements"].as_array().into_iter().flatten() {
@@ -274,4 +308,20 @@ pub fn snapshot_text(s: &serde_json::Value) -> String {
         out.push_str(&format!("{} {:?} [{}]{}\n", e["role"].as_str().unwrap_or(""), e["name"].as_str().unwrap_or(""), e["ref"].as_str().unwrap_or(""), value));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// A page that puts megabytes in its title, a field's value or its elements is cut before it
+    /// is stored or shown.
+    #[test]
+    fn huge_page_values_are_cut() {
+        let big = "x".repeat(3_000_000);
+        let elements: Vec<_> = (0..5_000).map(|i| serde_json::json!({"role": "textbox", "name": big.clone(), "value": big.clone(), "ref": i.to_string()})).collect();
+        let mut page = serde_json::json!({"title": big.clone(), "url": big.clone(), "text": big.clone(), "elements": elements});
+        super::bound_page(&mut page);
+        assert!(page.to_string().len() < 1_000_000, "{} bytes", page.to_string().len());
+        assert_eq!(page["title"].as_str().unwrap().chars().count(), 2_001);
+        assert_eq!(page["elements"].as_array().unwrap().len(), 200);
+    }
 }

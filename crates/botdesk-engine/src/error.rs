@@ -59,6 +59,7 @@ impl From<SandboxError> for EngineError {
             SandboxError::NotRunning(_) => ErrorCode::NotRunning,
             SandboxError::Unsupported { .. } => ErrorCode::Invalid,
             SandboxError::Provider(_) | SandboxError::Injected(_) => ErrorCode::Provider,
+            SandboxError::TimedOut(_) => ErrorCode::TimedOut,
         };
         Self::new(code, e.to_string())
     }

@@ -109,6 +109,7 @@ impl Engine {
         let lease = self.inner.store.claim_execution(&run.computer_id, &run.bot_id, &run.id, now, self.inner.policy.exec_ttl).await?;
         for stale in self.inner.store.active_runs(&run.bot_id).await? {
             if stale.id != run.id && stale.fence.is_some_and(|f| f < lease.fence) {
+                self.stop_leftovers(&stale.id).await;
                 let reason = "its process stopped heartbeating and its execution lease expired";
                 let _ = self.inner.store.transition_run(&stale.id, stale.status, RunStatus::Failed, now, None, Some(reason)).await;
             }
@@ -132,11 +133,22 @@ impl Engine {
             } else {
                 continue;
             };
+            self.stop_leftovers(&id).await;
             if self.inner.store.abandon_run(&id, &reason, self.now()).await? {
                 ended.push(id);
             }
         }
         Ok(ended)
+    }
+
+    /// Stops what a run whose driver died left running in its computer (every process carrying
+    /// its tag), before its bot is handed on.
+    async fn stop_leftovers(&self, run_id: &str) {
+        let Ok(run) = self.inner.store.run(run_id).await else { return };
+        let cref = ComputerRef { id: run.computer_id.clone() };
+        if let Err(e) = self.inner.provider.kill_tagged(&cref, botdesk_core::RUN_TAG, run_id).await {
+            tracing::warn!(run = run_id, "stopping what an interrupted run left running: {e}");
+        }
     }
 
     /// Marks this process as the run's driver (see [`Engine::recover_runs`]).
@@ -221,8 +233,16 @@ impl Engine {
 
     /// The person is active: extend control.
     pub async fn renew_control(&self, bot: &str, lease_id: &str) -> Result<ControlLease> {
-        let (_, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.renew_control(&computer, lease_id, self.now(), self.inner.policy.control_ttl).await?)
+        let (bot_id, computer) = self.bot_refs(bot).await?;
+        let lease = self.inner.store.renew_control(&computer, lease_id, self.now(), self.inner.policy.control_ttl).await?;
+        // Its screen token lasts as long, inside the computer.
+        if let Some(token) = self.inner.store.desktop_of(&computer, &bot_id).await?.and_then(|d| d.control_token) {
+            match self.inner.provider.expire_token_at(&ComputerRef { id: computer.clone() }, &token, lease.expires_at).await {
+                Ok(()) | Err(SandboxError::NotRunning(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(lease)
     }
 
     /// Release hands the screen back and resumes a waiting run (`finished` or `skipped`).

@@ -154,6 +154,8 @@ pub struct ReconcileReport {
     /// Home volumes of this data directory that are no computer's home (left by an interrupted
     /// destroy or start), removed.
     pub volumes_removed: Vec<String>,
+    /// Networks of this data directory whose computer is gone, removed.
+    pub networks_removed: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -592,6 +594,7 @@ impl Engine {
         }
         // A volume in use (a computer starting in another process) is left for the next time.
         report.volumes_removed = docker.remove_volumes_except(&homes).await?;
+        report.networks_removed = docker.remove_networks(None, &known).await?;
         Ok(report)
     }
 
@@ -624,6 +627,22 @@ impl Engine {
         out: OutputSink,
         cancel: CancellationToken,
     ) -> Result<ExecExit> {
+        self.exec_for(bot, None, argv, cwd, timeout, out, cancel).await
+    }
+
+    /// [`Engine::exec`] for a run: the command's processes carry the run's tag, so they are
+    /// stopped if the run's driver dies.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn exec_for(
+        &self,
+        bot: &str,
+        run: Option<&str>,
+        argv: Vec<String>,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+        out: OutputSink,
+        cancel: CancellationToken,
+    ) -> Result<ExecExit> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let cwd = self.resolve(&bot, &computer, cwd.unwrap_or(""))?;
         let cref = self.ensure_running(&computer).await?;
@@ -631,8 +650,22 @@ impl Engine {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
-        let ctx = CallCtx { cancel, ..CallCtx::for_bot(&bot.id) };
-        Ok(self.inner.provider.exec(&cref, req, out, &ctx).await?)
+        let ctx = CallCtx { cancel, run: run.map(str::to_string), ..CallCtx::for_bot(&bot.id) };
+        // A command that runs is activity: idle suspend never stops the computer under it.
+        let keep_awake = async {
+            let mut beat = tokio::time::interval(Duration::from_millis((self.inner.policy.idle_suspend / 3).max(1_000) as u64));
+            beat.tick().await;
+            loop {
+                beat.tick().await;
+                if let Err(e) = self.inner.store.touch(&computer.id, self.now()).await {
+                    tracing::warn!("marking computer {} active: {e}", computer.id);
+                }
+            }
+        };
+        tokio::select! {
+            exit = self.inner.provider.exec(&cref, req, out, &ctx) => Ok(exit?),
+            _ = keep_awake => unreachable!("it never ends"),
+        }
     }
 
     pub async fn files_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {

@@ -431,19 +431,24 @@ impl RunHost {
         let entry = self.activity("shell", command, "running").await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let argv = vec!["sh".into(), "-c".into(), command.into()];
-        let result = self.engine.exec(self.bot.id.as_str(), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone()).await;
-        let mut out = Vec::new();
-        while let Ok(o) = rx.try_recv() {
-            out.extend_from_slice(&o.data);
-        }
-        let output = self.redactor.redact(&String::from_utf8_lossy(&out));
+        let exec = self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
+        // Drained while the command runs, into a bounded tail: `yes` for half an hour costs nothing.
+        let drain = async {
+            let mut out = OutputTail::default();
+            while let Some(o) = rx.recv().await {
+                out.push(&o.data);
+            }
+            out
+        };
+        let (result, out) = tokio::join!(exec, drain);
+        let output = self.redactor.redact(&String::from_utf8_lossy(&out.kept));
         match result {
             Ok(exit) => {
                 let status = if exit.code == 0 { "done" } else { "failed" };
                 self.finish_activity(entry, status, Some(exit.code as i64), &output).await;
                 let note = exit.message.map(|m| format!(" ({m})")).unwrap_or_default();
-                let shown = if output.chars().count() > botdesk_agent::conversation::MAX_TOOL_TEXT - 200 {
-                    format!("[cut: showing the last 11800 of {} characters]\n{}", output.chars().count(), tail(&output, 11_800))
+                let shown = if out.total > out.kept.len() as u64 || output.chars().count() > botdesk_agent::conversation::MAX_TOOL_TEXT - 200 {
+                    format!("[cut: showing the last 11800 characters of {} bytes of output]\n{}", out.total, tail(&output, 11_800))
                 } else {
                     output
                 };
@@ -483,6 +488,27 @@ impl RunHost {
         }
         let full = if dir.is_empty() || dir == "." { name.to_string() } else { format!("{}/{name}", dir.trim_end_matches('/')) };
         Ok((full, file.size))
+    }
+}
+
+/// The end of a command's output as it comes, and how much came in all.
+#[derive(Default)]
+struct OutputTail {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+impl OutputTail {
+    /// Bytes kept: the characters an activity keeps (up to 4 bytes each in UTF-8), and room for a
+    /// secret cut at the front, so the redactor still sees it whole before the cut that is shown.
+    const KEEP: usize = OUTPUT_TAIL * 4 + 4096;
+
+    fn push(&mut self, data: &[u8]) {
+        self.total += data.len() as u64;
+        self.kept.extend_from_slice(data);
+        if self.kept.len() > 2 * Self::KEEP {
+            self.kept.drain(..self.kept.len() - Self::KEEP);
+        }
     }
 }
 

@@ -34,9 +34,13 @@ impl Engine {
             let (bot, _, input) = t.get(id).ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
             (bot.clone(), input.clone())
         };
-        if self.control_of(bot.as_str()).await?.is_none() {
+        let Some(lease) = self.control_of(bot.as_str()).await? else {
             self.close_terminals(&bot);
             return Err(EngineError::new(ErrorCode::Stale, "control of the screen ended, so the shell was closed"));
+        };
+        // Typing is the person's activity: it renews control (at most every 10 s).
+        if lease.expires_at - self.now() < self.inner.policy.control_ttl - 10_000 {
+            self.renew_control(bot.as_str(), &lease.lease_id).await?;
         }
         input.send(data).await.map_err(|_| EngineError::new(ErrorCode::NotFound, "this shell has ended"))
     }

@@ -325,3 +325,123 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     assert_eq!(profiles.len(), 3);
     assert!(profiles.iter().any(|p| p.path.as_str().ends_with(&profile)));
 }
+
+/// What a bot can do to the screen gateway, which runs in its computer: rewrite the framebuffer
+/// header the gateway reads, stop the gateway, replace it with an impostor that claims a huge
+/// screenshot. Each call fails with one clear error within its time bound, nothing aborts, Stop
+/// finishes, and after a restart the computer is whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_a_bot_broke_stopped_or_replaced_fails_calls_cleanly_and_stop_finishes() {
+    let w = world(None, &["h"]).await;
+    let d = w.engine.open_desktop("h").await.unwrap();
+    w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
+    let sh = |script: String| {
+        let e = w.engine.clone();
+        async move {
+            let out = e.exec("h", vec!["sh".into(), "-c".into(), script.clone()], None, Some(Duration::from_secs(30)), None, CancellationToken::new()).await.unwrap();
+            assert_eq!(out.code, 0, "{script}");
+        }
+    };
+
+    // A header claiming 0 bytes per line (it passed the old size check) and one claiming a
+    // screen far larger than the data.
+    for (field, value) in [(12, 0u32), (5, 60_000)] {
+        sh(format!(
+            "python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"",
+            d.display,
+            field * 4
+        ))
+        .await;
+        let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+        assert!(e.message.contains("bad screenshot from the computer"), "{}", e.message);
+    }
+
+    // A stopped gateway: the call gives up within its bound, with its own code.
+    // ([b]: the pattern must not match this shell's own command line.)
+    sh("pkill -STOP -f '[b]otdesk-gateway'".into()).await;
+    let t = Instant::now();
+    let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::TimedOut, "{e}");
+    assert!(e.message.contains("did not answer") && t.elapsed() < Duration::from_secs(60), "{e} after {:?}", t.elapsed());
+
+    // An impostor on the gateway's port that accepts the engine's token and claims a 1 PB body.
+    let impostor = r#"
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7900)); s.listen()
+while True:
+    c, _ = s.accept(); f = c.makefile("rb")
+    f.readline(); c.sendall(b"OK\n")
+    while f.readline():
+        c.sendall(b'{"ok": true, "len": 1000000000000000}\n')
+"#;
+    w.engine.files_write("h", "impostor.py", bytes::Bytes::from(impostor), false).await.unwrap();
+    sh("pkill -KILL -f '[b]otdesk-gateway'; sleep 0.5; setsid python3 impostor.py >/dev/null 2>&1 < /dev/null & sleep 1".into()).await;
+    let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+    assert!(e.message.contains("bad answer from the computer's screen gateway") && e.message.contains("1000000000000000"), "{}", e.message);
+
+    // A `.pth` file in the user site runs in every Python that reads it: the computer's own
+    // services start isolated (`-I`) and never read it.
+    sh("d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\" && echo \"import os; open('/tmp/planted', 'w')\" > \"$d/plant.pth\"".into()).await;
+
+    // Stop finishes with the impostor stopped too.
+    sh("pkill -STOP -f '[i]mpostor.py'".into()).await;
+    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    tokio::time::timeout(Duration::from_secs(180), w.engine.stop_computer(&computer)).await.expect("stop finishes").unwrap();
+
+    // Started again, the computer has its own gateway and a whole framebuffer, and the plant
+    // (kept by the checkpoint, as a bot's file) ran nowhere.
+    let shot = w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
+    assert_eq!((shot.width, shot.height), (1280, 800));
+    w.engine.files_list("h", "").await.unwrap();
+    sh("test ! -e /tmp/planted && test -n \"$(find ~/.local -name plant.pth)\"".into()).await;
+}
+
+/// Each computer is alone on its own network: a bot cannot reach another computer's gateway or a
+/// server the other bot started, while that server answers inside its own computer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
+    let w = world(None, &[]).await;
+    for b in ["near", "far"] {
+        w.engine.create_bot(b, ComputerScope::Private, None, "").await.unwrap();
+    }
+    let ip = |bot: &'static str| {
+        let e = w.engine.clone();
+        async move {
+            let (code, out) = e.shell(bot, "python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))'").await.unwrap();
+            assert_eq!(code, 0, "{out}");
+            out.trim().to_string()
+        }
+    };
+    let (near_ip, far_ip) = (ip("near").await, ip("far").await);
+    assert_ne!(near_ip, far_ip);
+    let (code, out) = w.engine.shell("far", "setsid python3 -m http.server 8000 >/dev/null 2>&1 < /dev/null & sleep 1").await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let reach = |from: &'static str, port: u16| {
+        let (e, far_ip) = (w.engine.clone(), far_ip.clone());
+        async move {
+            // Something must come back: both the server and the gateway answer a line. (A
+            // handshake alone can slip through while Docker rewrites its firewall rules for
+            // another network being made; what follows it cannot.)
+            let probe = format!(
+                "python3 -c 'import socket; s = socket.create_connection((\"{far_ip}\", {port}), timeout=3); s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"); got = s.recv(64); assert got, \"nothing came back\"; print(s.getsockname(), s.getpeername(), got)' 2>&1"
+            );
+            e.shell(from, &probe).await.unwrap()
+        }
+    };
+    // Inside its own computer the server and the gateway answer on that address (the probe works).
+    for port in [8000, 7900] {
+        let (code, out) = reach("far", port).await;
+        assert_eq!(code, 0, "far reaches its own port {port}: {out}");
+    }
+    for port in [8000, 7900] {
+        let (code, out) = reach("near", port).await;
+        if code == 0 {
+            let docker = |args: &[&str]| String::from_utf8_lossy(&std::process::Command::new("docker").args(args).output().unwrap().stdout).into_owned();
+            panic!(
+                "near ({near_ip}) reached far's port {port} at {far_ip}: {out}\ncontainers:\n{}\nnetworks:\n{}",
+                docker(&["ps", "--format", "{{.Names}} {{.Networks}} {{.Label \"botdesk.computer\"}}"]),
+                docker(&["network", "ls", "--format", "{{.Name}} {{.ID}}"])
+            );
+        }
+    }
+}

@@ -415,3 +415,33 @@ async fn a_key_printed_in_halves_on_stdout_and_stderr_is_redacted_everywhere() {
         assert!(!bytes.windows(half.len()).any(|x| x == half.as_bytes()), "half the key is in {}", f.display());
     }
 }
+
+/// The process's peak resident memory so far.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
+    kb * 1024
+}
+
+/// A command that prints without end costs the app nothing: its output is drained while it runs
+/// into a bounded tail, and the model and the activity get the end of it and the count.
+#[tokio::test]
+async fn a_command_printing_3_gb_leaves_memory_flat() {
+    let mut w = world().await;
+    let command = "yes | head -c 3000000000; echo; echo the end";
+    let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": command, "timeout_s": 1200}))), Step::reply(Reply::text("done"))]).await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    w.engine.create_bot("printer", ComputerScope::Team, Some(&model), "").await.unwrap();
+    w.engine.shell("printer", "true").await.unwrap();
+    let before = peak_rss();
+    let run = w.engine.run_task("printer", "print a lot").await.unwrap();
+    let growth = peak_rss() - before;
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert!(growth < 64 << 20, "peak memory grew by {} MiB", growth >> 20);
+    let act = w.engine.activity("printer", 0, 10).await.unwrap();
+    let shell = act.iter().find(|a| a.kind == "shell").unwrap();
+    assert!(shell.output_tail.ends_with("y\ny\n\nthe end\n") && shell.output_tail.chars().count() <= 16_000, "{:?}", &shell.output_tail[shell.output_tail.len().saturating_sub(100)..]);
+    let seen = server.requests();
+    let told = seen.last().unwrap().body["messages"].to_string();
+    assert!(told.contains("of 3000000009 bytes of output") && told.contains("the end"), "{}", &told[told.len().saturating_sub(400)..]);
+}

@@ -98,8 +98,8 @@ async fn remove_model(engine: State<'_, Engine>, id: String) -> Res<()> {
 
 /// Builds the computer image, streaming its real stages to the first-run screen.
 #[tauri::command]
-async fn build_image(engine: State<'_, Engine>, progress: Channel<BuildProgress>) -> Res<String> {
-    engine.build_image(&move |p| drop(progress.send(p))).await
+async fn build_image(engine: State<'_, Engine>, refresh: bool, progress: Channel<BuildProgress>) -> Res<String> {
+    engine.build_image(refresh, &move |p| drop(progress.send(p))).await
 }
 
 /// Opens the bot's screen: the desktop starts if needed; returns the viewer's WebSocket URL.
@@ -177,7 +177,10 @@ fn main() {
     tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG")).init();
     let data_dir = botdesk_engine::DataDir::default_location();
     let opened = tauri::async_runtime::block_on(async {
-        let engine = Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Docker)).await?;
+        let mut config = EngineConfig::new(&data_dir, ProviderChoice::Docker);
+        // Shifted only by BOTDESK_CLOCK_OFFSET_MS (tests), as the CLI's.
+        config.clock = Arc::new(botdesk_engine::OffsetClock::from_env());
+        let engine = Engine::open(config).await?;
         let screens = Screens::start(engine.clone()).await.map_err(|e| EngineError::invalid(format!("cannot start the screen transport: {e}")))?;
         Ok::<_, EngineError>((engine, Arc::new(screens)))
     });

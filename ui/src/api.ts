@@ -31,6 +31,8 @@ export interface Check {
   ok: boolean;
   detail: string;
   fix?: string;
+  /** Works, but should be seen to (an image whose packages are old). */
+  warn?: boolean;
 }
 
 export interface DoctorReport {
@@ -164,10 +166,11 @@ export const api = {
   doctor: () => invoke<DoctorReport>("doctor"),
   getSettings: () => invoke<SettingsView>("get_settings"),
   saveSettings: (settings: Settings) => invoke<Settings>("save_settings", { settings }),
-  buildImage: (onProgress: (p: BuildProgress) => void) => {
+  /** `refresh` rebuilds every layer with current packages (a newer Chromium). */
+  buildImage: (onProgress: (p: BuildProgress) => void, refresh = false) => {
     const progress = new Channel<BuildProgress>();
     progress.onmessage = onProgress;
-    return invoke<string>("build_image", { progress });
+    return invoke<string>("build_image", { refresh, progress });
   },
   listModels: () => invoke<ModelView[]>("list_models"),
   addModel: (id: string, kind: string, model: string, baseUrl: string | null, key: string | null) =>

@@ -84,11 +84,21 @@ function renderHealth() {
     footer.replaceChildren(el("span", { class: "muted" }, "Checking Docker…"));
     return;
   }
-  const names: Record<string, string> = { docker: "Docker", image: "Computer image", keyring: "Keyring" };
+  const names: Record<string, string> = { docker: "Docker", image: "Computer image", image_age: "Image freshness", keyring: "Keyring" };
   footer.replaceChildren(
     ...report.checks
       .filter((c) => c.name in names)
-      .map((c) => el("div", { class: "check " + (c.ok ? "ok" : "bad"), title: c.ok ? c.detail : `${c.detail}\nFix: ${c.fix ?? ""}` }, el("span", { class: "dot" }), names[c.name]!)),
+      .map((c) => {
+        const check = el(
+          "div",
+          { class: "check " + (!c.ok ? "bad" : c.warn ? "warn" : "ok"), title: c.fix ? `${c.detail}\nFix: ${c.fix}` : c.detail },
+          el("span", { class: "dot" }),
+          names[c.name]!,
+        );
+        // What needs seeing to opens the set-up steps.
+        if (!c.ok || c.warn) check.addEventListener("click", () => firstRun(report));
+        return check;
+      }),
   );
 }
 
@@ -675,11 +685,13 @@ async function modelsSection(): Promise<HTMLElement> {
 function firstRun(report: DoctorReport) {
   const docker = report.checks.find((c) => c.name === "docker");
   const image = report.checks.find((c) => c.name === "image");
+  const age = report.checks.find((c) => c.name === "image_age");
   const step = (n: number, title: string, ok: boolean | null, ...body: Node[]) =>
     el("section", { class: "step " + (ok === null ? "" : ok ? "done" : "todo") }, el("h3", {}, `${n}. ${title}`), ...body);
   const bar = el("div", { class: "progress", hidden: "" }, el("div", { class: "progress-fill" }));
   const stage = el("p", { class: "muted", id: "build-stage" });
-  const build = button("Build the computer image", { class: "primary", id: "build-image" }, async () => {
+  const stale = image?.ok && age?.warn;
+  const build = button(stale ? "Rebuild with current packages" : "Build the computer image", { class: "primary", id: "build-image" }, async () => {
     build.disabled = true;
     bar.hidden = false;
     const fill = bar.firstElementChild as HTMLElement;
@@ -688,7 +700,7 @@ function firstRun(report: DoctorReport) {
       stage.textContent = p.stage === "done" ? `Built ${p.image}.` : p.message;
     };
     try {
-      await api.buildImage(show);
+      await api.buildImage(show, !!stale);
       fill.style.width = "100%";
       state.health = await api.doctor();
       renderHealth();
@@ -702,7 +714,14 @@ function firstRun(report: DoctorReport) {
   modal(
     "Set up Botdesk",
     step(1, "Docker", docker?.ok ?? false, el("p", {}, docker?.detail ?? ""), ...(docker?.ok ? [] : [el("p", { class: "muted" }, `Fix: ${docker?.fix ?? ""}`)])),
-    step(2, "The computer image", image?.ok ?? false, el("p", {}, image?.detail ?? ""), ...(image?.ok ? [] : [build, bar, stage])),
+    step(
+      2,
+      "The computer image",
+      (image?.ok ?? false) && !stale,
+      el("p", {}, image?.detail ?? ""),
+      ...(stale ? [el("p", { class: "warning" }, age?.detail ?? ""), el("p", { class: "muted" }, `Fix: ${age?.fix ?? ""}`)] : []),
+      ...(image?.ok && !stale ? [] : [build, bar, stage]),
+    ),
     step(3, "A model", null, el("p", { class: "muted" }, "Add the model your bots will use (you can also do it later in Settings)."), button("Add a model…", { id: "first-run-model" }, () => openSettings())),
     el(
       "div",

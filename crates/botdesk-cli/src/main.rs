@@ -184,6 +184,9 @@ enum ImageCmd {
     Build {
         #[arg(long)]
         force: bool,
+        /// Rebuild every layer with current packages (a newer Chromium); `doctor` says when.
+        #[arg(long)]
+        refresh: bool,
     },
     /// Show the image tag and whether it is present.
     Status,
@@ -348,7 +351,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     .iter()
                     .map(|c| {
                         let fix = c.fix.as_ref().map(|f| format!("\n      fix: {f}")).unwrap_or_default();
-                        format!("{} {:<18} {}{fix}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail)
+                        format!("{} {:<18} {}{fix}", if !c.ok { "FAIL" } else if c.warn { "warn" } else { "ok  " }, c.name, c.detail)
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -359,12 +362,12 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let (tag, present) = (engine.image_tag(), engine.image_present().await?);
             print(json, json!({"image": tag, "present": present}), || format!("{tag} {}", if present { "present" } else { "missing" }));
         }
-        Cmd::Image { cmd: ImageCmd::Build { force } } => {
+        Cmd::Image { cmd: ImageCmd::Build { force, refresh } } => {
             let tag = engine.image_tag();
-            if !force && engine.image_present().await? {
+            if !force && !refresh && engine.image_present().await? {
                 print(json, json!({"image": tag, "built": false, "present": true}), || format!("{tag} is already present"));
             } else {
-                let image = build_image(&engine, json).await?;
+                let image = build_image(&engine, json, refresh).await?;
                 print(json, json!({"image": image, "built": true, "present": true}), || format!("built {image}"));
             }
         }
@@ -581,7 +584,7 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
     }
 }
 
-async fn build_image(engine: &Engine, json: bool) -> Result<String, EngineError> {
+async fn build_image(engine: &Engine, json: bool, refresh: bool) -> Result<String, EngineError> {
     let bar = indicatif::ProgressBar::new(0);
     if json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -605,7 +608,7 @@ async fn build_image(engine: &Engine, json: bool) -> Result<String, EngineError>
             BuildProgress::Done { image } => b.set_message(format!("done: {image}")),
         }
     };
-    let result = engine.build_image(&progress).await;
+    let result = engine.build_image(refresh, &progress).await;
     bar.finish_and_clear();
     result
 }

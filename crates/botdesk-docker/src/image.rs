@@ -1,8 +1,11 @@
 //! The computer image: its recipe is embedded in the binary, its tag is the recipe's content hash,
-//! and it is built where it is missing. Where the base image cannot be pulled, the base is made
+//! and it is built where it is missing. Every build is also tagged with its day,
+//! `<hash>-<YYYYMMDD>` (its freshness stamp): the recipe does not change when Debian ships a new
+//! Chromium, so `doctor` tells from the stamp when the packages inside are old, and a refresh
+//! rebuilds from scratch with current packages. Where the base image cannot be pulled, the base is made
 //! with debootstrap from the Debian mirror the host's apt already uses, and imported.
 
-use bollard::image::{BuildImageOptions, CreateImageOptions};
+use bollard::image::{BuildImageOptions, CreateImageOptions, TagImageOptions};
 use botdesk_core::{Result, SandboxError};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -40,6 +43,42 @@ pub fn image_tag() -> String {
     format!("{REPO}:{}", &hex::encode(h.finalize())[..12])
 }
 
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The day of a date written `YYYYMMDD` or starting `YYYY-MM-DD` (Docker's RFC 3339 `Created`),
+/// as days since 1970-01-01.
+pub fn day_of(date: &str) -> Option<i64> {
+    let digits: String = date.chars().filter(|c| *c != '-').take(8).collect();
+    if digits.len() != 8 || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let (y, m, d) = (digits[..4].parse().ok()?, digits[4..6].parse().ok()?, digits[6..].parse().ok()?);
+    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| days_from_civil(y, m, d))
+}
+
+/// Today's freshness stamp, `YYYYMMDD`, for a time in Unix ms.
+pub fn stamp_of(now_ms: i64) -> String {
+    // Civil from days (the inverse of `days_from_civil`).
+    let z = now_ms.div_euclid(86_400_000) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}")
+}
+
 pub fn uv_version() -> &'static str {
     let (_, bytes, _) = RECIPE.iter().find(|(name, _, _)| *name == "uv.version").expect("uv.version is in the recipe");
     std::str::from_utf8(bytes).unwrap_or("").trim()
@@ -65,6 +104,10 @@ pub struct BuildOptions {
     pub base: Option<String>,
     /// Where downloads are kept between builds.
     pub cache_dir: std::path::PathBuf,
+    /// Rebuild every layer with current packages (no build cache).
+    pub refresh: bool,
+    /// Today, `YYYYMMDD`: the build's freshness stamp.
+    pub stamp: String,
 }
 
 impl DockerProvider {
@@ -88,6 +131,7 @@ impl DockerProvider {
             forcerm: true,
             buildargs: HashMap::from([("BASE".to_string(), base)]),
             labels: HashMap::from([("botdesk.managed".to_string(), "1".to_string())]),
+            nocache: opts.refresh,
             ..Default::default()
         };
         let mut stream = self.client().await?.build_image(options, None, Some(context));
@@ -110,8 +154,21 @@ impl DockerProvider {
         if !self.image_present(&image).await? {
             return Err(SandboxError::Provider(format!("image build ended but {image} is missing:\n{}", last_lines.join(""))));
         }
+        let (repo, tag) = image.rsplit_once(':').unwrap_or((REPO, "latest"));
+        let stamped = TagImageOptions { repo: repo.to_string(), tag: format!("{tag}-{}", opts.stamp) };
+        self.client().await?.tag_image(&image, Some(stamped)).await.map_err(docker_err)?;
         progress(BuildProgress::Done { image: image.clone() });
         Ok(image)
+    }
+
+    /// How many days old the packages in `image` are at `now_ms`: from its freshness stamp, or
+    /// (an image built before stamps) from when it was made. None when Docker cannot say.
+    pub async fn image_age_days(&self, image: &str, now_ms: i64) -> Result<Option<i64>> {
+        let info = self.client().await?.inspect_image(image).await.map_err(docker_err)?;
+        let prefix = format!("{image}-");
+        let stamped = info.repo_tags.unwrap_or_default().iter().filter_map(|t| t.strip_prefix(&prefix).and_then(day_of)).max();
+        let day = stamped.or_else(|| info.created.as_deref().and_then(day_of));
+        Ok(day.map(|d| now_ms.div_euclid(86_400_000) - d))
     }
 
     async fn ensure_base(&self, opts: &BuildOptions, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
@@ -311,6 +368,19 @@ fn build_context(wheel: &Path) -> Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamps_and_days_agree() {
+        assert_eq!(stamp_of(0), "19700101");
+        assert_eq!(day_of("19700101"), Some(0));
+        assert_eq!(day_of("2026-12-01T02:44:03.123456789Z"), day_of("20261201"));
+        for ms in [951_782_400_000i64, 1_709_164_800_000, 1_796_083_200_000, 4_102_444_800_000] {
+            assert_eq!(day_of(&stamp_of(ms)), Some(ms / 86_400_000), "{ms}");
+        }
+        for bad in ["", "2026", "20261301", "2026-1x-01", "abcdefgh"] {
+            assert_eq!(day_of(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn tag_is_stable_and_content_derived() {

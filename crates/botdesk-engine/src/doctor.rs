@@ -12,6 +12,9 @@ pub struct Check {
     pub detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// Works, but should be seen to (an image whose packages are old).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub warn: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -21,24 +24,45 @@ pub struct DoctorReport {
 }
 
 fn pass(name: &'static str, detail: impl Into<String>) -> Check {
-    Check { name, ok: true, detail: detail.into(), fix: None }
+    Check { name, ok: true, detail: detail.into(), fix: None, warn: false }
 }
 fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { name, ok: false, detail: detail.into(), fix: Some(fix.into()) }
+    Check { name, ok: false, detail: detail.into(), fix: Some(fix.into()), warn: false }
+}
+fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name, ok: true, detail: detail.into(), fix: Some(fix.into()), warn: true }
 }
 
-pub async fn run(docker: Option<&DockerProvider>, data: &DataDir) -> DoctorReport {
+/// An image older than this is flagged: its Chromium (run without its sandbox) misses fixes.
+pub const IMAGE_FRESH_DAYS: i64 = 30;
+
+/// How old the image's packages are.
+async fn image_age_check(d: &DockerProvider, tag: &str, now_ms: i64) -> Check {
+    let refresh = "rebuild it with current packages: `botdesk image build --refresh` (works offline from the Debian mirror, as the first build)";
+    match d.image_age_days(tag, now_ms).await {
+        Ok(Some(days)) if days > IMAGE_FRESH_DAYS => warn("image_age", format!("the computer image's packages are {days} days old: its Chromium may miss security fixes"), refresh),
+        Ok(Some(days)) => pass("image_age", format!("built {days} day(s) ago")),
+        Ok(None) => warn("image_age", "the computer image's age is unknown", refresh),
+        Err(e) => warn("image_age", e.to_string(), "check the Docker engine"),
+    }
+}
+
+pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, now_ms: i64) -> DoctorReport {
     let mut checks = vec![];
     let tag = botdesk_docker::image::image_tag();
     match docker {
         Some(d) => match d.engine_version().await {
             Ok(v) => {
                 checks.push(pass("docker", format!("Docker {v} answers")));
-                checks.push(match d.image_present(&tag).await {
+                let present = d.image_present(&tag).await;
+                checks.push(match &present {
                     Ok(true) => pass("image", format!("{tag} is present")),
                     Ok(false) => fail("image", format!("{tag} is missing"), "run `botdesk image build` (or `cargo xtask run`)"),
                     Err(e) => fail("image", e.to_string(), "check the Docker engine"),
                 });
+                if matches!(present, Ok(true)) {
+                    checks.push(image_age_check(d, &tag, now_ms).await);
+                }
             }
             Err(e) => {
                 checks.push(fail("docker", e.to_string(), "start the Docker engine: `sudo systemctl start docker` or `sudo dockerd &`"));

@@ -451,28 +451,19 @@ fn sweep_containers(run_id: &str) -> usize {
         }
         let _ = Command::new("docker").args(["rm", "-f"]).args(&ids).stdout(Stdio::null()).status();
     }
-    // Home volumes go with their containers; any left (a test that removed its containers by
-    // hand) are removed too.
-    let out = Command::new("docker")
-        .args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.test-run={run_id}")])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
-    let volumes: Vec<&str> = out.split_whitespace().collect();
-    if !volumes.is_empty() {
-        say(&format!("removing {} home volume(s) the tests left", volumes.len()));
-        let _ = Command::new("docker").args(["volume", "rm", "-f"]).args(&volumes).stdout(Stdio::null()).status();
-    }
-    // And each computer's own network.
-    let out = Command::new("docker")
-        .args(["network", "ls", "-q", "--filter", &format!("label=botdesk.test-run={run_id}")])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
-        .unwrap_or_default();
-    let networks: Vec<&str> = out.split_whitespace().collect();
-    if !networks.is_empty() {
-        say(&format!("removing {} network(s) the tests left", networks.len()));
-        let _ = Command::new("docker").args(["network", "rm"]).args(&networks).stdout(Stdio::null()).status();
+    // Home volumes and networks go with their containers; any left (a test that removed its
+    // containers by hand) are removed too.
+    for (kind, what, rm) in [("volume", "home volume(s)", &["volume", "rm", "-f"][..]), ("network", "network(s)", &["network", "rm"][..])] {
+        let out = Command::new("docker")
+            .args([kind, "ls", "-q", "--filter", &format!("label=botdesk.test-run={run_id}")])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        let left: Vec<&str> = out.split_whitespace().collect();
+        if !left.is_empty() {
+            say(&format!("removing {} {what} the tests left", left.len()));
+            let _ = Command::new("docker").args(rm).args(&left).stdout(Stdio::null()).status();
+        }
     }
     ids.len()
 }

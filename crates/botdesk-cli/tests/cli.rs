@@ -62,12 +62,23 @@ fn doctor_reports_every_check() {
     let out = data.run(&["--json", "doctor"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["docker", "image", "data_dir", "keyring", "display_libraries"]);
+    assert_eq!(names, ["docker", "image", "image_age", "data_dir", "keyring", "display_libraries"]);
     for c in report["checks"].as_array().unwrap() {
         assert_eq!(c["ok"], true, "check failed: {c}");
+        assert!(c.get("warn").is_none(), "a fresh image is not flagged: {c}");
     }
     assert!(out.status.success());
     assert!(report["checks"][0]["detail"].as_str().unwrap().starts_with("Docker "), "the engine version is reported");
+
+    // 31 days on, the same image is flagged (still usable) with how to refresh it.
+    let later = data.cmd(&["--json", "doctor"]).env("BOTDESK_CLOCK_OFFSET_MS", (31 * 86_400_000i64).to_string()).output().unwrap();
+    assert!(later.status.success(), "a warning does not fail doctor");
+    let report: Value = serde_json::from_slice(&later.stdout).unwrap();
+    let age = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == "image_age").unwrap().clone();
+    assert_eq!((age["ok"].clone(), age["warn"].clone()), (Value::Bool(true), Value::Bool(true)), "{age}");
+    assert!(age["detail"].as_str().unwrap().contains("days old") && age["fix"].as_str().unwrap().contains("botdesk image build --refresh"), "{age}");
+    let text = stdout(&data.cmd(&["doctor"]).env("BOTDESK_CLOCK_OFFSET_MS", (31 * 86_400_000i64).to_string()).output().unwrap());
+    assert!(text.lines().any(|l| l.starts_with("warn") && l.contains("image_age")), "{text}");
 }
 
 #[test]

@@ -64,7 +64,12 @@ struct Row {
 
 pub async fn list(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<Vec<FileEntry>> {
     let out = helper(p, c, dir, &["list", dir.as_str()], None, 0).await?;
-    let rows: Vec<Row> = serde_json::from_slice(&out).map_err(|e| SandboxError::Provider(format!("bad listing from the computer: {e}")))?;
+    parse_listing(dir, &out)
+}
+
+/// The helper's listing of `dir`: a name that is not a plain relative path is an error.
+fn parse_listing(dir: &WorkspacePath, out: &[u8]) -> Result<Vec<FileEntry>> {
+    let rows: Vec<Row> = serde_json::from_slice(out).map_err(|e| SandboxError::Provider(format!("bad listing from the computer: {e}")))?;
     rows.into_iter()
         .map(|r| {
             let kind = match r.kind.as_str() {
@@ -72,6 +77,10 @@ pub async fn list(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> R
                 "symlink" => FileKind::Symlink,
                 _ => FileKind::File,
             };
+            // One level: each name is one entry of the folder, never a path.
+            if r.name.is_empty() || r.name == "." || r.name == ".." || r.name.contains('/') || r.name.contains('\0') {
+                return Err(SandboxError::Provider(format!("bad listing from the computer: {:?} is not a name in {dir}", r.name)));
+            }
             Ok(FileEntry { path: dir.join_path(&WorkspacePath::parse(&r.name)?), kind, size: r.size, executable: r.executable })
         })
         .collect()
@@ -249,4 +258,33 @@ async fn write_tar(entries: &mut EntryStream, input: &mut (impl tokio::io::Async
     let rest = builder.into_inner().map_err(io)?;
     input.write_all(&rest).await.map_err(io)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        /// Whatever a computer answers to a listing: entries inside the folder listed, or one
+        /// error; never a panic.
+        #[test]
+        fn any_listing_gives_entries_inside_the_folder_or_an_error(
+            names in proptest::collection::vec(prop_oneof!["[a-z./]{0,12}", "\\PC{0,12}", Just("../../etc".to_string()), Just("/etc".to_string())], 0..6),
+            raw in proptest::collection::vec(any::<u8>(), 0..80),
+            kind in prop_oneof![Just("dir"), Just("file"), Just("symlink"), Just("fifo")],
+        ) {
+            let dir = WorkspacePath::parse("shared/x").unwrap();
+            let rows: Vec<_> = names.iter().map(|n| serde_json::json!({"name": n, "kind": kind, "size": 1, "executable": false})).collect();
+            for answer in [serde_json::to_vec(&rows).unwrap(), raw] {
+                if let Ok(entries) = parse_listing(&dir, &answer) {
+                    for e in entries {
+                        prop_assert!(e.path.as_str().starts_with("shared/x/"), "{}", e.path);
+                    }
+                }
+            }
+        }
+    }
 }

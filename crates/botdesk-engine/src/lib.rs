@@ -305,10 +305,14 @@ impl Engine {
     }
 
     /// Builds the computer image (base from `BOTDESK_BASE_IMAGE` if set), reporting real stages.
-    pub async fn build_image(&self, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
+    /// Builds the computer image; `refresh` rebuilds every layer with current packages (a newer
+    /// Chromium), as `doctor` advises once the image is 30 days old.
+    pub async fn build_image(&self, refresh: bool, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
         let opts = botdesk_docker::image::BuildOptions {
             base: std::env::var("BOTDESK_BASE_IMAGE").ok().filter(|b| !b.is_empty()),
             cache_dir: self.inner.data.cache(),
+            refresh,
+            stamp: botdesk_docker::image::stamp_of(self.now()),
         };
         self.docker()?.build_image(&opts, progress).await.map_err(|e| EngineError::from(e).context("building the computer image"))
     }
@@ -696,7 +700,7 @@ impl Engine {
     // --------------------------------------------------------------------------------------------
 
     pub async fn doctor(&self) -> DoctorReport {
-        doctor::run(self.inner.docker.as_deref(), &self.inner.data).await
+        doctor::run(self.inner.docker.as_deref(), &self.inner.data, self.now()).await
     }
 }
 

@@ -512,6 +512,29 @@ impl OutputTail {
     }
 }
 
+#[cfg(test)]
+mod output_tests {
+    use super::OutputTail;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// However a command's output arrives, the tail holds its last bytes (at least `KEEP` of
+        /// them, at most twice that) and the count is exact.
+        #[test]
+        fn the_tail_is_the_end_of_the_output(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40_000), 0..12)) {
+            let mut t = OutputTail::default();
+            let all: Vec<u8> = chunks.concat();
+            for c in &chunks {
+                t.push(c);
+            }
+            prop_assert_eq!(t.total, all.len() as u64);
+            prop_assert!(t.kept.len() <= 2 * OutputTail::KEEP);
+            prop_assert!(t.kept.len() >= all.len().min(OutputTail::KEEP));
+            prop_assert!(all.ends_with(&t.kept));
+        }
+    }
+}
+
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }

@@ -369,7 +369,30 @@ fn cursor_msg(session: &Session) -> Option<Message> {
 mod tests {
     use super::*;
     use crate::session::{Resolve, Session};
+    use proptest::prelude::*;
     use std::sync::Arc;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+        /// Whatever a webview (or a page in it) sends the frame server: a message it understands,
+        /// turned into input within the screen's coordinates, or one it ignores; never a panic.
+        #[test]
+        fn any_viewer_message_is_input_or_ignored(
+            text in prop_oneof![
+                "[ -~]{0,60}",
+                (any::<f64>(), any::<f64>(), any::<u8>()).prop_map(|(x, y, b)| format!(r#"{{"t":"p","x":{x:e},"y":{y:e},"b":{b}}}"#)),
+                (any::<i64>(), any::<i64>()).prop_map(|(w, h)| format!(r#"{{"t":"v","w":{w},"h":{h}}}"#)),
+                (any::<u64>(), any::<bool>()).prop_map(|(s, d)| format!(r#"{{"t":"k","s":{s},"d":{d}}}"#)),
+            ]
+        ) {
+            if let Ok(msg) = serde_json::from_str::<ViewerMsg>(&text) {
+                if !matches!(msg, ViewerMsg::Viewport { .. }) {
+                    let _ = to_input(msg);
+                }
+            }
+        }
+    }
 
     fn session_with(w: u16, h: u16) -> Session {
         let never: Resolve = Arc::new(|| Box::pin(std::future::pending()));

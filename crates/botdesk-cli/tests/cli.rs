@@ -445,12 +445,12 @@ fn control_taken_from_the_cli_lapses_in_the_computer_with_no_app_running() {
     let shot = data.run(&["screenshot", "ctl", data.path().join("s.png").to_str().unwrap()]);
     assert!(shot.status.success(), "{}", stderr(&shot));
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    // The 15-minute lease is taken by a process whose clock is 14 min 15 s behind: by the
-    // machine's clock it ends 45 s from now. That process stays, forwarding, and does nothing
-    // at the lease's end.
+    // The 15-minute lease is taken by a process whose clock is 13 min 30 s behind: by the
+    // machine's clock it ends 90 s from now (room for a loaded machine to start forwarding).
+    // That process stays, forwarding, and does nothing at the lease's end.
     let mut forward = data
         .cmd(&["screen", "forward", "ctl", "--control", "--port", &port.to_string()])
-        .env("BOTDESK_CLOCK_OFFSET_MS", (-(15 * 60_000 - 45_000)).to_string())
+        .env("BOTDESK_CLOCK_OFFSET_MS", (-(15 * 60_000 - 90_000)).to_string())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();

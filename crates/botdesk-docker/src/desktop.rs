@@ -31,7 +31,7 @@ const MAX_IDLE_AGENT_CONNS: usize = 4;
 /// The longest answer line (JSON; a page snapshot is the largest).
 const MAX_ANSWER_LINE: u64 = 1 << 20;
 /// The widest and tallest screen a computer may have.
-pub const MAX_SCREEN_SIDE: u32 = 4096;
+const MAX_SCREEN_SIDE: u32 = 4096;
 /// The largest XWD header (with its color map) taken from a computer.
 const MAX_XWD_HEADER: u64 = 64 * 1024;
 /// The largest screenshot body: the largest screen's XWD.

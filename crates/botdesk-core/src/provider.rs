@@ -28,6 +28,9 @@ pub struct CallCtx {
     pub run: Option<String>,
     /// `<run-id>:<fence>` while a run holds the bot's execution lease.
     pub screen_lease: Option<String>,
+    /// The control lease a person's shell is opened under: its processes carry
+    /// `CONTROL_TAG=<lease>` so they end with that control, in whichever process sees it end.
+    pub control: Option<String>,
     pub cancel: CancellationToken,
 }
 
@@ -49,6 +52,9 @@ pub const EXIT_TIMED_OUT: i32 = 124;
 pub const EXIT_CANCELLED: i32 = 130;
 /// The environment variable naming the run a command belongs to (see [`CallCtx::run`]).
 pub const RUN_TAG: &str = "BOTDESK_RUN_ID";
+/// The environment variable naming the control lease a person's shell belongs to (see
+/// [`CallCtx::control`]).
+pub const CONTROL_TAG: &str = "BOTDESK_CONTROL_LEASE";
 
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
@@ -333,7 +339,8 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// killed; `ctx.cancel` → exit 130. A command's own exit 124 stays `ExecOutcome::Exited`.
     async fn exec(&self, computer: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit>;
     /// Stops every process in the computer whose environment holds `key=value` (a run's tag: what
-    /// a run whose driver died left running). A computer that is not running has none.
+    /// a run whose driver died left running; a control's tag: the person's shells of a control
+    /// that ended). A computer that is not running has none.
     async fn kill_tagged(&self, _computer: &ComputerRef, _key: &str, _value: &str) -> Result<()> {
         Ok(())
     }

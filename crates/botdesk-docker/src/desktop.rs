@@ -11,7 +11,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use crate::{docker_err, spec, DockerProvider};
+use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 
 /// Where a computer's gateway listens on the host, the engine's agent token, and idle agent
 /// connections kept open: a fresh TCP connection pays slow start on every 4 MB screenshot.
@@ -244,6 +244,11 @@ pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8], quality: u8) -> Result<B
     Ok(Bytes::from(out))
 }
 
+/// The gateway's refusal of a request, as an error.
+fn refused(answer: &Value) -> SandboxError {
+    SandboxError::Provider(answer["error"].as_str().unwrap_or("the desktop agent failed").to_string())
+}
+
 impl DockerProvider {
     /// The gateway's host port and the agent token, read from the container and cached per
     /// computer (a stale entry is dropped by `agent` when the gateway stops answering to it).
@@ -275,6 +280,15 @@ impl DockerProvider {
     /// connection that turns out closed is replaced once by a new one; a cached gateway that no
     /// longer answers (the computer was restarted or replaced) is looked up again once.
     async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
+        let (answer, body) = self.agent_answer(c, req).await?;
+        if answer["ok"] != true {
+            return Err(refused(&answer));
+        }
+        Ok((answer, body))
+    }
+
+    /// [`Self::agent`], with a refusal (`"ok": false`) given back as an answer.
+    async fn agent_answer(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
         let op = req["op"].as_str().unwrap_or("request").to_string();
         let bound = agent_bound(&op);
         // On expiry the connection goes with the request (it is never reused).
@@ -309,7 +323,7 @@ impl DockerProvider {
         Self::agent_done(&g, conn, answer)
     }
 
-    /// Keeps a healthy connection for the next request and turns the answer into a result.
+    /// Keeps a healthy connection for the next request.
     fn agent_done(g: &Gateway, conn: AgentConn, answer: std::result::Result<(Value, Option<Vec<u8>>), AgentFailure>) -> Result<(Value, Option<Vec<u8>>)> {
         let (answer, body) = answer.map_err(|e| match e {
             AgentFailure::Closed => SandboxError::Provider("screen gateway: connection closed".into()),
@@ -320,9 +334,6 @@ impl DockerProvider {
             idle.push(conn);
         }
         drop(idle);
-        if answer["ok"] != true {
-            return Err(SandboxError::Provider(answer["error"].as_str().unwrap_or("the desktop agent failed").to_string()));
-        }
         Ok((answer, body))
     }
 
@@ -348,13 +359,15 @@ impl DockerProvider {
         Ok(stream)
     }
 
+    /// `botdesk-display ARGS` in the computer: as the screen services' user, but for `release`.
     pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str]) -> Result<()> {
         let container = self.running_container(c).await?;
+        let who = if args.first() == Some(&"release") { InComputer::Bot } else { InComputer::Screen };
         let mut argv = vec!["botdesk-display"];
         argv.extend_from_slice(args);
         // Bringing up a display starts Xvfb and its window manager and waits for them.
         let bound = std::time::Duration::from_secs(60);
-        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &argv, None))
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, &container, &argv, None, crate::provider::QUIET_MAX))
             .await
             .map_err(|_| SandboxError::TimedOut(format!("`{}` did not finish within {} s in the computer", argv.join(" "), bound.as_secs())))??;
         if code != 0 {
@@ -384,6 +397,11 @@ impl DockerProvider {
         // under load): open connections drop within 0.25 s. `down` revokes again, then tears down.
         if let Err(e) = self.agent(c, json!({"op": "revoke", "display": slot})).await {
             tracing::warn!("revoking display {slot} through the gateway failed ({e}); the teardown revokes it");
+        }
+        // The bot's browser is closed gracefully, as the bot (so its cookies are saved); what the
+        // bot broke there does not stop the teardown: its processes lose their display with X.
+        if let Err(e) = self.display_script(c, &["release", &slot.to_string()]).await {
+            tracing::warn!("closing display {slot}'s browser failed ({e}); the teardown goes on");
         }
         self.display_script(c, &["down", &slot.to_string()]).await
     }
@@ -427,11 +445,35 @@ impl DockerProvider {
     }
 
     pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand) -> Result<Value> {
-        let (answer, _) = self
-            .agent(c, json!({"op": "browser", "display": slot, "profile": profile, "command": command}))
-            .await
-            .map_err(|e| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen.")))?;
+        let failed = |e: SandboxError| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
+        let request = json!({"op": "browser", "display": slot, "command": command});
+        let (answer, _) = self.agent_answer(c, request.clone()).await.map_err(failed)?;
+        let answer = if answer["code"] == "NO_BROWSER" {
+            // The gateway never starts a bot's process: the bot's Chromium starts as the bot.
+            self.open_browser(c, slot, profile).await.map_err(failed)?;
+            self.agent(c, request).await.map_err(failed)?.0
+        } else if answer["ok"] != true {
+            return Err(failed(refused(&answer)));
+        } else {
+            answer
+        };
         Ok(answer["result"].clone())
+    }
+
+    /// Starts display `slot`'s Chromium with the bot's `profile`, as the bot, and waits until its
+    /// DevTools answer (`botdesk-gateway open-browser`).
+    async fn open_browser(&self, c: &ComputerRef, slot: u32, profile: &str) -> Result<()> {
+        let container = self.running_container(c).await?;
+        let argv = ["botdesk-gateway", "open-browser", &slot.to_string(), profile];
+        let bound = std::time::Duration::from_secs(45);
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &argv, None))
+            .await
+            .map_err(|_| SandboxError::TimedOut(format!("the browser of :{slot} did not start within {} s", bound.as_secs())))??;
+        if code != 0 {
+            let err = String::from_utf8_lossy(&err);
+            return Err(SandboxError::Provider(format!("starting the browser: {}", err.trim().lines().last().unwrap_or("it exited with an error"))));
+        }
+        Ok(())
     }
 
     pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action]) -> Result<()> {

@@ -10,7 +10,7 @@ use std::io::Read;
 use tokio::io::AsyncWriteExt;
 use tokio_util::io::{StreamReader, SyncIoBridge};
 
-use crate::DockerProvider;
+use crate::{spec::InComputer, DockerProvider};
 
 #[derive(Deserialize)]
 struct HelperError {
@@ -45,7 +45,7 @@ async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args:
     let mut argv = vec!["botdesk-helper"];
     argv.extend_from_slice(args);
     let max_out = if args.first() == Some(&"list") { MAX_LISTING } else { max.max(crate::provider::QUIET_MAX) };
-    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(&container, &argv, stdin, max_out))
+    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, &argv, stdin, max_out))
         .await
         .map_err(|_| SandboxError::TimedOut(format!("the computer's workspace helper did not finish `{}` within {} s", args.first().unwrap_or(&""), HELPER_BOUND.as_secs())))??;
     if code != 0 {

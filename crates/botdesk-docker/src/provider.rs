@@ -16,7 +16,7 @@ use std::{
 };
 use tokio::{io::AsyncWrite, sync::OnceCell};
 
-use crate::{docker_err, spec};
+use crate::{docker_err, spec, spec::InComputer};
 
 #[derive(Debug, Clone)]
 pub struct DockerConfig {
@@ -155,6 +155,21 @@ impl DockerProvider {
         stdin: bool,
         tty: bool,
     ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
+        self.start_exec_as(InComputer::Bot, container, argv, env, cwd, stdin, tty).await
+    }
+
+    /// [`Self::start_exec`] as `who`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn start_exec_as(
+        &self,
+        who: InComputer,
+        container: &str,
+        argv: Vec<String>,
+        env: Vec<String>,
+        cwd: &str,
+        stdin: bool,
+        tty: bool,
+    ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
         let docker = self.client().await?;
         let mut env = env;
         // The gateway's agent token is the engine's capability, not the bot's.
@@ -166,7 +181,7 @@ impl DockerProvider {
                     cmd: Some(argv),
                     env: Some(env),
                     working_dir: Some(cwd.to_string()),
-                    user: Some(spec::USER.to_string()),
+                    user: Some(who.user().to_string()),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     attach_stdin: Some(stdin),
@@ -193,15 +208,15 @@ impl DockerProvider {
     /// Runs a short helper command to completion and returns (exit code, stdout, stderr); stdout
     /// longer than [`QUIET_MAX`] is an error (see [`Self::run_quiet_max`]).
     pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
-        self.run_quiet_max(container, argv, stdin, QUIET_MAX).await
+        self.run_quiet_max(InComputer::Bot, container, argv, stdin, QUIET_MAX).await
     }
 
-    /// [`Self::run_quiet`] taking at most `max_out` bytes of stdout (what comes out of a computer
-    /// is never taken whole on trust).
-    pub(crate) async fn run_quiet_max(&self, container: &str, argv: &[&str], stdin: Option<Bytes>, max_out: u64) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+    /// [`Self::run_quiet`] as `who`, taking at most `max_out` bytes of stdout (what comes out of a
+    /// computer is never taken whole on trust).
+    pub(crate) async fn run_quiet_max(&self, who: InComputer, container: &str, argv: &[&str], stdin: Option<Bytes>, max_out: u64) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let argv = argv.iter().map(|s| s.to_string()).collect();
-        let (exec_id, mut output, mut input) = self.start_exec(container, argv, vec![], HOME, stdin.is_some(), false).await?;
+        let (exec_id, mut output, mut input) = self.start_exec_as(who, container, argv, vec![], HOME, stdin.is_some(), false).await?;
         let writer = async move {
             if let Some(data) = stdin {
                 input.write_all(&data).await?;
@@ -393,10 +408,13 @@ impl SandboxProvider for DockerProvider {
         Ok(())
     }
 
-    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, _ctx: &CallCtx) -> Result<ShellSession> {
+    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         let container = self.running_container(c).await?;
         let tag = uuid::Uuid::new_v4().simple().to_string();
-        let env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
+        let mut env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
+        if let Some(lease) = &ctx.control {
+            env.push(format!("{CONTROL_TAG}={lease}"));
+        }
         let argv = vec!["bash".into(), "-i".into()];
         let (exec_id, mut output, mut input) = self.start_exec(&container, argv, env, &cwd.in_computer(), true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
@@ -558,7 +576,7 @@ fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
 /// exec's own process is gone (the first kill can race its start), then once more for stragglers.
 async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
     let once = || async {
-        let opts = CreateExecOptions { cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]), user: Some(spec::USER.to_string()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
+        let opts = CreateExecOptions { cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]), user: Some(InComputer::Bot.user().to_string()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
         if let Ok(exec) = docker.create_exec(container, opts).await {
             if let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await {
                 while output.next().await.is_some() {}

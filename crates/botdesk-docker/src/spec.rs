@@ -16,7 +16,25 @@ pub const LABEL_TEST_RUN: &str = "botdesk.test-run";
 pub const LABEL_TEST_BINARY: &str = "botdesk.test-binary";
 /// The screen gateway's port inside the computer; published on 127.0.0.1 with a random host port.
 pub const GATEWAY_PORT: &str = "7900/tcp";
-pub const USER: &str = "1000:1000";
+
+/// Who a process in the computer runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InComputer {
+    /// The bots' user (uid 1000): their commands, shells, files and browsers.
+    Bot,
+    /// The screen services' user (botdesk-screen, uid 990): Xvfb, fluxbox, x11vnc and the screen
+    /// gateway. Bots cannot signal, trace or replace its processes, nor read its files.
+    Screen,
+}
+
+impl InComputer {
+    pub fn user(self) -> &'static str {
+        match self {
+            InComputer::Bot => "1000:1000",
+            InComputer::Screen => "990:990",
+        }
+    }
+}
 
 pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {
     format!("botdesk-{}-{}", &data_dir_label[..8.min(data_dir_label.len())], spec.id)
@@ -45,7 +63,8 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
     Config {
         image: Some(image.to_string()),
         hostname: Some("botdesk".into()),
-        user: Some(USER.into()),
+        // The container's own process (start.sh) brings up the screen services.
+        user: Some(InComputer::Screen.user().into()),
         env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}"), format!("BOTDESK_AGENT_TOKEN={agent_token}")]),
         labels: Some(labels),
         exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),

@@ -23,7 +23,8 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     };
     let p = provider.provision(&spec, &CallCtx::default()).await.unwrap();
     let id = &p.provider_ref;
-    assert_eq!(inspect(id, "{{.Config.User}}"), "1000:1000");
+    // The container's own process is the screen services' user; bots' commands run as 1000 (below).
+    assert_eq!(inspect(id, "{{.Config.User}}"), "990:990");
     assert_eq!(inspect(id, "{{json .HostConfig.CapDrop}}"), r#"["ALL"]"#);
     assert_eq!(inspect(id, "{{json .HostConfig.SecurityOpt}}"), r#"["no-new-privileges"]"#);
     assert_eq!(inspect(id, "{{.HostConfig.Memory}}"), (2u64 << 30).to_string());
@@ -54,9 +55,9 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
 #[tokio::test]
 async fn start_script_fails_loudly_when_x_never_answers() {
     let (_provider, _cleanup) = docker_provider().await;
-    // A read-only root and no /tmp tmpfs: Xvfb cannot create its socket, so X never answers.
+    // A 1 MiB /dev/shm: Xvfb cannot write its framebuffer there, so X never answers.
     let out = Command::new("docker")
-        .args(["run", "--rm", "--read-only", "--label", "botdesk.managed=1"])
+        .args(["run", "--rm", "--shm-size", "1m", "--label", "botdesk.managed=1"])
         .args(std::env::var("BOTDESK_TEST_RUN").map(|r| vec!["--label".to_string(), format!("botdesk.test-run={r}")]).unwrap_or_default())
         .arg(botdesk_docker::image::image_tag())
         .output()

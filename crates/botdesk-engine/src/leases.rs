@@ -250,8 +250,19 @@ impl Engine {
         let (bot_id, computer) = self.bot_refs(bot).await?;
         let resumed = self.inner.store.release_control(&computer, lease_id, result, self.now()).await?;
         self.close_terminals(&bot_id);
+        self.end_control_shells(&computer, lease_id).await;
         self.revoke_control_transport(&bot_id, &computer).await?;
         Ok(resumed)
+    }
+
+    /// Stops whatever the person's shells of an ended control left in the computer (they carry
+    /// its tag), also those a process that died had opened. A failure is logged: the shells'
+    /// input is already refused.
+    async fn end_control_shells(&self, computer: &ComputerId, lease_id: &str) {
+        let cref = ComputerRef { id: computer.clone() };
+        if let Err(e) = self.inner.provider.kill_tagged(&cref, botdesk_core::CONTROL_TAG, lease_id).await {
+            tracing::warn!(computer = %computer, "stopping the shells of an ended control: {e}");
+        }
     }
 
     /// The current control lease of a bot's computer, if it names this bot.
@@ -268,12 +279,13 @@ impl Engine {
 
     /// Housekeeping: revokes expired control (waiting runs resume as skipped) and marks silent
     /// reservation workers interrupted.
-    pub async fn expire(&self) -> Result<(Vec<(ComputerId, BotId)>, Vec<String>)> {
+    pub async fn expire(&self) -> Result<(Vec<ControlLease>, Vec<String>)> {
         let now = self.now();
         let revoked = self.inner.store.expire_control(now).await?;
-        for (computer, bot) in &revoked {
-            self.close_terminals(bot);
-            self.revoke_control_transport(bot, computer).await?;
+        for c in &revoked {
+            self.close_terminals(&c.bot_id);
+            self.end_control_shells(&c.computer_id, &c.lease_id).await;
+            self.revoke_control_transport(&c.bot_id, &c.computer_id).await?;
         }
         self.close_orphan_terminals().await?;
         let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;

@@ -248,6 +248,10 @@ impl Engine {
         };
         // Runs whose process died (the app or CLI was killed) end now, with the reason.
         engine.recover_runs().await.map_err(|e| e.context("recovering interrupted runs"))?;
+        // Control that lapsed while no process watched ends now, with its shells' processes.
+        if let Err(e) = engine.expire().await {
+            tracing::warn!("ending lapsed control: {e}");
+        }
         Ok(engine)
     }
 

@@ -16,13 +16,16 @@ pub struct Terminal {
 
 impl Engine {
     pub async fn open_terminal(&self, bot: &str, cols: u16, rows: u16) -> Result<Terminal> {
-        if self.control_of(bot).await?.is_none() {
+        let Some(control) = self.control_of(bot).await? else {
             return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to open a shell on its computer"));
-        }
+        };
         let (b, computer) = self.bot_and_computer(bot).await?;
         let cref = self.ensure_running(&computer).await?;
         let cwd = self.resolve(&b, &computer, "")?;
-        let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &CallCtx::for_bot(&b.id)).await?;
+        // The shell carries its control's tag: when that control ends, in this process or any
+        // other, everything started in it is stopped.
+        let ctx = CallCtx { control: Some(control.lease_id), ..CallCtx::for_bot(&b.id) };
+        let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &ctx).await?;
         self.inner.terminals.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
         Ok(Terminal { id: s.id, output: s.output })
     }

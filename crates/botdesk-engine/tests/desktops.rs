@@ -40,6 +40,14 @@ async fn world(screen_limit: Option<u32>, bots: &[&str]) -> World {
     World { engine, _dir: dir }
 }
 
+/// Runs `script` in a computer as its screen services' user (what no bot can do).
+fn as_service(computer: &str, script: &str) {
+    let docker = |args: &[&str]| std::process::Command::new("docker").args(args).output().unwrap();
+    let container = String::from_utf8(docker(&["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).stdout).unwrap().trim().to_string();
+    let out = docker(&["exec", "-u", "botdesk-screen", &container, "sh", "-c", script]);
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Connects to the gateway with a token; returns the stream after the gateway's answer line.
 fn gateway(port: u16, token: &str) -> (String, TcpStream) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -136,9 +144,8 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     let d = w.engine.open_desktop("d").await.unwrap();
     w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
     // Kill the display behind the engine's back (as a restarted computer would).
-    let kill = format!("botdesk-display down {}", d.display);
-    let out = w.engine.exec("d", vec!["sh".into(), "-c".into(), kill], None, None, None, CancellationToken::new()).await.unwrap();
-    assert_eq!(out.code, 0);
+    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    as_service(&computer, &format!("botdesk-display down {}", d.display));
     let shot = w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
     assert_eq!(w.engine.open_desktop("d").await.unwrap().display, d.display, "same slot, brought up again");
@@ -326,39 +333,55 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     assert!(profiles.iter().any(|p| p.path.as_str().ends_with(&profile)));
 }
 
-/// What a bot can do to the screen gateway, which runs in its computer: rewrite the framebuffer
-/// header the gateway reads, stop the gateway, replace it with an impostor that claims a huge
-/// screenshot. Each call fails with one clear error within its time bound, nothing aborts, Stop
-/// finishes, and after a restart the computer is whole again.
+/// The screen services run as their own user (botdesk-screen): a bot can neither stop, kill nor
+/// replace the gateway, nor read or rewrite its framebuffers, tokens, sockets or environment.
+/// Should a service break anyway (here its own user breaks it, as a flaw in it might: a rewritten
+/// framebuffer header, a stopped gateway, an impostor claiming a 1 PB screenshot), each call fails
+/// with one clear error within its bound, nothing aborts, Stop finishes, and after a restart the
+/// computer is whole again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gateway_a_bot_broke_stopped_or_replaced_fails_calls_cleanly_and_stop_finishes() {
+async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls_cleanly() {
     let w = world(None, &["h"]).await;
     let d = w.engine.open_desktop("h").await.unwrap();
     w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
-    let sh = |script: String| {
+    // (exit code, stdout and stderr) of a command the bot runs.
+    let bot = |script: String| {
         let e = w.engine.clone();
-        async move {
-            let out = e.exec("h", vec!["sh".into(), "-c".into(), script.clone()], None, Some(Duration::from_secs(30)), None, CancellationToken::new()).await.unwrap();
-            assert_eq!(out.code, 0, "{script}");
-        }
+        async move { e.shell("h", &script).await.unwrap() }
     };
+    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    let as_service = |script: &str| as_service(&computer, script);
+    let header = |field: usize, value: u32| format!("python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"", d.display, field * 4);
+
+    // What the bot tries, as itself: every one refused by the kernel.
+    let gateway_pid = "$(pgrep -u botdesk-screen -f '[b]otdesk-gateway' | head -n 1)";
+    for attempt in [
+        format!("kill -STOP {gateway_pid}"),
+        format!("kill -KILL {gateway_pid}"),
+        format!("cat /proc/{gateway_pid}/environ"),
+        header(12, 0),
+        "ls /tmp/botdesk-gw/tokens".into(),
+        "ls /tmp/botdesk-vnc".into(),
+        "echo impostor > /usr/local/bin/botdesk-gateway".into(),
+        "touch /tmp/.X11-unix/X77".into(),
+    ] {
+        let (code, out) = bot(format!("test -n \"{gateway_pid}\" || exit 99; {attempt}")).await;
+        assert!(code != 0 && code != 99, "the bot could: {attempt}");
+        assert!(out.contains("ermission denied") || out.contains("not permitted"), "{attempt}: {out}");
+    }
+    w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
 
     // A header claiming 0 bytes per line (it passed the old size check) and one claiming a
     // screen far larger than the data.
     for (field, value) in [(12, 0u32), (5, 60_000)] {
-        sh(format!(
-            "python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"",
-            d.display,
-            field * 4
-        ))
-        .await;
+        as_service(&header(field, value));
         let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
         assert!(e.message.contains("bad screenshot from the computer"), "{}", e.message);
     }
 
     // A stopped gateway: the call gives up within its bound, with its own code.
     // ([b]: the pattern must not match this shell's own command line.)
-    sh("pkill -STOP -f '[b]otdesk-gateway'".into()).await;
+    as_service("pkill -STOP -f '[b]otdesk-gateway'");
     let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::TimedOut, "{e}");
     assert!(e.message.contains("did not answer"), "{e}");
@@ -371,20 +394,20 @@ while True:
     c, _ = s.accept(); f = c.makefile("rb")
     f.readline(); c.sendall(b"OK\n")
     while f.readline():
-        c.sendall(b'{"ok": true, "len": 1000000000000000}\n')
+        c.sendall(b"{\"ok\": true, \"len\": 1000000000000000}\n")
 "#;
-    w.engine.files_write("h", "impostor.py", bytes::Bytes::from(impostor), false).await.unwrap();
-    sh("pkill -KILL -f '[b]otdesk-gateway'; sleep 0.5; setsid python3 impostor.py >/dev/null 2>&1 < /dev/null & sleep 1".into()).await;
+    assert!(!impostor.contains('\''), "it goes in single quotes");
+    as_service(&format!("pkill -KILL -f '[b]otdesk-gateway'; sleep 0.5; setsid python3 -c '{impostor}' >/dev/null 2>&1 < /dev/null & sleep 1"));
     let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
     assert!(e.message.contains("bad answer from the computer's screen gateway") && e.message.contains("1000000000000000"), "{}", e.message);
 
     // A `.pth` file in the user site runs in every Python that reads it: the computer's own
     // services start isolated (`-I`) and never read it.
-    sh("d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\" && echo \"import os; open('/tmp/planted', 'w')\" > \"$d/plant.pth\"".into()).await;
+    let (code, out) = bot("d=$(python3 -c 'import site; print(site.getusersitepackages())') && mkdir -p \"$d\" && echo \"import os; open('/tmp/planted', 'w')\" > \"$d/plant.pth\"".into()).await;
+    assert_eq!(code, 0, "{out}");
 
     // Stop finishes with the impostor stopped too.
-    sh("pkill -STOP -f '[i]mpostor.py'".into()).await;
-    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    as_service("pkill -STOP -f '[s]ocket.socket'");
     tokio::time::timeout(Duration::from_secs(180), w.engine.stop_computer(&computer)).await.expect("stop finishes").unwrap();
 
     // Started again, the computer has its own gateway and a whole framebuffer, and the plant
@@ -392,7 +415,32 @@ while True:
     let shot = w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
     w.engine.files_list("h", "").await.unwrap();
-    sh("test ! -e /tmp/planted && test -n \"$(find ~/.local -name plant.pth)\"".into()).await;
+    let (code, out) = bot("test ! -e /tmp/planted && test -n \"$(find ~/.local -name plant.pth)\"".into()).await;
+    assert_eq!(code, 0, "{out}");
+}
+
+/// The person's shells end with their control, in whichever process sees it end: a shell opened
+/// by one engine (standing for an app that was killed) is stopped when another process on the same
+/// data directory, after the control lapsed, opens the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it() {
+    let w = world(None, &["p"]).await;
+    w.engine.take_control("p").await.unwrap();
+    let t = w.engine.open_terminal("p", 80, 24).await.unwrap();
+    w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"sleep 777\n")).await.unwrap();
+    // ([s]: the pattern must not match the probe's own command line.)
+    let sleeping = || async { w.engine.shell("p", "pgrep -f '[s]leep 777' || true").await.unwrap().1.trim().to_string() };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while sleeping().await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the shell's command never started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Another process, a minute after the control's end.
+    let mut cfg = EngineConfig::new(w._dir.path(), ProviderChoice::Docker);
+    cfg.clock = std::sync::Arc::new(OffsetClock(Policy::default().control_ttl + 60_000));
+    let later = Engine::open(cfg).await.unwrap();
+    assert!(later.control_of("p").await.unwrap().is_none());
+    assert_eq!(sleeping().await, "", "the lapsed control's shell left its command running");
 }
 
 /// Each computer is alone on its own network, a bridge with traffic between its containers off,

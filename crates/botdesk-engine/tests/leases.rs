@@ -203,3 +203,28 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     let home = w.engine.list_computers().await.unwrap()[0].home.clone();
     assert_eq!(std::fs::read_to_string(home.join("current/bots/note.txt")).unwrap(), "kept");
 }
+
+/// A command that runs keeps its computer awake: idle suspend passes the computer by while a
+/// command runs, however long nothing else happened, and takes it once the command ended and the
+/// idle time passed again. (A running command marks its computer active every third of the idle
+/// time, 10 s here, in real time: the 25 s command gives it two chances and 5 s to spare.) A
+/// person's shell needs control, which keeps its computer awake by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_command_keeps_its_computer_from_idle_suspend() {
+    let w = world(Policy { idle_suspend: 30_000, ..Policy::default() }).await;
+    let e = w.engine.clone();
+    let long = tokio::spawn(async move { e.exec("a", vec!["sleep".into(), "25".into()], None, None, None, Default::default()).await });
+    let running = || async { w.engine.exec("b", vec!["pgrep".into(), "-c".into(), "-fx".into(), "sleep 25".into()], None, None, None, Default::default()).await.unwrap().code == 0 };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !running().await {
+        assert!(std::time::Instant::now() < deadline, "the command never started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Nothing else happens for longer than the idle time while the command runs.
+    w.advance(31_000);
+    assert_eq!(long.await.unwrap().unwrap().code, 0);
+    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![], "the running command did not keep its computer awake");
+    w.advance(31_000);
+    let id = w.engine.list_computers().await.unwrap()[0].id.clone();
+    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id, IdleOutcome::Suspended)]);
+}

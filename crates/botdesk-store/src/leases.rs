@@ -399,11 +399,12 @@ impl Store {
     }
 
     /// Revokes every control lease that expired by `now`; a run waiting for it resumes as skipped.
-    /// Returns the (computer, bot) pairs revoked.
-    pub async fn expire_control(&self, now: i64) -> Result<Vec<(ComputerId, BotId)>> {
+    /// Returns the leases revoked.
+    pub async fn expire_control(&self, now: i64) -> Result<Vec<ControlLease>> {
         let mut tx = self.pool.begin().await?;
         let rows = sqlx::query!(
-            r#"SELECT id AS "id!", control_bot_id AS "bot!" FROM computers WHERE control_lease_id IS NOT NULL AND control_expires_at <= ?1"#,
+            r#"SELECT id AS "id!", control_bot_id AS "bot!", control_lease_id AS "lease!", control_holder AS "holder!", control_expires_at AS "expires!"
+               FROM computers WHERE control_lease_id IS NOT NULL AND control_expires_at <= ?1"#,
             now
         )
         .fetch_all(&mut *tx)
@@ -418,7 +419,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             resume_waiting(&mut tx, &r.bot, TakeoverResult::Skipped, now).await?;
-            out.push((ComputerId::new(r.id), BotId::new(r.bot)));
+            out.push(ControlLease { computer_id: ComputerId::new(r.id), bot_id: BotId::new(r.bot), lease_id: r.lease, holder: r.holder, expires_at: r.expires });
         }
         tx.commit().await?;
         Ok(out)

@@ -168,7 +168,7 @@ async fn control_expiry_revokes_input_and_resumes_a_waiting_run_as_skipped() {
     f.s.transition_run(&run.id, RunStatus::Running, RunStatus::WaitingTakeover, 1, None, None).await.unwrap();
     let ctl = f.s.take_control(c, a, 10, CTL).await.unwrap();
     assert!(f.s.expire_control(10 + CTL - 1).await.unwrap().is_empty());
-    assert_eq!(f.s.expire_control(10 + CTL).await.unwrap(), vec![(c.clone(), a.clone())]);
+    assert_eq!(f.s.expire_control(10 + CTL).await.unwrap(), vec![ctl.clone()]);
     assert!(f.s.authorize_input(c, a, &ctl.lease_id, 10 + CTL).await.is_err());
     assert!(matches!(f.s.renew_control(c, &ctl.lease_id, 10 + CTL, CTL).await, Err(StoreError::Stale(_))));
     let r = f.s.run(&run.id).await.unwrap();

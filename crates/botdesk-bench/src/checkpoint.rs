@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use botdesk_engine::{ComputerScope, Engine, EngineConfig, ProviderChoice};
 use tokio_util::sync::CancellationToken;
 
+use crate::BOT;
+
 pub struct Figures {
     pub bytes: u64,
     pub files: u64,
@@ -79,13 +81,13 @@ pub async fn run(dir: &Path) -> Figures {
     let cp_full = timed(&format!("cp -a '{}' '{}' && sync", current.display(), anchor.display()));
     let _ = std::fs::remove_dir_all(&anchor);
     std::fs::create_dir_all(&anchor).unwrap();
-    let tar_full = timed(&format!("docker exec {container} tar -C /home/botdesk -cf - . | tar -C '{}' -xf - && sync", anchor.display()));
+    let tar_full = timed(&format!("docker exec -u {BOT} {container} tar -C /home/botdesk -cf - . | tar -C '{}' -xf - && sync", anchor.display()));
     // Restores write 1 GiB each, and this disk's speed wanders: three rounds, each the anchor
     // then ours, and the median of each.
     let (mut tar_restores, mut restores) = (vec![], vec![]);
     for _ in 0..3 {
         tar_restores.push(timed(&format!(
-            "tar -C '{}' -cf - . | docker exec -i {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
+            "tar -C '{}' -cf - . | docker exec -i -u {BOT} {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
             anchor.display()
         )));
         let t = Instant::now();

@@ -3,7 +3,7 @@
 use botdesk_engine::{ComputerScope, Engine, EngineConfig, ImageFormat, ProviderChoice};
 use std::time::{Duration, Instant};
 
-use crate::{median, time_cmd, Row};
+use crate::{median, time_cmd, Row, BOT};
 
 fn container_of(computer: &str) -> String {
     let out = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
@@ -52,7 +52,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         ours.push(t.elapsed());
         assert!(obs.image.is_some());
         engine.release_desktop(&names[1]).await.unwrap();
-        anchor.push(time_cmd(&["exec", &container, "true"]));
+        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "true"]));
     }
     rows.push(Row { what: "desktop open → first full frame", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: N });
 
@@ -67,7 +67,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         engine.browser_snapshot(bot).await.unwrap();
         ours.push(t.elapsed());
         engine.release_desktop(bot).await.unwrap();
-        anchor.push(time_cmd(&["exec", &container, "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--user-data-dir=/tmp/bench-anchor", "--dump-dom", "about:blank"]));
+        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--user-data-dir=/tmp/bench-anchor", "--dump-dom", "about:blank"]));
     }
     rows.push(Row { what: "browser ready (cold Chromium, DevTools answering)", ours: median(ours), anchor_name: "`docker exec … chromium --headless --dump-dom about:blank`", anchor: median(anchor), n: N });
 
@@ -79,7 +79,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let t = Instant::now();
         engine.screenshot(&names[0], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
-        anchor.push(time_cmd(&["exec", &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
+        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
     }
     rows.push(Row { what: "observe (PNG, frame id, cursor, window title)", ours: median(ours), anchor_name: "`docker exec … import -window root png:-`", anchor: median(anchor), n: 20 });
 
@@ -94,7 +94,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let t = Instant::now();
         for i in 0..24 {
             let st = std::process::Command::new("docker")
-                .args(["exec", "-e", &format!("DISPLAY=:{slot}"), &container, "xdotool", "mousemove", &(100 + i * 10).to_string(), "300"])
+                .args(["exec", "-u", BOT, "-e", &format!("DISPLAY=:{slot}"), &container, "xdotool", "mousemove", &(100 + i * 10).to_string(), "300"])
                 .status()
                 .unwrap();
             assert!(st.success());
@@ -126,7 +126,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         });
         release.await.unwrap();
         ours.push(drop_seen.await.unwrap().duration_since(t));
-        anchor.push(time_cmd(&["exec", &container, "true"]));
+        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "true"]));
     }
     let worst = *ours.iter().max().unwrap();
     rows.push(Row { what: "token revocation → open connection dropped, median (target ≤ 1 s)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor.clone()), n: N });

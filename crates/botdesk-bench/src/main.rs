@@ -3,11 +3,14 @@
 //! Usage: botdesk-bench OUT.md | botdesk-bench --only desktops (prints that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
-use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
+use botdesk_docker::{image::image_tag, spec::InComputer, DockerConfig, DockerProvider};
 use std::{
     process::Command,
     time::{Duration, Instant},
 };
+
+/// Anchors run their commands in the computer as the bots do, like ours.
+pub const BOT: &str = InComputer::Bot.user();
 
 mod checkpoint;
 mod desktops;
@@ -141,7 +144,7 @@ async fn main() {
         let exit = provider.exec(&c, ExecRequest::new(["true"]), None, &ctx).await.unwrap();
         ours.push(t.elapsed());
         assert_eq!(exit.code, 0);
-        anchor.push(time_cmd(&["exec", &p.provider_ref, "true"]));
+        anchor.push(time_cmd(&["exec", "-u", BOT, &p.provider_ref, "true"]));
     }
     rows.push(Row { what: "exec round trip (`true`)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: EXECS });
     provider.destroy(&c, &ctx).await.unwrap();

@@ -359,10 +359,14 @@ impl DockerProvider {
         Ok(stream)
     }
 
-    /// `botdesk-display ARGS` in the computer: as the screen services' user, but for `release`.
+    /// `botdesk-display ARGS` in the computer, as the screen services' user.
     pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str]) -> Result<()> {
+        self.display_script_as(InComputer::Screen, c, args).await
+    }
+
+    /// `botdesk-display ARGS` in the computer, as `who`.
+    async fn display_script_as(&self, who: InComputer, c: &ComputerRef, args: &[&str]) -> Result<()> {
         let container = self.running_container(c).await?;
-        let who = if args.first() == Some(&"release") { InComputer::Bot } else { InComputer::Screen };
         let mut argv = vec!["botdesk-display"];
         argv.extend_from_slice(args);
         // Bringing up a display starts Xvfb and its window manager and waits for them.
@@ -400,7 +404,7 @@ impl DockerProvider {
         }
         // The bot's browser is closed gracefully, as the bot (so its cookies are saved); what the
         // bot broke there does not stop the teardown: its processes lose their display with X.
-        if let Err(e) = self.display_script(c, &["release", &slot.to_string()]).await {
+        if let Err(e) = self.display_script_as(InComputer::Bot, c, &["release", &slot.to_string()]).await {
             tracing::warn!("closing display {slot}'s browser failed ({e}); the teardown goes on");
         }
         self.display_script(c, &["down", &slot.to_string()]).await

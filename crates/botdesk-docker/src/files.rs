@@ -105,7 +105,7 @@ pub async fn write(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, da
 pub async fn export(p: &DockerProvider, c: &ComputerRef) -> Result<EntryStream> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "export".to_string()];
-    let (exec_id, output, _stdin) = p.start_exec(&container, argv, vec![], HOME, false, false).await?;
+    let (exec_id, output, _stdin) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, false, false).await?;
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let err_sink = stderr.clone();
     let stdout = output.filter_map(move |item| {
@@ -188,7 +188,7 @@ const COMPLETE_MARKER: &str = ".botdesk-import-complete";
 pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStream) -> Result<ImportSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "import".to_string()];
-    let (exec_id, mut output, mut input) = p.start_exec(&container, argv, vec![], HOME, true, false).await?;
+    let (exec_id, mut output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
     let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
     let writer = async move {
         let written = write_tar(&mut entries, &mut input).await;

@@ -14,7 +14,7 @@ use futures::{FutureExt, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio_util::io::StreamReader;
 
-use crate::{docker_err, spec, DockerProvider};
+use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 
 /// How much of the helper's stderr is kept for an error message.
 const MAX_STDERR: usize = 64 * 1024;
@@ -92,7 +92,7 @@ fn split_output(output: crate::provider::ExecOutputStream, stderr: Arc<Mutex<Vec
 pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, manifest: Bytes) -> Result<HomeOut> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "save".to_string()];
-    let (exec_id, output, mut input) = p.start_exec(&container, argv, vec![], HOME, true, false).await?;
+    let (exec_id, output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
     // The helper reads its whole stdin before it writes anything.
     let io = |e: std::io::Error| SandboxError::Provider(format!("sending the manifest to the computer: {e}"));
     input.write_all(&manifest).await.map_err(io)?;
@@ -114,7 +114,7 @@ pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, manifest: Byt
 pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMode, records: HomeIn) -> Result<LoadSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "load".to_string()];
-    let (exec_id, output, mut input) = p.start_exec(&container, argv, vec![], HOME, true, false).await?;
+    let (exec_id, output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
     let mut first = serde_json::to_vec(mode).expect("a load mode serialises");
     first.push(b'\n');
     let writer = async move {

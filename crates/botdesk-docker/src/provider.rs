@@ -144,23 +144,10 @@ impl DockerProvider {
         }
     }
 
-    /// Starts an exec of `argv` as the workspace user and returns its output stream and stdin. On
-    /// a terminal (`tty`) stdout and stderr come as one console stream.
-    pub(crate) async fn start_exec(
-        &self,
-        container: &str,
-        argv: Vec<String>,
-        env: Vec<String>,
-        cwd: &str,
-        stdin: bool,
-        tty: bool,
-    ) -> Result<(String, ExecOutputStream, std::pin::Pin<Box<dyn AsyncWrite + Send>>)> {
-        self.start_exec_as(InComputer::Bot, container, argv, env, cwd, stdin, tty).await
-    }
-
-    /// [`Self::start_exec`] as `who`.
+    /// Starts an exec of `argv` as `who` and returns its output stream and stdin. On a terminal
+    /// (`tty`) stdout and stderr come as one console stream.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn start_exec_as(
+    pub(crate) async fn start_exec(
         &self,
         who: InComputer,
         container: &str,
@@ -216,7 +203,7 @@ impl DockerProvider {
     pub(crate) async fn run_quiet_max(&self, who: InComputer, container: &str, argv: &[&str], stdin: Option<Bytes>, max_out: u64) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let argv = argv.iter().map(|s| s.to_string()).collect();
-        let (exec_id, mut output, mut input) = self.start_exec_as(who, container, argv, vec![], HOME, stdin.is_some(), false).await?;
+        let (exec_id, mut output, mut input) = self.start_exec(who, container, argv, vec![], HOME, stdin.is_some(), false).await?;
         let writer = async move {
             if let Some(data) = stdin {
                 input.write_all(&data).await?;
@@ -416,7 +403,7 @@ impl SandboxProvider for DockerProvider {
             env.push(format!("{CONTROL_TAG}={lease}"));
         }
         let argv = vec!["bash".into(), "-i".into()];
-        let (exec_id, mut output, mut input) = self.start_exec(&container, argv, env, &cwd.in_computer(), true, true).await?;
+        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Bot, &container, argv, env, &cwd.in_computer(), true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
@@ -471,7 +458,7 @@ impl SandboxProvider for DockerProvider {
         // Starting is not raced against the deadline: once Docker may have started the process we
         // must know its exec id to kill its tree. An elapsed deadline fires right after.
         let cwd = req.cwd.in_computer();
-        let (exec_id, mut output, _stdin) = self.start_exec(&container, req.argv.clone(), env, &cwd, false, false).await?;
+        let (exec_id, mut output, _stdin) = self.start_exec(InComputer::Bot, &container, req.argv.clone(), env, &cwd, false, false).await?;
         let stopped = loop {
             tokio::select! {
                 item = output.next() => match item {

@@ -28,7 +28,7 @@ pub enum InComputer {
 }
 
 impl InComputer {
-    pub fn user(self) -> &'static str {
+    pub const fn user(self) -> &'static str {
         match self {
             InComputer::Bot => "1000:1000",
             InComputer::Screen => "990:990",

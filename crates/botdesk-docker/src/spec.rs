@@ -63,8 +63,9 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
     Config {
         image: Some(image.to_string()),
         hostname: Some("botdesk".into()),
-        // The container's own process (start.sh) brings up the screen services.
-        user: Some(InComputer::Screen.user().into()),
+        // The container's own process (start.sh) fences the network as root, then becomes the
+        // screen services' user and brings them up.
+        user: Some("0:0".into()),
         env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}"), format!("BOTDESK_AGENT_TOKEN={agent_token}")]),
         labels: Some(labels),
         exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),
@@ -76,9 +77,14 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
                 typ: Some(MountTypeEnum::VOLUME),
                 ..Default::default()
             }]),
-            // Alone on its own network: no other container reaches it, nor it them.
+            // Alone on its own network, with traffic between its containers off; start.sh's fence
+            // keeps its processes from every private address but its gateway (the host).
             network_mode: Some(network.to_string()),
+            // Only what start.sh needs to fence the network (NET_ADMIN) and become the services'
+            // user with nothing left (SETUID, SETGID, SETPCAP). A process started as a bot or as
+            // the services' user holds none of them and, with no-new-privileges, never can.
             cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(["NET_ADMIN", "SETUID", "SETGID", "SETPCAP"].map(String::from).to_vec()),
             security_opt: Some(vec!["no-new-privileges".into()]),
             memory: Some(r.memory_bytes as i64),
             memory_swap: Some(r.memory_bytes as i64),

@@ -1,9 +1,27 @@
 #!/bin/sh
-# Runs as botdesk-screen (uid 990), never as a bot. Makes the screen services' folders (theirs
-# alone, before any bot can run), brings up display :1 (Xvfb + fluxbox) and the screen gateway,
-# then marks the computer ready. If X never answers it exits non-zero with the tail of the X log,
-# so a broken image fails loudly.
+# The computer's own process. It starts as root only to fence the network, then becomes
+# botdesk-screen (uid 990), never a bot: makes the screen services' folders (theirs alone, before
+# any bot can run), brings up display :1 (Xvfb + fluxbox) and the screen gateway, then marks the
+# computer ready. If anything fails it exits non-zero with the reason, so a broken image fails loudly.
 set -u
+if [ "$(id -u)" = 0 ]; then
+  # The fence: every process but root's finds no route to private, shared and link-local
+  # addresses (other computers and containers, the LAN, a cloud's metadata service), except this
+  # computer's gateway, which is the host. Docker's own isolation between networks lapses for a
+  # moment whenever any network is made; this does not. Root is exempt because Docker's DNS
+  # forwarder works in this namespace as root (the host's resolver may be a private address);
+  # no process of a bot can become root (no-new-privileges, and the capabilities to change routes
+  # are dropped below before any service starts).
+  set -- $(ip -4 route show default)
+  [ "${1:-}" = default ] && [ "${2:-}" = via ] && [ "${4:-}" = dev ] || { echo "botdesk: no default route to fence" >&2; exit 1; }
+  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || exit 1
+  for net in 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 169.254.0.0/16 100.64.0.0/10; do
+    ip route add prohibit "$net" table 100 || exit 1
+  done
+  ip route add "$3" dev "$5" table 100 || exit 1
+  exec setpriv --reuid=botdesk-screen --regid=botdesk-screen --init-groups --inh-caps=-all --bounding-set=-all -- "$0"
+fi
+[ "$(id -un)" = botdesk-screen ] || { echo "botdesk: start.sh must start as root (to fence the network)" >&2; exit 1; }
 umask 077
 export HOME=/var/lib/botdesk-screen
 # /tmp and /dev/shm are fresh on every start. The X socket folder is the services' and not

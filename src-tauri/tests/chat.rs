@@ -43,6 +43,12 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.type_into("#task-input", "Check the machine and take notes");
     d.click("#send-task");
     d.wait_js("the final reply in the chat", "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.startsWith('All done'))", Duration::from_secs(120));
+    // What the run cost, once, under its last message (the scripted server reports usage).
+    d.wait_js(
+        "the run's tokens under its last message",
+        "const u = [...document.querySelectorAll('.msg .usage')]; return u.length === 1 && /^[0-9,]+ in, [0-9,]+ out tokens$/.test(u[0].textContent) && u[0].closest('.msg').querySelector('.text')?.textContent.startsWith('All done')",
+        Duration::from_secs(20),
+    );
     d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));
     assert_eq!(server.failures(), Vec::<String>::new());
     // The task, the replies and three compact tool calls, all done.

@@ -83,6 +83,23 @@ export interface ChatItem {
   text: string;
   calls: ChatCall[];
   created_at: number;
+  /** On the last message of a run: what its model calls cost so far. */
+  usage?: Usage;
+}
+
+/** Tokens as the model provider counted them; `input` excludes what the prompt cache served or stored. */
+export interface Usage {
+  input: number;
+  output: number;
+  cache_read: number;
+  cache_write: number;
+}
+
+/** "12,345 in (10,000 from cache), 321 out tokens" (as the CLI says it). */
+export function usageText(u: Usage): string {
+  const n = (v: number) => v.toLocaleString("en-US");
+  const cache = [u.cache_read ? `${n(u.cache_read)} from cache` : "", u.cache_write ? `${n(u.cache_write)} to cache` : ""].filter(Boolean).join(", ");
+  return `${n(u.input + u.cache_read + u.cache_write)} in${cache ? ` (${cache})` : ""}, ${n(u.output)} out tokens`;
 }
 
 export type RunEvent =
@@ -90,7 +107,8 @@ export type RunEvent =
   | { type: "message"; bot: string; item: ChatItem }
   | { type: "tool"; bot: string; run_id: string; call: ChatCall }
   | { type: "activity"; bot: string; entry: ActivityRow }
-  | { type: "status"; bot: string; run_id: string; status: string; error: string | null };
+  | { type: "status"; bot: string; run_id: string; status: string; error: string | null }
+  | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage };
 
 export interface ActivityRow {
   id: number;

@@ -1,4 +1,4 @@
-import { api, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope } from "./api";
+import { api, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope, usageText } from "./api";
 import { button, el } from "./dom";
 import { activityPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
@@ -239,6 +239,7 @@ function message(m: ChatItem): HTMLElement {
   const box = el("div", { class: `msg ${m.role}`, "data-message": String(m.id) });
   if (m.text) box.append(el("div", { class: "text" }, m.text));
   for (const c of m.calls) box.append(toolCall(c));
+  if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage)));
   return box;
 }
 
@@ -313,10 +314,14 @@ function onRunEvent(e: RunEvent) {
       }
       break;
     }
-    case "message":
+    case "message": {
       if (e.item.role === "assistant") state.live.delete(e.bot);
+      // The run's cost moves down to its newest message.
+      const last = [...(items ?? [])].reverse().find((m) => m.run_id === e.item.run_id);
+      if (last?.usage && !e.item.usage) [e.item.usage, last.usage] = [last.usage, undefined];
       items?.push(e.item);
       break;
+    }
     case "tool": {
       // The bot's screen tab appears the moment it first uses a graphical tool.
       if (e.call.status === "running" && GRAPHICAL.has(e.call.name) && !viewers.has(e.bot)) {
@@ -337,6 +342,13 @@ function onRunEvent(e: RunEvent) {
     case "activity":
       onActivity(e.bot, e.entry);
       return;
+    case "usage": {
+      // The run's cost so far goes on its last message (as the chat shows it when loaded).
+      const runItems = (items ?? []).filter((m) => m.run_id === e.run_id);
+      for (const m of runItems) delete m.usage;
+      if (runItems.length) runItems[runItems.length - 1].usage = e.run;
+      break;
+    }
   }
   if (selected) renderChat();
 }

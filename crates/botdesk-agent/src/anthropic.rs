@@ -57,6 +57,18 @@ enum Part {
 pub(crate) struct Fold {
     parts: Vec<Part>,
     stop: Option<StopReason>,
+    usage: botdesk_core::Usage,
+}
+
+/// A usage object of `message_start` or `message_delta`: the fields it has replace ours (the
+/// output count in `message_delta` is the running total).
+fn read_usage(u: &Value, into: &mut botdesk_core::Usage) {
+    let field = |k: &str| u.get(k).and_then(Value::as_u64);
+    for (k, slot) in [("input_tokens", &mut into.input), ("output_tokens", &mut into.output), ("cache_read_input_tokens", &mut into.cache_read), ("cache_creation_input_tokens", &mut into.cache_write)] {
+        if let Some(v) = field(k) {
+            *slot = v;
+        }
+    }
 }
 
 impl FoldTrait for Fold {
@@ -64,6 +76,7 @@ impl FoldTrait for Fold {
         let data: Value = serde_json::from_str(&ev.data).map_err(|e| protocol(format!("bad event data ({e})")))?;
         let kind = data.get("type").and_then(Value::as_str).unwrap_or(ev.name.as_str());
         match kind {
+            "message_start" => read_usage(&data["message"]["usage"], &mut self.usage),
             "content_block_start" => {
                 let b = &data["content_block"];
                 let part = match b["type"].as_str() {
@@ -86,6 +99,7 @@ impl FoldTrait for Fold {
                 }
             }
             "message_delta" => {
+                read_usage(&data["usage"], &mut self.usage);
                 self.stop = data.pointer("/delta/stop_reason").and_then(Value::as_str).map(|s| match s {
                     "end_turn" | "stop_sequence" => StopReason::EndTurn,
                     "tool_use" => StopReason::ToolUse,
@@ -112,10 +126,31 @@ impl FoldTrait for Fold {
                 Part::Tool { id, name, json } => calls.push(ToolCall::new(id, name, json)),
             }
         }
-        Ok(Turn { text, calls, stop })
+        Ok(Turn { text, calls, stop, usage: self.usage })
     }
 }
 
 fn str_of(v: &Value, key: &str) -> Result<String, Attempt> {
     v[key].as_str().map(str::to_string).ok_or_else(|| protocol(format!("a tool_use block without {key}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_with_the_cache_is_read_from_start_and_delta() {
+        let mut f = Fold::default();
+        let mut ignore = |_: &str| {};
+        for (name, data) in [
+            ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":1}}}"#),
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":57}}"#),
+            // A count that is not a number is not believed; the others stand.
+            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"lots","input_tokens":-5}}"#),
+        ] {
+            f.event(&Event { name: name.into(), data: data.into() }, &mut ignore).map_err(|_| "event").unwrap();
+        }
+        let t = f.finish().unwrap();
+        assert_eq!(t.usage, botdesk_core::Usage { input: 12, output: 57, cache_read: 4000, cache_write: 300 });
+    }
 }

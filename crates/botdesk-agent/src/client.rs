@@ -173,8 +173,7 @@ impl ModelClient {
                     e => e,
                 });
             }
-            let backoff = retry.base.saturating_mul(1 << (attempt - 1).min(10));
-            let wait = wait.unwrap_or(backoff).min(retry.max_wait);
+            let wait = retry_wait(retry, attempt, wait, fastrand::f64());
             tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, "model call failed, retrying: {error}");
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
@@ -198,7 +197,7 @@ impl ModelClient {
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
-            let wait = resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
+            let wait = server_wait(resp.headers(), std::time::SystemTime::now());
             let text = resp.text().await.unwrap_or_default();
             return Err(classify(status, &text, &c.model, wait));
         }
@@ -262,6 +261,31 @@ fn server_message(body: &str) -> String {
     msg
 }
 
+/// How long the server asked us to wait: `retry-after-ms` (OpenAI's), else `retry-after` in
+/// seconds or as an HTTP date (against `now`). Anything unreadable, negative or beyond any sane
+/// wait counts as not said (the capped backoff applies).
+fn server_wait(headers: &reqwest::header::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let number = |v: &str, scale: f64| v.parse::<f64>().ok().and_then(|n| Duration::try_from_secs_f64(n * scale).ok());
+    if let Some(wait) = header("retry-after-ms").and_then(|v| number(v, 0.001)) {
+        return Some(wait);
+    }
+    let v = header("retry-after")?;
+    number(v, 1.0).or_else(|| Some(httpdate::parse_http_date(v).ok()?.duration_since(now).unwrap_or(Duration::ZERO)))
+}
+
+/// The wait before retry number `attempt`, spread by `jitter` (0..1) so that bots told the same
+/// thing do not all come back at once: what the server said plus up to a tenth, else exponential
+/// backoff from `retry.base` over its upper quarter; at most `retry.max_wait`.
+fn retry_wait(retry: Retry, attempt: u32, said: Option<Duration>, jitter: f64) -> Duration {
+    let j = jitter.clamp(0.0, 1.0);
+    let wait = match said {
+        Some(s) => s.min(retry.max_wait).mul_f64(1.0 + 0.1 * j),
+        None => retry.base.saturating_mul(1 << (attempt - 1).min(10)).min(retry.max_wait).mul_f64(0.75 + 0.25 * j),
+    };
+    wait.min(retry.max_wait)
+}
+
 fn classify(status: u16, body: &str, model: &str, wait: Option<Duration>) -> Attempt {
     let message = server_message(body);
     let low = message.to_lowercase();
@@ -298,6 +322,42 @@ mod tests {
         for s in [408, 409, 429, 500, 503, 529] {
             assert!(matches!(classify(s, "", "x", None), Attempt::Retry { .. }), "{s}");
         }
+    }
+
+    #[test]
+    fn servers_say_when_to_come_back_in_three_forms() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let now = httpdate::parse_http_date("Tue, 01 Dec 2026 10:00:00 GMT").unwrap();
+        let wait = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_str(v).unwrap());
+            }
+            server_wait(&h, now)
+        };
+        assert_eq!(wait(&[("retry-after", "7")]), Some(Duration::from_secs(7)));
+        assert_eq!(wait(&[("retry-after", " 1.5 ")]), Some(Duration::from_millis(1500)));
+        assert_eq!(wait(&[("retry-after-ms", "250"), ("retry-after", "9")]), Some(Duration::from_millis(250)));
+        assert_eq!(wait(&[("retry-after", "Tue, 01 Dec 2026 10:00:42 GMT")]), Some(Duration::from_secs(42)));
+        assert_eq!(wait(&[("retry-after", "Tue, 01 Dec 2026 09:59:00 GMT")]), Some(Duration::ZERO));
+        // Nonsense is not believed, and never panics.
+        for bad in ["-1", "1e300", "NaN", "inf", "soon", ""] {
+            assert_eq!(wait(&[("retry-after", bad)]), None, "{bad:?}");
+        }
+        assert_eq!(wait(&[]), None);
+    }
+
+    #[test]
+    fn waits_back_off_are_capped_and_spread() {
+        let r = Retry { attempts: 5, base: Duration::from_millis(500), max_wait: Duration::from_secs(60) };
+        assert_eq!(retry_wait(r, 1, None, 1.0), Duration::from_millis(500));
+        assert_eq!(retry_wait(r, 3, None, 1.0), Duration::from_millis(2000));
+        assert_eq!(retry_wait(r, 3, None, 0.0), Duration::from_millis(1500));
+        assert_eq!(retry_wait(r, 30, None, 1.0), Duration::from_secs(60));
+        // What the server said is a floor: jitter never brings us back early.
+        assert_eq!(retry_wait(r, 1, Some(Duration::from_secs(7)), 0.0), Duration::from_secs(7));
+        assert_eq!(retry_wait(r, 1, Some(Duration::from_secs(10)), 1.0), Duration::from_secs(11));
+        assert_eq!(retry_wait(r, 1, Some(Duration::from_secs(3600)), 0.5), Duration::from_secs(60));
     }
 
     #[test]

@@ -142,6 +142,8 @@ pub struct Turn {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub stop: StopReason,
+    /// What the call cost, as the provider counted it (zeros when it did not say).
+    pub usage: botdesk_core::Usage,
 }
 
 impl Turn {

@@ -11,7 +11,8 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let tools: Vec<Value> = req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})).collect();
     let mut ms = vec![json!({"role": "system", "content": req.system})];
     ms.extend(messages(req.messages));
-    json!({"model": c.model, "stream": true, "messages": ms, "tools": tools})
+    // include_usage: the last chunk says what the call cost (servers that do not know it ignore it).
+    json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "messages": ms, "tools": tools})
 }
 
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
@@ -68,6 +69,7 @@ pub(crate) struct Fold {
     text: String,
     calls: Vec<Call>,
     stop: Option<StopReason>,
+    usage: botdesk_core::Usage,
 }
 
 impl FoldTrait for Fold {
@@ -78,6 +80,12 @@ impl FoldTrait for Fold {
         let data: Value = serde_json::from_str(&ev.data).map_err(|e| protocol(format!("bad chunk ({e})")))?;
         if data.get("error").is_some() {
             return Err(stream_error(&data));
+        }
+        // The usage chunk (often with no choices): prompt tokens include the cached ones.
+        if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
+            let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+            let cached = n("/prompt_tokens_details/cached_tokens");
+            self.usage = botdesk_core::Usage { input: n("/prompt_tokens").saturating_sub(cached), output: n("/completion_tokens"), cache_read: cached, cache_write: 0 };
         }
         let Some(choice) = data.pointer("/choices/0") else { return Ok(false) };
         let delta = &choice["delta"];
@@ -125,6 +133,25 @@ impl FoldTrait for Fold {
             return Err(ModelError::Protocol("the stream ended without a reply".into()));
         }
         let stop = self.stop.unwrap_or(if calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse });
-        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop })
+        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop, usage: self.usage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_comes_in_a_last_chunk_without_choices() {
+        let mut f = Fold::default();
+        let mut ignore = |_: &str| {};
+        for data in [
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":5000,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":4096}}}"#,
+        ] {
+            f.event(&Event { name: String::new(), data: data.into() }, &mut ignore).map_err(|_| "event").unwrap();
+        }
+        let t = f.finish().unwrap();
+        assert_eq!(t.usage, botdesk_core::Usage { input: 904, output: 9, cache_read: 4096, cache_write: 0 });
     }
 }

@@ -37,6 +37,8 @@ pub trait Host: Send + Sync {
     async fn assistant(&self, text: &str, calls: &[ToolCall]);
     /// A tool call's result (already cut to the context limit).
     async fn tool_result(&self, call: &ToolCall, result: &ToolResult);
+    /// What one model call cost.
+    async fn usage(&self, _usage: &botdesk_core::Usage) {}
 }
 
 pub struct RunConfig {
@@ -69,6 +71,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             Err(ModelError::Cancelled) => return RunEnd::Cancelled,
             Err(e) => return RunEnd::Failed(e.to_string()),
         };
+        host.usage(&turn.usage).await;
         host.assistant(&turn.text, &turn.calls).await;
         let calls = turn.calls.clone();
         let final_text = turn.text.clone();

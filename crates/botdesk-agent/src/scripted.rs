@@ -179,7 +179,10 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
         }
     };
+    // The usage it reports: a token per 4 bytes of the request (no cache here).
+    let prompt_tokens = body.len() as u64 / 4;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
     let seen = normalise(wire, headers, body);
     let (reply, n) = {
         let mut st = state.lock().unwrap();
@@ -209,9 +212,10 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         Reply::Status { status, retry_after, body } => respond(&mut sock, status, retry_after, &body).await,
         Reply::Turn { text, calls } => {
             sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+            let output_tokens = (text.len() + calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
             let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &text, &calls),
-                Wire::OpenAi => openai_events(n, &text, &calls),
+                Wire::Anthropic => anthropic_events(n, &text, &calls, (prompt_tokens, output_tokens)),
+                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some((prompt_tokens, output_tokens))),
             };
             for e in events {
                 sock.write_all(e.as_bytes()).await?;
@@ -240,9 +244,11 @@ fn pieces(s: &str) -> Vec<String> {
     chars.chunks(7).map(|c| c.iter().collect()).collect()
 }
 
-fn anthropic_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<String> {
+/// `usage`: (prompt tokens, output tokens), reported as Anthropic does: the input at the start,
+/// the output's running total at the end.
+fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: (u64, u64)) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
-    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": 1, "output_tokens": 1}}}))];
+    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}))];
     out.push(ev("ping", json!({"type": "ping"})));
     let mut index = 0;
     if !text.is_empty() {
@@ -262,12 +268,14 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<Str
         index += 1;
     }
     let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
-    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 10}})));
+    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.1}})));
     out.push(ev("message_stop", json!({"type": "message_stop"})));
     out
 }
 
-fn openai_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<String> {
+/// `usage`: (prompt tokens, output tokens) in a last chunk without choices, when the request
+/// asked for it.
+fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<(u64, u64)>) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
     let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     for p in pieces(text) {
@@ -280,6 +288,10 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)]) -> Vec<String
         }
     }
     out.push(chunk(json!({}), json!(if calls.is_empty() { "stop" } else { "tool_calls" })));
+    if let Some((prompt, completion)) = usage {
+        let u = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": 0}});
+        out.push(format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": u})));
+    }
     out.push("data: [DONE]\n\n".into());
     out
 }

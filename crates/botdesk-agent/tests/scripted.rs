@@ -17,6 +17,7 @@ struct MemHost {
     deltas: Mutex<String>,
     assistant: Mutex<Vec<String>>,
     results: Mutex<Vec<(String, ToolResult)>>,
+    usage: Mutex<Vec<botdesk_core::Usage>>,
 }
 
 #[async_trait]
@@ -45,6 +46,34 @@ impl Host for MemHost {
     async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {
         self.results.lock().unwrap().push((call.name.clone(), r.clone()));
     }
+    async fn usage(&self, u: &botdesk_core::Usage) {
+        self.usage.lock().unwrap().push(*u);
+    }
+}
+
+/// Every model call's usage, as each wire format reports it (Anthropic at the start and the end
+/// of the message; OpenAI in a last chunk it sends only when asked), reaches the host.
+#[tokio::test]
+async fn each_model_calls_usage_reaches_the_host_in_both_formats() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![
+            Step::check(move |s| if wire == Wire::OpenAi && s.body.pointer("/stream_options/include_usage") != Some(&json!(true)) { Err("usage not asked for".into()) } else { Ok(()) }, Reply::call("shell", json!({"command": "echo hi"}))),
+            Step::reply(Reply::text("Done, 12 chars.")),
+        ])
+        .await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "count", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("Done, 12 chars.".into()), "{wire:?}");
+        assert_eq!(server.failures(), Vec::<String>::new());
+        let usage = host.usage.lock().unwrap().clone();
+        assert_eq!(usage.len(), 2, "{wire:?}");
+        // The scripted server counts a token per 4 bytes of the request, and of the reply plus one.
+        assert!(usage[0].input > 100 && usage[1].input > usage[0].input, "{wire:?}: {usage:?}");
+        assert_eq!(usage[0].output, ("shell".len() + r#"{"command":"echo hi"}"#.len()) as u64 / 4 + 1, "{wire:?}");
+        assert_eq!(usage[1].output, "Done, 12 chars.".len() as u64 / 4 + 1, "{wire:?}");
+        assert_eq!((usage[1].cache_read, usage[1].cache_write), (0, 0));
+    })
+    .await;
 }
 
 const KEY: &str = "sk-test-key-0123456789";

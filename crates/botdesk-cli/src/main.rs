@@ -701,6 +701,9 @@ fn chat_line(item: &botdesk_engine::ChatItem) -> String {
             out.push_str(&format!("\n    ← [{}] {}", c.status, t.lines().next().unwrap_or("")));
         }
     }
+    if let Some(u) = &item.usage {
+        out.push_str(&format!("\n  (run {}: {u} tokens)", item.run_id));
+    }
     out
 }
 
@@ -739,6 +742,10 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
             Some(e) => eprintln!("\nrun {} {}: {e}", finished.id, finished.status),
             None => eprintln!("\nrun {} {}", finished.id, finished.status),
         }
+        match engine.run_usage(&finished.id).await {
+            Ok(u) => eprintln!("{u} tokens"),
+            Err(e) => eprintln!("tokens: unknown ({e})"),
+        }
     }
     Ok(match finished.status {
         botdesk_engine::RunStatus::Completed => ExitCode::SUCCESS,
@@ -771,7 +778,7 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
             let shot = call.image.as_deref().map(|i| format!(" (screenshot {i})")).unwrap_or_default();
             println!("  ← {} {}: {first}{shot}", names.get(&call.id).map(String::as_str).unwrap_or(""), call.status);
         }
-        E::Activity { .. } => {}
+        E::Activity { .. } | E::Usage { .. } => {}
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
                 println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));

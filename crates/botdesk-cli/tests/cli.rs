@@ -295,15 +295,28 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert!(events.iter().any(|e| e["type"] == "tool" && e["call"]["name"] == "shell"));
     assert_eq!(events.last().unwrap()["status"], "completed", "{:?}", events.last());
     assert_eq!(server.failures(), Vec::<String>::new());
+    // What each model call cost, and the run so far (the scripted server counts a token per 4
+    // bytes of the request).
+    let usage: Vec<&Value> = events.iter().filter(|e| e["type"] == "usage").collect();
+    assert_eq!(usage.len(), 2, "{usage:?}");
+    let n = |v: &Value| v.as_u64().unwrap();
+    assert!(n(&usage[0]["call"]["input"]) > 100 && n(&usage[1]["call"]["input"]) > n(&usage[0]["call"]["input"]), "{usage:?}");
+    assert_eq!(n(&usage[1]["run"]["input"]), n(&usage[0]["call"]["input"]) + n(&usage[1]["call"]["input"]));
+    assert_eq!(n(&usage[1]["run"]["output"]), n(&usage[0]["call"]["output"]) + n(&usage[1]["call"]["output"]));
 
     // A refused key: the run fails, the exit code says so, the reason is one clear line.
     let out = data.run(&["run", "runner", "again"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("failed: the model provider refused the API key (401)"), "{}", stderr(&out));
-    // The chat keeps both runs.
+    assert!(stderr(&out).contains("\n0 in, 0 out tokens"), "{}", stderr(&out));
+    // The chat keeps both runs, the first with what it cost on its last message.
     let chat = data.json(&["chat", "runner"]);
     let texts: Vec<&str> = chat["messages"].as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert!(texts.contains(&"say hi") && texts.contains(&"Said hi.") && texts.contains(&"again"), "{texts:?}");
+    let said = chat["messages"].as_array().unwrap().iter().find(|m| m["text"] == "Said hi.").unwrap();
+    assert_eq!(said["usage"], usage[1]["run"], "{said}");
+    let human = stdout(&data.run(&["chat", "runner"]));
+    assert!(human.contains(&format!(" in, {} out tokens)", n(&usage[1]["run"]["output"]))), "{human}");
     let act = data.run(&["activity", "runner"]);
     assert!(stdout(&act).contains("shell echo hi-from-run; echo [redacted] >&2 [done exit 0]"), "{}", stdout(&act));
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any

@@ -31,6 +31,9 @@ pub struct CallCtx {
     /// The control lease a person's shell is opened under: its processes carry
     /// `CONTROL_TAG=<lease>` so they end with that control, in whichever process sees it end.
     pub control: Option<String>,
+    /// The bot's own display, for commands and shells (`DISPLAY=:N`); none when it has no
+    /// desktop, so nothing it starts draws on another bot's screen.
+    pub display: Option<u32>,
     pub cancel: CancellationToken,
 }
 

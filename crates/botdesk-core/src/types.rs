@@ -117,3 +117,67 @@ impl MachineStatus {
         }
     }
 }
+
+/// Tokens of model calls, as the provider counted them. `input` is what was neither read from nor
+/// written to the provider's prompt cache; the whole prompt is `input + cache_read + cache_write`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// The whole prompt, cached parts included.
+    pub fn prompt(&self) -> u64 {
+        self.input.saturating_add(self.cache_read).saturating_add(self.cache_write)
+    }
+
+    pub fn add(&mut self, o: &Usage) {
+        self.input = self.input.saturating_add(o.input);
+        self.output = self.output.saturating_add(o.output);
+        self.cache_read = self.cache_read.saturating_add(o.cache_read);
+        self.cache_write = self.cache_write.saturating_add(o.cache_write);
+    }
+}
+
+impl fmt::Display for Usage {
+    /// `12,345 in (10,000 from cache, 1,200 to cache), 321 out`: tokens, as in "… tokens".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn n(v: u64) -> String {
+            let s = v.to_string();
+            let mut out = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        }
+        write!(f, "{} in", n(self.prompt()))?;
+        match (self.cache_read, self.cache_write) {
+            (0, 0) => {}
+            (r, 0) => write!(f, " ({} from cache)", n(r))?,
+            (0, w) => write!(f, " ({} to cache)", n(w))?,
+            (r, w) => write!(f, " ({} from cache, {} to cache)", n(r), n(w))?,
+        }
+        write!(f, ", {} out", n(self.output))
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::Usage;
+
+    #[test]
+    fn usage_reads_like_a_person_would_say_it() {
+        let u = Usage { input: 2_345, output: 321, cache_read: 10_000, cache_write: 0 };
+        assert_eq!(u.to_string(), "12,345 in (10,000 from cache), 321 out");
+        assert_eq!(Usage::default().to_string(), "0 in, 0 out");
+        let mut t = Usage { input: u64::MAX, ..Usage::default() };
+        t.add(&u);
+        assert_eq!(t.input, u64::MAX, "sums saturate");
+    }
+}

@@ -370,14 +370,7 @@ impl DockerProvider {
         let mut argv = vec!["botdesk-display"];
         argv.extend_from_slice(args);
         // Bringing up a display starts Xvfb and its window manager and waits for them.
-        let bound = std::time::Duration::from_secs(60);
-        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, &container, &argv, None, crate::provider::QUIET_MAX))
-            .await
-            .map_err(|_| SandboxError::TimedOut(format!("`{}` did not finish within {} s in the computer", argv.join(" "), bound.as_secs())))??;
-        if code != 0 {
-            return Err(SandboxError::Provider(String::from_utf8_lossy(&err).trim().to_string()));
-        }
-        Ok(())
+        self.run_checked(who, &container, &argv, std::time::Duration::from_secs(60), &argv.join(" ")).await
     }
 
     pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str) -> Result<DesktopInfo> {
@@ -469,15 +462,7 @@ impl DockerProvider {
     async fn open_browser(&self, c: &ComputerRef, slot: u32, profile: &str) -> Result<()> {
         let container = self.running_container(c).await?;
         let argv = ["botdesk-gateway", "open-browser", &slot.to_string(), profile];
-        let bound = std::time::Duration::from_secs(45);
-        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &argv, None))
-            .await
-            .map_err(|_| SandboxError::TimedOut(format!("the browser of :{slot} did not start within {} s", bound.as_secs())))??;
-        if code != 0 {
-            let err = String::from_utf8_lossy(&err);
-            return Err(SandboxError::Provider(format!("starting the browser: {}", err.trim().lines().last().unwrap_or("it exited with an error"))));
-        }
-        Ok(())
+        self.run_checked(InComputer::Bot, &container, &argv, std::time::Duration::from_secs(45), &format!("starting the browser of :{slot}")).await
     }
 
     pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action]) -> Result<()> {

@@ -192,6 +192,22 @@ impl DockerProvider {
         wait_exit_code(self.client().await?, exec_id).await
     }
 
+    /// Runs `argv` in `container` as `who` within `bound`, for its effect: fine when it exits 0;
+    /// otherwise `{what}: ` and the last lines of its stderr (or its exit code), and a lapse is
+    /// `TimedOut` naming `what`.
+    pub(crate) async fn run_checked(&self, who: InComputer, container: &str, argv: &[&str], bound: Duration, what: &str) -> Result<()> {
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, container, argv, None, QUIET_MAX))
+            .await
+            .map_err(|_| SandboxError::TimedOut(format!("{what}: no end within {} s", bound.as_secs())))??;
+        if code == 0 {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&err);
+        let lines: Vec<&str> = err.trim().lines().collect();
+        let why = if lines.is_empty() { format!("it exited with code {code}") } else { lines[lines.len().saturating_sub(20)..].join("\n") };
+        Err(SandboxError::Provider(format!("{what}: {why}")))
+    }
+
     /// Runs a short helper command to completion and returns (exit code, stdout, stderr); stdout
     /// longer than [`QUIET_MAX`] is an error (see [`Self::run_quiet_max`]).
     pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
@@ -402,6 +418,9 @@ impl SandboxProvider for DockerProvider {
         if let Some(lease) = &ctx.control {
             env.push(format!("{CONTROL_TAG}={lease}"));
         }
+        if let Some(n) = ctx.display {
+            env.push(format!("DISPLAY=:{n}"));
+        }
         let argv = vec!["bash".into(), "-i".into()];
         let (exec_id, mut output, mut input) = self.start_exec(InComputer::Bot, &container, argv, env, &cwd.in_computer(), true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
@@ -450,6 +469,9 @@ impl SandboxProvider for DockerProvider {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.push(format!("BOTDESK_EXEC_ID={tag}"));
+        if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
+            env.push(format!("DISPLAY=:{n}"));
+        }
         if let Some(run) = &ctx.run {
             env.push(format!("{RUN_TAG}={run}"));
         }
@@ -489,14 +511,7 @@ impl SandboxProvider for DockerProvider {
             Err(e) => return Err(e),
         };
         let entry = format!("{key}={value}");
-        let bound = Duration::from_secs(30);
-        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet(&container, &["botdesk-helper", "kill-env", &entry], None))
-            .await
-            .map_err(|_| SandboxError::TimedOut(format!("stopping the processes tagged {entry} took over {} s", bound.as_secs())))??;
-        if code != 0 {
-            return Err(SandboxError::Provider(format!("stopping the processes tagged {entry}: {}", String::from_utf8_lossy(&err).trim())));
-        }
-        Ok(())
+        self.run_checked(InComputer::Bot, &container, &["botdesk-helper", "kill-env", &entry], Duration::from_secs(30), &format!("stopping the processes tagged {entry}")).await
     }
 
     async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {

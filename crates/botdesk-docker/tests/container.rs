@@ -23,9 +23,11 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     };
     let p = provider.provision(&spec, &CallCtx::default()).await.unwrap();
     let id = &p.provider_ref;
-    // The container's own process is the screen services' user; bots' commands run as 1000 (below).
-    assert_eq!(inspect(id, "{{.Config.User}}"), "990:990");
+    // The container's own process starts as root only to fence the network, then is the screen
+    // services' user with no capability; bots' commands run as 1000 (below) with none either.
+    assert_eq!(inspect(id, "{{.Config.User}}"), "0:0");
     assert_eq!(inspect(id, "{{json .HostConfig.CapDrop}}"), r#"["ALL"]"#);
+    assert_eq!(inspect(id, "{{json .HostConfig.CapAdd}}"), r#"["NET_ADMIN","SETUID","SETGID","SETPCAP"]"#);
     assert_eq!(inspect(id, "{{json .HostConfig.SecurityOpt}}"), r#"["no-new-privileges"]"#);
     assert_eq!(inspect(id, "{{.HostConfig.Memory}}"), (2u64 << 30).to_string());
     assert_eq!(inspect(id, "{{.HostConfig.NanoCpus}}"), "2000000000");
@@ -45,9 +47,14 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     assert_eq!(inspect(id, "{{range .Mounts}}{{.Type}} {{.Name}} -> {{.Destination}}{{end}}"), format!("volume {} -> /home/botdesk", spec.home_volume));
     let label = Command::new("docker").args(["volume", "inspect", "-f", "{{index .Labels \"botdesk.computer\"}}", &spec.home_volume]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), "spec-check");
-    let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", "id -u; stat -c %u .; touch made-here"]), &CallCtx::default()).await.unwrap();
+    let script = "id -u; stat -c %u .; touch made-here; grep -E '^Cap(Prm|Eff)' /proc/self/status; ps -o uid=,comm= -C Xvfb -C fluxbox -C python3 | sort -u";
+    let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", script]), &CallCtx::default()).await.unwrap();
     assert_eq!(exit.code, 0);
-    assert_eq!(String::from_utf8_lossy(&out), "1000\n1000\n");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("1000\n1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"), "{out}");
+    // The screen services (X, its window manager, the gateway) run as botdesk-screen, none as root.
+    let services: Vec<&str> = out.lines().skip(4).map(str::trim).collect();
+    assert_eq!(services, ["990 Xvfb", "990 fluxbox", "990 python3"], "{out}");
     provider.destroy(&ComputerRef::from(&spec), &CallCtx::default()).await.unwrap();
     assert!(provider.list_volumes(None).await.unwrap().is_empty(), "destroy removes the home volume");
 }
@@ -55,9 +62,18 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
 #[tokio::test]
 async fn start_script_fails_loudly_when_x_never_answers() {
     let (_provider, _cleanup) = docker_provider().await;
+    // Without the capability to fence its network, a computer does not start, and says why.
+    let out = Command::new("docker")
+        .args(["run", "--rm", "--label", "botdesk.managed=1"])
+        .args(std::env::var("BOTDESK_TEST_RUN").map(|r| vec!["--label".to_string(), format!("botdesk.test-run={r}")]).unwrap_or_default())
+        .arg(botdesk_docker::image::image_tag())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot fence the network (the computer needs NET_ADMIN)"), "{}", String::from_utf8_lossy(&out.stderr));
     // A 1 MiB /dev/shm: Xvfb cannot write its framebuffer there, so X never answers.
     let out = Command::new("docker")
-        .args(["run", "--rm", "--shm-size", "1m", "--label", "botdesk.managed=1"])
+        .args(["run", "--rm", "--shm-size", "1m", "--cap-add", "NET_ADMIN", "--label", "botdesk.managed=1"])
         .args(std::env::var("BOTDESK_TEST_RUN").map(|r| vec!["--label".to_string(), format!("botdesk.test-run={r}")]).unwrap_or_default())
         .arg(botdesk_docker::image::image_tag())
         .output()

@@ -44,6 +44,11 @@ impl Engine {
         self.open_desktop_of(&bot, &computer).await
     }
 
+    /// The display the bot's desktop has, if one is assigned (its commands and shells draw there).
+    pub(crate) async fn display_of(&self, computer: &ComputerId, bot: &BotId) -> Result<Option<u32>> {
+        Ok(self.inner.store.desktop_of(computer, bot).await?.filter(|d| d.state == "assigned").map(|d| d.slot))
+    }
+
     /// The bot's desktop, opened if needed (everything graphical goes through here once).
     pub(crate) async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
         let cref = self.ensure_running(computer).await?;

@@ -280,16 +280,24 @@ impl Engine {
     /// Housekeeping: revokes expired control (waiting runs resume as skipped) and marks silent
     /// reservation workers interrupted.
     pub async fn expire(&self) -> Result<(Vec<ControlLease>, Vec<String>)> {
+        let revoked = self.end_lapsed_control().await?;
         let now = self.now();
-        let revoked = self.inner.store.expire_control(now).await?;
+        let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;
+        Ok((revoked, interrupted))
+    }
+
+    /// Ends control whose lease lapsed: its token revoked, its terminals closed and its shells'
+    /// processes stopped. Writes to the database only when some control lapsed (every process
+    /// calls it when it opens the engine).
+    pub(crate) async fn end_lapsed_control(&self) -> Result<Vec<ControlLease>> {
+        let revoked = self.inner.store.expire_control(self.now()).await?;
         for c in &revoked {
             self.close_terminals(&c.bot_id);
             self.end_control_shells(&c.computer_id, &c.lease_id).await;
             self.revoke_control_transport(&c.bot_id, &c.computer_id).await?;
         }
         self.close_orphan_terminals().await?;
-        let interrupted = self.inner.store.interrupt_silent_reservations(now - self.inner.policy.reservation_silence, now).await?;
-        Ok((revoked, interrupted))
+        Ok(revoked)
     }
 
     // ---------------------------------------------------------------------------------------------

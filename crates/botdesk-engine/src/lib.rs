@@ -19,7 +19,7 @@ pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEnt
 pub use botdesk_docker::image::BuildProgress;
 pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
-pub use botdesk_core::{ImageFormat, Observation};
+pub use botdesk_core::{ImageFormat, Observation, Usage};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use checkpoint::CheckpointReport;
@@ -249,7 +249,7 @@ impl Engine {
         // Runs whose process died (the app or CLI was killed) end now, with the reason.
         engine.recover_runs().await.map_err(|e| e.context("recovering interrupted runs"))?;
         // Control that lapsed while no process watched ends now, with its shells' processes.
-        if let Err(e) = engine.expire().await {
+        if let Err(e) = engine.end_lapsed_control().await {
             tracing::warn!("ending lapsed control: {e}");
         }
         Ok(engine)
@@ -658,7 +658,8 @@ impl Engine {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
-        let ctx = CallCtx { cancel, run: run.map(str::to_string), ..CallCtx::for_bot(&bot.id) };
+        let display = self.display_of(&computer.id, &bot.id).await?;
+        let ctx = CallCtx { cancel, run: run.map(str::to_string), display, ..CallCtx::for_bot(&bot.id) };
         // A command that runs is activity: idle suspend never stops the computer under it.
         let keep_awake = async {
             let mut beat = tokio::time::interval(Duration::from_millis((self.inner.policy.idle_suspend / 3).max(1_000) as u64));

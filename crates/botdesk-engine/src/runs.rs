@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult};
+use botdesk_core::{ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -45,6 +45,9 @@ pub struct ChatItem {
     pub text: String,
     pub calls: Vec<ChatCall>,
     pub created_at: i64,
+    /// On the last message of a run: what the run's model calls cost so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// What happens in runs, for front ends. `bot` is the bot id.
@@ -56,12 +59,14 @@ pub enum RunEvent {
     Tool { bot: String, run_id: String, call: ChatCall },
     Activity { bot: String, entry: botdesk_store::ActivityRow },
     Status { bot: String, run_id: String, status: RunStatus, error: Option<String> },
+    /// What one model call cost (`call`) and the run so far (`run`).
+    Usage { bot: String, run_id: String, call: Usage, run: Usage },
 }
 
 impl RunEvent {
     pub fn bot(&self) -> &str {
         match self {
-            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } => bot,
+            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } | RunEvent::Usage { bot, .. } => bot,
         }
     }
 }
@@ -123,7 +128,7 @@ impl Engine {
         let rows = self.inner.store.messages_of(&bot.id, limit).await?;
         let first = rows.first().map_or(i64::MAX, |m| m.id);
         let calls = self.inner.store.tool_calls_of(&bot.id, first).await?;
-        Ok(rows
+        let mut items: Vec<ChatItem> = rows
             .into_iter()
             .map(|m| {
                 let content: serde_json::Value = serde_json::from_str(&m.content).unwrap_or_default();
@@ -134,9 +139,18 @@ impl Engine {
                     role: m.role,
                     text: content["text"].as_str().unwrap_or("").to_string(),
                     created_at: m.created_at,
+                    usage: None,
                 }
             })
-            .collect())
+            .collect();
+        // Each run's cost goes on its last message.
+        for i in 0..items.len() {
+            if items.get(i + 1).is_none_or(|next| next.run_id != items[i].run_id) {
+                let u = self.inner.store.run_usage(&items[i].run_id).await?;
+                items[i].usage = (u != Usage::default()).then_some(u);
+            }
+        }
+        Ok(items)
     }
 
     /// A screenshot saved for the chat (`shots/<run>/<call>.png`, relative to the data directory).
@@ -146,6 +160,17 @@ impl Engine {
             return Err(EngineError::invalid(format!("{rel:?} is not a chat screenshot")));
         }
         tokio::fs::read(self.data_dir().root().join(rel)).await.map_err(|e| EngineError::new(ErrorCode::NotFound, format!("screenshot {rel}: {e}")))
+    }
+
+    /// What a run's model calls cost together (tokens).
+    pub async fn run_usage(&self, run_id: &str) -> Result<Usage> {
+        Ok(self.inner.store.run_usage(run_id).await?)
+    }
+
+    /// What all of a bot's runs cost together (tokens).
+    pub async fn bot_usage(&self, bot: &str) -> Result<Usage> {
+        let (bot, _) = self.bot_and_computer(bot).await?;
+        Ok(self.inner.store.bot_usage(&bot.id).await?)
     }
 
     /// A bot's latest `limit` activity entries, oldest first (what the Terminal pane shows).
@@ -197,6 +222,8 @@ impl Engine {
             }
         };
         let run = self.begin_run(&run).await?;
+        // The model of a new run has seen no screen yet: its first observe carries an image.
+        self.inner.frames.lock().await.remove(&bot.id);
         let system = botdesk_agent::system_prompt(&bot.name, &bot.instructions, &crate::view(bot.clone(), &computer).folder, computer.scope == botdesk_core::ComputerScope::Team);
         Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()) })
     }
@@ -221,7 +248,7 @@ impl Engine {
                 }
             })
             .collect();
-        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone() };
+        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default() };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
@@ -318,6 +345,8 @@ struct RunHost {
     /// Set when the run cannot go on (its computer stopped under it); the run then fails with it.
     fatal: std::sync::Mutex<Option<String>>,
     stop: CancellationToken,
+    /// What the run's model calls cost so far.
+    usage: std::sync::Mutex<Usage>,
 }
 
 impl RunHost {
@@ -331,7 +360,7 @@ impl RunHost {
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now };
+                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }
@@ -441,7 +470,7 @@ impl RunHost {
             out
         };
         let (result, out) = tokio::join!(exec, drain);
-        let output = self.redactor.redact(&String::from_utf8_lossy(&out.kept));
+        let output = out.text(&self.redactor);
         match result {
             Ok(exit) => {
                 let status = if exit.code == 0 { "done" } else { "failed" };
@@ -510,11 +539,16 @@ impl OutputTail {
             self.kept.drain(..self.kept.len() - Self::KEEP);
         }
     }
+
+    /// The kept bytes as text, secrets redacted (what the activity and the model are given).
+    fn text(&self, redactor: &Redactor) -> String {
+        redactor.redact(&String::from_utf8_lossy(&self.kept))
+    }
 }
 
 #[cfg(test)]
 mod output_tests {
-    use super::OutputTail;
+    use super::{tail, OutputTail, Redactor, OUTPUT_TAIL};
     use proptest::prelude::*;
 
     proptest! {
@@ -531,6 +565,33 @@ mod output_tests {
             prop_assert!(t.kept.len() <= 2 * OutputTail::KEEP);
             prop_assert!(t.kept.len() >= all.len().min(OutputTail::KEEP));
             prop_assert!(all.ends_with(&t.kept));
+        }
+
+        /// Whatever bytes a command prints, and wherever a secret lands in them (split across
+        /// chunks, beside broken UTF-8), the activity's text is at most `OUTPUT_TAIL` characters
+        /// and never shows the secret.
+        #[test]
+        fn the_activity_text_is_bounded_and_never_shows_a_secret(
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..30_000), 0..8),
+            at in any::<prop::sample::Index>(),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        ) {
+            const SECRET: &str = "sk-test-0123456789abcdef";
+            let mut all: Vec<u8> = chunks.concat();
+            let at = at.index(all.len() + 1);
+            all.splice(at..at, SECRET.bytes());
+            let mut bounds: Vec<usize> = cuts.iter().map(|c| c.index(all.len() + 1)).collect();
+            bounds.sort();
+            let mut t = OutputTail::default();
+            let mut from = 0;
+            for b in bounds.into_iter().chain([all.len()]) {
+                t.push(&all[from..b]);
+                from = b;
+            }
+            let shown = tail(&t.text(&Redactor::new([SECRET.to_string()])), OUTPUT_TAIL);
+            prop_assert!(shown.chars().count() <= OUTPUT_TAIL);
+            // Nor its end, as when a secret cut at the front of what is kept were shown.
+            prop_assert!(!shown.contains(&SECRET[8..]), "the secret is shown");
         }
     }
 }
@@ -643,6 +704,18 @@ impl Host for RunHost {
             let call = ChatCall { id: cid, name: c.name.clone(), arguments: args, status: "running", text: None, image: None, attachment: None };
             self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
         }
+    }
+
+    async fn usage(&self, call: &Usage) {
+        if let Err(e) = self.engine.inner.store.add_model_call(&self.run.id, call, self.engine.now()).await {
+            tracing::warn!(run = %self.run.id, "a model call's usage was not stored: {e}");
+        }
+        let run = {
+            let mut total = self.usage.lock().unwrap();
+            total.add(call);
+            *total
+        };
+        self.engine.emit(RunEvent::Usage { bot: self.bot_id(), run_id: self.run.id.clone(), call: *call, run });
     }
 
     async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {

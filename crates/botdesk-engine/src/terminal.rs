@@ -24,7 +24,8 @@ impl Engine {
         let cwd = self.resolve(&b, &computer, "")?;
         // The shell carries its control's tag: when that control ends, in this process or any
         // other, everything started in it is stopped.
-        let ctx = CallCtx { control: Some(control.lease_id), ..CallCtx::for_bot(&b.id) };
+        let display = self.display_of(&computer.id, &b.id).await?;
+        let ctx = CallCtx { control: Some(control.lease_id), display, ..CallCtx::for_bot(&b.id) };
         let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &ctx).await?;
         self.inner.terminals.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
         Ok(Terminal { id: s.id, output: s.output })

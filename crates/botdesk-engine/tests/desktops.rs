@@ -443,6 +443,31 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
     assert_eq!(sleeping().await, "", "the lapsed control's shell left its command running");
 }
 
+/// Every command and shell of a bot runs with its own display: on a Team computer the bot on
+/// slot 2 that starts `xterm` from its shell gets the window on display :2, not on the first
+/// bot's; a bot with no desktop gets no display at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
+    let w = world(None, &["first", "second", "blind"]).await;
+    assert_eq!(w.engine.open_desktop("first").await.unwrap().display, 1);
+    assert_eq!(w.engine.open_desktop("second").await.unwrap().display, 2);
+    let (code, out) = w.engine.shell("second", "echo \"[$DISPLAY]\"; setsid xterm -T from-second -e sleep 600 >/dev/null 2>&1 < /dev/null &").await.unwrap();
+    assert_eq!((code, out.trim()), (0, "[:2]"));
+    let windows = |bot: &'static str| {
+        let e = w.engine.clone();
+        async move { e.shell(bot, "xdotool search --name '^from-second$' || true").await.unwrap().1.trim().to_string() }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while windows("second").await.is_empty() {
+        assert!(Instant::now() < deadline, "the xterm never appeared on display :2");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(windows("first").await, "", "the second bot's xterm is on the first bot's display");
+    let (code, out) = w.engine.shell("blind", "echo \"[${DISPLAY-unset}]\"; xdotool getmouselocation 2>&1; true").await.unwrap();
+    assert_eq!(code, 0);
+    assert!(out.starts_with("[unset]\n") && out.contains("Can't open display"), "{out}");
+}
+
 /// A bot on one Private computer cannot connect to another computer's gateway or to a server the
 /// other bot started, not even while networks are being made (when Docker's own isolation between
 /// networks lapses for a moment): the computer's fence refuses at once. It still reaches a service

@@ -464,3 +464,34 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
     let told = seen.last().unwrap().body["messages"].to_string();
     assert!(told.contains("of 3000000009 bytes of output") && told.contains("the end"), "{}", &told[told.len().saturating_sub(400)..]);
 }
+
+/// On a screen that no longer changes, the first `computer_observe` of every run carries an image
+/// (a new run's model has not seen the screen, however unchanged it is since the last look); a
+/// second observe in the same run does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_observe_of_every_run_has_an_image() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    w.engine.create_bot("looker", ComputerScope::Team, Some(&model), "").await.unwrap();
+    // Looked at until it is still: the engine has seen this very frame.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while w.engine.observe("looker", ImageFormat::Png).await.unwrap().image.is_some() {
+        assert!(Instant::now() < deadline, "the screen never settled");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let image = |want: bool| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if !r.is_error && r.has_image == want => Ok(()),
+            other => Err(format!("expected a result {} an image, got {other:?}", if want { "with" } else { "without" })),
+        }
+    };
+    for run in 0..2 {
+        server.push(Step::reply(Reply::call("computer_observe", json!({}))));
+        server.push(Step::check(image(true), Reply::call("computer_observe", json!({}))));
+        server.push(Step::check(image(false), Reply::text("Seen.")));
+        let done = w.engine.run_task("looker", "look at the screen").await.unwrap();
+        assert_eq!(done.status, RunStatus::Completed, "run {run}: {done:?}");
+        assert_eq!(server.failures(), Vec::<String>::new(), "run {run}");
+    }
+}

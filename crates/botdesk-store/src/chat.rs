@@ -176,3 +176,52 @@ mod tests {
         assert_eq!(s.latest_activity(&bot.id, 5).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id, second]);
     }
 }
+
+/// A token count as stored (SQLite integers are signed).
+fn stored(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn usage_of(input: Option<i64>, output: Option<i64>, cache_read: Option<i64>, cache_write: Option<i64>) -> botdesk_core::Usage {
+    let n = |v: Option<i64>| v.unwrap_or(0).max(0) as u64;
+    botdesk_core::Usage { input: n(input), output: n(output), cache_read: n(cache_read), cache_write: n(cache_write) }
+}
+
+impl Store {
+    /// Records what one model call of a run cost.
+    pub async fn add_model_call(&self, run_id: &str, u: &botdesk_core::Usage, now: i64) -> Result<()> {
+        let (i, o, r, w) = (stored(u.input), stored(u.output), stored(u.cache_read), stored(u.cache_write));
+        sqlx::query!(
+            "INSERT INTO model_calls (run_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            run_id, i, o, r, w, now
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// What a run's model calls cost together.
+    pub async fn run_usage(&self, run_id: &str) -> Result<botdesk_core::Usage> {
+        let r = sqlx::query!(
+            r#"SELECT SUM(input_tokens) AS "i: i64", SUM(output_tokens) AS "o: i64", SUM(cache_read_tokens) AS "r: i64", SUM(cache_write_tokens) AS "w: i64"
+               FROM model_calls WHERE run_id = ?1"#,
+            run_id
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(usage_of(r.i, r.o, r.r, r.w))
+    }
+
+    /// What all of a bot's runs cost together.
+    pub async fn bot_usage(&self, bot: &BotId) -> Result<botdesk_core::Usage> {
+        let b = bot.as_str();
+        let r = sqlx::query!(
+            r#"SELECT SUM(m.input_tokens) AS "i: i64", SUM(m.output_tokens) AS "o: i64", SUM(m.cache_read_tokens) AS "r: i64", SUM(m.cache_write_tokens) AS "w: i64"
+               FROM model_calls m JOIN runs r ON r.id = m.run_id WHERE r.bot_id = ?1"#,
+            b
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(usage_of(r.i, r.o, r.r, r.w))
+    }
+}

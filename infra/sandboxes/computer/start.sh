@@ -14,7 +14,7 @@ if [ "$(id -u)" = 0 ]; then
   # are dropped below before any service starts).
   set -- $(ip -4 route show default)
   [ "${1:-}" = default ] && [ "${2:-}" = via ] && [ "${4:-}" = dev ] || { echo "botdesk: no default route to fence" >&2; exit 1; }
-  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || exit 1
+  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || { echo "botdesk: cannot fence the network (the computer needs NET_ADMIN)" >&2; exit 1; }
   for net in 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 169.254.0.0/16 100.64.0.0/10; do
     ip route add prohibit "$net" table 100 || exit 1
   done

@@ -6,16 +6,31 @@ use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelCon
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
 use crate::sse::Event;
 
+/// Prompt caching: breakpoints after the tools, after the system prompt and on the last block of
+/// the conversation. Each request repeats the previous one and adds to its end (screenshots are
+/// pruned in steps, see `prune_images`), so everything up to the previous breakpoint is read from
+/// the cache and only the new turn is written.
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
-    let tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})).collect();
+    let mut tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})).collect();
+    if let Some(last) = tools.last_mut() {
+        last["cache_control"] = cache_point();
+    }
+    let mut messages = messages(req.messages);
+    if let Some(block) = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut()) {
+        block["cache_control"] = cache_point();
+    }
     json!({
         "model": c.model,
         "max_tokens": c.max_tokens,
         "stream": true,
-        "system": req.system,
+        "system": [{"type": "text", "text": req.system, "cache_control": cache_point()}],
         "tools": tools,
-        "messages": messages(req.messages),
+        "messages": messages,
     })
+}
+
+fn cache_point() -> Value {
+    json!({"type": "ephemeral"})
 }
 
 /// Consecutive messages of one role are merged (the API wants them alternating).

@@ -4,7 +4,10 @@ use bytes::Bytes;
 use serde::Serialize;
 
 /// At most this many screenshots stay in the model's context; older ones become a short note.
-pub const MAX_IMAGES_IN_CONTEXT: usize = 2;
+pub const MAX_IMAGES_IN_CONTEXT: usize = 3;
+/// When there are more, all but this many newest go at once: the start of the conversation (what
+/// providers cache) then changes once every few screenshots, not at each one.
+pub const IMAGES_AFTER_PRUNE: usize = 1;
 /// Tool result text is cut here, with a note saying so.
 pub const MAX_TOOL_TEXT: usize = 12_000;
 
@@ -107,14 +110,20 @@ impl Message {
     }
 }
 
-/// Drops all but the latest [`MAX_IMAGES_IN_CONTEXT`] screenshots, leaving a note in their place.
+/// Beyond [`MAX_IMAGES_IN_CONTEXT`] screenshots, drops all but the latest [`IMAGES_AFTER_PRUNE`],
+/// leaving a note in their place. Between two such steps the conversation only grows at its end,
+/// so each request repeats the previous one byte for byte and the provider's cache serves it.
 pub fn prune_images(messages: &mut [Message]) {
+    let results = || messages.iter().flat_map(|m| &m.blocks).filter(|b| matches!(b, Block::ToolResult(r) if r.image.is_some()));
+    if results().count() <= MAX_IMAGES_IN_CONTEXT {
+        return;
+    }
     let mut kept = 0;
     for m in messages.iter_mut().rev() {
         for b in m.blocks.iter_mut().rev() {
             if let Block::ToolResult(r) = b {
                 if r.image.is_some() {
-                    if kept < MAX_IMAGES_IN_CONTEXT {
+                    if kept < IMAGES_AFTER_PRUNE {
                         kept += 1;
                     } else {
                         r.image = None;
@@ -180,16 +189,19 @@ mod tests {
     }
 
     #[test]
-    fn only_the_two_latest_screenshots_stay() {
+    fn screenshots_are_pruned_in_steps() {
         let shot = |id: &str| Message {
             role: Role::User,
             blocks: vec![Block::ToolResult(ToolResult { image: Some(Image::png(Bytes::from_static(b"png"))), ..ToolResult::ok(id, "seen") })],
         };
+        let has = |m: &Message| matches!(&m.blocks[0], Block::ToolResult(r) if r.image.is_some());
         let mut ms = vec![shot("a"), Message::assistant("x"), shot("b"), shot("c")];
         prune_images(&mut ms);
-        let has = |m: &Message| matches!(&m.blocks[0], Block::ToolResult(r) if r.image.is_some());
-        assert!(!has(&ms[0]));
-        assert!(has(&ms[2]) && has(&ms[3]));
+        assert!(has(&ms[0]) && has(&ms[2]) && has(&ms[3]), "three stay as they are");
+        ms.push(shot("d"));
+        prune_images(&mut ms);
+        assert_eq!(ms.iter().filter(|m| has(m)).count(), 1, "the fourth leaves only itself");
+        assert!(has(&ms[4]));
         assert!(matches!(&ms[0].blocks[0], Block::ToolResult(r) if r.text.contains("removed")));
     }
 

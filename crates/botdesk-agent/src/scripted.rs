@@ -40,9 +40,18 @@ impl Seen {
     pub fn result(&self, call_id: &str) -> Option<&SeenResult> {
         self.results.iter().find(|r| r.call_id == call_id)
     }
+    /// The prompt as a provider's cache compares it (tools, system, messages; no breakpoints).
+    pub fn prompt(&self) -> String {
+        prompt_text(self.wire, &self.body)
+    }
+
     pub fn system(&self) -> String {
         match self.wire {
-            Wire::Anthropic => self.body["system"].as_str().unwrap_or("").into(),
+            // A string, or text blocks (with cache breakpoints).
+            Wire::Anthropic => match &self.body["system"] {
+                Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+                v => v.as_str().unwrap_or("").into(),
+            },
             Wire::OpenAi => self.body["messages"][0]["content"].as_str().unwrap_or("").into(),
         }
     }
@@ -90,6 +99,38 @@ struct State {
     seen: Vec<Seen>,
     failures: Vec<String>,
     calls: usize,
+    /// The previous request's prompt (see [`prompt_text`]): its longest common start with the next
+    /// one is what a provider's prompt cache would serve.
+    cached: String,
+}
+
+/// A request's prompt in order (tools, system, each message), without cache breakpoints, so two
+/// requests compare as a provider's prompt cache compares them.
+fn prompt_text(wire: Wire, body: &Value) -> String {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| *k != "cache_control").map(|(k, v)| (k.clone(), strip(v))).collect()),
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            v => v.clone(),
+        }
+    }
+    let mut out = strip(&body["tools"]).to_string();
+    if wire == Wire::Anthropic {
+        out.push_str(&strip(&body["system"]).to_string());
+    }
+    for m in body["messages"].as_array().into_iter().flatten() {
+        out.push_str(&strip(m).to_string());
+    }
+    out
+}
+
+/// Whether the request marks anything for Anthropic's prompt cache.
+fn has_breakpoints(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key("cache_control") || m.values().any(has_breakpoints),
+        Value::Array(a) => a.iter().any(has_breakpoints),
+        _ => false,
+    }
 }
 
 #[derive(Clone)]
@@ -179,20 +220,31 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
         }
     };
-    // The usage it reports: a token per 4 bytes of the request (no cache here).
+    // The usage it reports: a token per 4 bytes of the request; what the previous request's
+    // prompt has in common with this one's comes from the cache (Anthropic: only when the request
+    // marks breakpoints, and the rest after them is written to it; OpenAI caches by itself).
     let prompt_tokens = body.len() as u64 / 4;
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
+    let prompt = prompt_text(wire, &body);
+    let caching = wire == Wire::OpenAi || has_breakpoints(&body);
     let seen = normalise(wire, headers, body);
-    let (reply, n) = {
+    let (reply, n, usage) = {
         let mut st = state.lock().unwrap();
+        let common = st.cached.bytes().zip(prompt.bytes()).take_while(|(a, b)| a == b).count() as u64;
+        let (read, write) = if caching { (common / 4, (prompt.len() as u64 - common) / 4) } else { (0, 0) };
+        let write = if wire == Wire::Anthropic { write } else { 0 };
+        let usage = botdesk_core::Usage { input: prompt_tokens.saturating_sub(read + write), output: 0, cache_read: read, cache_write: write };
+        if caching {
+            st.cached = prompt;
+        }
         st.seen.push(seen.clone());
         st.calls += 1;
         let n = st.calls;
         match st.steps.pop_front() {
             None => {
                 st.failures.push(format!("request {n} came after the script ended"));
-                (Reply::text("(the script has ended)"), n)
+                (Reply::text("(the script has ended)"), n, usage)
             }
             Some(step) => {
                 if let Some(check) = &step.check {
@@ -200,7 +252,7 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                         st.failures.push(format!("request {n}: {e}"));
                     }
                 }
-                (step.reply, n)
+                (step.reply, n, usage)
             }
         }
     };
@@ -213,9 +265,10 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         Reply::Turn { text, calls } => {
             sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
             let output_tokens = (text.len() + calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
+            let usage = botdesk_core::Usage { output: output_tokens, ..usage };
             let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &text, &calls, (prompt_tokens, output_tokens)),
-                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some((prompt_tokens, output_tokens))),
+                Wire::Anthropic => anthropic_events(n, &text, &calls, usage),
+                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some(usage)),
             };
             for e in events {
                 sock.write_all(e.as_bytes()).await?;
@@ -244,11 +297,11 @@ fn pieces(s: &str) -> Vec<String> {
     chars.chunks(7).map(|c| c.iter().collect()).collect()
 }
 
-/// `usage`: (prompt tokens, output tokens), reported as Anthropic does: the input at the start,
-/// the output's running total at the end.
-fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: (u64, u64)) -> Vec<String> {
+/// `usage` reported as Anthropic does: the input and cache at the start, the output's running
+/// total at the end.
+fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
-    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}}}))];
+    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write, "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}}))];
     out.push(ev("ping", json!({"type": "ping"})));
     let mut index = 0;
     if !text.is_empty() {
@@ -268,14 +321,14 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: (u6
         index += 1;
     }
     let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
-    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.1}})));
+    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.output}})));
     out.push(ev("message_stop", json!({"type": "message_stop"})));
     out
 }
 
-/// `usage`: (prompt tokens, output tokens) in a last chunk without choices, when the request
-/// asked for it.
-fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<(u64, u64)>) -> Vec<String> {
+/// `usage` in a last chunk without choices, when the request asked for it (prompt tokens include
+/// the cached ones).
+fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<botdesk_core::Usage>) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
     let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     for p in pieces(text) {
@@ -288,8 +341,8 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
         }
     }
     out.push(chunk(json!({}), json!(if calls.is_empty() { "stop" } else { "tool_calls" })));
-    if let Some((prompt, completion)) = usage {
-        let u = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": 0}});
+    if let Some(u) = usage {
+        let u = json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.prompt() + u.output, "prompt_tokens_details": {"cached_tokens": u.cache_read}});
         out.push(format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": u})));
     }
     out.push("data: [DONE]\n\n".into());

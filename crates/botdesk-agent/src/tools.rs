@@ -1,4 +1,4 @@
-//! The tools a bot sees (DESIGN §9): their specs for the model, and the parse of a call into a
+//! The tools a bot sees: their specs for the model, and the parse of a call into a
 //! checked [`Tool`]. A malformed call (bad JSON, unknown tool, wrong types, a limit exceeded)
 //! becomes a clear error for the model; nothing reaches the computer.
 

@@ -67,11 +67,56 @@ async fn each_model_calls_usage_reaches_the_host_in_both_formats() {
         assert_eq!(server.failures(), Vec::<String>::new());
         let usage = host.usage.lock().unwrap().clone();
         assert_eq!(usage.len(), 2, "{wire:?}");
-        // The scripted server counts a token per 4 bytes of the request, and of the reply plus one.
-        assert!(usage[0].input > 100 && usage[1].input > usage[0].input, "{wire:?}: {usage:?}");
+        // The scripted server counts a token per 4 bytes of the request, and of the reply plus one;
+        // what the second request repeats of the first comes from its cache.
+        assert!(usage[0].prompt() > 100 && usage[1].prompt() > usage[0].prompt(), "{wire:?}: {usage:?}");
         assert_eq!(usage[0].output, ("shell".len() + r#"{"command":"echo hi"}"#.len()) as u64 / 4 + 1, "{wire:?}");
         assert_eq!(usage[1].output, "Done, 12 chars.".len() as u64 / 4 + 1, "{wire:?}");
-        assert_eq!((usage[1].cache_read, usage[1].cache_write), (0, 0));
+        assert_eq!(usage[0].cache_read, 0, "{wire:?}");
+        assert!(usage[1].cache_read > 0, "{wire:?}: {usage:?}");
+        assert_eq!(usage[0].cache_write > 0, wire == Wire::Anthropic, "{wire:?}: {usage:?}");
+    })
+    .await;
+}
+
+/// Anthropic requests carry three cache breakpoints (tools, system, the last block); in both
+/// formats each request starts with the whole previous one (byte for byte, breakpoints aside),
+/// except where screenshots are pruned, which happens in steps (at the 4th image, down to one);
+/// after the third step at least 70 % of the prompt comes from the cache.
+#[tokio::test]
+async fn each_request_repeats_the_previous_one_so_the_cache_serves_it() {
+    both(async |wire| {
+        let mut steps: Vec<Step> = (0..9).map(|_| Step::reply(Reply::call("computer_observe", json!({})))).collect();
+        steps.push(Step::reply(Reply::text("Seen enough.")));
+        let server = ScriptedServer::start(steps).await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "look ten times", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("Seen enough.".into()), "{wire:?}");
+        let seen = server.requests();
+        assert_eq!(seen.len(), 10);
+        if wire == Wire::Anthropic {
+            let point = json!({"type": "ephemeral"});
+            for s in &seen {
+                let b = &s.body;
+                assert_eq!(b["tools"].as_array().unwrap().last().unwrap()["cache_control"], point);
+                assert_eq!(b["system"][0]["cache_control"], point);
+                let last = b["messages"].as_array().unwrap().last().unwrap()["content"].as_array().unwrap().last().unwrap().clone();
+                assert_eq!(last["cache_control"], point);
+                assert_eq!(b.to_string().matches("cache_control").count(), 3, "at most 4 are allowed");
+            }
+        }
+        let images: Vec<usize> = seen.iter().map(|s| s.images).collect();
+        assert_eq!(images, [0, 1, 2, 3, 1, 2, 3, 1, 2, 3], "{wire:?}");
+        for (i, pair) in seen.windows(2).enumerate() {
+            let kept = pair[1].prompt().starts_with(&pair[0].prompt());
+            assert_eq!(kept, images[i + 1] != 1 || images[i] == 0, "{wire:?}: request {} after {}", i + 2, i + 1);
+        }
+        let usage = host.usage.lock().unwrap().clone();
+        let later = usage[3..].iter().fold(botdesk_core::Usage::default(), |mut t, u| {
+            t.add(u);
+            t
+        });
+        assert!(later.cache_read * 10 >= later.prompt() * 7, "{wire:?}: {later:?}");
     })
     .await;
 }
@@ -183,24 +228,6 @@ async fn malformed_tool_calls_are_answered_with_errors_and_the_run_goes_on() {
         assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         // Only the valid call reached the host.
         assert_eq!(host.executed.lock().unwrap().len(), 1);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn only_the_two_latest_screenshots_stay_in_the_context() {
-    both(async |wire| {
-        let images = |n: usize| move |s: &Seen| (s.images == n).then_some(()).ok_or(format!("expected {n} images, got {}", s.images));
-        let server = ScriptedServer::start(vec![
-            Step::check(images(0), Reply::call("computer_observe", json!({}))),
-            Step::check(images(1), Reply::call("computer_observe", json!({}))),
-            Step::check(images(2), Reply::call("computer_observe", json!({}))),
-            Step::check(images(2), Reply::text("seen enough")),
-        ])
-        .await;
-        let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
-        assert_eq!(end, RunEnd::Completed("seen enough".into()));
-        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
     })
     .await;
 }

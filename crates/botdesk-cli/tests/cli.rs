@@ -300,9 +300,12 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     let usage: Vec<&Value> = events.iter().filter(|e| e["type"] == "usage").collect();
     assert_eq!(usage.len(), 2, "{usage:?}");
     let n = |v: &Value| v.as_u64().unwrap();
-    assert!(n(&usage[0]["call"]["input"]) > 100 && n(&usage[1]["call"]["input"]) > n(&usage[0]["call"]["input"]), "{usage:?}");
-    assert_eq!(n(&usage[1]["run"]["input"]), n(&usage[0]["call"]["input"]) + n(&usage[1]["call"]["input"]));
-    assert_eq!(n(&usage[1]["run"]["output"]), n(&usage[0]["call"]["output"]) + n(&usage[1]["call"]["output"]));
+    let prompt = |u: &Value| n(&u["input"]) + n(&u["cache_read"]) + n(&u["cache_write"]);
+    assert!(prompt(&usage[0]["call"]) > 100 && prompt(&usage[1]["call"]) > prompt(&usage[0]["call"]), "{usage:?}");
+    assert!(n(&usage[1]["call"]["cache_read"]) > 0, "the second call repeats the first: {usage:?}");
+    for k in ["input", "output", "cache_read", "cache_write"] {
+        assert_eq!(n(&usage[1]["run"][k]), n(&usage[0]["call"][k]) + n(&usage[1]["call"][k]), "{k}");
+    }
 
     // A refused key: the run fails, the exit code says so, the reason is one clear line.
     let out = data.run(&["run", "runner", "again"]);

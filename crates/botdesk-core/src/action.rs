@@ -1,4 +1,4 @@
-//! Desktop actions (DESIGN §9): the JSON the model's `computer_act` and the CLI's `act` take.
+//! Desktop actions: the JSON the model's `computer_act` and the CLI's `act` take.
 //! Validation happens here, before anything reaches a screen.
 
 use serde::{Deserialize, Serialize};

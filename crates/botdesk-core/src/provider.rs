@@ -1,4 +1,4 @@
-//! The SandboxProvider contract (DESIGN §5): lifecycle, desktop, exec and files. Nothing above this
+//! The SandboxProvider contract: lifecycle, desktop, exec and files. Nothing above this
 //! trait knows which provider it talks to.
 
 use async_trait::async_trait;
@@ -254,7 +254,7 @@ impl ImageFormat {
     }
 }
 
-/// One page-browser request (DESIGN §9: browser_navigate, browser_snapshot, browser_act).
+/// One page-browser request (browser_navigate, browser_snapshot, browser_act).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BrowserCommand {
@@ -286,7 +286,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// Removes the machine; the next provision is fresh.
     async fn destroy(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<()>;
 
-    // 2. Desktop (per-bot displays; see DESIGN §6). The engine allocates slots; display N = slot N.
+    // 2. Desktop (per-bot displays). The engine allocates slots; display N = slot N.
     // Providers without screens keep the defaults.
     /// Starts display `slot` (if needed) with a view transport bound to `view_token`.
     async fn open_desktop(&self, _computer: &ComputerRef, _bot: &BotId, _slot: u32, _view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {

@@ -1,4 +1,4 @@
-//! The container spec of a computer (DESIGN §4): labels, user, limits, mounts, its own network,
+//! The container spec of a computer: labels, user, limits, mounts, its own network,
 //! the one published port.
 
 use bollard::{

@@ -1,4 +1,4 @@
-//! Workspace checkpoints (DESIGN §10). A computer works on its home volume, which only the
+//! Workspace checkpoints. A computer works on its home volume, which only the
 //! computer mounts; its home store `DATA_DIR/homes/<home-key>/` on this machine keeps immutable
 //! checkpoint versions `v<N>` and a `current` symlink, the person's own files.
 //!

@@ -133,7 +133,7 @@ impl Engine {
         self.observe_of(&bot, &computer, format).await
     }
 
-    /// Performs a batch of actions (the JSON array of DESIGN §9) on the bot's desktop, then waits
+    /// Performs a batch of actions (a JSON array) on the bot's desktop, then waits
     /// `settle_ms` (default 350, at most 5000). An invalid or oversized batch is refused before
     /// anything reaches the screen.
     pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<usize> {

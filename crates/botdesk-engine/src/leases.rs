@@ -1,4 +1,4 @@
-//! Runs, execution and control leases, reservations and idle suspend (DESIGN §7) on top of the
+//! Runs, execution and control leases, reservations and idle suspend on top of the
 //! store's compare-and-swap transitions. Policies (TTLs, heartbeats) live here.
 
 use botdesk_core::*;

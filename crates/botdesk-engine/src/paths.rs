@@ -1,4 +1,4 @@
-//! The data directory (DESIGN §3): `botdesk.db`, `homes/<home-key>/`, `logs/`, `cache/`.
+//! The data directory: `botdesk.db`, `homes/<home-key>/`, `logs/`, `cache/`.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

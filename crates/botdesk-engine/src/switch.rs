@@ -1,4 +1,4 @@
-//! Switching a bot between the Team computer and a Private one (DESIGN §4, §10). Both homes are
+//! Switching a bot between the Team computer and a Private one. Both homes are
 //! kept: the home the bot leaves is checkpointed and left as it is (its Team folder, or its
 //! stopped Private computer, which the bot gets back when it switches again), and the bot's own
 //! work comes along into the home it joins:

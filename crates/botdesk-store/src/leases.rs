@@ -1,4 +1,4 @@
-//! Leases, runs, control and reservations (DESIGN §7). Every transition is one compare-and-swap
+//! Leases, runs, control and reservations. Every transition is one compare-and-swap
 //! statement: it changes a row only if the row is still in the state the caller saw, so two
 //! processes on one database can never both win.
 

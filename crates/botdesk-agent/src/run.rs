@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ModelClient, ModelError, Request};
-use crate::conversation::{prune_images, Block, Image, Message, Role, ToolCall, ToolResult};
+use crate::conversation::{prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -55,11 +55,27 @@ pub enum RunEnd {
     Cancelled,
 }
 
+/// How many times in a row a reply cut off at the output limit is continued.
+pub const MAX_CONTINUATIONS: u32 = 3;
+
+/// What the model is told when its reply (text only) hit the output limit.
+pub const CONTINUE: &str = "Your reply was cut off at the output limit. Continue exactly where it stopped, without repeating anything.";
+
+/// The answer to a tool call whose arguments the output limit cut off.
+pub fn cut_call(max_tokens: u32) -> String {
+    format!(
+        "Your reply hit the output limit ({max_tokens} tokens) while writing this call, so its arguments were cut off and nothing was done. \
+         Send less at once: write a long file in parts (write_file with the first part, then write_file with append: true for each next part)."
+    )
+}
+
 /// Runs `task` after `history` (earlier messages of this bot's chat).
 pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history: Vec<Message>, task: &str, cancel: &CancellationToken) -> RunEnd {
     let specs = tools::specs();
     let mut messages = history;
     messages.push(Message::user(task));
+    // Text of replies cut off at the output limit and continued, in order.
+    let (mut so_far, mut continued) = (String::new(), 0);
     for _step in 0..cfg.max_steps {
         if cancel.is_cancelled() {
             return RunEnd::Cancelled;
@@ -74,11 +90,19 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         host.usage(&turn.usage).await;
         host.assistant(&turn.text, &turn.calls).await;
         let calls = turn.calls.clone();
-        let final_text = turn.text.clone();
+        let cut = turn.stop == StopReason::MaxTokens;
+        so_far.push_str(&turn.text);
         messages.push(turn.into_message());
         if calls.is_empty() {
-            return RunEnd::Completed(final_text);
+            if cut && continued < MAX_CONTINUATIONS {
+                continued += 1;
+                messages.push(Message::user(CONTINUE));
+                continue;
+            }
+            return RunEnd::Completed(so_far);
         }
+        continued = 0;
+        so_far.clear();
         let mut results = vec![];
         for call in &calls {
             if cancel.is_cancelled() {
@@ -88,6 +112,8 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             }
             let out = match tools::parse(call) {
                 Ok(tool) => host.execute(&call.id, tool, cancel).await,
+                // Only the call being written when the limit hit is cut (its JSON is unfinished).
+                Err(_) if cut && serde_json::from_str::<serde_json::Value>(&call.raw).is_err() => ToolOutput::error(cut_call(client.config().max_tokens)),
                 Err(why) => ToolOutput::error(why),
             };
             let mut result = if out.is_error { ToolResult::error(&call.id, out.text) } else { ToolResult::ok(&call.id, out.text) };

@@ -60,6 +60,9 @@ impl Seen {
 pub enum Reply {
     /// Assistant text and tool calls `(name, raw arguments)`; ids are `call_<n>` in order.
     Turn { text: String, calls: Vec<(String, String)> },
+    /// Like `Turn`, but stopped by the output limit (Anthropic `max_tokens`, OpenAI `length`):
+    /// the last call's arguments are sent as given (cut short by the test).
+    Cut { text: String, calls: Vec<(String, String)> },
     /// An HTTP error status, optionally with Retry-After (seconds).
     Status { status: u16, retry_after: Option<u64>, body: String },
     /// Computed from the request.
@@ -262,13 +265,18 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     match reply {
         Reply::Status { status, retry_after, body } => respond(&mut sock, status, retry_after, &body).await,
-        Reply::Turn { text, calls } => {
+        Reply::Turn { .. } | Reply::Cut { .. } => {
+            let (text, calls, cut) = match reply {
+                Reply::Turn { text, calls } => (text, calls, false),
+                Reply::Cut { text, calls } => (text, calls, true),
+                _ => unreachable!(),
+            };
             sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
             let output_tokens = (text.len() + calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
             let usage = botdesk_core::Usage { output: output_tokens, ..usage };
             let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &text, &calls, usage),
-                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some(usage)),
+                Wire::Anthropic => anthropic_events(n, &text, &calls, usage, cut),
+                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some(usage), cut),
             };
             for e in events {
                 sock.write_all(e.as_bytes()).await?;
@@ -299,7 +307,7 @@ fn pieces(s: &str) -> Vec<String> {
 
 /// `usage` reported as Anthropic does: the input and cache at the start, the output's running
 /// total at the end.
-fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage) -> Vec<String> {
+fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage, cut: bool) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write, "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}}))];
     out.push(ev("ping", json!({"type": "ping"})));
@@ -320,7 +328,7 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
         out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
         index += 1;
     }
-    let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+    let stop = if cut { "max_tokens" } else if calls.is_empty() { "end_turn" } else { "tool_use" };
     out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.output}})));
     out.push(ev("message_stop", json!({"type": "message_stop"})));
     out
@@ -328,7 +336,7 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
 
 /// `usage` in a last chunk without choices, when the request asked for it (prompt tokens include
 /// the cached ones).
-fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<botdesk_core::Usage>) -> Vec<String> {
+fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<botdesk_core::Usage>, cut: bool) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
     let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     for p in pieces(text) {
@@ -340,7 +348,7 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
             out.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}), Value::Null));
         }
     }
-    out.push(chunk(json!({}), json!(if calls.is_empty() { "stop" } else { "tool_calls" })));
+    out.push(chunk(json!({}), json!(if cut { "length" } else if calls.is_empty() { "stop" } else { "tool_calls" })));
     if let Some(u) = usage {
         let u = json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.prompt() + u.output, "prompt_tokens_details": {"cached_tokens": u.cache_read}});
         out.push(format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": u})));

@@ -24,7 +24,8 @@ pub enum Tool {
     Shell { command: String, cwd: Option<String>, timeout_s: u64 },
     ListFiles { path: String },
     ReadFile { path: String },
-    WriteFile { path: String, content: String },
+    /// `append`: add to the end of the file (made if missing) instead of replacing it.
+    WriteFile { path: String, content: String, append: bool },
     AttachFile { path: String, note: Option<String> },
     OpenPath { target: String },
     LaunchApp { command: String },
@@ -75,6 +76,8 @@ struct PathArgs {
 struct WriteArgs {
     path: String,
     content: String,
+    #[serde(default)]
+    append: bool,
 }
 
 #[derive(Deserialize)]
@@ -182,7 +185,7 @@ pub fn parse(call: &ToolCall) -> Result<Tool, String> {
             if a.content.len() > MAX_WRITE_BYTES {
                 return Err(format!("write_file takes at most {MAX_WRITE_BYTES} bytes; this content has {}. Nothing was written", a.content.len()));
             }
-            Tool::WriteFile { path: nonempty("path", a.path)?, content: a.content }
+            Tool::WriteFile { path: nonempty("path", a.path)?, content: a.content, append: a.append }
         }
         "attach_file" => {
             let a: AttachArgs = args(call)?;
@@ -243,7 +246,11 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec { name: "list_files", description: "List a folder of your workspace (relative paths are in your folder; shared/ is shared with the other bots of this computer).", schema: schema(json!({"path": path("folder, default .")}), &[]) },
         ToolSpec { name: "read_file", description: "Read a UTF-8 text file of at most 250,000 bytes from your workspace.", schema: schema(json!({"path": path("file")}), &["path"]) },
-        ToolSpec { name: "write_file", description: "Write a text file in your workspace (folders are created; an existing file is replaced).", schema: schema(json!({"path": path("file"), "content": {"type": "string"}}), &["path", "content"]) },
+        ToolSpec {
+            name: "write_file",
+            description: "Write a text file in your workspace (folders are created; an existing file is replaced, or with append: true added to). Write a long file in parts: the first, then the rest with append: true.",
+            schema: schema(json!({"path": path("file"), "content": {"type": "string"}, "append": {"type": "boolean"}}), &["path", "content"]),
+        },
         ToolSpec { name: "attach_file", description: "Show a file of your workspace to the person in the chat, e.g. your final report.", schema: schema(json!({"path": path("file"), "note": {"type": "string"}}), &["path"]) },
         ToolSpec { name: "open_path", description: "Open a file of your workspace or an http(s) URL on your desktop (URLs open in your browser).", schema: schema(json!({"target": path("file path or URL")}), &["target"]) },
         ToolSpec { name: "launch_app", description: "Start a graphical program on your desktop (e.g. xterm) and return at once.", schema: schema(json!({"command": {"type": "string"}}), &["command"]) },

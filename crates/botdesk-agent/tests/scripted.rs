@@ -198,7 +198,7 @@ async fn a_run_streams_calls_tools_and_places_screenshots_where_each_format_want
         assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         assert!(host.deltas.lock().unwrap().contains("Let me look at the screen first.All done: wrote a.txt."));
         assert_eq!(host.executed.lock().unwrap().len(), 3);
-        assert_eq!(host.executed.lock().unwrap()[2], Tool::WriteFile { path: "a.txt".into(), content: "é".into() });
+        assert_eq!(host.executed.lock().unwrap()[2], Tool::WriteFile { path: "a.txt".into(), content: "é".into(), append: false });
     })
     .await;
 }
@@ -298,6 +298,36 @@ async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
         let end = run(&client(&server, wire), &MemHost::default(), &RunConfig { max_steps: 3, ..cfg() }, vec![], "t", &CancellationToken::new()).await;
         assert_eq!(end, RunEnd::Failed("the bot reached its limit of 3 steps without finishing".into()));
         assert_eq!(server.requests().len(), 3);
+    })
+    .await;
+}
+
+/// A reply cut off at the output limit: a call whose arguments were cut is answered with the
+/// limit and how to go on (nothing is done); cut text is continued and the run's answer is the
+/// whole of it.
+#[tokio::test]
+async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![
+            Step::reply(Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r##"{"path":"big.md","content":"# Chapter 1\nIt was a dark and st"##.into())] }),
+            Step::check(expect_error("hit the output limit (4096 tokens)"), Reply::Cut { text: "The report begins here and".into(), calls: vec![] }),
+            Step::check(
+                |s| {
+                    let last = s.body["messages"].as_array().and_then(|m| m.last()).map(|m| m.to_string()).unwrap_or_default();
+                    last.contains("Continue exactly where it stopped").then_some(()).ok_or(format!("not asked to continue: {last}"))
+                },
+                Reply::text(" ends here."),
+            ),
+        ])
+        .await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "write a long report", &CancellationToken::new()).await;
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
+        assert_eq!(end, RunEnd::Completed("The report begins here and ends here.".into()), "{wire:?}");
+        assert!(host.executed.lock().unwrap().is_empty(), "the cut call was carried out");
+        let (name, result) = host.results.lock().unwrap()[0].clone();
+        assert_eq!(name, "write_file");
+        assert!(result.is_error && result.text.contains("append: true"), "{result:?}");
     })
     .await;
 }

@@ -634,11 +634,12 @@ impl Host for RunHost {
                 Err(err) => self.err(err),
             },
             Tool::ReadFile { path } => self.read_file(&path).await,
-            Tool::WriteFile { path, content } => {
+            Tool::WriteFile { path, content, append } => {
                 let size = content.len();
-                let r = e.files_write(bot, &path, bytes::Bytes::from(content), false).await.map_err(|err| err.message);
-                self.line("write_file", &path, &r.as_ref().map(|p| format!("{size} bytes written to {p}")).map_err(Clone::clone)).await;
-                r.map_or_else(ToolOutput::error, |p| ToolOutput::ok(format!("Wrote {size} bytes to {p}.")))
+                let r = self.write_file(&path, content, append).await;
+                let did = if append { "appended" } else { "written" };
+                self.line("write_file", &path, &r.as_ref().map(|(p, _)| format!("{size} bytes {did} to {p}")).map_err(Clone::clone)).await;
+                r.map_or_else(ToolOutput::error, |(p, total)| ToolOutput::ok(if append { format!("Appended {size} bytes to {p} (now {total} bytes).") } else { format!("Wrote {size} bytes to {p}.") }))
             }
             Tool::AttachFile { path, note } => {
                 let r = self.attach(&path).await;
@@ -729,6 +730,28 @@ impl Host for RunHost {
 }
 
 impl RunHost {
+    /// `write_file`: replaces the file, or adds to its end (the file may grow to
+    /// `MAX_WRITE_BYTES` this way; it is read and written whole). Returns the path and the size.
+    async fn write_file(&self, path: &str, content: String, append: bool) -> std::result::Result<(String, usize), String> {
+        let (bot, max) = (self.bot.id.as_str(), botdesk_agent::tools::MAX_WRITE_BYTES);
+        let mut data = Vec::new();
+        if append {
+            match self.engine.files_read(bot, path, max as u64).await {
+                Ok(old) => data.extend_from_slice(&old),
+                Err(e) if e.code == ErrorCode::NotFound => {}
+                Err(e) if e.code == ErrorCode::TooLarge => return Err(format!("{path} is over {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written")),
+                Err(e) => return Err(e.message),
+            }
+            if data.len() + content.len() > max {
+                return Err(format!("appending {} bytes would make {path} larger than {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written", content.len()));
+            }
+        }
+        data.extend_from_slice(content.as_bytes());
+        let total = data.len();
+        let p = self.engine.files_write(bot, path, bytes::Bytes::from(data), false).await.map_err(|e| e.message)?;
+        Ok((p, total))
+    }
+
     /// Stores and broadcasts a tool call's result, and hands it back for the model.
     async fn finish(&self, call_id: &str, out: ToolOutput, image: Option<String>, attachment: Option<String>) -> ToolOutput {
         self.finished.lock().unwrap().insert(call_id.to_string());

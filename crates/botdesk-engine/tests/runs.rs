@@ -495,3 +495,33 @@ async fn the_first_observe_of_every_run_has_an_image() {
         assert_eq!(server.failures(), Vec::<String>::new(), "run {run}");
     }
 }
+
+/// A write_file cut off at the output limit is answered with the limit; the bot then writes the
+/// file in parts with append, and the computer holds the whole of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    w.engine.create_bot("writer", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let ok = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.is_error == want.starts_with('!') && r.text.contains(want.trim_start_matches('!')) => Ok(()),
+            other => Err(format!("expected {want:?}, got {other:?}")),
+        }
+    };
+    for s in [
+        Step::reply(Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r#"{"path":"book.md","content":"part one, and then"#.into())] }),
+        Step::check(ok("!hit the output limit"), Reply::call("write_file", json!({"path": "book.md", "content": "part one\n"}))),
+        Step::check(ok("Wrote 9 bytes"), Reply::call("write_file", json!({"path": "book.md", "content": "part two\n", "append": true}))),
+        Step::check(ok("(now 18 bytes)"), Reply::call("write_file", json!({"path": "new/notes.md", "content": "first\n", "append": true}))),
+        Step::check(ok("(now 6 bytes)"), Reply::text("Written.")),
+    ] {
+        server.push(s);
+    }
+    let run = w.engine.run_task("writer", "write a book").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(&w.engine.files_read("writer", "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
+    assert_eq!(&w.engine.files_read("writer", "new/notes.md", 1000).await.unwrap()[..], b"first\n");
+}

@@ -230,7 +230,7 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "computer_act",
-            description: "Perform up to 24 mouse and keyboard actions on your desktop, then wait for it to settle (default 350 ms) and return a new screenshot. Coordinates are absolute screen pixels. Each action is an object with a `type`: click, double_click, move, down, up (x, y, button left|right|middle), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20), wait (ms 0-5000).",
+            description: "Perform up to 24 mouse and keyboard actions on your desktop, then wait until the screen changed and stayed still for settle_ms (default 300; at most 3 s in all), say what it saw and return a new screenshot. Coordinates are absolute screen pixels. Each action is an object with a `type`: click, double_click, move, down, up (x, y, button left|right|middle), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20), wait (ms 0-5000).",
             schema: schema(
                 json!({
                     "actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"type": {"type": "string", "enum": ["click", "double_click", "move", "down", "up", "drag", "type", "key", "scroll", "wait"]}}, "required": ["type"]}},

@@ -507,8 +507,8 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Act { bot, actions, settle_ms } => {
             let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
-            let n = engine.act(&bot, &value, settle_ms).await?;
-            print(json, json!({"bot": bot, "actions": n}), || format!("performed {n} action(s)"));
+            let (n, settled) = engine.act(&bot, &value, settle_ms).await?;
+            print(json, json!({"bot": bot, "actions": n, "screen": settled}), || format!("performed {n} action(s). {}", settled.describe()));
         }
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(&engine, json, cmd).await?,

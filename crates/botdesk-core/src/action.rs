@@ -5,7 +5,36 @@ use serde::{Deserialize, Serialize};
 
 pub const MAX_BATCH: usize = 24;
 pub const MAX_COORD: f64 = 100_000.0;
-pub const DEFAULT_SETTLE_MS: u64 = 350;
+pub const DEFAULT_SETTLE_MS: u64 = 300;
+/// The longest a batch waits for the screen to change and then stay still.
+pub const SETTLE_CAP_MS: u64 = 3_000;
+
+/// What the screen did after a batch of actions. A batch waits until the screen changed and then
+/// stayed still for the settle time, or until [`SETTLE_CAP_MS`]; `ms` counts from the batch's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "settled", rename_all = "snake_case")]
+pub enum Settled {
+    /// Not watched (a settle time of 0).
+    Unwatched,
+    /// It changed, then stayed still for the settle time.
+    Still { ms: u64 },
+    /// It was still changing at the cap.
+    Changing { ms: u64 },
+    /// Nothing visible changed within the cap (the pointer itself is not part of the screen).
+    Unchanged { ms: u64 },
+}
+
+impl Settled {
+    /// One sentence for the model and the person.
+    pub fn describe(&self) -> String {
+        match self {
+            Settled::Unwatched => "The screen was not watched (settle_ms 0).".into(),
+            Settled::Still { ms } => format!("The screen changed and was still {ms} ms after the last action."),
+            Settled::Changing { ms } => format!("The screen was still changing {ms} ms after the last action."),
+            Settled::Unchanged { ms } => format!("No visible change after {ms} ms."),
+        }
+    }
+}
 pub const MAX_WAIT_MS: u64 = 5_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -146,7 +175,7 @@ pub fn check_batch(raws: Vec<RawAction>) -> Result<Vec<Action>, ActionError> {
     Ok(out)
 }
 
-/// Settle time after a batch, clamped to 0–5000 ms.
+/// How long the screen must stay still after a batch, clamped to 0–5000 ms.
 pub fn settle_ms(requested: Option<u64>) -> u64 {
     requested.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_WAIT_MS)
 }

@@ -323,7 +323,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "page_browser")
     }
     /// Performs a checked batch in order on display `slot`.
-    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _ctx: &CallCtx) -> Result<()> {
+    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<crate::action::Settled> {
         unsupported(self.kind(), "act")
     }
 

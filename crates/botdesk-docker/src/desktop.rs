@@ -50,6 +50,18 @@ fn agent_bound(op: &str) -> std::time::Duration {
     })
 }
 
+/// The gateway's account of the screen after a batch; anything else is the gateway's fault.
+fn settled_of(answer: &Value) -> Result<action::Settled> {
+    let ms = answer["ms"].as_u64().filter(|ms| *ms <= 60_000);
+    match (answer["settled"].as_str(), ms) {
+        (Some("unwatched"), _) => Ok(action::Settled::Unwatched),
+        (Some("still"), Some(ms)) => Ok(action::Settled::Still { ms }),
+        (Some("changing"), Some(ms)) => Ok(action::Settled::Changing { ms }),
+        (Some("unchanged"), Some(ms)) => Ok(action::Settled::Unchanged { ms }),
+        _ => Err(SandboxError::Provider(format!("the screen gateway answered an action batch with {:.200}", answer.to_string()))),
+    }
+}
+
 /// A new random capability token: 128 bits as 32 hex digits.
 pub fn new_token() -> String {
     let mut b = [0u8; 16];
@@ -465,12 +477,13 @@ impl DockerProvider {
         self.run_checked(InComputer::Bot, &container, &argv, std::time::Duration::from_secs(45), &format!("starting the browser of :{slot}")).await
     }
 
-    pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action]) -> Result<()> {
+    /// Runs the batch, then (for `settle_ms` > 0) the gateway watches the screen until it changed
+    /// and stayed still that long, or for at most `SETTLE_CAP_MS`.
+    pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64) -> Result<action::Settled> {
         let runs = xdotool_runs(actions);
-        if runs.is_empty() {
-            return Ok(());
-        }
-        self.agent(c, json!({"op": "xdotool", "display": slot, "runs": runs})).await.map(drop)
+        let settle = json!({"still_ms": settle_ms, "cap_ms": action::SETTLE_CAP_MS.max(settle_ms)});
+        let (answer, _) = self.agent(c, json!({"op": "xdotool", "display": slot, "runs": runs, "settle": settle})).await?;
+        settled_of(&answer)
     }
 }
 

@@ -538,8 +538,8 @@ impl SandboxProvider for DockerProvider {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
         self.browser_impl(c, slot, profile, command).await
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], _ctx: &CallCtx) -> Result<()> {
-        self.act_impl(c, slot, actions).await
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], settle_ms: u64, _ctx: &CallCtx) -> Result<botdesk_core::action::Settled> {
+        self.act_impl(c, slot, actions, settle_ms).await
     }
 
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {

@@ -133,19 +133,21 @@ impl Engine {
         self.observe_of(&bot, &computer, format).await
     }
 
-    /// Performs a batch of actions (a JSON array) on the bot's desktop, then waits
-    /// `settle_ms` (default 350, at most 5000). An invalid or oversized batch is refused before
-    /// anything reaches the screen.
-    pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<usize> {
+    /// Performs a batch of actions (a JSON array) on the bot's desktop, then waits until the
+    /// screen changed and stayed still for `settle_ms` (default 300, at most 5000; 0: no wait), at
+    /// most 3 s, and says what it saw. An invalid or oversized batch is refused before anything
+    /// reaches the screen.
+    pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
         let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        if let Err(e) = self.inner.provider.act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, &CallCtx::for_bot(&bot.id)).await {
-            self.forget_display(&computer.id, view.slot);
-            return Err(e.into());
+        match self.inner.provider.act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id)).await {
+            Ok(settled) => Ok((batch.len(), settled)),
+            Err(e) => {
+                self.forget_display(&computer.id, view.slot);
+                Err(e.into())
+            }
         }
-        tokio::time::sleep(std::time::Duration::from_millis(action::settle_ms(settle_ms))).await;
-        Ok(batch.len())
     }
 
     /// Take control with a screen: the control lease, plus a control transport on the bot's

@@ -608,9 +608,9 @@ impl Host for RunHost {
         let mut out = match tool {
             Tool::Observe => self.observe().await,
             Tool::Act { actions, settle_ms } => match e.act(bot, &actions, settle_ms).await {
-                Ok(n) => {
+                Ok((n, settled)) => {
                     let mut o = self.observe().await;
-                    o.text = format!("Did {n} action{}. {}", if n == 1 { "" } else { "s" }, o.text);
+                    o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
                     o
                 }
                 Err(err) => self.err(err),

@@ -165,9 +165,19 @@ async fn typing_any_unicode_reaches_the_app() {
         {"type": "key", "key": "Return"},
         {"type": "key", "key": "d", "modifiers": ["ctrl"]}
     ]);
-    w.engine.act("u", &actions, Some(500)).await.unwrap();
+    // The batch waits for the screen: it changed (the text, then the window closing) and then
+    // stayed still for the settle time.
+    let (n, settled) = w.engine.act("u", &actions, Some(500)).await.unwrap();
+    assert_eq!(n, 4);
+    assert!(matches!(settled, action::Settled::Still { ms } if ms >= 500), "{settled:?}");
     let typed = w.engine.files_read("u", "typed.txt", 1000).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&typed), format!("{text}\n"));
+    // A pointer move changes nothing visible: said after the cap. A settle time of 0 watches nothing.
+    let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "move", "x": 700, "y": 500}]), None).await.unwrap();
+    assert!(matches!(settled, action::Settled::Unchanged { ms } if ms >= action::SETTLE_CAP_MS), "{settled:?}");
+    assert_eq!(settled.describe(), format!("No visible change after {} ms.", match settled { action::Settled::Unchanged { ms } => ms, _ => 0 }));
+    let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "move", "x": 10, "y": 10}]), Some(0)).await.unwrap();
+    assert_eq!(settled, action::Settled::Unwatched);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -88,7 +88,7 @@ async fn list_models(engine: State<'_, Engine>) -> Res<Vec<ModelView>> {
 /// Adds a model provider; the key goes to the OS keyring only.
 #[tauri::command]
 async fn add_model(engine: State<'_, Engine>, id: String, kind: String, model: String, base_url: Option<String>, key: Option<String>) -> Res<ModelView> {
-    engine.add_model(NewModel { id, kind, model, base_url: base_url.filter(|u| !u.trim().is_empty()) }, key).await
+    engine.add_model(NewModel { id, kind, model, base_url: base_url.filter(|u| !u.trim().is_empty()), coordinates: None }, key).await
 }
 
 #[tauri::command]

@@ -26,7 +26,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Step::reply(Reply::text("All done: the machine runs Linux and my notes are in notes.md.")),
     ]));
     let model_id = format!("chat-e2e-{}", std::process::id());
-    let new = NewModel { id: model_id.clone(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)) };
+    let new = NewModel { id: model_id.clone(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)), coordinates: None };
     rt.block_on(engine.add_model(new, None)).unwrap();
 
     let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
@@ -46,7 +46,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // What the run cost, once, under its last message (the scripted server reports usage).
     d.wait_js(
         "the run's tokens under its last message",
-        "const u = [...document.querySelectorAll('.msg .usage')]; return u.length === 1 && /^[0-9,]+ in, [0-9,]+ out tokens$/.test(u[0].textContent) && u[0].closest('.msg').querySelector('.text')?.textContent.startsWith('All done')",
+        "const u = [...document.querySelectorAll('.msg .usage')]; return u.length === 1 && /^[0-9,]+ in( \\([0-9,]+ from cache\\))?, [0-9,]+ out tokens$/.test(u[0].textContent) && u[0].closest('.msg').querySelector('.text')?.textContent.startsWith('All done')",
         Duration::from_secs(20),
     );
     d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));

@@ -12,7 +12,8 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let mut ms = vec![json!({"role": "system", "content": req.system})];
     ms.extend(messages(req.messages));
     // include_usage: the last chunk says what the call cost (servers that do not know it ignore it).
-    json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "messages": ms, "tools": tools})
+    // One call per turn: several acts planned from one screenshot would act on a stale screen.
+    json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools})
 }
 
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {

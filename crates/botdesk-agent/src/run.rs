@@ -129,19 +129,69 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
 }
 
-/// The system prompt of a bot.
-pub fn system_prompt(bot: &str, instructions: &str, folder: &str, shared: bool) -> String {
-    let mut s = format!(
-        "You are {bot}, a bot with your own Linux computer: a desktop with a Chromium browser, a shell and a workspace folder.\n\
-         Your folder is {folder}; relative paths are resolved there.{}\n\
-         Use computer_observe to look at your screen and computer_act to click and type; browser_navigate, browser_snapshot and browser_act drive your browser by element refs; shell runs commands; read_file, write_file and list_files work on your files.\n\
-         If you need the person (a login, a captcha, a decision), call request_takeover and wait.\n\
+/// What the system prompt says about a bot and its computer.
+pub struct Setting<'a> {
+    pub bot: &'a str,
+    /// The person's instructions for this bot.
+    pub instructions: &'a str,
+    /// Its folder, relative to the computer's home.
+    pub folder: &'a str,
+    /// On a Team computer (shared/ and other bots' folders beside its own).
+    pub shared: bool,
+    /// Today, `YYYY-MM-DD`.
+    pub today: &'a str,
+    pub coords: botdesk_core::action::CoordSpace,
+}
+
+/// The system prompt of a bot: who and where it is, how its screen and coordinates work, what
+/// the computer has, and how to work well there. Stable across a bot's runs on one day (the
+/// provider caches it).
+pub fn system_prompt(s: &Setting<'_>) -> String {
+    use botdesk_core::action::{CoordSpace, SCREEN};
+    let coords = match s.coords {
+        CoordSpace::Pixels => format!("Coordinates are pixels of the screenshot: x from 0 to {} (left to right), y from 0 to {} (top to bottom).", SCREEN.0 - 1, SCREEN.1 - 1),
+        CoordSpace::Thousandths => "Coordinates are from 0 to 1000 on each axis, whatever the screen's size: (0, 0) is the top left corner, (1000, 1000) the bottom right.".into(),
+    };
+    let shared = if s.shared { " shared/ is shared with the other bots of this computer; bots/ holds every bot's folder (leave theirs alone)." } else { "" };
+    let mut p = format!(
+        "You are {bot}, a bot with your own Linux computer (Debian): a {w}x{h} desktop with Chromium, a shell and a workspace. Today is {today}.\n\
+         Your folder is {folder}; relative paths are resolved there.{shared} Files outside the home (/home/botdesk), such as in /tmp, are lost when the computer restarts.\n\
+         You are not root and cannot install system packages. Python 3, git, curl, jq, xdotool and ImageMagick are installed; for Python packages use uv: `uv venv`, then `uv pip install PACKAGE` (the system Python is not writable), or `uvx TOOL`. Graphical programs you start from the shell open on your own screen.\n\
+         Tools: computer_observe looks at your screen; computer_act clicks and types ({coords}); on web pages prefer browser_navigate, browser_snapshot and browser_act, which work by element refs and are faster and surer than clicking pixels; shell runs commands; read_file, write_file (append: true to write a long file in parts) and list_files work on your files.\n\
+         Work in small verified steps: observe, act, then check the result before going on. If something did not work, look again instead of repeating it.\n\
+         On a long task keep a TODO.md in your folder with what is done and what is next, and update it as you go.\n\
+         If you need the person (a login, a captcha, a payment, a decision), call request_takeover with what they should do, and wait.\n\
          When the task is done, answer with a short summary and no tool call.",
-        if shared { " shared/ is shared with the other bots of this computer; bots/ holds every bot's folder." } else { "" }
+        bot = s.bot,
+        w = SCREEN.0,
+        h = SCREEN.1,
+        today = s.today,
+        folder = s.folder,
     );
-    if !instructions.trim().is_empty() {
-        s.push_str("\n\nInstructions from the person:\n");
-        s.push_str(instructions.trim());
+    if !s.instructions.trim().is_empty() {
+        p.push_str("\n\nInstructions from the person:\n");
+        p.push_str(s.instructions.trim());
     }
-    s
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botdesk_core::action::CoordSpace;
+
+    #[test]
+    fn the_system_prompt_says_where_and_how() {
+        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels };
+        let p = system_prompt(&setting);
+        for want in ["You are ada", "Today is 2026-12-01", "1280x800", "x from 0 to 1279", "Your folder is bots/b1", "shared/ is shared", "not root", "uv venv", "prefer browser_navigate", "TODO.md", "request_takeover", "append: true"] {
+            assert!(p.contains(want), "{want:?} missing from:\n{p}");
+        }
+        assert!(!p.contains("Instructions from the person"));
+        setting.coords = CoordSpace::Thousandths;
+        setting.shared = false;
+        setting.instructions = "be brief";
+        let p = system_prompt(&setting);
+        assert!(p.contains("from 0 to 1000 on each axis") && !p.contains("shared/") && p.ends_with("Instructions from the person:\nbe brief"), "{p}");
+    }
 }

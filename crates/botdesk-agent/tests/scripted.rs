@@ -57,7 +57,14 @@ impl Host for MemHost {
 async fn each_model_calls_usage_reaches_the_host_in_both_formats() {
     both(async |wire| {
         let server = ScriptedServer::start(vec![
-            Step::check(move |s| if wire == Wire::OpenAi && s.body.pointer("/stream_options/include_usage") != Some(&json!(true)) { Err("usage not asked for".into()) } else { Ok(()) }, Reply::call("shell", json!({"command": "echo hi"}))),
+            Step::check(
+                move |s| match wire {
+                    Wire::OpenAi if s.body.pointer("/stream_options/include_usage") != Some(&json!(true)) => Err("usage not asked for".into()),
+                    Wire::OpenAi if s.body["parallel_tool_calls"] != json!(false) => Err("parallel tool calls not turned off".into()),
+                    _ => Ok(()),
+                },
+                Reply::call("shell", json!({"command": "echo hi"})),
+            ),
             Step::reply(Reply::text("Done, 12 chars.")),
         ])
         .await;
@@ -131,7 +138,8 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
 }
 
 fn cfg() -> RunConfig {
-    RunConfig { system: system_prompt("tester", "be brief", "bots/b1", true), max_steps: 20 }
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default() };
+    RunConfig { system: system_prompt(&setting), max_steps: 20 }
 }
 
 fn expect_error(contains: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync {

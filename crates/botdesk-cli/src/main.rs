@@ -205,6 +205,10 @@ enum ModelCmd {
         /// For openai-compatible servers (Ollama, vLLM, LM Studio, OpenRouter, xAI), e.g. http://localhost:11434/v1.
         #[arg(long)]
         base_url: Option<String>,
+        /// How the model gives screen coordinates: pixels of the screenshot, or 0-1000 on each
+        /// axis (default: what its family was trained on; 0-1000 for UI-TARS and Qwen-VL).
+        #[arg(long, value_parser = ["pixels", "0-1000"])]
+        coordinates: Option<String>,
     },
     List,
     /// Remove a model no bot uses (and its key from the keyring).
@@ -376,10 +380,13 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let bot = engine.create_bot(&name, scope, model.as_deref(), &instructions).await?;
             print(json, serde_json::to_value(&bot).unwrap(), || format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name));
         }
-        Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url } } => {
+        Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url, coordinates } } => {
             let key = read_key(&id)?;
-            let m = engine.add_model(botdesk_engine::NewModel { id, kind, model, base_url }, key).await?;
-            print(json, json!({ "model": m }), || format!("added model {} ({} {}){}", m.id, m.kind, m.model, if m.has_key { ", key in the OS keyring" } else { ", no key" }));
+            let coordinates = coordinates.as_deref().and_then(botdesk_engine::action::CoordSpace::parse);
+            let m = engine.add_model(botdesk_engine::NewModel { id, kind, model, base_url, coordinates }, key).await?;
+            print(json, json!({ "model": m }), || {
+                format!("added model {} ({} {}, coordinates in {}){}", m.id, m.kind, m.model, m.coordinates.as_str(), if m.has_key { ", key in the OS keyring" } else { ", no key" })
+            });
         }
         Cmd::Model { cmd: ModelCmd::List } => {
             let models = engine.list_models().await?;
@@ -389,7 +396,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 }
                 models
                     .iter()
-                    .map(|m| format!("{:<20} {:<18} {:<28} {:<32} {}", m.id, m.kind, m.model, m.base_url.as_deref().unwrap_or("-"), if m.has_key { "key" } else { "no key" }))
+                    .map(|m| format!("{:<20} {:<18} {:<28} {:<32} {:<7} {}", m.id, m.kind, m.model, m.base_url.as_deref().unwrap_or("-"), m.coordinates.as_str(), if m.has_key { "key" } else { "no key" }))
                     .collect::<Vec<_>>()
                     .join("\n")
             });

@@ -319,7 +319,7 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     let said = chat["messages"].as_array().unwrap().iter().find(|m| m["text"] == "Said hi.").unwrap();
     assert_eq!(said["usage"], usage[1]["run"], "{said}");
     let human = stdout(&data.run(&["chat", "runner"]));
-    assert!(human.contains(&format!(" in, {} out tokens)", n(&usage[1]["run"]["output"]))), "{human}");
+    assert!(human.contains(&format!(", {} out tokens)", n(&usage[1]["run"]["output"]))), "{human}");
     let act = data.run(&["activity", "runner"]);
     assert!(stdout(&act).contains("shell echo hi-from-run; echo [redacted] >&2 [done exit 0]"), "{}", stdout(&act));
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any

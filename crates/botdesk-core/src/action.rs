@@ -37,6 +37,94 @@ impl Settled {
 }
 pub const MAX_WAIT_MS: u64 = 5_000;
 
+/// Every display's size in pixels (`botdesk-display` starts Xvfb at this size).
+pub const SCREEN: (u32, u32) = (1280, 800);
+
+/// How a model gives screen coordinates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum CoordSpace {
+    /// Pixels of the screenshot it was sent (the screen's own size).
+    #[default]
+    #[serde(rename = "pixels")]
+    Pixels,
+    /// 0 to 1000 on each axis, whatever the screen's size (Qwen-VL, UI-TARS and models like them).
+    #[serde(rename = "0-1000")]
+    Thousandths,
+}
+
+impl CoordSpace {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoordSpace::Pixels => "pixels",
+            CoordSpace::Thousandths => "0-1000",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "pixels" => Some(CoordSpace::Pixels),
+            "0-1000" => Some(CoordSpace::Thousandths),
+            _ => None,
+        }
+    }
+
+    /// What a model of this name was trained on: 0–1000 for UI-TARS and Qwen's vision models.
+    pub fn default_for(model: &str) -> Self {
+        let m = model.to_ascii_lowercase();
+        if m.contains("ui-tars") || m.contains("uitars") || (m.contains("qwen") && m.contains("vl")) {
+            CoordSpace::Thousandths
+        } else {
+            CoordSpace::Pixels
+        }
+    }
+
+    /// A screen pixel in this space (what the model is told, e.g. where the cursor is).
+    pub fn from_pixel(self, (x, y): (u32, u32), (w, h): (u32, u32)) -> (u32, u32) {
+        match self {
+            CoordSpace::Pixels => (x, y),
+            CoordSpace::Thousandths => ((x * 1000 + w / 2) / w.max(1), (y * 1000 + h / 2) / h.max(1)),
+        }
+    }
+}
+
+/// Places a checked batch on a `w`×`h` screen: coordinates given in `space` become pixels, and a
+/// coordinate outside the screen refuses the whole batch.
+pub fn place(batch: &mut [Action], space: CoordSpace, (w, h): (u32, u32)) -> Result<(), ActionError> {
+    // The model's index of an action (a double click became two clicks) is not kept: say which value.
+    let one = |name: &str, v: &mut u32, size: u32| -> Result<(), ActionError> {
+        let px = match space {
+            CoordSpace::Pixels => *v,
+            CoordSpace::Thousandths if *v <= 1000 => ((*v as u64 * size as u64 + 500) / 1000).min(size as u64 - 1) as u32,
+            CoordSpace::Thousandths => return Err(ActionError::Outside(format!("{name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))),
+        };
+        if px >= size {
+            return Err(ActionError::Outside(format!("{name} {v} is outside the screen ({name} is 0 to {} on this {w}x{h} screen)", size - 1)));
+        }
+        *v = px;
+        Ok(())
+    };
+    for a in batch.iter_mut() {
+        match a {
+            Action::Click { x, y, .. } | Action::Move { x, y } => {
+                one("x", x, w)?;
+                one("y", y, h)?;
+            }
+            Action::Drag { x, y, to_x, to_y, .. } => {
+                one("x", x, w)?;
+                one("y", y, h)?;
+                one("to_x", to_x, w)?;
+                one("to_y", to_y, h)?;
+            }
+            Action::Down { at: Some((x, y)), .. } | Action::Up { at: Some((x, y)), .. } | Action::Scroll { at: Some((x, y)), .. } => {
+                one("x", x, w)?;
+                one("y", y, h)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Button {
@@ -96,6 +184,8 @@ pub enum ActionError {
     TooMany(usize),
     #[error("action {index}: {why}. Nothing was done")]
     Bad { index: usize, why: String },
+    #[error("{0}. Nothing was done")]
+    Outside(String),
 }
 
 fn coord(index: usize, name: &str, v: f64) -> Result<u32, ActionError> {
@@ -186,6 +276,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn coordinates_are_placed_on_the_screen_in_the_models_space() {
+        let batch = |v: serde_json::Value| parse_batch(&v).unwrap();
+        let mut b = batch(json!([{"type": "click", "x": 500, "y": 500}, {"type": "drag", "x": 0, "y": 0, "to_x": 1000, "to_y": 1000}]));
+        place(&mut b, CoordSpace::Thousandths, SCREEN).unwrap();
+        assert_eq!(b[0], Action::Click { x: 640, y: 400, button: Button::Left });
+        assert_eq!(b[1], Action::Drag { x: 0, y: 0, to_x: 1279, to_y: 799, button: Button::Left });
+        let mut b = batch(json!([{"type": "click", "x": 1001, "y": 5}]));
+        assert!(place(&mut b, CoordSpace::Thousandths, SCREEN).unwrap_err().to_string().contains("x 1001 is not from 0 to 1000"));
+        let mut b = batch(json!([{"type": "move", "x": 1279, "y": 799}]));
+        place(&mut b, CoordSpace::Pixels, SCREEN).unwrap();
+        assert_eq!(b[0], Action::Move { x: 1279, y: 799 });
+        let mut b = batch(json!([{"type": "scroll", "x": 10, "y": 800, "direction": "down"}]));
+        assert_eq!(place(&mut b, CoordSpace::Pixels, SCREEN).unwrap_err().to_string(), "y 800 is outside the screen (y is 0 to 799 on this 1280x800 screen). Nothing was done");
+        assert_eq!(CoordSpace::Thousandths.from_pixel((640, 400), SCREEN), (500, 500));
+        assert_eq!(CoordSpace::default_for("Qwen2.5-VL-7B-Instruct"), CoordSpace::Thousandths);
+        assert_eq!(CoordSpace::default_for("ui-tars-1.5-7b"), CoordSpace::Thousandths);
+        assert_eq!(CoordSpace::default_for("claude-sonnet-4-5"), CoordSpace::Pixels);
+    }
+
+    #[test]
     fn parses_the_design_example_and_rounds() {
         let b = parse_batch(&json!([{"type":"key","key":"l","modifiers":["ctrl"]},{"type":"click","x":10.6,"y":3}])).unwrap();
         assert_eq!(b[1], Action::Click { x: 11, y: 3, button: Button::Left });
@@ -206,7 +316,7 @@ mod tests {
         assert!(parse_batch(&json!([{"type":"scroll","direction":"up","amount":21}])).is_err());
         assert!(parse_batch(&json!([{"type":"wait","ms":5001}])).is_err());
         assert!(parse_batch(&json!([{"type":"teleport"}])).is_err());
-        assert_eq!(settle_ms(None), 350);
+        assert_eq!(settle_ms(None), 300);
         assert_eq!(settle_ms(Some(9000)), 5000);
     }
 }

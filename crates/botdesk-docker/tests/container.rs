@@ -47,14 +47,14 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     assert_eq!(inspect(id, "{{range .Mounts}}{{.Type}} {{.Name}} -> {{.Destination}}{{end}}"), format!("volume {} -> /home/botdesk", spec.home_volume));
     let label = Command::new("docker").args(["volume", "inspect", "-f", "{{index .Labels \"botdesk.computer\"}}", &spec.home_volume]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), "spec-check");
-    let script = "id -u; stat -c %u .; touch made-here; grep -E '^Cap(Prm|Eff)' /proc/self/status; ps -o uid=,comm= -C Xvfb -C fluxbox -C python3 | sort -u";
+    let script = "id -u; stat -c %u .; touch made-here; grep -E '^Cap(Prm|Eff)' /proc/self/status; ps -o uid=,comm= -C Xvfb -C fluxbox -C botdesk-gateway | sort -u";
     let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", script]), &CallCtx::default()).await.unwrap();
     assert_eq!(exit.code, 0);
     let out = String::from_utf8_lossy(&out);
     assert!(out.starts_with("1000\n1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"), "{out}");
     // The screen services (X, its window manager, the gateway) run as botdesk-screen, none as root.
     let services: Vec<&str> = out.lines().skip(4).map(str::trim).collect();
-    assert_eq!(services, ["990 Xvfb", "990 fluxbox", "990 python3"], "{out}");
+    assert_eq!(services, ["990 Xvfb", "990 botdesk-gateway", "990 fluxbox"], "{out}");
     provider.destroy(&ComputerRef::from(&spec), &CallCtx::default()).await.unwrap();
     assert!(provider.list_volumes(None).await.unwrap().is_empty(), "destroy removes the home volume");
 }

@@ -138,7 +138,14 @@ impl Engine {
     /// most 3 s, and says what it saw. An invalid or oversized batch is refused before anything
     /// reaches the screen.
     pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
-        let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
+        self.act_in(bot, actions, settle_ms, action::CoordSpace::Pixels).await
+    }
+
+    /// [`Engine::act`] with coordinates given in `space` (a model's own); a coordinate outside
+    /// the screen refuses the batch.
+    pub async fn act_in(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>, space: action::CoordSpace) -> Result<(usize, action::Settled)> {
+        let mut batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
+        action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         match self.inner.provider.act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id)).await {

@@ -2,6 +2,7 @@
 //! OS keyring (Secret Service on Linux) under ("botdesk", "model:<id>") and nowhere else: not the
 //! database, not logs, not activity, not the CLI's arguments or output.
 
+use botdesk_core::action::CoordSpace;
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
@@ -35,6 +36,9 @@ pub struct NewModel {
     pub kind: String,
     pub model: String,
     pub base_url: Option<String>,
+    /// How it gives screen coordinates; None: what its family was trained on
+    /// ([`CoordSpace::default_for`]).
+    pub coordinates: Option<CoordSpace>,
 }
 
 impl NewModel {
@@ -80,7 +84,8 @@ impl Engine {
         if let Some(k) = key.clone() {
             with_entry(&new.id, move |e| e.set_password(&k)).await?;
         }
-        let row = ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some() };
+        let coordinates = new.coordinates.unwrap_or_else(|| CoordSpace::default_for(&new.model));
+        let row = ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some(), coordinates };
         if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
             if key.is_some() {
                 let _ = with_entry(&new.id, |e| e.delete_credential()).await; // undo: the row did not land

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult, Usage};
+use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -224,12 +224,21 @@ impl Engine {
         let run = self.begin_run(&run).await?;
         // The model of a new run has seen no screen yet: its first observe carries an image.
         self.inner.frames.lock().await.remove(&bot.id);
-        let system = botdesk_agent::system_prompt(&bot.name, &bot.instructions, &crate::view(bot.clone(), &computer).folder, computer.scope == botdesk_core::ComputerScope::Team);
-        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()) })
+        let day = botdesk_docker::image::stamp_of(self.now());
+        let setting = botdesk_agent::run::Setting {
+            bot: &bot.name,
+            instructions: &bot.instructions,
+            folder: &crate::view(bot.clone(), &computer).folder,
+            shared: computer.scope == botdesk_core::ComputerScope::Team,
+            today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
+            coords: m.coordinates,
+        };
+        let system = botdesk_agent::system_prompt(&setting);
+        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords: m.coordinates })
     }
 
     async fn drive(&self, p: Prepared) -> Result<Run> {
-        let Prepared { client, run, lease, bot, system, redactor } = p;
+        let Prepared { client, run, lease, bot, system, redactor, coords } = p;
         let cancel = CancellationToken::new();
         self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history: Vec<Message> = self
@@ -248,7 +257,7 @@ impl Engine {
                 }
             })
             .collect();
-        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default() };
+        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
@@ -304,6 +313,7 @@ struct Prepared {
     bot: botdesk_store::Bot,
     system: String,
     redactor: Redactor,
+    coords: action::CoordSpace,
 }
 
 /// Heartbeats the run's lease, and cancels the run when it was stopped (by this or another
@@ -347,6 +357,8 @@ struct RunHost {
     stop: CancellationToken,
     /// What the run's model calls cost so far.
     usage: std::sync::Mutex<Usage>,
+    /// How the model gives screen coordinates (and is told where the cursor is).
+    coords: action::CoordSpace,
 }
 
 impl RunHost {
@@ -446,7 +458,12 @@ impl RunHost {
         match self.engine.observe(self.bot.id.as_str(), ImageFormat::Png).await {
             Ok(o) => {
                 let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
-                let mut text = format!("Screen {}x{}, cursor at ({}, {}){window}.", o.width, o.height, o.cursor.0, o.cursor.1);
+                let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
+                let units = match self.coords {
+                    action::CoordSpace::Pixels => String::new(),
+                    action::CoordSpace::Thousandths => " (coordinates from 0 to 1000 on each axis)".into(),
+                };
+                let mut text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
                 if o.image.is_none() {
                     text.push_str(" The screen has not changed since your last look (no new screenshot).");
                 }
@@ -607,7 +624,7 @@ impl Host for RunHost {
         let e = &self.engine;
         let mut out = match tool {
             Tool::Observe => self.observe().await,
-            Tool::Act { actions, settle_ms } => match e.act(bot, &actions, settle_ms).await {
+            Tool::Act { actions, settle_ms } => match e.act_in(bot, &actions, settle_ms, self.coords).await {
                 Ok((n, settled)) => {
                     let mut o = self.observe().await;
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);

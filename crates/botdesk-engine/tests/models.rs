@@ -4,7 +4,7 @@
 use botdesk_engine::*;
 
 fn new(id: &str, kind: &str, model: &str, base_url: Option<&str>) -> NewModel {
-    NewModel { id: id.into(), kind: kind.into(), model: model.into(), base_url: base_url.map(str::to_string) }
+    NewModel { id: id.into(), kind: kind.into(), model: model.into(), base_url: base_url.map(str::to_string), coordinates: None }
 }
 
 /// Every file of the data directory, as bytes (the database, its WAL, settings).

@@ -62,10 +62,15 @@ async fn world_in(turn: Turn) -> World {
 impl World {
     /// A model pointing at the scripted server, with a key in the keyring; returns (model id, key).
     async fn model(&mut self, server: &ScriptedServer, wire: Wire) -> (String, String) {
+        self.model_in(server, wire, action::CoordSpace::Pixels).await
+    }
+
+    /// [`World::model`] for a model giving coordinates in `space`.
+    async fn model_in(&mut self, server: &ScriptedServer, wire: Wire, space: action::CoordSpace) -> (String, String) {
         let id = unique("scripted");
         let key = format!("sk-e2e-{}", uuid::Uuid::new_v4().simple());
         let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
-        let new = NewModel { id: id.clone(), kind: kind.into(), model: "scripted-1".into(), base_url: Some(server.base_url(wire)) };
+        let new = NewModel { id: id.clone(), kind: kind.into(), model: "scripted-1".into(), base_url: Some(server.base_url(wire)), coordinates: Some(space) };
         self.engine.add_model(new, Some(key.clone())).await.unwrap();
         self.models.push(id.clone());
         (id, key)
@@ -524,4 +529,38 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(&w.engine.files_read("writer", "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
     assert_eq!(&w.engine.files_read("writer", "new/notes.md", 1000).await.unwrap()[..], b"first\n");
+}
+
+/// A model that gives coordinates from 0 to 1000: its click at (500, 250) lands on pixel
+/// (640, 200) of the 1280x800 screen, it is told where the cursor is in its own units, and a
+/// coordinate beyond 1000 is refused with the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model_in(&server, Wire::OpenAi, action::CoordSpace::Thousandths).await;
+    w.engine.create_bot("scaled", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let result = |want: &'static str, error: bool| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.is_error == error && r.text.contains(want) => Ok(()),
+            other => Err(format!("expected {want:?}, got {other:?}")),
+        }
+    };
+    for s in [
+        Step::check(
+            |s| {
+                let p = s.system();
+                (p.contains("Coordinates are from 0 to 1000 on each axis") && p.contains("Today is 20")).then_some(()).ok_or(format!("the system prompt lacks the coordinate rule or the date: {p}"))
+            },
+            Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 500, "y": 250}]})),
+        ),
+        Step::check(result("(coordinates from 0 to 1000 on each axis), cursor at (500, 250)", false), Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]}))),
+        Step::check(result("x 1001 is not from 0 to 1000", true), Reply::text("Clicked.")),
+    ] {
+        server.push(s);
+    }
+    let run = w.engine.run_task("scaled", "click the middle of the top half").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(w.engine.observe("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
 }

@@ -11,17 +11,38 @@ pub struct ModelRow {
     pub model: String,
     pub base_url: Option<String>,
     pub has_key: bool,
+    /// How it gives screen coordinates.
+    pub coordinates: botdesk_core::action::CoordSpace,
+}
+
+struct Row {
+    id: String,
+    kind: String,
+    model: String,
+    base_url: Option<String>,
+    has_key: bool,
+    coordinates: String,
+}
+
+impl From<Row> for ModelRow {
+    fn from(r: Row) -> Self {
+        // The column's CHECK allows only what `parse` knows.
+        let coordinates = botdesk_core::action::CoordSpace::parse(&r.coordinates).unwrap_or_default();
+        ModelRow { id: r.id, kind: r.kind, model: r.model, base_url: r.base_url, has_key: r.has_key, coordinates }
+    }
 }
 
 impl Store {
     pub async fn add_model(&self, m: &ModelRow, now: i64) -> Result<()> {
+        let coordinates = m.coordinates.as_str();
         sqlx::query!(
-            "INSERT INTO models (id, kind, model, base_url, has_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO models (id, kind, model, base_url, has_key, coordinates, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             m.id,
             m.kind,
             m.model,
             m.base_url,
             m.has_key,
+            coordinates,
             now
         )
         .execute(&self.pool)
@@ -34,15 +55,19 @@ impl Store {
     }
 
     pub async fn list_models(&self) -> Result<Vec<ModelRow>> {
-        Ok(sqlx::query_as!(ModelRow, r#"SELECT id AS "id!", kind, model, base_url, has_key AS "has_key: bool" FROM models ORDER BY id"#)
+        Ok(sqlx::query_as!(Row, r#"SELECT id AS "id!", kind, model, base_url, has_key AS "has_key: bool", coordinates FROM models ORDER BY id"#)
             .fetch_all(&self.pool)
-            .await?)
+            .await?
+            .into_iter()
+            .map(ModelRow::from)
+            .collect())
     }
 
     pub async fn model(&self, id: &str) -> Result<ModelRow> {
-        sqlx::query_as!(ModelRow, r#"SELECT id AS "id!", kind, model, base_url, has_key AS "has_key: bool" FROM models WHERE id = ?1"#, id)
+        sqlx::query_as!(Row, r#"SELECT id AS "id!", kind, model, base_url, has_key AS "has_key: bool", coordinates FROM models WHERE id = ?1"#, id)
             .fetch_optional(&self.pool)
             .await?
+            .map(ModelRow::from)
             .ok_or_else(|| StoreError::NotFound(format!("model {id:?} (see `botdesk model list`)")))
     }
 

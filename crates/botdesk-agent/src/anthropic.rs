@@ -12,26 +12,24 @@ use crate::sse::Event;
 /// the cache and only the new turn is written.
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let mut tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})).collect();
-    if let Some(last) = tools.last_mut() {
-        last["cache_control"] = cache_point();
-    }
     let mut messages = messages(req.messages);
-    if let Some(block) = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut()) {
-        block["cache_control"] = cache_point();
+    let mut system = json!([{"type": "text", "text": req.system}]);
+    if c.prompt_cache {
+        let last_block = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut());
+        for at in [tools.last_mut(), Some(&mut system[0]), last_block].into_iter().flatten() {
+            at["cache_control"] = json!({"type": "ephemeral"});
+        }
     }
     json!({
         "model": c.model,
         "max_tokens": c.max_tokens,
         "stream": true,
-        "system": [{"type": "text", "text": req.system, "cache_control": cache_point()}],
+        "system": system,
         "tools": tools,
         "messages": messages,
     })
 }
 
-fn cache_point() -> Value {
-    json!({"type": "ephemeral"})
-}
 
 /// Consecutive messages of one role are merged (the API wants them alternating).
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {

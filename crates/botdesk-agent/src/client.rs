@@ -25,6 +25,8 @@ pub struct ModelConfig {
     pub key: Option<String>,
     pub max_tokens: u32,
     pub retry: Retry,
+    /// Mark Anthropic prompt-cache breakpoints (on by default; the bench's anchor turns it off).
+    pub prompt_cache: bool,
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -46,7 +48,7 @@ impl ModelConfig {
         if base_url.is_empty() {
             return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
         }
-        Ok(Self { wire, model: model.into(), base_url, key, max_tokens: 4096, retry: Retry::default() })
+        Ok(Self { wire, model: model.into(), base_url, key, max_tokens: 4096, retry: Retry::default(), prompt_cache: true })
     }
 
     fn endpoint(&self) -> String {

@@ -135,6 +135,73 @@ pub fn prune_images(messages: &mut [Message]) {
     }
 }
 
+/// Steps (an assistant turn with tool calls and the results after it) of a run kept whole at the
+/// end of the conversation; older ones collapse to a line per call.
+pub const STEPS_KEPT: usize = 8;
+/// Collapsing waits until this many steps are whole, then collapses all but [`STEPS_KEPT`] at once:
+/// the conversation's start changes once every few steps (what providers cache), not at each.
+pub const STEPS_BEFORE_COLLAPSE: usize = 16;
+/// The summary keeps its newest lines and says how many older ones it left out.
+pub const SUMMARY_LINES: usize = 30;
+/// How a collapsed summary begins (a user message right after the task).
+pub const COLLAPSED: &str = "[Earlier steps of this task, collapsed to a line per tool call (your TODO.md, if you keep one, has your own notes):]";
+
+/// A line of at most `n` characters of `s` (its first line, `…` when cut).
+fn line(s: &str, n: usize) -> String {
+    let first = s.lines().next().unwrap_or("").trim();
+    match first.char_indices().nth(n) {
+        Some((at, _)) => format!("{}…", &first[..at]),
+        None if s.trim().lines().nth(1).is_some() => format!("{first} …"),
+        None => first.to_string(),
+    }
+}
+
+/// Bounds a run's conversation: `messages[from..]` is its work after the task. Once
+/// [`STEPS_BEFORE_COLLAPSE`] steps are whole, all but the newest [`STEPS_KEPT`] become one
+/// summary message (kept and extended by later collapses), a line per call with its result.
+pub fn collapse_steps(messages: &mut Vec<Message>, from: usize) {
+    let is_summary = |m: &Message| m.role == Role::User && m.text().starts_with(COLLAPSED);
+    let start = if messages.get(from).is_some_and(is_summary) { from + 1 } else { from };
+    let steps: Vec<usize> = (start..messages.len().saturating_sub(1))
+        .filter(|&i| messages[i].role == Role::Assistant && messages[i].tool_calls().next().is_some() && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_))))
+        .collect();
+    if steps.len() < STEPS_BEFORE_COLLAPSE {
+        return;
+    }
+    let first_kept = steps[steps.len() - STEPS_KEPT];
+    // The summary so far: its lines, and how many it already left out.
+    let old = if start > from { messages[from].text() } else { String::new() };
+    let mut left_out: usize = old.lines().find_map(|l| l.strip_prefix("(")?.split_once(" earlier lines left out)")?.0.parse().ok()).unwrap_or(0);
+    let mut lines: Vec<String> = old.lines().filter(|l| l.starts_with("- ")).map(str::to_string).collect();
+    for m in &messages[start..first_kept] {
+        for b in &m.blocks {
+            match b {
+                Block::Text(t) if m.role == Role::Assistant && !t.trim().is_empty() => lines.push(format!("- you said: {}", line(t, 100))),
+                Block::ToolCall(c) => lines.push(format!("- {} {}", c.name, line(&c.raw, 80))),
+                Block::ToolResult(r) => {
+                    if let Some(l) = lines.last_mut() {
+                        l.push_str(&format!(" → {}: {}", if r.is_error { "error" } else { "ok" }, line(&r.text, 60)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if lines.len() > SUMMARY_LINES {
+        left_out += lines.len() - SUMMARY_LINES;
+        lines.drain(..lines.len() - SUMMARY_LINES);
+    }
+    let mut text = COLLAPSED.to_string();
+    if left_out > 0 {
+        text.push_str(&format!("\n({left_out} earlier lines left out)"));
+    }
+    for l in lines {
+        text.push('\n');
+        text.push_str(&l);
+    }
+    messages.splice(from..first_kept, [Message::user(text)]);
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -203,6 +270,41 @@ mod tests {
         assert_eq!(ms.iter().filter(|m| has(m)).count(), 1, "the fourth leaves only itself");
         assert!(has(&ms[4]));
         assert!(matches!(&ms[0].blocks[0], Block::ToolResult(r) if r.text.contains("removed")));
+    }
+
+    #[test]
+    fn old_steps_collapse_in_steps_and_pairs_stay_whole() {
+        let step = |i: usize| {
+            let call = ToolCall::new(format!("c{i}"), "shell".into(), format!(r#"{{"command":"echo {i}"}}"#));
+            [Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] }, Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("exit code 0\n{i}")))] }]
+        };
+        let mut ms = vec![Message::user("the task")];
+        for i in 0..STEPS_BEFORE_COLLAPSE - 1 {
+            ms.extend(step(i));
+        }
+        let before = ms.clone();
+        collapse_steps(&mut ms, 1);
+        assert_eq!(ms, before, "nothing collapses before the threshold");
+        ms.extend(step(STEPS_BEFORE_COLLAPSE - 1));
+        collapse_steps(&mut ms, 1);
+        assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "task, summary, the kept steps");
+        let summary = ms[1].text();
+        assert!(summary.starts_with(COLLAPSED) && summary.contains(r#"- shell {"command":"echo 0"} → ok: exit code 0 …"#) && summary.contains("echo 7\""), "{summary}");
+        assert!(!summary.contains("echo 8\""));
+        assert_eq!(ms[2].tool_calls().next().unwrap().id, "c8", "a kept step starts with its call");
+        // Steady until the next threshold, then the summary grows, up to its last SUMMARY_LINES.
+        let steady = ms.clone();
+        ms.extend(step(16));
+        collapse_steps(&mut ms, 1);
+        assert_eq!(&ms[..steady.len()], &steady[..]);
+        for i in 17..64 {
+            ms.extend(step(i));
+            collapse_steps(&mut ms, 1);
+        }
+        let summary = ms[1].text();
+        assert!(ms.len() <= 2 + 2 * STEPS_BEFORE_COLLAPSE);
+        assert_eq!(summary.lines().filter(|l| l.starts_with("- ")).count(), SUMMARY_LINES, "{summary}");
+        assert!(summary.contains("earlier lines left out)") && !summary.contains("echo 0\"") && summary.contains("echo 47\""), "{summary}");
     }
 
     #[test]

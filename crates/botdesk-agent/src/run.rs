@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ModelClient, ModelError, Request};
-use crate::conversation::{prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult};
+use crate::conversation::{collapse_steps, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -74,12 +74,14 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     let specs = tools::specs();
     let mut messages = history;
     messages.push(Message::user(task));
+    let work = messages.len();
     // Text of replies cut off at the output limit and continued, in order.
     let (mut so_far, mut continued) = (String::new(), 0);
     for _step in 0..cfg.max_steps {
         if cancel.is_cancelled() {
             return RunEnd::Cancelled;
         }
+        collapse_steps(&mut messages, work);
         prune_images(&mut messages);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
         let turn = match client.complete(&req, &mut |t| host.text_delta(t), cancel).await {

@@ -107,12 +107,34 @@ struct State {
     cached: String,
 }
 
+/// The tokens a 1280x800 screenshot costs, as Anthropic counts images (width × height / 750).
+pub const IMAGE_TOKENS: usize = 1_365;
+
 /// A request's prompt in order (tools, system, each message), without cache breakpoints, so two
-/// requests compare as a provider's prompt cache compares them.
+/// requests compare as a provider's prompt cache compares them. An image stands as
+/// [`IMAGE_TOKENS`] × 4 bytes naming its content, so a token is 4 bytes of this text throughout.
 fn prompt_text(wire: Wire, body: &Value) -> String {
+    fn image(data: &str) -> Value {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        data.hash(&mut h);
+        let mut s = format!("image {:016x} ", h.finish());
+        s.extend(std::iter::repeat_n('.', IMAGE_TOKENS * 4 - s.len()));
+        Value::String(s)
+    }
     fn strip(v: &Value) -> Value {
         match v {
-            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| *k != "cache_control").map(|(k, v)| (k.clone(), strip(v))).collect()),
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != "cache_control")
+                    .map(|(k, v)| match (k.as_str(), v.as_str()) {
+                        // Anthropic's base64 source, OpenAI's data URL.
+                        ("data", Some(d)) if m.get("type").and_then(Value::as_str) == Some("base64") => (k.clone(), image(d)),
+                        ("url", Some(u)) if u.starts_with("data:image/") => (k.clone(), image(u)),
+                        _ => (k.clone(), strip(v)),
+                    })
+                    .collect(),
+            ),
             Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
             v => v.clone(),
         }
@@ -223,13 +245,14 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
         }
     };
-    // The usage it reports: a token per 4 bytes of the request; what the previous request's
-    // prompt has in common with this one's comes from the cache (Anthropic: only when the request
-    // marks breakpoints, and the rest after them is written to it; OpenAI caches by itself).
-    let prompt_tokens = body.len() as u64 / 4;
+    // The usage it reports: a token per 4 bytes of the prompt (images as a provider counts
+    // them); what the previous request's prompt has in common with this one's comes from the
+    // cache (Anthropic: only when the request marks breakpoints, and the rest is written to it;
+    // OpenAI caches by itself).
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
     let prompt = prompt_text(wire, &body);
+    let prompt_tokens = prompt.len() as u64 / 4;
     let caching = wire == Wire::OpenAi || has_breakpoints(&body);
     let seen = normalise(wire, headers, body);
     let (reply, n, usage) = {

@@ -12,6 +12,7 @@ use std::{
 /// Anchors run their commands in the computer as the bots do, like ours.
 pub const BOT: &str = InComputer::Bot.user();
 
+mod agent;
 mod checkpoint;
 mod desktops;
 mod leases;
@@ -93,6 +94,10 @@ async fn main() {
                 println!("checkpoint after one changed file: {}", ms(f.one_changed));
                 println!("restore: {} vs tar over exec {}", ms(f.restore), ms(f.tar_restore));
             }
+            Some("agent") => {
+                let (ours, anchor) = agent::run().await;
+                print!("{}", agent::section(&ours, &anchor));
+            }
             Some("desktops") => {
                 let (rows, density) = desktops::run(dir.path()).await;
                 for r in rows {
@@ -162,6 +167,7 @@ async fn main() {
     rows.push(Row { what: "workspace restore into the computer, 1 GiB incl. 10,000 small files (target ≤ 1.2× anchor)", ours: ck.restore, anchor_name: "`tar` over `docker exec` into the same computer", anchor: ck.tar_restore, n: 3 });
 
     let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
+    let (agent_ours, agent_anchor) = agent::run().await;
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -217,6 +223,7 @@ async fn main() {
         two_ops / anchor_ups,
     ));
     assert_eq!(one_violations + violations, 0, "lease invariants were violated");
+    md.push_str(&agent::section(&agent_ours, &agent_anchor));
     md.push_str(
         "\nNotes:\n- Cold start includes creating the container, starting it, and waiting until Xvfb answers on display `:1` \
          with fluxbox and the screen gateway started (the anchor starts nothing and exits at once).\n- Observe reads the display's framebuffer from shared memory \

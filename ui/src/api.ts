@@ -83,8 +83,9 @@ export interface ChatItem {
   text: string;
   calls: ChatCall[];
   created_at: number;
-  /** On the last message of a run: what its model calls cost so far. */
+  /** On the last message of a run: what its model calls cost so far (dollars when its model's prices are known). */
   usage?: Usage;
+  cost_usd?: number;
 }
 
 /** Tokens as the model provider counted them; `input` excludes what the prompt cache served or stored. */
@@ -95,11 +96,12 @@ export interface Usage {
   cache_write: number;
 }
 
-/** "12,345 in (10,000 from cache), 321 out tokens" (as the CLI says it). */
-export function usageText(u: Usage): string {
+/** "12,345 in (10,000 from cache), 321 out tokens, $0.0123" (as the CLI says it). */
+export function usageText(u: Usage, usd?: number | null): string {
   const n = (v: number) => v.toLocaleString("en-US");
   const cache = [u.cache_read ? `${n(u.cache_read)} from cache` : "", u.cache_write ? `${n(u.cache_write)} to cache` : ""].filter(Boolean).join(", ");
-  return `${n(u.input + u.cache_read + u.cache_write)} in${cache ? ` (${cache})` : ""}, ${n(u.output)} out tokens`;
+  const cost = usd == null ? "" : `, $${usd.toFixed(4)}`;
+  return `${n(u.input + u.cache_read + u.cache_write)} in${cache ? ` (${cache})` : ""}, ${n(u.output)} out tokens${cost}`;
 }
 
 export type RunEvent =
@@ -108,7 +110,7 @@ export type RunEvent =
   | { type: "tool"; bot: string; run_id: string; call: ChatCall }
   | { type: "activity"; bot: string; entry: ActivityRow }
   | { type: "status"; bot: string; run_id: string; status: string; error: string | null }
-  | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage };
+  | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage; run_usd: number | null };
 
 export interface ActivityRow {
   id: number;

@@ -239,7 +239,7 @@ function message(m: ChatItem): HTMLElement {
   const box = el("div", { class: `msg ${m.role}`, "data-message": String(m.id) });
   if (m.text) box.append(el("div", { class: "text" }, m.text));
   for (const c of m.calls) box.append(toolCall(c));
-  if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage)));
+  if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)));
   return box;
 }
 
@@ -318,7 +318,11 @@ function onRunEvent(e: RunEvent) {
       if (e.item.role === "assistant") state.live.delete(e.bot);
       // The run's cost moves down to its newest message.
       const last = [...(items ?? [])].reverse().find((m) => m.run_id === e.item.run_id);
-      if (last?.usage && !e.item.usage) [e.item.usage, last.usage] = [last.usage, undefined];
+      if (last?.usage && !e.item.usage) {
+        Object.assign(e.item, { usage: last.usage, cost_usd: last.cost_usd });
+        delete last.usage;
+        delete last.cost_usd;
+      }
       items?.push(e.item);
       break;
     }
@@ -345,8 +349,11 @@ function onRunEvent(e: RunEvent) {
     case "usage": {
       // The run's cost so far goes on its last message (as the chat shows it when loaded).
       const runItems = (items ?? []).filter((m) => m.run_id === e.run_id);
-      for (const m of runItems) delete m.usage;
-      if (runItems.length) runItems[runItems.length - 1].usage = e.run;
+      for (const m of runItems) {
+        delete m.usage;
+        delete m.cost_usd;
+      }
+      if (runItems.length) Object.assign(runItems[runItems.length - 1], { usage: e.run, cost_usd: e.run_usd ?? undefined });
       break;
     }
   }

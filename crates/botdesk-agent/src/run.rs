@@ -45,6 +45,10 @@ pub struct RunConfig {
     pub system: String,
     /// Model calls allowed in one run.
     pub max_steps: u32,
+    /// What the run may spend; checked before each model call after the first.
+    pub budget: botdesk_core::Budget,
+    /// The model's prices, when known (for a dollar budget).
+    pub prices: Option<botdesk_core::Prices>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -77,9 +81,13 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     let work = messages.len();
     // Text of replies cut off at the output limit and continued, in order.
     let (mut so_far, mut continued) = (String::new(), 0);
+    let mut spent = botdesk_core::Usage::default();
     for _step in 0..cfg.max_steps {
         if cancel.is_cancelled() {
             return RunEnd::Cancelled;
+        }
+        if let Some(why) = cfg.budget.exceeded(&spent, cfg.prices.map(|p| p.cost(&spent))) {
+            return RunEnd::Failed(why);
         }
         collapse_steps(&mut messages, work);
         prune_images(&mut messages);
@@ -89,6 +97,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             Err(ModelError::Cancelled) => return RunEnd::Cancelled,
             Err(e) => return RunEnd::Failed(e.to_string()),
         };
+        spent.add(&turn.usage);
         host.usage(&turn.usage).await;
         host.assistant(&turn.text, &turn.calls).await;
         let calls = turn.calls.clone();

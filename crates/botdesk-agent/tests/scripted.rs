@@ -139,7 +139,7 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
 
 fn cfg() -> RunConfig {
     let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default() };
-    RunConfig { system: system_prompt(&setting), max_steps: 20 }
+    RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None }
 }
 
 fn expect_error(contains: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync {

@@ -211,6 +211,13 @@ enum ModelCmd {
         coordinates: Option<String>,
     },
     List,
+    /// Show or set a model's prices in dollars per million tokens (known models get list prices
+    /// when added): `model prices ID INPUT OUTPUT CACHE_READ CACHE_WRITE`, or `none`.
+    Prices {
+        id: String,
+        #[arg(num_args = 0..=4)]
+        prices: Vec<String>,
+    },
     /// Remove a model no bot uses (and its key from the keyring).
     Rm { id: String },
 }
@@ -242,6 +249,17 @@ enum BotCmd {
         name: String,
         #[arg(value_parser = ["team", "private"])]
         to: String,
+    },
+    /// Show or set what each of a bot's runs may spend (a run stops cleanly at its budget), and
+    /// what its runs have cost so far.
+    Budget {
+        name: String,
+        /// Tokens per run (prompt, cached or not, and output); "default" for the default.
+        #[arg(long)]
+        tokens: Option<String>,
+        /// Dollars per run (when its model's prices are known); "none" for no dollar limit.
+        #[arg(long)]
+        usd: Option<String>,
     },
 }
 
@@ -388,6 +406,22 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 format!("added model {} ({} {}, coordinates in {}){}", m.id, m.kind, m.model, m.coordinates.as_str(), if m.has_key { ", key in the OS keyring" } else { ", no key" })
             });
         }
+        Cmd::Model { cmd: ModelCmd::Prices { id, prices } } => {
+            match prices.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                [] => {}
+                ["none"] => engine.set_model_prices(&id, None).await?,
+                [i, o, r, w] => {
+                    let n = |v: &str| v.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("a price is dollars per million tokens, not {v:?}")));
+                    engine.set_model_prices(&id, Some(botdesk_engine::Prices { input: n(i)?, output: n(o)?, cache_read: n(r)?, cache_write: n(w)? })).await?
+                }
+                _ => return Err(EngineError::invalid("give four prices (input, output, cache read, cache write, in dollars per million tokens) or none")),
+            }
+            let p = engine.model_prices(&id).await?;
+            print(json, json!({"model": id, "prices": p}), || match p {
+                Some(p) => format!("{id}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens", p.input, p.output, p.cache_read, p.cache_write),
+                None => format!("{id}: no prices (runs show tokens only; set them with `botdesk model prices {id} INPUT OUTPUT CACHE_READ CACHE_WRITE`)"),
+            });
+        }
         Cmd::Model { cmd: ModelCmd::List } => {
             let models = engine.list_models().await?;
             print(json, json!({ "models": models }), || {
@@ -412,6 +446,29 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     return "no bots yet: botdesk bot create NAME".into();
                 }
                 bots.iter().map(|b| format!("{:<24} {:<14} {:<8} {}", b.name, b.id, b.computer.scope.as_str(), b.computer.name)).collect::<Vec<_>>().join("\n")
+            });
+        }
+        Cmd::Bot { cmd: BotCmd::Budget { name, tokens, usd } } => {
+            if tokens.is_some() || usd.is_some() {
+                let current = engine.bot_budget(&name).await?;
+                let tokens = match tokens.as_deref() {
+                    None => Some(current.tokens).filter(|t| *t != botdesk_engine::Budget::DEFAULT_TOKENS),
+                    Some("default") => None,
+                    Some(t) => Some(t.replace([',', '_'], "").parse::<u64>().map_err(|_| EngineError::invalid(format!("--tokens takes a number of tokens or \"default\", not {t:?}")))?),
+                };
+                let usd = match usd.as_deref() {
+                    None => current.usd,
+                    Some("none") => None,
+                    Some(u) => Some(u.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("--usd takes dollars or \"none\", not {u:?}")))?),
+                };
+                engine.set_bot_budget(&name, tokens, usd).await?;
+            }
+            let budget = engine.bot_budget(&name).await?;
+            let (used, usd, unpriced) = engine.bot_usage(&name).await?;
+            print(json, json!({"bot": name, "budget": budget, "spent": {"tokens": used, "usd": usd, "unpriced_calls": unpriced}}), || {
+                let limit = budget.usd.map(|u| format!(" or ${u:.2}")).unwrap_or_default();
+                let unpriced = if unpriced > 0 { format!(" ({unpriced} calls of models without prices not counted)") } else { String::new() };
+                format!("each run of {name} may spend {} tokens{limit}\nits runs so far: {used} tokens, ${usd:.4}{unpriced}", budget.tokens)
             });
         }
         Cmd::Bot { cmd: BotCmd::Rm { name } } => {
@@ -709,7 +766,8 @@ fn chat_line(item: &botdesk_engine::ChatItem) -> String {
         }
     }
     if let Some(u) = &item.usage {
-        out.push_str(&format!("\n  (run {}: {u} tokens)", item.run_id));
+        let usd = item.cost_usd.map(|d| format!(", ${d:.4}")).unwrap_or_default();
+        out.push_str(&format!("\n  (run {}: {u} tokens{usd})", item.run_id));
     }
     out
 }
@@ -750,7 +808,7 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
             None => eprintln!("\nrun {} {}", finished.id, finished.status),
         }
         match engine.run_usage(&finished.id).await {
-            Ok(u) => eprintln!("{u} tokens"),
+            Ok((u, usd)) => eprintln!("{u} tokens{}", usd.map(|d| format!(", ${d:.4}")).unwrap_or_default()),
             Err(e) => eprintln!("tokens: unknown ({e})"),
         }
     }

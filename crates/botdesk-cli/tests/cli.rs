@@ -287,6 +287,17 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-run-key-123456");
     assert!(data.run(&["bot", "create", "runner", "--model", &id]).status.success());
 
+    // Prices: none known for this model until set; then each run shows its cost.
+    assert!(stdout(&data.run(&["model", "prices", &id])).contains("no prices"));
+    assert!(data.run(&["model", "prices", &id, "3", "15", "0.3", "3.75"]).status.success());
+    assert_eq!(data.json(&["model", "prices", &id])["prices"]["output"], 15.0);
+    assert_eq!(data.run(&["model", "prices", &id, "3", "lots", "0", "0"]).status.code(), Some(1), "a price that is not a number is refused");
+    // A budget per run, shown with what the bot's runs cost so far.
+    let budget = data.json(&["bot", "budget", "runner", "--tokens", "1,500,000", "--usd", "2.5"]);
+    assert_eq!((budget["budget"]["tokens"].as_u64(), budget["budget"]["usd"].as_f64()), (Some(1_500_000), Some(2.5)), "{budget}");
+    let budget = data.json(&["bot", "budget", "runner", "--tokens", "default", "--usd", "none"]);
+    assert_eq!((budget["budget"]["tokens"].as_u64(), budget["budget"]["usd"].as_f64()), (Some(2_000_000), None), "{budget}");
+
     let out = data.run(&["--json", "run", "runner", "say hi"]);
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     let events: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))).collect();
@@ -306,6 +317,12 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     for k in ["input", "output", "cache_read", "cache_write"] {
         assert_eq!(n(&usage[1]["run"][k]), n(&usage[0]["call"][k]) + n(&usage[1]["call"][k]), "{k}");
     }
+    let usd = usage[1]["run_usd"].as_f64().expect("the run's cost");
+    let r = &usage[1]["run"];
+    let expected = (3.0 * n(&r["input"]) as f64 + 15.0 * n(&r["output"]) as f64 + 0.3 * n(&r["cache_read"]) as f64 + 3.75 * n(&r["cache_write"]) as f64) / 1e6;
+    assert!((usd - expected).abs() < 1e-9, "{usd} vs {expected}");
+    let spent = data.json(&["bot", "budget", "runner"]);
+    assert_eq!(spent["spent"]["tokens"], usage[1]["run"], "{spent}");
 
     // A refused key: the run fails, the exit code says so, the reason is one clear line.
     let out = data.run(&["run", "runner", "again"]);
@@ -319,7 +336,7 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     let said = chat["messages"].as_array().unwrap().iter().find(|m| m["text"] == "Said hi.").unwrap();
     assert_eq!(said["usage"], usage[1]["run"], "{said}");
     let human = stdout(&data.run(&["chat", "runner"]));
-    assert!(human.contains(&format!(", {} out tokens)", n(&usage[1]["run"]["output"]))), "{human}");
+    assert!(human.contains(&format!(", {} out tokens, ${usd:.4})", n(&usage[1]["run"]["output"]))), "{human}");
     let act = data.run(&["activity", "runner"]);
     assert!(stdout(&act).contains("shell echo hi-from-run; echo [redacted] >&2 [done exit 0]"), "{}", stdout(&act));
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any

@@ -181,3 +181,94 @@ mod usage_tests {
         assert_eq!(t.input, u64::MAX, "sums saturate");
     }
 }
+
+/// A model's prices in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Prices {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+impl Prices {
+    /// What `u` costs in dollars.
+    pub fn cost(&self, u: &Usage) -> f64 {
+        (u.input as f64 * self.input + u.output as f64 * self.output + u.cache_read as f64 * self.cache_read + u.cache_write as f64 * self.cache_write) / 1e6
+    }
+
+    /// Published list prices of common models (late 2025), by the start of the model's name;
+    /// a person can change them (`botdesk model prices`).
+    pub fn default_for(model: &str) -> Option<Self> {
+        let m = model.to_ascii_lowercase();
+        let m = m.rsplit('/').next().unwrap_or(&m); // OpenRouter-style "anthropic/claude-…"
+        let p = |input: f64, output: f64, cache_read: f64, cache_write: f64| Some(Prices { input, output, cache_read, cache_write });
+        const TABLE: &[(&str, [f64; 4])] = &[
+            ("claude-opus-4-5", [5.0, 25.0, 0.5, 6.25]),
+            ("claude-opus-4", [15.0, 75.0, 1.5, 18.75]),
+            ("claude-sonnet-4", [3.0, 15.0, 0.3, 3.75]),
+            ("claude-3-7-sonnet", [3.0, 15.0, 0.3, 3.75]),
+            ("claude-haiku-4", [1.0, 5.0, 0.1, 1.25]),
+            ("claude-3-5-haiku", [0.8, 4.0, 0.08, 1.0]),
+            ("gpt-5-mini", [0.25, 2.0, 0.025, 0.25]),
+            ("gpt-5-nano", [0.05, 0.4, 0.005, 0.05]),
+            ("gpt-5", [1.25, 10.0, 0.125, 1.25]),
+            ("gpt-4.1-mini", [0.4, 1.6, 0.1, 0.4]),
+            ("gpt-4.1-nano", [0.1, 0.4, 0.025, 0.1]),
+            ("gpt-4.1", [2.0, 8.0, 0.5, 2.0]),
+            ("gpt-4o-mini", [0.15, 0.6, 0.075, 0.15]),
+            ("gpt-4o", [2.5, 10.0, 1.25, 2.5]),
+        ];
+        let [i, o, r, w] = TABLE.iter().find(|(name, _)| m.starts_with(name))?.1;
+        p(i, o, r, w)
+    }
+}
+
+/// What one run may spend: tokens (prompt, cached or not, and output) and, optionally, dollars.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub tokens: u64,
+    pub usd: Option<f64>,
+}
+
+impl Budget {
+    /// Enough for a long run (a 60-step GUI run is a few hundred thousand), not for a runaway one.
+    pub const DEFAULT_TOKENS: u64 = 2_000_000;
+
+    /// Why a run that spent `used` (and `usd`, when its prices are known) must stop, if it must.
+    pub fn exceeded(&self, used: &Usage, usd: Option<f64>) -> Option<String> {
+        let tokens = used.prompt().saturating_add(used.output);
+        if tokens >= self.tokens {
+            return Some(format!("the run reached its budget of {} tokens (it used {}); raise it with `botdesk bot budget BOT --tokens N`", self.tokens, tokens));
+        }
+        match (self.usd, usd) {
+            (Some(limit), Some(spent)) if spent >= limit => Some(format!("the run reached its budget of ${limit:.2} (it spent ${spent:.4}); raise it with `botdesk bot budget BOT --usd X`")),
+            _ => None,
+        }
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget { tokens: Self::DEFAULT_TOKENS, usd: None }
+    }
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    #[test]
+    fn prices_and_budgets() {
+        let p = Prices::default_for("claude-sonnet-4-5-20250929").unwrap();
+        let u = Usage { input: 1_000_000, output: 100_000, cache_read: 2_000_000, cache_write: 0 };
+        assert!((p.cost(&u) - (3.0 + 1.5 + 0.6)).abs() < 1e-9);
+        assert_eq!(Prices::default_for("gpt-4o-mini").unwrap().input, 0.15, "the longest known start wins");
+        assert_eq!(Prices::default_for("openai/gpt-4o").unwrap().input, 2.5);
+        assert!(Prices::default_for("llama3.1").is_none());
+        let b = Budget { tokens: 3_100_001, usd: Some(5.0) };
+        assert!(b.exceeded(&u, Some(5.1)).unwrap().contains("budget of $5.00"));
+        assert!(b.exceeded(&u, None).is_none());
+        assert!(Budget { tokens: 3_100_000, usd: None }.exceeded(&u, None).unwrap().contains("3100000 tokens"));
+    }
+}

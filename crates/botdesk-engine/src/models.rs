@@ -2,7 +2,7 @@
 //! OS keyring (Secret Service on Linux) under ("botdesk", "model:<id>") and nowhere else: not the
 //! database, not logs, not activity, not the CLI's arguments or output.
 
-use botdesk_core::action::CoordSpace;
+use botdesk_core::{action::CoordSpace, Prices};
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
@@ -92,7 +92,26 @@ impl Engine {
             }
             return Err(e.into());
         }
+        // Known list prices, so a run's cost shows from the start (`model prices` changes them).
+        self.inner.store.set_model_prices(&row.id, Prices::default_for(&row.model).as_ref()).await?;
         Ok(row)
+    }
+
+    /// A model's prices (dollars per million tokens), when known.
+    pub async fn model_prices(&self, id: &str) -> Result<Option<Prices>> {
+        let m = self.inner.store.model(id).await?;
+        Ok(self.inner.store.model_prices(&m.id).await?)
+    }
+
+    /// Sets (or with None, forgets) a model's prices; later calls are costed with them.
+    pub async fn set_model_prices(&self, id: &str, prices: Option<Prices>) -> Result<()> {
+        if let Some(p) = prices {
+            if [p.input, p.output, p.cache_read, p.cache_write].iter().any(|v| !(v.is_finite() && *v >= 0.0 && *v < 1e6)) {
+                return Err(EngineError::invalid("prices are dollars per million tokens, from 0 up"));
+            }
+        }
+        let m = self.inner.store.model(id).await?;
+        Ok(self.inner.store.set_model_prices(&m.id, prices.as_ref()).await?)
     }
 
     pub async fn list_models(&self) -> Result<Vec<ModelView>> {

@@ -45,9 +45,12 @@ pub struct ChatItem {
     pub text: String,
     pub calls: Vec<ChatCall>,
     pub created_at: i64,
-    /// On the last message of a run: what the run's model calls cost so far.
+    /// On the last message of a run: what the run's model calls cost so far, in tokens and (when
+    /// its model's prices are known) dollars.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// What happens in runs, for front ends. `bot` is the bot id.
@@ -59,8 +62,9 @@ pub enum RunEvent {
     Tool { bot: String, run_id: String, call: ChatCall },
     Activity { bot: String, entry: botdesk_store::ActivityRow },
     Status { bot: String, run_id: String, status: RunStatus, error: Option<String> },
-    /// What one model call cost (`call`) and the run so far (`run`).
-    Usage { bot: String, run_id: String, call: Usage, run: Usage },
+    /// What one model call cost (`call`) and the run so far (`run`, and `run_usd` when the
+    /// model's prices are known).
+    Usage { bot: String, run_id: String, call: Usage, run: Usage, run_usd: Option<f64> },
 }
 
 impl RunEvent {
@@ -140,14 +144,17 @@ impl Engine {
                     text: content["text"].as_str().unwrap_or("").to_string(),
                     created_at: m.created_at,
                     usage: None,
+                    cost_usd: None,
                 }
             })
             .collect();
         // Each run's cost goes on its last message.
         for i in 0..items.len() {
             if items.get(i + 1).is_none_or(|next| next.run_id != items[i].run_id) {
-                let u = self.inner.store.run_usage(&items[i].run_id).await?;
-                items[i].usage = (u != Usage::default()).then_some(u);
+                let (u, usd) = self.inner.store.run_usage(&items[i].run_id).await?;
+                if u != Usage::default() {
+                    (items[i].usage, items[i].cost_usd) = (Some(u), usd);
+                }
             }
         }
         Ok(items)
@@ -162,15 +169,32 @@ impl Engine {
         tokio::fs::read(self.data_dir().root().join(rel)).await.map_err(|e| EngineError::new(ErrorCode::NotFound, format!("screenshot {rel}: {e}")))
     }
 
-    /// What a run's model calls cost together (tokens).
-    pub async fn run_usage(&self, run_id: &str) -> Result<Usage> {
+    /// What a run's model calls cost together: tokens, and dollars when its model's prices are known.
+    pub async fn run_usage(&self, run_id: &str) -> Result<(Usage, Option<f64>)> {
         Ok(self.inner.store.run_usage(run_id).await?)
     }
 
-    /// What all of a bot's runs cost together (tokens).
-    pub async fn bot_usage(&self, bot: &str) -> Result<Usage> {
+    /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
+    /// how many calls had none.
+    pub async fn bot_usage(&self, bot: &str) -> Result<(Usage, f64, u64)> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         Ok(self.inner.store.bot_usage(&bot.id).await?)
+    }
+
+    /// What a bot's runs may spend each.
+    pub async fn bot_budget(&self, bot: &str) -> Result<botdesk_core::Budget> {
+        let (bot, _) = self.bot_and_computer(bot).await?;
+        Ok(self.inner.store.bot_budget(&bot.id).await?)
+    }
+
+    /// Sets what a bot's runs may spend each: tokens (None: the default) and dollars (None: no limit).
+    pub async fn set_bot_budget(&self, bot: &str, tokens: Option<u64>, usd: Option<f64>) -> Result<botdesk_core::Budget> {
+        if tokens == Some(0) || usd.is_some_and(|u| !(u.is_finite() && u > 0.0)) {
+            return Err(EngineError::invalid("a budget is a positive number of tokens or dollars"));
+        }
+        let (b, _) = self.bot_and_computer(bot).await?;
+        self.inner.store.set_bot_budget(&b.id, tokens, usd).await?;
+        self.bot_budget(bot).await
     }
 
     /// A bot's latest `limit` activity entries, oldest first (what the Terminal pane shows).
@@ -234,11 +258,13 @@ impl Engine {
             coords: m.coordinates,
         };
         let system = botdesk_agent::system_prompt(&setting);
-        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords: m.coordinates })
+        let prices = self.inner.store.model_prices(&m.id).await?;
+        let budget = self.inner.store.bot_budget(&bot.id).await?;
+        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords: m.coordinates, prices, budget })
     }
 
     async fn drive(&self, p: Prepared) -> Result<Run> {
-        let Prepared { client, run, lease, bot, system, redactor, coords } = p;
+        let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
         let cancel = CancellationToken::new();
         self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history: Vec<Message> = self
@@ -257,11 +283,11 @@ impl Engine {
                 }
             })
             .collect();
-        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords };
+        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords, prices };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
-        let cfg = RunConfig { system, max_steps: MAX_STEPS };
+        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
         self.inner.local_runs.lock().unwrap().remove(&run.id);
@@ -314,6 +340,8 @@ struct Prepared {
     system: String,
     redactor: Redactor,
     coords: action::CoordSpace,
+    prices: Option<botdesk_core::Prices>,
+    budget: botdesk_core::Budget,
 }
 
 /// Heartbeats the run's lease, and cancels the run when it was stopped (by this or another
@@ -359,6 +387,8 @@ struct RunHost {
     usage: std::sync::Mutex<Usage>,
     /// How the model gives screen coordinates (and is told where the cursor is).
     coords: action::CoordSpace,
+    /// The model's prices, when known: each call's cost is stored beside its tokens.
+    prices: Option<botdesk_core::Prices>,
 }
 
 impl RunHost {
@@ -372,7 +402,7 @@ impl RunHost {
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None };
+                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None, cost_usd: None };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }
@@ -725,7 +755,8 @@ impl Host for RunHost {
     }
 
     async fn usage(&self, call: &Usage) {
-        if let Err(e) = self.engine.inner.store.add_model_call(&self.run.id, call, self.engine.now()).await {
+        let cost = self.prices.map(|p| p.cost(call));
+        if let Err(e) = self.engine.inner.store.add_model_call(&self.run.id, call, cost, self.engine.now()).await {
             tracing::warn!(run = %self.run.id, "a model call's usage was not stored: {e}");
         }
         let run = {
@@ -733,7 +764,8 @@ impl Host for RunHost {
             total.add(call);
             *total
         };
-        self.engine.emit(RunEvent::Usage { bot: self.bot_id(), run_id: self.run.id.clone(), call: *call, run });
+        let run_usd = self.prices.map(|p| p.cost(&run));
+        self.engine.emit(RunEvent::Usage { bot: self.bot_id(), run_id: self.run.id.clone(), call: *call, run, run_usd });
     }
 
     async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {

@@ -564,3 +564,38 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(w.engine.observe("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
 }
+
+/// A run stops cleanly at its bot's budget (checked before each model call), and each call's cost
+/// is kept at its model's prices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    assert_eq!(w.engine.model_prices(&model).await.unwrap(), None, "an unknown model has no prices");
+    let prices = Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 };
+    w.engine.set_model_prices(&model, Some(prices)).await.unwrap();
+    w.engine.create_bot("thrifty", ComputerScope::Team, Some(&model), "").await.unwrap();
+    assert_eq!(w.engine.bot_budget("thrifty").await.unwrap(), Budget { tokens: Budget::DEFAULT_TOKENS, usd: None });
+    // One call's prompt is about 2,000 tokens: the budget lasts two calls.
+    let budget = w.engine.set_bot_budget("thrifty", Some(2_500), None).await.unwrap();
+    assert_eq!(budget.tokens, 2_500);
+    for _ in 0..3 {
+        server.push(Step::reply(Reply::call("shell", json!({"command": "echo spending"}))));
+    }
+    server.push(Step::reply(Reply::text("Done.")));
+    let run = w.engine.run_task("thrifty", "spend").await.unwrap();
+    assert_eq!(run.status, RunStatus::Failed, "{run:?}");
+    assert!(run.error.as_deref().unwrap_or("").contains("the run reached its budget of 2500 tokens"), "{run:?}");
+    assert_eq!(server.requests().len(), 2, "no model call after the budget was reached");
+    let (used, usd) = w.engine.run_usage(&run.id).await.unwrap();
+    assert!(used.prompt() + used.output >= 2_500, "{used:?}");
+    let usd = usd.expect("a cost, the prices being known");
+    assert!((usd - prices.cost(&used)).abs() < 1e-9 && usd > 0.0, "{usd} for {used:?}");
+    let chat = w.engine.chat("thrifty", 100).await.unwrap();
+    let last = chat.iter().rev().find(|m| m.usage.is_some()).unwrap();
+    assert_eq!((last.usage, last.cost_usd), (Some(used), Some(usd)));
+    // Bad budgets are refused.
+    assert_eq!(w.engine.set_bot_budget("thrifty", Some(0), None).await.unwrap_err().code, ErrorCode::Invalid);
+    assert_eq!(w.engine.set_bot_budget("thrifty", None, Some(f64::NAN)).await.unwrap_err().code, ErrorCode::Invalid);
+}

@@ -188,40 +188,93 @@ fn usage_of(input: Option<i64>, output: Option<i64>, cache_read: Option<i64>, ca
 }
 
 impl Store {
-    /// Records what one model call of a run cost.
-    pub async fn add_model_call(&self, run_id: &str, u: &botdesk_core::Usage, now: i64) -> Result<()> {
+    /// Records what one model call of a run cost: tokens, and dollars when its prices are known.
+    pub async fn add_model_call(&self, run_id: &str, u: &botdesk_core::Usage, cost_usd: Option<f64>, now: i64) -> Result<()> {
         let (i, o, r, w) = (stored(u.input), stored(u.output), stored(u.cache_read), stored(u.cache_write));
         sqlx::query!(
-            "INSERT INTO model_calls (run_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            run_id, i, o, r, w, now
+            "INSERT INTO model_calls (run_id, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            run_id, i, o, r, w, cost_usd, now
         )
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
-    /// What a run's model calls cost together.
-    pub async fn run_usage(&self, run_id: &str) -> Result<botdesk_core::Usage> {
+    /// What a run's model calls cost together: tokens, and dollars when every call's is known.
+    pub async fn run_usage(&self, run_id: &str) -> Result<(botdesk_core::Usage, Option<f64>)> {
         let r = sqlx::query!(
-            r#"SELECT SUM(input_tokens) AS "i: i64", SUM(output_tokens) AS "o: i64", SUM(cache_read_tokens) AS "r: i64", SUM(cache_write_tokens) AS "w: i64"
+            r#"SELECT SUM(input_tokens) AS "i: i64", SUM(output_tokens) AS "o: i64", SUM(cache_read_tokens) AS "r: i64", SUM(cache_write_tokens) AS "w: i64",
+                      SUM(cost_usd) AS "usd: f64", COUNT(*) - COUNT(cost_usd) AS "unknown!: i64"
                FROM model_calls WHERE run_id = ?1"#,
             run_id
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok(usage_of(r.i, r.o, r.r, r.w))
+        Ok((usage_of(r.i, r.o, r.r, r.w), if r.unknown == 0 { Some(r.usd.unwrap_or(0.0)) } else { None }))
     }
 
-    /// What all of a bot's runs cost together.
-    pub async fn bot_usage(&self, bot: &BotId) -> Result<botdesk_core::Usage> {
+    /// A model's prices, when known.
+    pub async fn model_prices(&self, model_id: &str) -> Result<Option<botdesk_core::Prices>> {
+        let r = sqlx::query!(r#"SELECT input AS "input: f64", output AS "output: f64", cache_read AS "cache_read: f64", cache_write AS "cache_write: f64" FROM model_prices WHERE model_id = ?1"#, model_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(r.map(|r| botdesk_core::Prices { input: r.input, output: r.output, cache_read: r.cache_read, cache_write: r.cache_write }))
+    }
+
+    /// Sets (or with None, forgets) a model's prices.
+    pub async fn set_model_prices(&self, model_id: &str, p: Option<&botdesk_core::Prices>) -> Result<()> {
+        match p {
+            Some(p) => {
+                sqlx::query!(
+                    "INSERT INTO model_prices (model_id, input, output, cache_read, cache_write) VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (model_id) DO UPDATE SET input = ?2, output = ?3, cache_read = ?4, cache_write = ?5",
+                    model_id, p.input, p.output, p.cache_read, p.cache_write
+                )
+                .execute(&self.pool)
+                .await?;
+            }
+            None => {
+                sqlx::query!("DELETE FROM model_prices WHERE model_id = ?1", model_id).execute(&self.pool).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A bot's limits per run (the default where none is set).
+    pub async fn bot_budget(&self, bot: &BotId) -> Result<botdesk_core::Budget> {
+        let b = bot.as_str();
+        let r = sqlx::query!(r#"SELECT tokens AS "tokens: i64", usd AS "usd: f64" FROM bot_budgets WHERE bot_id = ?1"#, b).fetch_optional(&self.pool).await?;
+        let default = botdesk_core::Budget::default();
+        Ok(match r {
+            Some(r) => botdesk_core::Budget { tokens: r.tokens.map_or(default.tokens, |t| t.max(1) as u64), usd: r.usd },
+            None => default,
+        })
+    }
+
+    /// Sets a bot's limits per run (None: the default tokens, no dollar limit).
+    pub async fn set_bot_budget(&self, bot: &BotId, tokens: Option<u64>, usd: Option<f64>) -> Result<()> {
+        let (b, t) = (bot.as_str(), tokens.map(stored));
+        sqlx::query!(
+            "INSERT INTO bot_budgets (bot_id, tokens, usd) VALUES (?1, ?2, ?3) ON CONFLICT (bot_id) DO UPDATE SET tokens = ?2, usd = ?3",
+            b, t, usd
+        )
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// What all of a bot's runs cost together: tokens, and dollars over the calls whose prices
+    /// were known (with how many calls had none).
+    pub async fn bot_usage(&self, bot: &BotId) -> Result<(botdesk_core::Usage, f64, u64)> {
         let b = bot.as_str();
         let r = sqlx::query!(
-            r#"SELECT SUM(m.input_tokens) AS "i: i64", SUM(m.output_tokens) AS "o: i64", SUM(m.cache_read_tokens) AS "r: i64", SUM(m.cache_write_tokens) AS "w: i64"
+            r#"SELECT SUM(m.input_tokens) AS "i: i64", SUM(m.output_tokens) AS "o: i64", SUM(m.cache_read_tokens) AS "r: i64", SUM(m.cache_write_tokens) AS "w: i64",
+                      SUM(m.cost_usd) AS "usd: f64", COUNT(*) - COUNT(m.cost_usd) AS "unknown!: i64"
                FROM model_calls m JOIN runs r ON r.id = m.run_id WHERE r.bot_id = ?1"#,
             b
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok(usage_of(r.i, r.o, r.r, r.w))
+        Ok((usage_of(r.i, r.o, r.r, r.w), r.usd.unwrap_or(0.0), r.unknown.max(0) as u64))
     }
 }

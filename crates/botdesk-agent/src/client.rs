@@ -27,6 +27,10 @@ pub struct ModelConfig {
     pub retry: Retry,
     /// Mark Anthropic prompt-cache breakpoints (on by default; the bench's anchor turns it off).
     pub prompt_cache: bool,
+    /// The model's context window in tokens: near it, the run collapses older steps at once.
+    pub context_window: u64,
+    /// OpenAI's own API (which takes `max_completion_tokens`; compatible servers take `max_tokens`).
+    pub openai_native: bool,
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -48,7 +52,18 @@ impl ModelConfig {
         if base_url.is_empty() {
             return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
         }
-        Ok(Self { wire, model: model.into(), base_url, key, max_tokens: 4096, retry: Retry::default(), prompt_cache: true })
+        let limits = botdesk_core::Limits::default_for(kind, model);
+        Ok(Self {
+            wire,
+            model: model.into(),
+            base_url,
+            key,
+            max_tokens: limits.max_output.min(u32::MAX as u64) as u32,
+            retry: Retry::default(),
+            prompt_cache: true,
+            context_window: limits.context_window,
+            openai_native: kind == "openai",
+        })
     }
 
     fn endpoint(&self) -> String {

@@ -160,15 +160,24 @@ fn line(s: &str, n: usize) -> String {
 /// [`STEPS_BEFORE_COLLAPSE`] steps are whole, all but the newest [`STEPS_KEPT`] become one
 /// summary message (kept and extended by later collapses), a line per call with its result.
 pub fn collapse_steps(messages: &mut Vec<Message>, from: usize) {
+    collapse_steps_to(messages, from, STEPS_BEFORE_COLLAPSE, STEPS_KEPT)
+}
+
+/// Steps kept when the context window is nearly full.
+pub const STEPS_KEPT_WHEN_FULL: usize = 2;
+
+/// [`collapse_steps`] with its threshold and what it keeps given: near the context window the
+/// run collapses all but [`STEPS_KEPT_WHEN_FULL`] steps at once.
+pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: usize, keep: usize) {
     let is_summary = |m: &Message| m.role == Role::User && m.text().starts_with(COLLAPSED);
     let start = if messages.get(from).is_some_and(is_summary) { from + 1 } else { from };
     let steps: Vec<usize> = (start..messages.len().saturating_sub(1))
         .filter(|&i| messages[i].role == Role::Assistant && messages[i].tool_calls().next().is_some() && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_))))
         .collect();
-    if steps.len() < STEPS_BEFORE_COLLAPSE {
+    if steps.len() < threshold.max(keep + 1) {
         return;
     }
-    let first_kept = steps[steps.len() - STEPS_KEPT];
+    let first_kept = steps[steps.len() - keep];
     // The summary so far: its lines, and how many it already left out.
     let old = if start > from { messages[from].text() } else { String::new() };
     let mut left_out: usize = old.lines().find_map(|l| l.strip_prefix("(")?.split_once(" earlier lines left out)")?.0.parse().ok()).unwrap_or(0);

@@ -13,7 +13,9 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     ms.extend(messages(req.messages));
     // include_usage: the last chunk says what the call cost (servers that do not know it ignore it).
     // One call per turn: several acts planned from one screenshot would act on a stale screen.
-    json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools})
+    let mut body = json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools});
+    body[if c.openai_native { "max_completion_tokens" } else { "max_tokens" }] = json!(c.max_tokens);
+    body
 }
 
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {

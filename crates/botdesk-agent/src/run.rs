@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ModelClient, ModelError, Request};
-use crate::conversation::{collapse_steps, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult};
+use crate::conversation::{collapse_steps, collapse_steps_to, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, STEPS_KEPT_WHEN_FULL};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -82,6 +82,9 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     // Text of replies cut off at the output limit and continued, in order.
     let (mut so_far, mut continued) = (String::new(), 0);
     let mut spent = botdesk_core::Usage::default();
+    // The last call's prompt filled the context window past this (tokens): collapse now.
+    let nearly_full = client.config().context_window / 4 * 3;
+    let mut last_prompt = 0;
     for _step in 0..cfg.max_steps {
         if cancel.is_cancelled() {
             return RunEnd::Cancelled;
@@ -89,7 +92,11 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         if let Some(why) = cfg.budget.exceeded(&spent, cfg.prices.map(|p| p.cost(&spent))) {
             return RunEnd::Failed(why);
         }
-        collapse_steps(&mut messages, work);
+        if last_prompt >= nearly_full {
+            collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
+        } else {
+            collapse_steps(&mut messages, work);
+        }
         prune_images(&mut messages);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
         let turn = match client.complete(&req, &mut |t| host.text_delta(t), cancel).await {
@@ -98,6 +105,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             Err(e) => return RunEnd::Failed(e.to_string()),
         };
         spent.add(&turn.usage);
+        last_prompt = turn.usage.prompt();
         host.usage(&turn.usage).await;
         host.assistant(&turn.text, &turn.calls).await;
         let calls = turn.calls.clone();

@@ -318,7 +318,7 @@ async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
     both(async |wire| {
         let server = ScriptedServer::start(vec![
             Step::reply(Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r##"{"path":"big.md","content":"# Chapter 1\nIt was a dark and st"##.into())] }),
-            Step::check(expect_error("hit the output limit (4096 tokens)"), Reply::Cut { text: "The report begins here and".into(), calls: vec![] }),
+            Step::check(expect_error(if wire == Wire::Anthropic { "hit the output limit (8192 tokens)" } else { "hit the output limit (4096 tokens)" }), Reply::Cut { text: "The report begins here and".into(), calls: vec![] }),
             Step::check(
                 |s| {
                     let last = s.body["messages"].as_array().and_then(|m| m.last()).map(|m| m.to_string()).unwrap_or_default();
@@ -336,6 +336,30 @@ async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
         let (name, result) = host.results.lock().unwrap()[0].clone();
         assert_eq!(name, "write_file");
         assert!(result.is_error && result.text.contains("append: true"), "{result:?}");
+    })
+    .await;
+}
+
+/// Near the model's context window (75 %), the run collapses all but the last two steps at once;
+/// requests state the output limit in each format's own field.
+#[tokio::test]
+async fn near_the_context_window_older_steps_collapse_at_once() {
+    both(async |wire| {
+        let mut steps: Vec<Step> = (0..6).map(|i| Step::reply(Reply::call("shell", json!({"command": format!("echo {i}")})))).collect();
+        steps.push(Step::reply(Reply::text("Done.")));
+        let server = ScriptedServer::start(steps).await;
+        let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
+        let mut model = ModelConfig::new(kind, "scripted-1", Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
+        // The tools and system prompt alone are about 1,700 tokens: past 75 % from the start.
+        (model.context_window, model.max_tokens) = (2_000, 500);
+        let host = MemHost::default();
+        let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "count to six", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("Done.".into()), "{wire:?}");
+        let seen = server.requests();
+        let collapsed: Vec<bool> = seen.iter().map(|s| s.body["messages"].to_string().contains("Earlier steps of this task, collapsed")).collect();
+        assert_eq!(collapsed, [false, false, false, true, true, true, true], "{wire:?}: collapsed once three steps were whole");
+        // (OpenAI's own API would get max_completion_tokens; a compatible server gets max_tokens.)
+        assert!(seen.iter().all(|s| s.body["max_tokens"] == json!(500)), "{wire:?}");
     })
     .await;
 }

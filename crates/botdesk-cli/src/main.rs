@@ -218,6 +218,18 @@ enum ModelCmd {
         #[arg(num_args = 0..=4)]
         prices: Vec<String>,
     },
+    /// Show or set a model's context window and output tokens per call (defaults by family; a
+    /// local server may run a model with a smaller window than it could take).
+    Limits {
+        id: String,
+        #[arg(long)]
+        context: Option<u64>,
+        #[arg(long)]
+        max_output: Option<u64>,
+        /// Back to the family's defaults.
+        #[arg(long, conflicts_with_all = ["context", "max_output"])]
+        default: bool,
+    },
     /// Remove a model no bot uses (and its key from the keyring).
     Rm { id: String },
 }
@@ -421,6 +433,17 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 Some(p) => format!("{id}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens", p.input, p.output, p.cache_read, p.cache_write),
                 None => format!("{id}: no prices (runs show tokens only; set them with `botdesk model prices {id} INPUT OUTPUT CACHE_READ CACHE_WRITE`)"),
             });
+        }
+        Cmd::Model { cmd: ModelCmd::Limits { id, context, max_output, default } } => {
+            if default {
+                engine.set_model_limits(&id, None).await?;
+            } else if context.is_some() || max_output.is_some() {
+                let now = engine.model_limits(&id).await?;
+                let l = botdesk_engine::Limits { context_window: context.unwrap_or(now.context_window), max_output: max_output.unwrap_or(now.max_output) };
+                engine.set_model_limits(&id, Some(l)).await?;
+            }
+            let l = engine.model_limits(&id).await?;
+            print(json, json!({"model": id, "limits": l}), || format!("{id}: a {}-token context window, up to {} output tokens per call", l.context_window, l.max_output));
         }
         Cmd::Model { cmd: ModelCmd::List } => {
             let models = engine.list_models().await?;

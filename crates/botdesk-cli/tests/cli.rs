@@ -292,6 +292,11 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert!(data.run(&["model", "prices", &id, "3", "15", "0.3", "3.75"]).status.success());
     assert_eq!(data.json(&["model", "prices", &id])["prices"]["output"], 15.0);
     assert_eq!(data.run(&["model", "prices", &id, "3", "lots", "0", "0"]).status.code(), Some(1), "a price that is not a number is refused");
+    // Limits: the family's defaults until set; a window smaller than the output is refused.
+    assert_eq!(data.json(&["model", "limits", &id])["limits"]["context_window"], 200_000);
+    assert_eq!(data.json(&["model", "limits", &id, "--context", "32768", "--max-output", "2048"])["limits"]["max_output"], 2048);
+    assert_eq!(data.run(&["model", "limits", &id, "--context", "1024", "--max-output", "2048"]).status.code(), Some(1));
+    assert_eq!(data.json(&["model", "limits", &id, "--default"])["limits"]["max_output"], 8192);
     // A budget per run, shown with what the bot's runs cost so far.
     let budget = data.json(&["bot", "budget", "runner", "--tokens", "1,500,000", "--usd", "2.5"]);
     assert_eq!((budget["budget"]["tokens"].as_u64(), budget["budget"]["usd"].as_f64()), (Some(1_500_000), Some(2.5)), "{budget}");

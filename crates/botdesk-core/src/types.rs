@@ -272,3 +272,30 @@ mod cost_tests {
         assert!(Budget { tokens: 3_100_000, usd: None }.exceeded(&u, None).unwrap().contains("3100000 tokens"));
     }
 }
+
+/// How much a model takes in (its context window) and is asked to give out per call, in tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub context_window: u64,
+    pub max_output: u64,
+}
+
+impl Limits {
+    /// What models of this family allow (late 2025), or a cautious guess for an unknown one.
+    pub fn default_for(kind: &str, model: &str) -> Self {
+        let m = model.to_ascii_lowercase();
+        let m = m.rsplit('/').next().unwrap_or(&m);
+        let l = |context_window: u64, max_output: u64| Limits { context_window, max_output };
+        match () {
+            _ if m.starts_with("claude-") => l(200_000, 16_384),
+            _ if m.starts_with("gpt-5") => l(400_000, 32_768),
+            _ if m.starts_with("gpt-4.1") => l(1_047_576, 32_768),
+            _ if m.starts_with("gpt-4o") => l(128_000, 16_384),
+            _ if m.starts_with("o3") || m.starts_with("o4") => l(200_000, 32_768),
+            _ if kind == "anthropic" => l(200_000, 8_192),
+            _ if kind == "openai" => l(128_000, 16_384),
+            // A local server (Ollama runs most models with a 4,096-token context unless told more).
+            _ => l(32_768, 4_096),
+        }
+    }
+}

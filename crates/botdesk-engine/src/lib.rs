@@ -19,7 +19,7 @@ pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEnt
 pub use botdesk_docker::image::BuildProgress;
 pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
-pub use botdesk_core::{action, Budget, ImageFormat, Observation, Prices, Usage};
+pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};
 pub use error::{EngineError, ErrorCode, Result};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
 pub use checkpoint::CheckpointReport;

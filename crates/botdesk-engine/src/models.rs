@@ -2,7 +2,7 @@
 //! OS keyring (Secret Service on Linux) under ("botdesk", "model:<id>") and nowhere else: not the
 //! database, not logs, not activity, not the CLI's arguments or output.
 
-use botdesk_core::{action::CoordSpace, Prices};
+use botdesk_core::{action::CoordSpace, Limits, Prices};
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
@@ -101,6 +101,25 @@ impl Engine {
     pub async fn model_prices(&self, id: &str) -> Result<Option<Prices>> {
         let m = self.inner.store.model(id).await?;
         Ok(self.inner.store.model_prices(&m.id).await?)
+    }
+
+    /// A model's context window and output tokens per call: as set, or its family's defaults.
+    pub async fn model_limits(&self, id: &str) -> Result<Limits> {
+        let m = self.inner.store.model(id).await?;
+        Ok(self.inner.store.model_limits(&m.id).await?.unwrap_or_else(|| Limits::default_for(&m.kind, &m.model)))
+    }
+
+    /// Sets (or with None, goes back to the family's defaults) a model's context window and
+    /// output tokens per call.
+    pub async fn set_model_limits(&self, id: &str, limits: Option<Limits>) -> Result<Limits> {
+        if let Some(l) = limits {
+            if !(1_024..=10_000_000).contains(&l.context_window) || l.max_output == 0 || l.max_output >= l.context_window {
+                return Err(EngineError::invalid("a context window is 1,024 to 10,000,000 tokens, and the output per call is less than it"));
+            }
+        }
+        let m = self.inner.store.model(id).await?;
+        self.inner.store.set_model_limits(&m.id, limits.as_ref()).await?;
+        self.model_limits(id).await
     }
 
     /// Sets (or with None, forgets) a model's prices; later calls are costed with them.

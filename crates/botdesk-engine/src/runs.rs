@@ -233,7 +233,10 @@ impl Engine {
         let model_id = bot.model.clone().ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
         let m = self.inner.store.model(&model_id).await?;
         let key = self.model_key(&model_id).await?;
-        let config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let mut config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        if let Some(l) = self.inner.store.model_limits(&m.id).await? {
+            (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
+        }
         let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
         self.recover_runs().await?;
         let run = self.create_run(bot.id.as_str(), task).await?;

@@ -240,6 +240,31 @@ impl Store {
         Ok(())
     }
 
+    /// A model's context window and output per call, when set.
+    pub async fn model_limits(&self, model_id: &str) -> Result<Option<botdesk_core::Limits>> {
+        let r = sqlx::query!(r#"SELECT context_window AS "c: i64", max_output AS "o: i64" FROM model_limits WHERE model_id = ?1"#, model_id).fetch_optional(&self.pool).await?;
+        Ok(r.map(|r| botdesk_core::Limits { context_window: r.c.max(1) as u64, max_output: r.o.max(1) as u64 }))
+    }
+
+    /// Sets (or with None, forgets) a model's context window and output per call.
+    pub async fn set_model_limits(&self, model_id: &str, l: Option<&botdesk_core::Limits>) -> Result<()> {
+        match l {
+            Some(l) => {
+                let (c, o) = (stored(l.context_window), stored(l.max_output));
+                sqlx::query!(
+                    "INSERT INTO model_limits (model_id, context_window, max_output) VALUES (?1, ?2, ?3) ON CONFLICT (model_id) DO UPDATE SET context_window = ?2, max_output = ?3",
+                    model_id, c, o
+                )
+                .execute(&self.pool)
+                .await?;
+            }
+            None => {
+                sqlx::query!("DELETE FROM model_limits WHERE model_id = ?1", model_id).execute(&self.pool).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// A bot's limits per run (the default where none is set).
     pub async fn bot_budget(&self, bot: &BotId) -> Result<botdesk_core::Budget> {
         let b = bot.as_str();

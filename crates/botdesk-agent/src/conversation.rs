@@ -167,7 +167,8 @@ pub fn collapse_steps(messages: &mut Vec<Message>, from: usize) {
 pub const STEPS_KEPT_WHEN_FULL: usize = 2;
 
 /// [`collapse_steps`] with its threshold and what it keeps given: near the context window the
-/// run collapses all but [`STEPS_KEPT_WHEN_FULL`] steps at once.
+/// run collapses all but [`STEPS_KEPT_WHEN_FULL`] steps at once; an earlier run given as history
+/// keeps none.
 pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: usize, keep: usize) {
     let is_summary = |m: &Message| m.role == Role::User && m.text().starts_with(COLLAPSED);
     let start = if messages.get(from).is_some_and(is_summary) { from + 1 } else { from };
@@ -177,7 +178,8 @@ pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: us
     if steps.len() < threshold.max(keep + 1) {
         return;
     }
-    let first_kept = steps[steps.len() - keep];
+    // With nothing kept, everything up to the end of the last step goes.
+    let first_kept = if keep == 0 { steps[steps.len() - 1] + 2 } else { steps[steps.len() - keep] };
     // The summary so far: its lines, and how many it already left out.
     let old = if start > from { messages[from].text() } else { String::new() };
     let mut left_out: usize = old.lines().find_map(|l| l.strip_prefix("(")?.split_once(" earlier lines left out)")?.0.parse().ok()).unwrap_or(0);

@@ -18,7 +18,8 @@ use crate::{Engine, EngineError, ErrorCode, Result};
 /// Model calls one run may make.
 pub const MAX_STEPS: u32 = 60;
 /// Earlier chat messages given to the model with a new task.
-const HISTORY: i64 = 40;
+/// Earlier runs a new run sees (whole runs, each collapsed like old steps).
+const HISTORY_RUNS: i64 = 5;
 /// Activity keeps the last this many characters of a command's output.
 pub const OUTPUT_TAIL: usize = 16_000;
 
@@ -160,6 +161,55 @@ impl Engine {
         Ok(items)
     }
 
+    /// The bot's latest [`HISTORY_RUNS`] runs in the model's own form, within the run's context
+    /// rules: each task, its tool calls with their results collapsed to a line each (screenshots
+    /// are not kept), notes such as a failure, and its answer.
+    async fn history(&self, bot: &botdesk_core::BotId) -> Result<Vec<Message>> {
+        use botdesk_agent::conversation::{collapse_steps_to, Block, Role};
+        let rows = self.inner.store.messages_of_runs(bot, HISTORY_RUNS).await?;
+        let Some(first) = rows.first().map(|m| m.id) else { return Ok(vec![]) };
+        let calls = self.inner.store.tool_calls_of(bot, first).await?;
+        let text_of = |json: &str| serde_json::from_str::<serde_json::Value>(json).ok().and_then(|v| v["text"].as_str().map(str::to_string)).unwrap_or_default();
+        let mut out: Vec<Message> = vec![];
+        let mut run_start = 0;
+        for (i, m) in rows.iter().enumerate() {
+            if i == 0 || rows[i - 1].run_id != m.run_id {
+                run_start = out.len();
+            }
+            let text = text_of(&m.content);
+            match m.role.as_str() {
+                "user" => out.push(Message::user(text)),
+                "system" => out.push(Message::user(format!("(Note from Botdesk: {text})"))),
+                "assistant" => {
+                    let mine: Vec<&botdesk_store::ToolCallRow> = calls.iter().filter(|c| c.message_id == m.id).collect();
+                    let mut blocks = if text.is_empty() { vec![] } else { vec![Block::Text(text)] };
+                    let mut results = vec![];
+                    for c in mine {
+                        let id = c.id.rsplit(':').next().unwrap_or(&c.id).to_string();
+                        blocks.push(Block::ToolCall(botdesk_agent::ToolCall::new(id.clone(), c.name.clone(), c.arguments.clone())));
+                        results.push(Block::ToolResult(match &c.result {
+                            Some(r) if c.is_error => ToolResult::error(&id, text_of(r)),
+                            Some(r) => ToolResult::ok(&id, text_of(r)),
+                            None => ToolResult::error(&id, "no result: the run ended first"),
+                        }));
+                    }
+                    if !blocks.is_empty() {
+                        out.push(Message { role: Role::Assistant, blocks });
+                    }
+                    if !results.is_empty() {
+                        out.push(Message { role: Role::User, blocks: results });
+                    }
+                }
+                _ => {}
+            }
+            let run_ends = rows.get(i + 1).is_none_or(|n| n.run_id != m.run_id);
+            if run_ends {
+                collapse_steps_to(&mut out, run_start + 1, 0, 0);
+            }
+        }
+        Ok(out)
+    }
+
     /// A screenshot saved for the chat (`shots/<run>/<call>.png`, relative to the data directory).
     pub async fn chat_image(&self, rel: &str) -> Result<Vec<u8>> {
         let ok = rel.starts_with("shots/") && rel.ends_with(".png") && rel.split('/').count() == 3 && !rel.split('/').any(|c| c.is_empty() || c == "." || c == "..");
@@ -270,22 +320,7 @@ impl Engine {
         let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
         let cancel = CancellationToken::new();
         self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
-        let history: Vec<Message> = self
-            .inner
-            .store
-            .messages_of(&bot.id, HISTORY)
-            .await?
-            .into_iter()
-            .filter_map(|m| {
-                let text = serde_json::from_str::<serde_json::Value>(&m.content).ok()?["text"].as_str()?.to_string();
-                match m.role.as_str() {
-                    _ if text.is_empty() => None,
-                    "user" => Some(Message::user(text)),
-                    "assistant" => Some(Message::assistant(text)),
-                    _ => None,
-                }
-            })
-            .collect();
+        let history = self.history(&bot.id).await?;
         let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords, prices };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });

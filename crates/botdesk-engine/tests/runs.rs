@@ -599,3 +599,29 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     assert_eq!(w.engine.set_bot_budget("thrifty", Some(0), None).await.unwrap_err().code, ErrorCode::Invalid);
     assert_eq!(w.engine.set_bot_budget("thrifty", None, Some(f64::NAN)).await.unwrap_err().code, ErrorCode::Invalid);
 }
+
+/// A follow-up task sees the earlier runs in the model's form: each task, its tool calls with
+/// their results (a line each), notes such as a failure, and its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::OpenAi).await;
+    w.engine.create_bot("keeper", ComputerScope::Team, Some(&model), "").await.unwrap();
+    server.push(Step::reply(Reply::call("shell", json!({"command": "echo the-answer-is-42"}))));
+    server.push(Step::reply(Reply::text("The number is 42.")));
+    assert_eq!(w.engine.run_task("keeper", "find the number").await.unwrap().status, RunStatus::Completed);
+    server.push(Step::check(
+        |s| {
+            let body = s.body["messages"].to_string();
+            let want = ["find the number", "- shell {\\\"command\\\":\\\"echo the-answer-is-42\\\"} → ok: exit code 0", "The number is 42.", "and now double it"];
+            match want.iter().find(|w| !body.contains(*w)) {
+                None => Ok(()),
+                Some(missing) => Err(format!("{missing:?} is not in {body}")),
+            }
+        },
+        Reply::text("84."),
+    ));
+    assert_eq!(w.engine.run_task("keeper", "and now double it").await.unwrap().status, RunStatus::Completed);
+    assert_eq!(server.failures(), Vec::<String>::new());
+}

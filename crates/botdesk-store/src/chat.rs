@@ -83,6 +83,22 @@ impl Store {
         Ok(rows)
     }
 
+    /// The messages of a bot's latest `runs` runs that have any, oldest first.
+    pub async fn messages_of_runs(&self, bot: &BotId, runs: i64) -> Result<Vec<MessageRow>> {
+        let b = bot.as_str();
+        Ok(sqlx::query_as!(
+            MessageRow,
+            r#"SELECT m.id AS "id!", m.run_id, m.role, m.content, m.created_at FROM messages m
+               WHERE m.run_id IN (SELECT r.id FROM runs r WHERE r.bot_id = ?1 AND EXISTS (SELECT 1 FROM messages x WHERE x.run_id = r.id)
+                                  ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?2)
+               ORDER BY m.id"#,
+            b,
+            runs
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Tool calls of the messages from `first_message` on, of one bot.
     pub async fn tool_calls_of(&self, bot: &BotId, first_message: i64) -> Result<Vec<ToolCallRow>> {
         let b = bot.as_str();

@@ -110,7 +110,8 @@ export type RunEvent =
   | { type: "tool"; bot: string; run_id: string; call: ChatCall }
   | { type: "activity"; bot: string; entry: ActivityRow }
   | { type: "status"; bot: string; run_id: string; status: string; error: string | null }
-  | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage; run_usd: number | null };
+  | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage; run_usd: number | null }
+  | { type: "restart"; bot: string; run_id: string; why: string };
 
 export interface ActivityRow {
   id: number;

@@ -346,6 +346,10 @@ function onRunEvent(e: RunEvent) {
     case "activity":
       onActivity(e.bot, e.entry);
       return;
+    case "restart":
+      // The reply broke off and is asked for again: what streamed so far is not the answer.
+      state.live.delete(e.bot);
+      break;
     case "usage": {
       // The run's cost so far goes on its last message (as the chat shows it when loaded).
       const runItems = (items ?? []).filter((m) => m.run_id === e.run_id);

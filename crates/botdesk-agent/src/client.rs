@@ -1,6 +1,7 @@
 //! One small streaming client for two wire formats: Anthropic Messages, and OpenAI chat
 //! completions (also any OpenAI-compatible base URL: Ollama, vLLM, LM Studio, OpenRouter, xAI).
-//! Retries 408/409/429/5xx with backoff, honouring Retry-After; stops at once when cancelled.
+//! Retries 408/409/429/5xx and replies broken off mid-stream with backoff, honouring Retry-After;
+//! stops at once when cancelled.
 
 use std::time::Duration;
 
@@ -158,8 +159,9 @@ impl ModelClient {
     }
 
     /// Sends the conversation and streams the reply: `on_text` sees each piece of text as it
-    /// arrives. Retries transient failures before any text has been streamed.
-    pub async fn complete(&self, req: &Request<'_>, on_text: &mut (dyn FnMut(&str) + Send), cancel: &CancellationToken) -> Result<Turn, ModelError> {
+    /// arrives. Retries transient failures, also one that broke a reply off mid-stream: then
+    /// `on_restart` is told why, and the text streamed so far is to be forgotten.
+    pub async fn complete(&self, req: &Request<'_>, on_text: &mut (dyn FnMut(&str) + Send), on_restart: &mut (dyn FnMut(&str) + Send), cancel: &CancellationToken) -> Result<Turn, ModelError> {
         let body = match self.config.wire {
             Wire::Anthropic => anthropic::body(&self.config, req),
             Wire::OpenAi => openai::body(&self.config, req),
@@ -183,7 +185,7 @@ impl ModelClient {
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, wait }) => (error, wait),
             };
-            if streamed || attempt >= retry.attempts {
+            if attempt >= retry.attempts {
                 return Err(match error {
                     ModelError::Unavailable { status, message, .. } => ModelError::Unavailable { status, attempts: attempt, message },
                     ModelError::Network { message, .. } => ModelError::Network { attempts: attempt, message },
@@ -192,6 +194,9 @@ impl ModelClient {
             }
             let wait = retry_wait(retry, attempt, wait, fastrand::f64());
             tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, "model call failed, retrying: {error}");
+            if streamed {
+                on_restart(&error.to_string());
+            }
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = cancel.cancelled() => return Err(ModelError::Cancelled),
@@ -235,7 +240,8 @@ impl ModelClient {
         if let Some(ev) = parser.finish() {
             fold.event(&ev, on_text)?;
         }
-        fold.finish().map_err(Attempt::Fatal)
+        // The connection ended without the stream's end: a reply broken off, asked for again.
+        fold.finish().map_err(|e| Attempt::Retry { error: ModelError::Network { attempts: 0, message: format!("the reply broke off: {e}") }, wait: None })
     }
 }
 

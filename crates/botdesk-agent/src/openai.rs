@@ -132,10 +132,10 @@ impl FoldTrait for Fold {
             .enumerate()
             .map(|(i, c)| ToolCall::new(if c.id.is_empty() { format!("call_{i}") } else { c.id }, c.name, c.args))
             .collect();
-        if self.stop.is_none() && calls.is_empty() && self.text.is_empty() {
-            return Err(ModelError::Protocol("the stream ended without a reply".into()));
-        }
-        let stop = self.stop.unwrap_or(if calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse });
+        // Every server ends a choice with a finish reason; a stream without one was cut short.
+        let Some(stop) = self.stop else {
+            return Err(ModelError::Protocol("the stream ended before the reply did".into()));
+        };
         Ok(Turn { text: std::mem::take(&mut self.text), calls, stop, usage: self.usage })
     }
 }

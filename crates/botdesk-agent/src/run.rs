@@ -39,6 +39,8 @@ pub trait Host: Send + Sync {
     async fn tool_result(&self, call: &ToolCall, result: &ToolResult);
     /// What one model call cost.
     async fn usage(&self, _usage: &botdesk_core::Usage) {}
+    /// The reply broke off mid-stream and is asked for again: forget the text streamed so far.
+    fn restart(&self, _why: &str) {}
 }
 
 pub struct RunConfig {
@@ -99,7 +101,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         }
         prune_images(&mut messages);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
-        let turn = match client.complete(&req, &mut |t| host.text_delta(t), cancel).await {
+        let turn = match client.complete(&req, &mut |t| host.text_delta(t), &mut |why| host.restart(why), cancel).await {
             Ok(t) => t,
             Err(ModelError::Cancelled) => return RunEnd::Cancelled,
             Err(e) => return RunEnd::Failed(e.to_string()),

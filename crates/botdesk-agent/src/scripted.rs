@@ -63,6 +63,8 @@ pub enum Reply {
     /// Like `Turn`, but stopped by the output limit (Anthropic `max_tokens`, OpenAI `length`):
     /// the last call's arguments are sent as given (cut short by the test).
     Cut { text: String, calls: Vec<(String, String)> },
+    /// The start of a text reply, then the connection closes before the reply ends.
+    Broken { text: String },
     /// An HTTP error status, optionally with Retry-After (seconds).
     Status { status: u16, retry_after: Option<u64>, body: String },
     /// Computed from the request.
@@ -288,6 +290,24 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     }
     match reply {
         Reply::Status { status, retry_after, body } => respond(&mut sock, status, retry_after, &body).await,
+        Reply::Broken { text } => {
+            sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+            let usage = botdesk_core::Usage { output: 1, ..usage };
+            let events = match wire {
+                Wire::Anthropic => anthropic_events(n, &text, &[], usage, false),
+                Wire::OpenAi => openai_events(n, &text, &[], None, false),
+            };
+            // Up to the text, without the events that end it.
+            let keep = match wire {
+                Wire::Anthropic => events.len() - 3, // content_block_stop, message_delta, message_stop
+                Wire::OpenAi => events.len() - 2,    // the finish chunk, [DONE]
+            };
+            for e in &events[..keep] {
+                sock.write_all(e.as_bytes()).await?;
+                sock.flush().await?;
+            }
+            sock.shutdown().await
+        }
         Reply::Turn { .. } | Reply::Cut { .. } => {
             let (text, calls, cut) = match reply {
                 Reply::Turn { text, calls } => (text, calls, false),

@@ -18,6 +18,7 @@ struct MemHost {
     assistant: Mutex<Vec<String>>,
     results: Mutex<Vec<(String, ToolResult)>>,
     usage: Mutex<Vec<botdesk_core::Usage>>,
+    restarts: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -48,6 +49,10 @@ impl Host for MemHost {
     }
     async fn usage(&self, u: &botdesk_core::Usage) {
         self.usage.lock().unwrap().push(*u);
+    }
+    fn restart(&self, why: &str) {
+        self.deltas.lock().unwrap().clear();
+        self.restarts.lock().unwrap().push(why.to_string());
     }
 }
 
@@ -360,6 +365,23 @@ async fn near_the_context_window_older_steps_collapse_at_once() {
         assert_eq!(collapsed, [false, false, false, true, true, true, true], "{wire:?}: collapsed once three steps were whole");
         // (OpenAI's own API would get max_completion_tokens; a compatible server gets max_tokens.)
         assert!(seen.iter().all(|s| s.body["max_tokens"] == json!(500)), "{wire:?}");
+    })
+    .await;
+}
+
+/// A reply that breaks off mid-stream is asked for again as a whole; the host is told to forget
+/// the text streamed so far.
+#[tokio::test]
+async fn a_reply_broken_off_mid_stream_is_asked_for_again() {
+    both(async |wire| {
+        let server = ScriptedServer::start(vec![Step::reply(Reply::Broken { text: "The answer is fo".into() }), Step::reply(Reply::text("The answer is four."))]).await;
+        let host = MemHost::default();
+        let end = run(&client(&server, wire), &host, &cfg(), vec![], "what is 2+2", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("The answer is four.".into()), "{wire:?}");
+        assert_eq!(server.requests().len(), 2);
+        let restarts = host.restarts.lock().unwrap().clone();
+        assert!(restarts.len() == 1 && restarts[0].contains("broke off"), "{wire:?}: {restarts:?}");
+        assert_eq!(*host.deltas.lock().unwrap(), "The answer is four.", "{wire:?}");
     })
     .await;
 }

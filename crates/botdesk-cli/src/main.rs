@@ -867,6 +867,7 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
             println!("  ← {} {}: {first}{shot}", names.get(&call.id).map(String::as_str).unwrap_or(""), call.status);
         }
         E::Activity { .. } | E::Usage { .. } => {}
+        E::Restart { why, .. } => println!("\n[the reply broke off ({why}); asking the model again]"),
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
                 println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));

@@ -63,6 +63,8 @@ pub enum RunEvent {
     Tool { bot: String, run_id: String, call: ChatCall },
     Activity { bot: String, entry: botdesk_store::ActivityRow },
     Status { bot: String, run_id: String, status: RunStatus, error: Option<String> },
+    /// The model's reply broke off mid-stream and is asked for again: forget its streamed text.
+    Restart { bot: String, run_id: String, why: String },
     /// What one model call cost (`call`) and the run so far (`run`, and `run_usd` when the
     /// model's prices are known).
     Usage { bot: String, run_id: String, call: Usage, run: Usage, run_usd: Option<f64> },
@@ -71,7 +73,7 @@ pub enum RunEvent {
 impl RunEvent {
     pub fn bot(&self) -> &str {
         match self {
-            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } | RunEvent::Usage { bot, .. } => bot,
+            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } | RunEvent::Restart { bot, .. } | RunEvent::Usage { bot, .. } => bot,
         }
     }
 }
@@ -777,6 +779,10 @@ impl Host for RunHost {
 
     fn text_delta(&self, text: &str) {
         self.engine.emit(RunEvent::Delta { bot: self.bot_id(), run_id: self.run.id.clone(), text: self.redactor.redact(text) });
+    }
+
+    fn restart(&self, why: &str) {
+        self.engine.emit(RunEvent::Restart { bot: self.bot_id(), run_id: self.run.id.clone(), why: self.redactor.redact(why) });
     }
 
     async fn assistant(&self, text: &str, calls: &[ToolCall]) {

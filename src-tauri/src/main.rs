@@ -45,6 +45,22 @@ async fn chat(engine: State<'_, Engine>, bot: String) -> Res<Vec<ChatItem>> {
     engine.chat(&bot, 200).await
 }
 
+/// What a bot's runs have cost so far, and what each may spend.
+#[derive(Serialize)]
+struct BotSpend {
+    tokens: botdesk_engine::Usage,
+    usd: f64,
+    /// Calls of models without prices (not in `usd`).
+    unpriced_calls: u64,
+    budget: botdesk_engine::Budget,
+}
+
+#[tauri::command]
+async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
+    let (tokens, usd, unpriced_calls) = engine.bot_usage(&bot).await?;
+    Ok(BotSpend { tokens, usd, unpriced_calls, budget: engine.bot_budget(&bot).await? })
+}
+
 /// Send: starts a run of the task; its events follow as `run-event`.
 #[tauri::command]
 async fn send_task(engine: State<'_, Engine>, bot: String, task: String) -> Res<String> {
@@ -223,6 +239,7 @@ fn main() {
             create_bot,
             switch_bot,
             chat,
+            bot_spend,
             send_task,
             shot,
             files::activity,

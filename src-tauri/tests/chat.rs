@@ -49,6 +49,8 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         "const u = [...document.querySelectorAll('.msg .usage')]; return u.length === 1 && /^[0-9,]+ in( \\([0-9,]+ from cache\\))?, [0-9,]+ out tokens$/.test(u[0].textContent) && u[0].closest('.msg').querySelector('.text')?.textContent.startsWith('All done')",
         Duration::from_secs(20),
     );
+    // And what all its runs cost, in the chat's header.
+    d.wait_js("the bot's runs' tokens in the chat header", "return /· all runs: [0-9,]+ in/.test(document.querySelector('.chat h2 .spent')?.textContent ?? '')", Duration::from_secs(20));
     d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));
     assert_eq!(server.failures(), Vec::<String>::new());
     // The task, the replies and three compact tool calls, all done.

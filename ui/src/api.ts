@@ -96,6 +96,14 @@ export interface Usage {
   cache_write: number;
 }
 
+/** What a bot's runs have cost so far (dollars only over calls of models with prices), and what each may spend. */
+export interface BotSpend {
+  tokens: Usage;
+  usd: number;
+  unpriced_calls: number;
+  budget: { tokens: number; usd: number | null };
+}
+
 /** "12,345 in (10,000 from cache), 321 out tokens, $0.0123" (as the CLI says it). */
 export function usageText(u: Usage, usd?: number | null): string {
   const n = (v: number) => v.toLocaleString("en-US");
@@ -166,6 +174,7 @@ export const api = {
   listBots: () => invoke<BotView[]>("list_bots"),
   createBot: (name: string, scope: Scope, model: string | null) => invoke<BotView>("create_bot", { name, scope, model }),
   chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),
+  botSpend: (bot: string) => invoke<BotSpend>("bot_spend", { bot }),
   sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),
   shot: (path: string) => invoke<string>("shot", { path }),
   activity: (bot: string) => invoke<ActivityRow[]>("activity", { bot }),

@@ -1,4 +1,4 @@
-import { api, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope, usageText } from "./api";
+import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope, usageText } from "./api";
 import { button, el } from "./dom";
 import { activityPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
@@ -27,6 +27,8 @@ const state = {
   drafts: new Map<string, string>(),
   /** Bots whose run of this app waits for the person (Release may say "not done"). */
   waiting: new Set<string>(),
+  /** What each bot's runs have cost so far (loaded with its chat, again when a run ends). */
+  spend: new Map<string, BotSpend>(),
 };
 
 /** Screenshot data URLs by path (they never change). */
@@ -228,7 +230,9 @@ function chat(b: BotView): HTMLElement {
   });
   const composer = el("form", { class: "composer" }, input, button("Send", { class: "primary", id: "send-task", type: "button" }, send));
   const err = state.sendError.get(b.id);
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`), list);
+  const spend = state.spend.get(b.id);
+  const spent = spend && spend.tokens.output > 0 ? el("span", { class: "spent", title: `Each run may spend ${spend.budget.tokens.toLocaleString("en-US")} tokens${spend.budget.usd ? ` or $${spend.budget.usd.toFixed(2)}` : ""} (botdesk bot budget)` }, ` · all runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}`) : "";
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
@@ -270,7 +274,17 @@ function toolCall(c: ChatCall): HTMLElement {
   return wrap;
 }
 
+async function loadSpend(id: string) {
+  try {
+    state.spend.set(id, await api.botSpend(id));
+    if (state.selected === id) renderChat();
+  } catch {
+    // The header then shows no totals; the chat itself is unaffected.
+  }
+}
+
 async function loadChat(id: string) {
+  loadSpend(id);
   try {
     state.chats.set(id, await api.chat(id));
   } catch (e) {
@@ -339,6 +353,7 @@ function onRunEvent(e: RunEvent) {
     }
     case "status":
       state.live.delete(e.bot);
+      if (["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
       if (e.status === "waiting_takeover") state.waiting.add(e.bot);
       else state.waiting.delete(e.bot);
       refresh();

@@ -153,17 +153,16 @@ mod tests {
 
     #[test]
     fn usage_with_the_cache_is_read_from_start_and_delta() {
-        let mut f = Fold::default();
-        let mut ignore = |_: &str| {};
-        for (name, data) in [
-            ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":1}}}"#),
-            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":57}}"#),
-            // A count that is not a number is not believed; the others stand.
-            ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"lots","input_tokens":-5}}"#),
-        ] {
-            f.event(&Event { name: name.into(), data: data.into() }, &mut ignore).map_err(|_| "event").unwrap();
-        }
-        let t = f.finish().unwrap();
+        let t = crate::client::fold_all(
+            Fold::default(),
+            &[
+                ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":1}}}"#),
+                ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":57}}"#),
+                // A count that is not a number is not believed; the others stand.
+                ("message_delta", r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":"lots","input_tokens":-5}}"#),
+            ],
+        )
+        .unwrap();
         assert_eq!(t.usage, botdesk_core::Usage { input: 12, output: 57, cache_read: 4000, cache_write: 300 });
     }
 }

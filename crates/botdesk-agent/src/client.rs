@@ -252,6 +252,18 @@ pub(crate) trait Fold: Send {
     fn finish(&mut self) -> Result<Turn, ModelError>;
 }
 
+/// Folds `(event name, data)` pairs into a turn (for the formats' tests).
+#[cfg(test)]
+pub(crate) fn fold_all(mut fold: impl Fold, events: &[(&str, &str)]) -> Result<Turn, ModelError> {
+    for (name, data) in events {
+        let ev = sse::Event { name: name.to_string(), data: data.to_string() };
+        if let Err(Attempt::Fatal(e) | Attempt::Retry { error: e, .. }) = fold.event(&ev, &mut |_| {}) {
+            return Err(e);
+        }
+    }
+    fold.finish()
+}
+
 pub(crate) fn protocol(what: impl std::fmt::Display) -> Attempt {
     Attempt::Fatal(ModelError::Protocol(what.to_string()))
 }

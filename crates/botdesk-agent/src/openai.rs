@@ -146,15 +146,14 @@ mod tests {
 
     #[test]
     fn usage_comes_in_a_last_chunk_without_choices() {
-        let mut f = Fold::default();
-        let mut ignore = |_: &str| {};
-        for data in [
-            r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
-            r#"{"choices":[],"usage":{"prompt_tokens":5000,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":4096}}}"#,
-        ] {
-            f.event(&Event { name: String::new(), data: data.into() }, &mut ignore).map_err(|_| "event").unwrap();
-        }
-        let t = f.finish().unwrap();
+        let t = crate::client::fold_all(
+            Fold::default(),
+            &[
+                ("", r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#),
+                ("", r#"{"choices":[],"usage":{"prompt_tokens":5000,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":4096}}}"#),
+            ],
+        )
+        .unwrap();
         assert_eq!(t.usage, botdesk_core::Usage { input: 904, output: 9, cache_read: 4096, cache_write: 0 });
     }
 }

@@ -65,6 +65,14 @@ impl World {
         self.model_in(server, wire, action::CoordSpace::Pixels).await
     }
 
+    /// A Team bot named `name` whose model is a fresh scripted server speaking `wire`.
+    async fn scripted_bot(&mut self, name: &str, wire: Wire, space: action::CoordSpace) -> (ScriptedServer, String) {
+        let server = ScriptedServer::start(vec![]).await;
+        let (model, _) = self.model_in(&server, wire, space).await;
+        self.engine.create_bot(name, ComputerScope::Team, Some(&model), "").await.unwrap();
+        (server, model)
+    }
+
     /// [`World::model`] for a model giving coordinates in `space`.
     async fn model_in(&mut self, server: &ScriptedServer, wire: Wire, space: action::CoordSpace) -> (String, String) {
         let id = unique("scripted");
@@ -74,6 +82,14 @@ impl World {
         self.engine.add_model(new, Some(key.clone())).await.unwrap();
         self.models.push(id.clone());
         (id, key)
+    }
+}
+
+/// A check that the first tool result of a request is an error (or not) containing `want`.
+fn first_result(error: bool, want: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync + 'static {
+    move |s: &Seen| match s.results.first() {
+        Some(r) if r.is_error == error && r.text.contains(want) => Ok(()),
+        other => Err(format!("expected {} containing {want:?}, got {other:?}", if error { "an error" } else { "a result" })),
     }
 }
 
@@ -476,9 +492,7 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_observe_of_every_run_has_an_image() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![]).await;
-    let (model, _) = w.model(&server, Wire::Anthropic).await;
-    w.engine.create_bot("looker", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let (server, _) = w.scripted_bot("looker", Wire::Anthropic, Default::default()).await;
     // Looked at until it is still: the engine has seen this very frame.
     let deadline = Instant::now() + Duration::from_secs(60);
     while w.engine.observe("looker", ImageFormat::Png).await.unwrap().image.is_some() {
@@ -506,21 +520,13 @@ async fn the_first_observe_of_every_run_has_an_image() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![]).await;
-    let (model, _) = w.model(&server, Wire::Anthropic).await;
-    w.engine.create_bot("writer", ComputerScope::Team, Some(&model), "").await.unwrap();
-    let ok = |want: &'static str| {
-        move |s: &Seen| match s.results.first() {
-            Some(r) if r.is_error == want.starts_with('!') && r.text.contains(want.trim_start_matches('!')) => Ok(()),
-            other => Err(format!("expected {want:?}, got {other:?}")),
-        }
-    };
+    let (server, _) = w.scripted_bot("writer", Wire::Anthropic, Default::default()).await;
     for s in [
         Step::reply(Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r#"{"path":"book.md","content":"part one, and then"#.into())] }),
-        Step::check(ok("!hit the output limit"), Reply::call("write_file", json!({"path": "book.md", "content": "part one\n"}))),
-        Step::check(ok("Wrote 9 bytes"), Reply::call("write_file", json!({"path": "book.md", "content": "part two\n", "append": true}))),
-        Step::check(ok("(now 18 bytes)"), Reply::call("write_file", json!({"path": "new/notes.md", "content": "first\n", "append": true}))),
-        Step::check(ok("(now 6 bytes)"), Reply::text("Written.")),
+        Step::check(first_result(true, "hit the output limit"), Reply::call("write_file", json!({"path": "book.md", "content": "part one\n"}))),
+        Step::check(first_result(false, "Wrote 9 bytes"), Reply::call("write_file", json!({"path": "book.md", "content": "part two\n", "append": true}))),
+        Step::check(first_result(false, "(now 18 bytes)"), Reply::call("write_file", json!({"path": "new/notes.md", "content": "first\n", "append": true}))),
+        Step::check(first_result(false, "(now 6 bytes)"), Reply::text("Written.")),
     ] {
         server.push(s);
     }
@@ -537,15 +543,7 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![]).await;
-    let (model, _) = w.model_in(&server, Wire::OpenAi, action::CoordSpace::Thousandths).await;
-    w.engine.create_bot("scaled", ComputerScope::Team, Some(&model), "").await.unwrap();
-    let result = |want: &'static str, error: bool| {
-        move |s: &Seen| match s.results.first() {
-            Some(r) if r.is_error == error && r.text.contains(want) => Ok(()),
-            other => Err(format!("expected {want:?}, got {other:?}")),
-        }
-    };
+    let (server, _) = w.scripted_bot("scaled", Wire::OpenAi, action::CoordSpace::Thousandths).await;
     for s in [
         Step::check(
             |s| {
@@ -554,8 +552,8 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
             },
             Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 500, "y": 250}]})),
         ),
-        Step::check(result("(coordinates from 0 to 1000 on each axis), cursor at (500, 250)", false), Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]}))),
-        Step::check(result("x 1001 is not from 0 to 1000", true), Reply::text("Clicked.")),
+        Step::check(first_result(false, "(coordinates from 0 to 1000 on each axis), cursor at (500, 250)"), Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]}))),
+        Step::check(first_result(true, "x 1001 is not from 0 to 1000"), Reply::text("Clicked.")),
     ] {
         server.push(s);
     }
@@ -570,12 +568,10 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![]).await;
-    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    let (server, model) = w.scripted_bot("thrifty", Wire::Anthropic, Default::default()).await;
     assert_eq!(w.engine.model_prices(&model).await.unwrap(), None, "an unknown model has no prices");
     let prices = Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 };
     w.engine.set_model_prices(&model, Some(prices)).await.unwrap();
-    w.engine.create_bot("thrifty", ComputerScope::Team, Some(&model), "").await.unwrap();
     assert_eq!(w.engine.bot_budget("thrifty").await.unwrap(), Budget { tokens: Budget::DEFAULT_TOKENS, usd: None });
     // One call's prompt is about 2,000 tokens: the budget lasts two calls.
     let budget = w.engine.set_bot_budget("thrifty", Some(2_500), None).await.unwrap();
@@ -605,9 +601,7 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![]).await;
-    let (model, _) = w.model(&server, Wire::OpenAi).await;
-    w.engine.create_bot("keeper", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let (server, _) = w.scripted_bot("keeper", Wire::OpenAi, Default::default()).await;
     server.push(Step::reply(Reply::call("shell", json!({"command": "echo the-answer-is-42"}))));
     server.push(Step::reply(Reply::text("The number is 42.")));
     assert_eq!(w.engine.run_task("keeper", "find the number").await.unwrap().status, RunStatus::Completed);

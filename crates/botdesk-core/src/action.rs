@@ -20,7 +20,8 @@ pub enum Settled {
     Still { ms: u64 },
     /// It was still changing at the cap.
     Changing { ms: u64 },
-    /// Nothing visible changed within the cap (the pointer itself is not part of the screen).
+    /// Nothing visible changed within the cap (the pointer is drawn into the screen, so a move
+    /// to a new place counts as a change).
     Unchanged { ms: u64 },
 }
 

@@ -67,6 +67,10 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.js("document.querySelectorAll('.call')[1].open = true; return true");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("07-chat.png");
+    // The run's last message with what the run cost, and the bot's totals in the header.
+    d.js("document.querySelector('.msg .usage').scrollIntoView(); return true");
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("07b-chat-run-cost.png");
     // The Terminal pane got the command, its output and exit code live, and the file written.
     let terminal = || d.js("return document.querySelector('#terminal-pane')?.innerText ?? 'no pane'").as_str().unwrap_or("").to_string();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

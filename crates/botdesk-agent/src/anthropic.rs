@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::client::{protocol, stream_error, Attempt, Dialect, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
 use crate::sse::Event;
 
@@ -11,7 +11,14 @@ use crate::sse::Event;
 /// pruned in steps, see `prune_images`), so everything up to the previous breakpoint is read from
 /// the cache and only the new turn is written.
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
-    let mut tools: Vec<Value> = req.tools.iter().map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})).collect();
+    let mut tools: Vec<Value> = vec![];
+    if c.dialect == Dialect::ClaudeComputer {
+        // Claude's own computer tool stands for ours (`tools::parse` maps its actions back).
+        let (w, h) = botdesk_core::action::SCREEN;
+        tools.push(json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}));
+    }
+    let ours = req.tools.iter().filter(|t| c.dialect == Dialect::Plain || !t.name.starts_with("computer_"));
+    tools.extend(ours.map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);
     if c.prompt_cache {

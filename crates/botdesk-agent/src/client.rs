@@ -32,6 +32,27 @@ pub struct ModelConfig {
     pub context_window: u64,
     /// OpenAI's own API (which takes `max_completion_tokens`; compatible servers take `max_tokens`).
     pub openai_native: bool,
+    /// The words the model uses to work the screen.
+    pub dialect: Dialect,
+}
+
+/// How a model works the screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Our `computer_observe` and `computer_act` tools.
+    Plain,
+    /// Claude's own `computer` tool (computer_20250124, beta `computer-use-2025-01-24`), which
+    /// it was trained on; its actions are mapped onto ours.
+    ClaudeComputer,
+}
+
+impl Dialect {
+    /// Claude's computer tool for the Claude models trained on it, on Anthropic's API.
+    pub fn default_for(kind: &str, model: &str) -> Self {
+        let m = model.to_ascii_lowercase();
+        let trained = ["claude-sonnet-4", "claude-opus-4", "claude-haiku-4", "claude-3-7-sonnet", "claude-3-5-sonnet"].iter().any(|p| m.starts_with(p));
+        if kind == "anthropic" && trained { Dialect::ClaudeComputer } else { Dialect::Plain }
+    }
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -64,6 +85,7 @@ impl ModelConfig {
             prompt_cache: true,
             context_window: limits.context_window,
             openai_native: kind == "openai",
+            dialect: Dialect::default_for(kind, model),
         })
     }
 
@@ -214,6 +236,9 @@ impl ModelClient {
         };
         if c.wire == Wire::Anthropic {
             rb = rb.header("anthropic-version", "2023-06-01");
+        }
+        if c.dialect == Dialect::ClaudeComputer {
+            rb = rb.header("anthropic-beta", "computer-use-2025-01-24");
         }
         let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;

@@ -10,7 +10,7 @@ pub mod scripted;
 mod sse;
 pub mod tools;
 
-pub use client::{ModelClient, ModelConfig, ModelError, Retry, Wire};
+pub use client::{Dialect, ModelClient, ModelConfig, ModelError, Retry, Wire};
 pub use conversation::{Image, Message, ToolCall, ToolResult};
 pub use run::{run, system_prompt, Host, RunConfig, RunEnd, ToolOutput};
 pub use tools::Tool;

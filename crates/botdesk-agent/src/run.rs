@@ -162,6 +162,8 @@ pub struct Setting<'a> {
     /// Today, `YYYY-MM-DD`.
     pub today: &'a str,
     pub coords: botdesk_core::action::CoordSpace,
+    /// The model works the screen with Claude's own computer tool.
+    pub claude_computer: bool,
 }
 
 /// The system prompt of a bot: who and where it is, how its screen and coordinates work, what
@@ -178,12 +180,13 @@ pub fn system_prompt(s: &Setting<'_>) -> String {
         "You are {bot}, a bot with your own Linux computer (Debian): a {w}x{h} desktop with Chromium, a shell and a workspace. Today is {today}.\n\
          Your folder is {folder}; relative paths are resolved there.{shared} Files outside the home (/home/botdesk), such as in /tmp, are lost when the computer restarts.\n\
          You are not root and cannot install system packages. Python 3, git, curl, jq, xdotool and ImageMagick are installed; for Python packages use uv: `uv venv`, then `uv pip install PACKAGE` (the system Python is not writable), or `uvx TOOL`. Graphical programs you start from the shell open on your own screen.\n\
-         Tools: computer_observe looks at your screen; computer_act clicks and types ({coords}); on web pages prefer browser_navigate, browser_snapshot and browser_act, which work by element refs and are faster and surer than clicking pixels; shell runs commands; read_file, write_file (append: true to write a long file in parts) and list_files work on your files.\n\
+         Tools: {screen} ({coords}); on web pages prefer browser_navigate, browser_snapshot and browser_act, which work by element refs and are faster and surer than clicking pixels; shell runs commands; read_file, write_file (append: true to write a long file in parts) and list_files work on your files.\n\
          Work in small verified steps: observe, act, then check the result before going on. If something did not work, look again instead of repeating it.\n\
          On a long task keep a TODO.md in your folder with what is done and what is next, and update it as you go.\n\
          If you need the person (a login, a captcha, a payment, a decision), call request_takeover with what they should do, and wait.\n\
          When the task is done, answer with a short summary and no tool call.",
         bot = s.bot,
+        screen = if s.claude_computer { "computer takes screenshots, clicks and types" } else { "computer_observe looks at your screen; computer_act clicks and types" },
         w = SCREEN.0,
         h = SCREEN.1,
         today = s.today,
@@ -203,7 +206,7 @@ mod tests {
 
     #[test]
     fn the_system_prompt_says_where_and_how() {
-        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels };
+        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, claude_computer: false };
         let p = system_prompt(&setting);
         for want in ["You are ada", "Today is 2026-12-01", "1280x800", "x from 0 to 1279", "Your folder is bots/b1", "shared/ is shared", "not root", "uv venv", "prefer browser_navigate", "TODO.md", "request_takeover", "append: true"] {
             assert!(p.contains(want), "{want:?} missing from:\n{p}");

@@ -158,6 +158,8 @@ fn nonempty(what: &str, s: String) -> Result<String, String> {
 /// Parses and checks one call.
 pub fn parse(call: &ToolCall) -> Result<Tool, String> {
     Ok(match call.name.as_str() {
+        // Claude's own computer-use tool (see `crate::client::Dialect`).
+        "computer" => claude_computer(&serde_json::from_str::<Value>(&call.raw).map_err(|e| format!("the arguments are not valid JSON ({e})"))?)?,
         "computer_observe" => {
             args::<Empty>(call)?;
             Tool::Observe
@@ -220,6 +222,78 @@ fn schema(props: Value, required: &[&str]) -> Value {
 }
 
 /// Every tool, as the model sees it.
+/// The actions of Claude's `computer` tool (computer_20250124), as our tools: a screenshot is an
+/// observe, everything else one `computer_act` batch, checked like any other.
+fn claude_computer(input: &Value) -> Result<Tool, String> {
+    let action = input["action"].as_str().ok_or("the computer tool needs an action")?;
+    let point = |key: &str| -> Result<(Value, Value), String> {
+        match input[key].as_array().map(Vec::as_slice) {
+            Some([x, y]) => Ok((x.clone(), y.clone())),
+            _ => Err(format!("{action} needs {key} as [x, y]")),
+        }
+    };
+    let text = || input["text"].as_str().filter(|t| !t.is_empty()).ok_or(format!("{action} needs text"));
+    let actions = match action {
+        "screenshot" | "cursor_position" => return Ok(Tool::Observe),
+        "left_click" | "right_click" | "middle_click" | "double_click" | "triple_click" => {
+            if input.get("text").is_some_and(|t| !t.is_null()) {
+                return Err(format!("{action} with keys held is not supported here: use left_mouse_down/up with key, or the keyboard"));
+            }
+            let (x, y) = point("coordinate")?;
+            let button = match action {
+                "right_click" => "right",
+                "middle_click" => "middle",
+                _ => "left",
+            };
+            let times = match action {
+                "double_click" => 2,
+                "triple_click" => 3,
+                _ => 1,
+            };
+            Value::Array(vec![json!({"type": "click", "x": x, "y": y, "button": button}); times])
+        }
+        "mouse_move" => {
+            let (x, y) = point("coordinate")?;
+            json!([{"type": "move", "x": x, "y": y}])
+        }
+        "left_click_drag" => {
+            let ((x, y), (to_x, to_y)) = (point("start_coordinate")?, point("coordinate")?);
+            json!([{"type": "drag", "x": x, "y": y, "to_x": to_x, "to_y": to_y}])
+        }
+        "left_mouse_down" | "left_mouse_up" => {
+            let kind = if action == "left_mouse_down" { "down" } else { "up" };
+            match input.get("coordinate").filter(|c| !c.is_null()) {
+                Some(_) => {
+                    let (x, y) = point("coordinate")?;
+                    json!([{"type": kind, "x": x, "y": y}])
+                }
+                None => json!([{"type": kind}]),
+            }
+        }
+        "type" => json!([{"type": "type", "text": text()?}]),
+        "key" => {
+            // xdotool's form, e.g. "ctrl+shift+t" or "Return".
+            let combo = text()?;
+            let mut parts: Vec<&str> = combo.split('+').collect();
+            let key = parts.pop().filter(|k| !k.is_empty()).ok_or(format!("key {combo:?} names no key"))?;
+            json!([{"type": "key", "key": key, "modifiers": parts}])
+        }
+        "scroll" => {
+            let (x, y) = point("coordinate")?;
+            let direction = input["scroll_direction"].as_str().ok_or("scroll needs scroll_direction")?;
+            json!([{"type": "scroll", "x": x, "y": y, "direction": direction, "amount": input["scroll_amount"].as_u64().unwrap_or(3)}])
+        }
+        "wait" => {
+            let s = input["duration"].as_f64().filter(|s| s.is_finite() && *s >= 0.0).ok_or("wait needs a duration in seconds")?;
+            json!([{"type": "wait", "ms": (s * 1000.0).round().min(u64::MAX as f64) as u64}])
+        }
+        "hold_key" => return Err("hold_key is not supported here: use key with modifiers (e.g. ctrl+c)".into()),
+        other => return Err(format!("the computer tool has no action {other:?}")),
+    };
+    action::parse_batch(&actions).map_err(|e| e.to_string())?;
+    Ok(Tool::Act { actions, settle_ms: None })
+}
+
 pub fn specs() -> Vec<ToolSpec> {
     let path = |d: &str| json!({"type": "string", "description": d});
     vec![

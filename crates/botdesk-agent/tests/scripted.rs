@@ -143,7 +143,7 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
 }
 
 fn cfg() -> RunConfig {
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default() };
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default(), claude_computer: false };
     RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None }
 }
 
@@ -384,4 +384,56 @@ async fn a_reply_broken_off_mid_stream_is_asked_for_again() {
         assert_eq!(*host.deltas.lock().unwrap(), "The answer is four.", "{wire:?}");
     })
     .await;
+}
+
+/// A Claude model trained on computer use gets its own `computer` tool (with the beta header)
+/// instead of ours, and its actions become ours: a screenshot is an observe, clicks, keys and
+/// drags one checked batch each; an action we cannot do is an error it can read.
+#[tokio::test]
+async fn claude_works_the_screen_with_its_own_computer_tool() {
+    let server = ScriptedServer::start(vec![
+        Step::check(
+            |s| {
+                let tools = s.body["tools"].as_array().cloned().unwrap_or_default();
+                let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+                let native = tools.iter().any(|t| t["type"] == "computer_20250124" && t["name"] == "computer" && t["display_width_px"] == 1280 && t["display_height_px"] == 800);
+                let beta = s.headers.get("anthropic-beta").map(String::as_str) == Some("computer-use-2025-01-24");
+                (native && beta && !names.contains(&"computer_act") && !names.contains(&"computer_observe") && names.contains(&"shell") && s.system().contains("computer takes screenshots"))
+                    .then_some(())
+                    .ok_or(format!("tools {names:?}, beta {beta}"))
+            },
+            Reply::call("computer", json!({"action": "screenshot"})),
+        ),
+        Step::reply(Reply::call("computer", json!({"action": "double_click", "coordinate": [100, 200]}))),
+        Step::reply(Reply::call("computer", json!({"action": "key", "text": "ctrl+shift+t"}))),
+        Step::reply(Reply::call("computer", json!({"action": "left_click_drag", "start_coordinate": [1, 2], "coordinate": [30, 40]}))),
+        Step::reply(Reply::call("computer", json!({"action": "hold_key", "text": "shift", "duration": 1}))),
+        Step::check(expect_error("hold_key is not supported here"), Reply::call("computer", json!({"action": "left_click", "coordinate": [5000, 1]}))),
+        Step::reply(Reply::text("Done.")),
+    ])
+    .await;
+    let mut model = ModelConfig::new("anthropic", "claude-sonnet-4-5", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+    model.retry = Retry { attempts: 1, base: Duration::from_millis(10), max_wait: Duration::from_secs(1) };
+    assert_eq!(model.dialect, Dialect::ClaudeComputer);
+    assert_eq!(ModelConfig::new("openai", "gpt-4o", None, Some(KEY.into())).unwrap().dialect, Dialect::Plain);
+    let host = MemHost::default();
+    let mut rc = cfg();
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), claude_computer: true };
+    rc.system = system_prompt(&setting);
+    let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "tidy the desktop", &CancellationToken::new()).await;
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
+    let executed = host.executed.lock().unwrap().clone();
+    let batch = |v: serde_json::Value| Tool::Act { actions: v, settle_ms: None };
+    assert_eq!(
+        executed,
+        [
+            Tool::Observe,
+            batch(json!([{"type": "click", "x": 100, "y": 200, "button": "left"}, {"type": "click", "x": 100, "y": 200, "button": "left"}])),
+            batch(json!([{"type": "key", "key": "t", "modifiers": ["ctrl", "shift"]}])),
+            batch(json!([{"type": "drag", "x": 1, "y": 2, "to_x": 30, "to_y": 40}])),
+            // (The click at 5000 passes the tool's own check; the engine refuses it against the screen.)
+            batch(json!([{"type": "click", "x": 5000, "y": 1, "button": "left"}])),
+        ]
+    );
 }

@@ -311,6 +311,7 @@ impl Engine {
             shared: computer.scope == botdesk_core::ComputerScope::Team,
             today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
             coords: m.coordinates,
+            claude_computer: client.config().dialect == botdesk_agent::Dialect::ClaudeComputer,
         };
         let system = botdesk_agent::system_prompt(&setting);
         let prices = self.inner.store.model_prices(&m.id).await?;

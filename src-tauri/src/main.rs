@@ -45,6 +45,18 @@ async fn chat(engine: State<'_, Engine>, bot: String) -> Res<Vec<ChatItem>> {
     engine.chat(&bot, 200).await
 }
 
+/// A model's prices in dollars per million tokens, when known.
+#[tauri::command]
+async fn model_prices(engine: State<'_, Engine>, id: String) -> Res<Option<botdesk_engine::Prices>> {
+    engine.model_prices(&id).await
+}
+
+/// Sets (or with null, forgets) a model's prices.
+#[tauri::command]
+async fn set_model_prices(engine: State<'_, Engine>, id: String, prices: Option<botdesk_engine::Prices>) -> Res<()> {
+    engine.set_model_prices(&id, prices).await
+}
+
 /// What a bot's runs have cost so far, and what each may spend.
 #[derive(Serialize)]
 struct BotSpend {
@@ -240,6 +252,8 @@ fn main() {
             switch_bot,
             chat,
             bot_spend,
+            model_prices,
+            set_model_prices,
             send_task,
             shot,
             files::activity,

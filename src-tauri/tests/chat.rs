@@ -50,7 +50,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Duration::from_secs(20),
     );
     // And what all its runs cost, in the chat's header.
-    d.wait_js("the bot's runs' tokens in the chat header", "return /· all runs: [0-9,]+ in/.test(document.querySelector('.chat h2 .spent')?.textContent ?? '')", Duration::from_secs(20));
+    d.wait_js("the bot's runs' tokens in the chat header", "return /· all runs [0-9.]+k? in, [0-9.]+k? out$/.test(document.querySelector('.chat h2 .spent')?.textContent ?? '')", Duration::from_secs(20));
     d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));
     assert_eq!(server.failures(), Vec::<String>::new());
     // The task, the replies and three compact tool calls, all done.
@@ -117,6 +117,21 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     let (code, out) = rt.block_on(engine.shell("writer", "ls")).unwrap();
     assert_eq!(code, 0);
     assert!(!out.lines().any(|l| l == "bots") && out.lines().any(|l| l == "notes.md"), "the Private home holds the bot's work at its root: {out}");
+    // Settings → Models: this model has no prices; the person gives it some, and the engine
+    // costs later calls with them.
+    d.click("#open-settings");
+    let row = format!("#models li[data-model=\"{model_id}\"]");
+    d.wait_js("the model in Settings without prices", &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '').startsWith('no prices')"), Duration::from_secs(10));
+    d.click(&format!("{row} button[data-edit-prices]"));
+    for (name, value) in [("input", "3"), ("output", "15"), ("cache_read", "0.3"), ("cache_write", "3.75")] {
+        d.type_into(&format!("{row} .prices-form input[name={name}]"), value);
+    }
+    d.click(&format!("{row} .prices-form button[type=submit]"));
+    d.wait_js("the prices saved", &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '') === '$3 in / $15 out per million tokens'"), Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.model_prices(&model_id)).unwrap(), Some(botdesk_engine::Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 }));
+    d.click(&format!("{row} button[data-edit-prices]"));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("14-settings-model-prices.png");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");

@@ -58,6 +58,16 @@ export interface ModelView {
   model: string;
   base_url: string | null;
   has_key: boolean;
+  /** How the model gives screen coordinates. */
+  coordinates: "pixels" | "0-1000";
+}
+
+/** Dollars per million tokens. */
+export interface Prices {
+  input: number;
+  output: number;
+  cache_read: number;
+  cache_write: number;
 }
 
 export interface ControlLease {
@@ -203,6 +213,8 @@ export const api = {
     return invoke<string>("build_image", { refresh, progress });
   },
   listModels: () => invoke<ModelView[]>("list_models"),
+  modelPrices: (id: string) => invoke<Prices | null>("model_prices", { id }),
+  setModelPrices: (id: string, prices: Prices | null) => invoke<void>("set_model_prices", { id, prices }),
   addModel: (id: string, kind: string, model: string, baseUrl: string | null, key: string | null) =>
     invoke<ModelView>("add_model", { id, kind, model, baseUrl, key }),
   removeModel: (id: string) => invoke<void>("remove_model", { id }),

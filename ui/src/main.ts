@@ -1,4 +1,4 @@
-import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, RunEvent, Scope, usageText } from "./api";
+import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Prices, RunEvent, Scope, usageText } from "./api";
 import { button, el } from "./dom";
 import { activityPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
@@ -231,12 +231,24 @@ function chat(b: BotView): HTMLElement {
   const composer = el("form", { class: "composer" }, input, button("Send", { class: "primary", id: "send-task", type: "button" }, send));
   const err = state.sendError.get(b.id);
   const spend = state.spend.get(b.id);
-  const spent = spend && spend.tokens.output > 0 ? el("span", { class: "spent", title: `Each run may spend ${spend.budget.tokens.toLocaleString("en-US")} tokens${spend.budget.usd ? ` or $${spend.budget.usd.toFixed(2)}` : ""} (botdesk bot budget)` }, ` · all runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}`) : "";
+  const spent =
+    spend && spend.tokens.output > 0
+      ? el(
+          "span",
+          { class: "spent", title: `All runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}. Each run may spend ${spend.budget.tokens.toLocaleString("en-US")} tokens${spend.budget.usd ? ` or $${spend.budget.usd.toFixed(2)}` : ""} (botdesk bot budget).` },
+          ` · all runs ${shortTokens(spend.tokens.input + spend.tokens.cache_read + spend.tokens.cache_write)} in, ${shortTokens(spend.tokens.output)} out${spend.unpriced_calls ? "" : `, $${spend.usd.toFixed(2)}`}`,
+        )
+      : "";
   const section = el("section", { class: "chat", "aria-label": "Chat" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
   return section;
+}
+
+/** 950, 11.6k, 2.31M */
+function shortTokens(n: number): string {
+  return n < 1000 ? String(n) : n < 1e6 ? `${(n / 1000).toFixed(1)}k` : `${(n / 1e6).toFixed(2)}M`;
 }
 
 function message(m: ChatItem): HTMLElement {
@@ -677,6 +689,39 @@ async function openSettings() {
   modal("Settings", form, el("h3", {}, "Models"), await modelsSection());
 }
 
+/** A model's four prices (dollars per million tokens), saved or cleared. */
+function pricesForm(id: string, now: Prices | null, done: () => Promise<void>): HTMLElement {
+  const input = (name: keyof Prices, label: string) =>
+    el("label", { class: "price" }, el("span", {}, label), el("input", { type: "number", min: "0", step: "0.01", name, value: now ? String(now[name]) : "", required: "" }));
+  const msg = el("p", { class: "muted" }, "Dollars per million tokens, from the provider's price list.");
+  const form = el(
+    "form",
+    { class: "prices-form", "data-prices-for": id },
+    input("input", "Input"),
+    input("output", "Output"),
+    input("cache_read", "Cache read"),
+    input("cache_write", "Cache write"),
+    el("button", { type: "submit", class: "primary" }, "Save prices"),
+    button("No prices", { class: "ghost", type: "button" }, () => save(null)),
+    msg,
+  ) as HTMLFormElement;
+  const save = async (p: Prices | null) => {
+    try {
+      await api.setModelPrices(id, p);
+      await done();
+    } catch (e) {
+      msg.textContent = errorMessage(e);
+      msg.className = "error";
+    }
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const v = (n: string) => Number((form.elements.namedItem(n) as HTMLInputElement).value);
+    save({ input: v("input"), output: v("output"), cache_read: v("cache_read"), cache_write: v("cache_write") });
+  });
+  return form;
+}
+
 /** Model providers: the list, and a form whose key goes to the system keyring only. */
 async function modelsSection(): Promise<HTMLElement> {
   const box = el("section", { class: "models", id: "models" });
@@ -694,7 +739,18 @@ async function modelsSection(): Promise<HTMLElement> {
           note.className = "error";
         }
       });
-      list.append(el("li", { "data-model": m.id }, el("strong", {}, m.id), el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"}`), rm));
+      const prices = await api.modelPrices(m.id).catch(() => null);
+      const priced = prices ? `$${prices.input} in / $${prices.output} out per million tokens` : "no prices (runs show tokens only)";
+      const edit = button("Prices", { class: "ghost", "data-edit-prices": m.id }, () => item.querySelector(".prices-form") || item.append(pricesForm(m.id, prices, render)));
+      const about = el(
+        "div",
+        { class: "model-about" },
+        el("strong", {}, m.id),
+        el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"} · coordinates ${m.coordinates}`),
+        el("div", { class: "muted model-prices" }, priced),
+      );
+      const item = el("li", { "data-model": m.id }, about, edit, rm);
+      list.append(item);
     }
     const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;
     const kind = el("select", { id: "model-kind" }, el("option", { value: "anthropic" }, "Anthropic"), el("option", { value: "openai" }, "OpenAI"), el("option", { value: "openai-compatible" }, "OpenAI-compatible (Ollama, vLLM, LM Studio, OpenRouter, xAI)")) as HTMLSelectElement;

@@ -58,6 +58,8 @@ pub struct Found {
     pub home_volume: Option<String>,
     /// The network it is on.
     pub network: Option<String>,
+    /// Docker is removing it (a destroy whose caller was killed may leave this going on).
+    pub removing: bool,
 }
 
 pub(crate) type ExecOutputStream = BoxStream<'static, Result<LogOutput, bollard::errors::Error>>;
@@ -112,10 +114,24 @@ impl DockerProvider {
                 id: c.id.unwrap_or_default(),
                 computer: c.labels.and_then(|l| l.get(spec::LABEL_COMPUTER).cloned()).unwrap_or_default(),
                 running: c.state.as_deref() == Some("running"),
+                removing: c.state.as_deref() == Some("removing"),
                 home_volume: c.mounts.unwrap_or_default().into_iter().find(|m| m.destination.as_deref() == Some(HOME)).and_then(|m| m.name),
                 network: c.host_config.and_then(|h| h.network_mode),
             })
             .collect())
+    }
+
+    /// Waits (up to a minute) until Docker has finished removing the computer's container;
+    /// returns what is left.
+    async fn wait_removed(&self, computer: &ComputerId) -> Result<Vec<Found>> {
+        for _ in 0..600 {
+            let found = self.find(Some(computer)).await?;
+            if !found.iter().any(|f| f.removing) {
+                return Ok(found);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(SandboxError::TimedOut(format!("Docker was still removing computer {computer}'s container after 60 s")))
     }
 
     pub(crate) async fn running_container(&self, c: &ComputerRef) -> Result<String> {
@@ -320,13 +336,19 @@ impl SandboxProvider for DockerProvider {
         "docker"
     }
 
-    async fn provision(&self, spec: &ComputerSpec, _ctx: &CallCtx) -> Result<Provisioned> {
+    async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         self.forget_gateway(&spec.id);
         let docker = self.client().await?;
         self.ensure_volume(spec).await?;
         let network = self.ensure_network(spec).await?;
         let mut fresh = false;
-        let mut existing = self.find(Some(&spec.id)).await?.into_iter().next();
+        let mut existing = self.find(Some(&spec.id)).await?;
+        // A container Docker is still removing (its destroy's caller was killed) holds its name:
+        // wait until it is gone, then make the computer anew.
+        if existing.iter().any(|f| f.removing) {
+            existing = self.wait_removed(&spec.id).await?;
+        }
+        let mut existing = existing.into_iter().next();
         // A container on another home volume (one whose deletion started, or from before homes were
         // volumes) or not on its own network (from before computers had one) is made anew: its
         // home is on the volume, and nothing else a bot can write outlives a restart.
@@ -342,7 +364,7 @@ impl SandboxProvider for DockerProvider {
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
-                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()), network: Some(network.clone()) }
+                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()), network: Some(network.clone()), removing: false }
                     }
                     // Someone (the CLI beside the app) created it a moment ago: reconnect.
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
@@ -364,6 +386,11 @@ impl SandboxProvider for DockerProvider {
             match docker.start_container(&found.id, None::<StartContainerOptions<String>>).await {
                 Ok(()) => {}
                 Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => {}
+                // Its removal began since we looked: once it is gone, make the computer anew.
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, message }) if message.contains("removal") => {
+                    self.wait_removed(&spec.id).await?;
+                    return self.provision(spec, ctx).await;
+                }
                 Err(e) => return Err(docker_err(e)),
             }
         }

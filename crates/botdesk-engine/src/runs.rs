@@ -152,10 +152,10 @@ impl Engine {
             })
             .collect();
         // Each run's cost goes on its last message.
+        let usages = self.inner.store.run_usages(&bot.id).await?;
         for i in 0..items.len() {
             if items.get(i + 1).is_none_or(|next| next.run_id != items[i].run_id) {
-                let (u, usd) = self.inner.store.run_usage(&items[i].run_id).await?;
-                if u != Usage::default() {
+                if let Some(&(u, usd)) = usages.get(&items[i].run_id) {
                     (items[i].usage, items[i].cost_usd) = (Some(u), usd);
                 }
             }

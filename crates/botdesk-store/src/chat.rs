@@ -229,6 +229,20 @@ impl Store {
         Ok((usage_of(r.i, r.o, r.r, r.w), if r.unknown == 0 { Some(r.usd.unwrap_or(0.0)) } else { None }))
     }
 
+    /// What each of a bot's runs cost (those with model calls), by run id: as [`Store::run_usage`].
+    pub async fn run_usages(&self, bot: &BotId) -> Result<std::collections::HashMap<String, (botdesk_core::Usage, Option<f64>)>> {
+        let b = bot.as_str();
+        let rows = sqlx::query!(
+            r#"SELECT m.run_id AS "run_id!", SUM(m.input_tokens) AS "i?: i64", SUM(m.output_tokens) AS "o?: i64", SUM(m.cache_read_tokens) AS "r?: i64", SUM(m.cache_write_tokens) AS "w?: i64",
+                      SUM(m.cost_usd) AS "usd?: f64", COUNT(*) - COUNT(m.cost_usd) AS "unknown!: i64"
+               FROM model_calls m JOIN runs r ON r.id = m.run_id WHERE r.bot_id = ?1 GROUP BY m.run_id"#,
+            b
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.run_id, (usage_of(r.i, r.o, r.r, r.w), if r.unknown == 0 { Some(r.usd.unwrap_or(0.0)) } else { None }))).collect())
+    }
+
     /// A model's prices, when known.
     pub async fn model_prices(&self, model_id: &str) -> Result<Option<botdesk_core::Prices>> {
         let r = sqlx::query!(r#"SELECT input AS "input: f64", output AS "output: f64", cache_read AS "cache_read: f64", cache_write AS "cache_write: f64" FROM model_prices WHERE model_id = ?1"#, model_id)

@@ -527,21 +527,21 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
         Step::check(first_result(false, "Wrote 9 bytes"), Reply::call("write_file", json!({"path": "book.md", "content": "part two\n", "append": true}))),
         Step::check(first_result(false, "(now 18 bytes)"), Reply::call("write_file", json!({"path": "new/notes.md", "content": "first\n", "append": true}))),
         Step::check(first_result(false, "(now 6 bytes)"), Reply::call("write_file", json!({"path": "link.md", "content": "x", "append": true}))),
-        Step::check(first_result(true, "symbolic link"), Reply::call("write_file", json!({"path": "pipe.md", "content": "x", "append": true}))),
+        Step::check(first_result(true, "escapes the computer workspace"), Reply::call("write_file", json!({"path": "pipe.md", "content": "x", "append": true}))),
         Step::check(first_result(true, "not a regular file"), Reply::text("Written.")),
     ] {
         server.push(s);
     }
-    // What the bot planted: a link to another of its files, and a FIFO. Appending to either is
-    // refused; neither is followed nor opened for good.
-    let (code, out) = w.engine.shell("writer", "echo keep > target.txt && ln -s target.txt link.md && mkfifo pipe.md").await.unwrap();
+    // What the bot planted: a link out of the workspace (to a file it may write), and a FIFO.
+    // Appending to either is refused; neither is followed nor opened for good.
+    let (code, out) = w.engine.shell("writer", "echo keep > /tmp/outside.txt && ln -s /tmp/outside.txt link.md && mkfifo pipe.md").await.unwrap();
     assert_eq!(code, 0, "{out}");
     let run = w.engine.run_task("writer", "write a book").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(&w.engine.files_read("writer", "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
     assert_eq!(&w.engine.files_read("writer", "new/notes.md", 1000).await.unwrap()[..], b"first\n");
-    let (_, out) = w.engine.shell("writer", "cat target.txt; test -L link.md && test -p pipe.md && echo planted-intact").await.unwrap();
+    let (_, out) = w.engine.shell("writer", "cat /tmp/outside.txt; test -L link.md && test -p pipe.md && echo planted-intact").await.unwrap();
     assert_eq!(out, "keep\nplanted-intact\n");
 }
 

@@ -263,7 +263,7 @@ impl Store {
     /// A run whose process died: failed with the reason, and its execution lease freed at once (the
     /// next claim gets fence + 1). False if the run had already moved on.
     pub async fn abandon_run(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let done = sqlx::query!(
             "UPDATE runs SET status = 'failed', error = ?1, updated_at = ?2 WHERE id = ?3 AND status NOT IN ('completed', 'failed', 'cancelled')",
             reason, now, id
@@ -382,7 +382,7 @@ impl Store {
     /// it how the person finished. Returns the resumed run's id.
     pub async fn release_control(&self, computer: &ComputerId, lease_id: &str, result: TakeoverResult, now: i64) -> Result<Option<String>> {
         let c = computer.as_str();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let row = sqlx::query!(r#"SELECT control_bot_id AS "bot!" FROM computers WHERE id = ?1 AND control_lease_id = ?2"#, c, lease_id)
             .fetch_optional(&mut *tx)
             .await?;
@@ -401,7 +401,7 @@ impl Store {
     /// Revokes every control lease that expired by `now`; a run waiting for it resumes as skipped.
     /// Returns the leases revoked.
     pub async fn expire_control(&self, now: i64) -> Result<Vec<ControlLease>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let rows = sqlx::query!(
             r#"SELECT id AS "id!", control_bot_id AS "bot!", control_lease_id AS "lease!", control_holder AS "holder!", control_expires_at AS "expires!"
                FROM computers WHERE control_lease_id IS NOT NULL AND control_expires_at <= ?1"#,
@@ -434,7 +434,7 @@ impl Store {
     pub async fn reserve(&self, computer: &ComputerId, action: ReservationAction, owner_pid: i64, boot_id: &str, now: i64) -> Result<Reservation> {
         let id = format!("res{}", new_id());
         let (c, a, stage, status) = (computer.as_str(), action.as_str(), ReservationStage::Reserved.as_str(), ReservationStatus::Active.as_str());
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let done = sqlx::query!(
             "UPDATE computers SET reservation_id = ?1, generation = generation + 1
              WHERE id = ?2 AND reservation_id IS NULL
@@ -539,7 +539,7 @@ impl Store {
     async fn end_reservation(&self, id: &str, from: &[&str], status: ReservationStatus, error: Option<&str>, now: i64) -> Result<()> {
         let s = status.as_str();
         let (from_a, from_b) = (from[0], *from.get(1).unwrap_or(&from[0]));
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let done = sqlx::query!(
             "UPDATE reservations SET status = ?1, error = ?2, updated_at = ?3 WHERE id = ?4 AND status IN (?5, ?6)",
             s, error, now, id, from_a, from_b

@@ -137,6 +137,14 @@ impl From<BotRow> for Bot {
 }
 
 impl Store {
+    /// A transaction that holds the write lock from its start (`BEGIN IMMEDIATE`). Every
+    /// transaction here reads, then writes: a deferred one could not take the write lock after
+    /// another connection's commit (SQLite answers "database is locked" at once, whatever the busy
+    /// timeout), while this one waits for it within the busy timeout.
+    pub(crate) async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     /// Opens (creating if needed) the database in WAL mode with foreign keys and a busy timeout,
     /// and applies the embedded migrations.
     pub async fn open(path: &Path) -> Result<Self> {
@@ -166,7 +174,7 @@ impl Store {
     /// one), in one transaction.
     pub async fn create_bot(&self, new: NewBot<'_>, now_ms: i64) -> Result<(Bot, Computer)> {
         let ws = self.default_workspace(now_ms).await?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         if sqlx::query!("SELECT 1 AS one FROM bots WHERE name = ?1", new.name).fetch_optional(&mut *tx).await?.is_some() {
             return Err(StoreError::Conflict(format!("a bot named {:?} already exists", new.name)));
         }
@@ -195,7 +203,7 @@ impl Store {
     /// own Private computer (kept from an earlier switch). Created, stopped, when there is none.
     pub async fn home_computer(&self, bot: &Bot, scope: ComputerScope, provider: &str, now_ms: i64) -> Result<Computer> {
         let ws = self.default_workspace(now_ms).await?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let c = computer_for(&mut tx, &ws.id, scope, &bot.id, &bot.name, provider, now_ms).await?;
         tx.commit().await?;
         Ok(c)
@@ -246,7 +254,7 @@ impl Store {
     /// computer rows that were deleted.
     pub async fn delete_bot(&self, id: &BotId) -> Result<Vec<Computer>> {
         let bid = id.as_str();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         if sqlx::query!("SELECT 1 AS one FROM bots WHERE id = ?1", bid).fetch_optional(&mut *tx).await?.is_none() {
             return Err(StoreError::NotFound(format!("bot {id}")));
         }

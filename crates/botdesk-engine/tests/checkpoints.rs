@@ -5,6 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+mod common;
+
 use botdesk_engine::*;
 
 struct World {
@@ -14,22 +16,8 @@ struct World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let engine = self.engine.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new().unwrap().block_on(async {
-                for c in engine.list_computers().await.unwrap_or_default() {
-                    let _ = engine.destroy_computer(&c.id).await;
-                }
-                // A computer whose checkpoint cannot be written is removed without one.
-                for c in engine.list_computers().await.unwrap_or_default() {
-                    let out = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &format!("label=botdesk.computer={}", c.id)]).output().unwrap();
-                    for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                        let _ = std::process::Command::new("docker").args(["rm", "-f", id]).output();
-                    }
-                }
-            })
-        })
-        .join();
+        // A computer whose checkpoint cannot be written (the full-disk test) is removed by force.
+        common::tear_down(&self.engine, &[]);
     }
 }
 

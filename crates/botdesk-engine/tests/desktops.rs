@@ -1,6 +1,8 @@
 //! Per-bot desktops on the real Docker engine: separate displays, slots, the screen gateway's
 //! tokens, input isolation, the screen limit.
 
+mod common;
+
 use botdesk_engine::*;
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -17,15 +19,7 @@ struct World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let engine = self.engine.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new().unwrap().block_on(async {
-                for c in engine.list_computers().await.unwrap_or_default() {
-                    let _ = engine.destroy_computer(&c.id).await;
-                }
-            })
-        })
-        .join();
+        common::tear_down(&self.engine, &[]);
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
 use botdesk_agent::Wire;
 use botdesk_engine::*;
@@ -26,22 +28,7 @@ enum Turn {
 
 impl Drop for World {
     fn drop(&mut self) {
-        let engine = self.engine.clone();
-        let models = self.models.clone();
-        let _ = std::thread::spawn(move || {
-            tokio::runtime::Runtime::new().unwrap().block_on(async {
-                for b in engine.list_bots().await.unwrap_or_default() {
-                    let _ = engine.remove_bot(&b.id).await;
-                }
-                for m in models {
-                    let _ = engine.remove_model(&m).await;
-                }
-                for c in engine.list_computers().await.unwrap_or_default() {
-                    let _ = engine.destroy_computer(&c.id).await;
-                }
-            })
-        })
-        .join();
+        common::tear_down(&self.engine, &self.models);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use botdesk_engine::{BotStatus, Engine};
+use botdesk_engine::{BotState, BotStatus, Engine};
 use tauri::{AppHandle, Emitter};
 
 use crate::screens::Screens;
@@ -27,7 +27,7 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
         }
     });
     tauri::async_runtime::spawn(async move {
-        let mut last: Option<Vec<(String, BotStatus)>> = None;
+        let mut last: Option<Vec<(String, BotState)>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut n = 0u64;
         loop {
@@ -61,8 +61,8 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
             let Ok(now) = engine.bot_statuses().await else { continue };
             if last.as_ref() != Some(&now) {
                 // Control that appeared or vanished elsewhere (the CLI) moves the session too.
-                for (bot, status) in &now {
-                    screens.follow_control(bot, *status == BotStatus::YouHaveControl);
+                for (bot, state) in &now {
+                    screens.follow_control(bot, state.status == BotStatus::YouHaveControl);
                 }
                 let _ = app.emit("bots-changed", &now);
                 last = Some(now);

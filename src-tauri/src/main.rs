@@ -10,7 +10,7 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, Settings, SwitchReport, TakeoverResult};
+use botdesk_engine::{BotState, BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, RunHold, Settings, SwitchReport, TakeoverResult};
 use screens::Screens;
 use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
@@ -21,13 +21,15 @@ type Res<T> = Result<T, EngineError>;
 struct BotRow {
     #[serde(flatten)]
     bot: BotView,
-    status: BotStatus,
+    #[serde(flatten)]
+    state: BotState,
 }
 
 #[tauri::command]
 async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
     let statuses: std::collections::HashMap<_, _> = engine.bot_statuses().await?.into_iter().collect();
-    Ok(engine.list_bots().await?.into_iter().map(|b| BotRow { status: statuses.get(&b.id).copied().unwrap_or(BotStatus::Idle), bot: b }).collect())
+    let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
+    Ok(engine.list_bots().await?.into_iter().map(|b| BotRow { state: statuses.get(&b.id).copied().unwrap_or(idle), bot: b }).collect())
 }
 
 #[tauri::command]
@@ -145,9 +147,39 @@ async fn close_screen(screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> 
     Ok(())
 }
 
-/// Take control: refused with BOT_RUNNING ("Stop the bot first") while a run holds the bot.
+/// A bot's screen in a window of its own (several at once, one per bot): the same app page
+/// showing only that screen and its control. Asked again, the window comes forward.
 #[tauri::command]
-async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<ControlLease> {
+async fn open_screen_window(app: tauri::AppHandle, engine: State<'_, Engine>, bot: String) -> Res<()> {
+    let b = engine.bot(&bot).await?;
+    let label = format!("screen-{}", b.id);
+    if let Some(w) = app.get_webview_window(&label) {
+        let _ = w.unminimize();
+        let _ = w.set_focus();
+        return Ok(());
+    }
+    // Room for the whole screen at actual size and the bars above it, within the monitor.
+    let (mut w, mut h): (f64, f64) = (1296.0, 900.0);
+    if let Ok(Some(m)) = app.primary_monitor() {
+        let size = m.size().to_logical::<f64>(m.scale_factor());
+        (w, h) = (w.min(size.width), h.min(size.height));
+    }
+    tauri::WebviewWindowBuilder::new(&app, &label, tauri::WebviewUrl::App(format!("index.html?screen={}", b.id).into()))
+        .title(format!("{} — Botdesk", b.name))
+        .inner_size(w, h)
+        .min_inner_size(480.0, 360.0)
+        .build()
+        .map_err(|e| EngineError::new(botdesk_engine::ErrorCode::Internal, format!("could not open a window for {}'s screen: {e}", b.name)))?;
+    Ok(())
+}
+
+/// Take control: refused with BOT_RUNNING ("Stop the bot first") while a run holds the bot,
+/// unless `pause` asks the run to pause at its next step boundary first (this waits for it).
+#[tauri::command]
+async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, pause: Option<bool>) -> Res<ControlLease> {
+    if pause.unwrap_or(false) {
+        engine.pause_run(&bot, botdesk_engine::PAUSE_WAIT).await?;
+    }
     let c = engine.take_control_screen(&bot).await?;
     screens.retarget(&bot);
     Ok(c.lease)
@@ -156,10 +188,10 @@ async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>
 /// Release hands the screen back; a run waiting for the person resumes with `finished`, or with
 /// `skipped` when the person did not do what it asked.
 #[tauri::command]
-async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, skipped: Option<bool>) -> Res<()> {
+async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, skipped: Option<bool>, note: Option<String>) -> Res<()> {
     let result = if skipped.unwrap_or(false) { TakeoverResult::Skipped } else { TakeoverResult::Finished };
     if let Some(lease) = engine.control_of(&bot).await? {
-        engine.release_control(&bot, &lease.lease_id, result).await?;
+        engine.release_control(&bot, &lease.lease_id, result, note.as_deref()).await?;
     }
     screens.retarget(&bot);
     Ok(())
@@ -275,6 +307,7 @@ fn main() {
             build_image,
             open_screen,
             close_screen,
+            open_screen_window,
             take_control,
             release_control,
             stop_bot,

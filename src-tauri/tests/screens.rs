@@ -1,8 +1,8 @@
 //! The app end to end, under Xvfb, driven through tauri-driver and WebKitWebDriver against the real
 //! Docker engine: create a bot, open its desktop, see its real screen in the tab, take control,
 //! type into an xterm on the bot's display and read it back through exec, release (view-only
-//! again, typing goes nowhere), and Take control refused with "Stop the bot first" while a run
-//! holds the bot. Screenshots of every step land in target/e2e/.
+//! again, typing goes nowhere), and a run holding the bot offers "Pause and take control" beside
+//! Stop. Screenshots of every step land in target/e2e/.
 
 mod webdriver;
 
@@ -175,19 +175,18 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     assert_eq!(side.sh("tester", "cat typed.txt").1, "hello botdesk é世界\n", "input after release reached the bot");
     screenshot("05-released-view-only.png");
 
-    // A run holds the bot: Take control is refused with "Stop the bot first" and a Stop button.
+    // A run holds the bot: the header offers to pause it and take control (tested with a real
+    // run in take.rs), and Stop, which ends the run.
     let run = side.rt.block_on(async {
         let run = side.engine.create_run("tester", "a task").await.unwrap();
         side.engine.lease_run(&run.id).await.unwrap();
         run
     });
     d.wait_js("the sidebar shows it running", "return document.querySelector('.bot.selected')?.dataset.status === 'running'", Duration::from_secs(10));
-    d.click("#control-button");
-    d.wait_js("the refusal", "const n = document.querySelector('#control-notice'); return !!n && !n.hidden && n.textContent.includes('Stop the bot first')", Duration::from_secs(10));
-    d.find("#notice-stop");
+    d.wait_js("pause offered", "const b = document.querySelector('#control-button'); return b?.dataset.control === 'pause' && b.textContent === 'Pause and take control'", Duration::from_secs(10));
     assert_eq!(d.js(&format!("return {VIEWER}?.dataset.control")), "false", "still view-only");
-    screenshot("06-take-control-refused.png");
-    d.click("#notice-stop");
+    screenshot("06-running-pause-offered.png");
+    d.click("#stop-bot");
     d.wait_js("stopped", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(20));
     assert_eq!(side.rt.block_on(side.engine.run_status(&run.id)).unwrap().status, RunStatus::Cancelled);
 }

@@ -14,7 +14,7 @@ export interface SwitchReport {
 }
 
 export type Scope = "team" | "private";
-export type BotStatus = "idle" | "running" | "waiting_for_you" | "you_have_control" | "error";
+export type BotStatus = "idle" | "running" | "pausing" | "waiting_for_you" | "you_have_control" | "error";
 
 export interface BotView {
   id: string;
@@ -24,7 +24,11 @@ export interface BotView {
   instructions: string;
   folder: string;
   status: BotStatus;
+  /** Whether its run waits for the person, and why (Release resumes it). */
+  run: RunHold;
 }
+
+export type RunHold = "none" | "working" | "asked_for_you" | "paused_for_you";
 
 export interface Check {
   name: string;
@@ -220,8 +224,11 @@ export const api = {
   removeModel: (id: string) => invoke<void>("remove_model", { id }),
   openScreen: (bot: string) => invoke<string>("open_screen", { bot }),
   closeScreen: (bot: string) => invoke<void>("close_screen", { bot }),
-  takeControl: (bot: string) => invoke<ControlLease>("take_control", { bot }),
-  releaseControl: (bot: string, skipped = false) => invoke<void>("release_control", { bot, skipped }),
+  /** Opens the bot's screen in a window of its own (or brings that window forward). */
+  openScreenWindow: (bot: string) => invoke<void>("open_screen_window", { bot }),
+  /** With `pause`, the bot's run pauses at its next step boundary first (this waits for it). */
+  takeControl: (bot: string, pause = false) => invoke<ControlLease>("take_control", { bot, pause }),
+  releaseControl: (bot: string, skipped = false, note: string | null = null) => invoke<void>("release_control", { bot, skipped, note }),
   stopBot: (bot: string) => invoke<string[]>("stop_bot", { bot }),
   switchBot: (bot: string, scope: Scope) => invoke<SwitchReport>("switch_bot", { bot, scope }),
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),

@@ -5,7 +5,10 @@ import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
-type Dock = "terminal" | "files" | "browser";
+/** A window of its own showing one bot's screen (`index.html?screen=BOT_ID`), or null. */
+const SOLO = new URLSearchParams(location.search).get("screen");
+
+type Dock = "terminal" | "files";
 
 const state = {
   bots: [] as BotView[],
@@ -25,8 +28,12 @@ const state = {
   live: new Map<string, string>(),
   sendError: new Map<string, string>(),
   drafts: new Map<string, string>(),
-  /** Bots whose run of this app waits for the person (Release may say "not done"). */
-  waiting: new Set<string>(),
+  /** Bots the person asked to pause, until their Take control returns (shows "Pausing…" at once). */
+  pausing: new Set<string>(),
+  /** Focus mode: the active screen tab alone, as large as the window allows (Esc returns). */
+  focus: false,
+  /** The note being typed for the bot at handback, per bot. */
+  notes: new Map<string, string>(),
   /** What each bot's runs have cost so far (loaded with its chat, again when a run ends). */
   spend: new Map<string, BotSpend>(),
 };
@@ -51,6 +58,7 @@ function initials(name: string): string {
 const STATUS: Record<BotStatus, string> = {
   idle: "Idle",
   running: "Running",
+  pausing: "Pausing…",
   waiting_for_you: "Waiting for you",
   you_have_control: "You have control",
   error: "Error",
@@ -129,24 +137,31 @@ function renderMain() {
   }
   // Re-rendering moves the live viewer into the new layout; keep the keyboard where it was.
   const focused = document.activeElement;
-  main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer()), dock(b));
+  const onScreen = state.activeTab !== "overview" && viewers.has(state.activeTab);
+  if (!onScreen) state.focus = false;
+  $("app").classList.toggle("focus", state.focus);
+  if (SOLO) main.replaceChildren(soloBar(b), controlNotice(b), soloScreen(b));
+  else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer()), dock(b));
   if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
 }
 
+/** The bar of a screen in its own window: the bot, its state, and control. */
+function soloBar(b: BotView): HTMLElement {
+  document.title = `${b.name} — Botdesk`;
+  return el("header", { class: "bot-header solo-bar" }, el("span", { class: "avatar" }, initials(b.name)), el("h1", {}, b.name), el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]), controlActions(b));
+}
+
+function soloScreen(b: BotView): HTMLElement {
+  const body = el("div", { class: "tab-body" });
+  const v = viewers.get(b.id);
+  if (v) {
+    body.append(screenBar(v), v.el);
+    v.setVisible(true);
+  } else body.append(el("div", { class: "open-card" }, el("p", {}, `Opening ${b.name}'s screen…`)));
+  return el("section", { class: "computer" }, body);
+}
+
 function header(b: BotView): HTMLElement {
-  const controlling = b.status === "you_have_control";
-  const actions = el("div", { class: "actions" });
-  if (b.status === "running" || b.status === "waiting_for_you") {
-    actions.append(button("Stop", { class: "danger", id: "stop-bot" }, () => stop(b.id)));
-  }
-  if (controlling && state.waiting.has(b.id)) {
-    actions.append(button("Hand back, not done", { class: "ghost", id: "release-skipped", title: "Release without doing what the bot asked" }, () => release(b.id, true)));
-  }
-  actions.append(
-    controlling
-      ? button("Release", { class: "primary", id: "control-button", "data-control": "release" }, () => release(b.id))
-      : button("Take control", { class: "primary", id: "control-button", "data-control": "take" }, () => takeControl(b.id)),
-  );
   return el(
     "header",
     { class: "bot-header" },
@@ -167,8 +182,40 @@ function header(b: BotView): HTMLElement {
       ),
     ),
     el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]),
-    actions,
+    controlActions(b),
   );
+}
+
+/** Stop, Take control (pausing a running bot) or Release with a note for the bot. */
+function controlActions(b: BotView): HTMLElement {
+  const controlling = b.status === "you_have_control";
+  const paused = controlling && b.run === "paused_for_you";
+  const asked = controlling && b.run === "asked_for_you";
+  const actions = el("div", { class: "actions" });
+  if (b.run !== "none") {
+    actions.append(button("Stop", { class: "danger", id: "stop-bot" }, () => stop(b.id)));
+  }
+  if (asked) {
+    actions.append(button("Hand back, not done", { class: "ghost", id: "release-skipped", title: "Release without doing what the bot asked" }, () => release(b.id, true)));
+  }
+  if (paused || asked) {
+    const note = el("input", { id: "handback-note", type: "text", maxlength: "2000", placeholder: "Note for the bot (optional)", "aria-label": "Note for the bot" }) as HTMLInputElement;
+    note.value = state.notes.get(b.id) ?? "";
+    note.addEventListener("input", () => state.notes.set(b.id, note.value));
+    actions.append(note);
+  }
+  if (controlling) {
+    actions.append(button("Release", { class: "primary", id: "control-button", "data-control": "release", title: paused ? "Hand the screen back: the bot goes on with its task" : "Hand the screen back" }, () => release(b.id)));
+  } else if (b.status === "pausing" || (b.status === "running" && state.pausing.has(b.id))) {
+    const wait = button("Pausing…", { class: "primary", id: "control-button", "data-control": "pausing", title: "The bot finishes its current step, then you get control" }, () => {});
+    wait.disabled = true;
+    actions.append(wait);
+  } else if (b.status === "running") {
+    actions.append(button("Pause and take control", { class: "primary", id: "control-button", "data-control": "pause", title: "The bot finishes its current step and waits; Release hands the screen back and it goes on" }, () => takeControl(b.id, true)));
+  } else {
+    actions.append(button("Take control", { class: "primary", id: "control-button", "data-control": "take" }, () => takeControl(b.id)));
+  }
+  return actions;
 }
 
 function controlNotice(b: BotView): HTMLElement {
@@ -184,8 +231,11 @@ function controlNotice(b: BotView): HTMLElement {
     box.hidden = true;
     return box;
   }
-  box.append(el("span", {}, e.code === "BOT_RUNNING" ? `Stop the bot first: ${b.name} is working on a task. Stopping ends its run, then you can take control.` : e.message));
-  if (e.code === "BOT_RUNNING") box.append(button("Stop the bot", { class: "danger", id: "notice-stop" }, () => stop(b.id)));
+  box.append(el("span", {}, e.code === "BOT_RUNNING" ? `${b.name} is working on a task. Pause it to take control (it goes on when you release), or stop it.` : e.message));
+  if (e.code === "BOT_RUNNING") {
+    box.append(button("Pause and take control", { class: "primary", id: "notice-pause" }, () => takeControl(b.id, true)));
+    box.append(button("Stop the bot", { class: "danger", id: "notice-stop" }, () => stop(b.id)));
+  }
   box.append(button("Dismiss", { class: "ghost" }, () => ((state.controlError = null), renderMain())));
   return box;
 }
@@ -366,8 +416,6 @@ function onRunEvent(e: RunEvent) {
     case "status":
       state.live.delete(e.bot);
       if (["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
-      if (e.status === "waiting_takeover") state.waiting.add(e.bot);
-      else state.waiting.delete(e.bot);
       refresh();
       break;
     case "activity":
@@ -454,8 +502,57 @@ function screenBar(v: Viewer): HTMLElement {
       }),
     );
   }
+  const tools = el("span", { class: "screen-tools" });
+  tools.append(
+    button(v.actualSize ? "Fit to window" : "Actual size", { class: "ghost", id: "screen-scale", title: v.actualSize ? "Scale the screen to fit" : "One screen pixel on one pixel of yours; scroll to see the rest" }, () => {
+      v.setActualSize(!v.actualSize);
+      renderMain();
+    }),
+  );
+  if (!SOLO) {
+    tools.append(
+      button(state.focus ? "Exit focus" : "Focus", { class: "ghost", id: "screen-focus", title: state.focus ? "Back to the chat and the dock (Esc)" : "Only the screen, as large as the window allows (Esc returns)" }, () => setFocus(!state.focus)),
+      button("Own window", { class: "ghost", id: "screen-window", title: "Open this screen in a window of its own" }, () =>
+        api.openScreenWindow(v.bot).catch((e) => {
+          state.controlError = { bot: v.bot, message: errorMessage(e), code: errorCode(e) };
+          renderMain();
+        }),
+      ),
+    );
+  }
+  bar.append(tools);
   return bar;
 }
+
+function setFocus(on: boolean) {
+  state.focus = on;
+  renderMain();
+  viewers.get(state.activeTab)?.canvas.focus();
+}
+
+/** Esc leaves focus mode (before the screen would pass it to the bot). */
+let escapeTaken = false;
+window.addEventListener(
+  "keydown",
+  (e) => {
+    if (e.key !== "Escape" || !state.focus) return;
+    e.preventDefault();
+    e.stopPropagation();
+    escapeTaken = true;
+    setFocus(false);
+  },
+  true,
+);
+window.addEventListener(
+  "keyup",
+  (e) => {
+    if (e.key !== "Escape" || !escapeTaken) return;
+    e.preventDefault();
+    e.stopPropagation();
+    escapeTaken = false;
+  },
+  true,
+);
 
 function overview(): HTMLElement {
   const grid = el("div", { class: "overview" });
@@ -480,7 +577,6 @@ function dock(b: BotView): HTMLElement {
   const panes: Record<Dock, [string, string]> = {
     terminal: ["Terminal", `Commands ${b.name} runs, with their output, appear here live.`],
     files: ["Files", `${b.name}'s workspace folder (${b.folder}) — browse and preview, also offline.`],
-    browser: ["Browser", `The page ${b.name}'s browser shows, with its address.`],
   };
   const bar = el("div", { class: "dock-bar" });
   for (const k of Object.keys(panes) as Dock[]) {
@@ -494,7 +590,6 @@ function dock(b: BotView): HTMLElement {
   const d = el("footer", { class: "dock" }, bar);
   if (state.dock === "terminal") d.append(activityPane(b));
   else if (state.dock === "files") d.append(filesPane(b));
-  else if (state.dock) d.append(el("section", { class: "dock-pane", "data-pane": state.dock }, el("h3", {}, panes[state.dock][0]), el("p", { class: "muted" }, panes[state.dock][1])));
   api.watchFiles(state.dock === "files" ? b.id : null).catch(() => {});
   return d;
 }
@@ -534,21 +629,27 @@ function closeTab(id: string) {
   renderMain();
 }
 
-async function takeControl(id: string) {
+/** Take control; with `pause`, the bot's run first pauses at its next step boundary. */
+async function takeControl(id: string, pause = false) {
   state.controlError = null;
+  if (pause) {
+    state.pausing.add(id);
+    renderMain(); // "Pausing…" at once, while the bot finishes its step
+  }
   try {
-    await api.takeControl(id);
+    await api.takeControl(id, pause);
     await openScreen(id);
   } catch (e) {
     state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
   }
+  state.pausing.delete(id);
   await refresh(true);
 }
 
 async function release(id: string, skipped = false) {
   try {
-    await api.releaseControl(id, skipped);
-    state.waiting.delete(id);
+    await api.releaseControl(id, skipped, state.notes.get(id)?.trim() || null);
+    state.notes.delete(id);
   } catch (e) {
     state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
   }
@@ -829,6 +930,21 @@ function firstRun(report: DoctorReport) {
   );
 }
 
+/** A screen in its own window: that bot's screen and control only; it follows the same events. */
+async function startSolo(id: string) {
+  $("app").classList.add("solo");
+  state.selected = id;
+  await refresh(true);
+  await openScreen(id).catch((e) => {
+    state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+    renderMain();
+  });
+  api.onBotsChanged(() => refresh());
+  api.onRunEvent(onRunEvent);
+  setInterval(refresh, 5000);
+  window.addEventListener("focus", () => refresh());
+}
+
 async function start() {
   setupNewBot();
   $("open-settings").addEventListener("click", openSettings);
@@ -853,4 +969,5 @@ async function start() {
   window.addEventListener("focus", () => refresh());
 }
 
-start();
+if (SOLO) startSolo(SOLO);
+else start();

@@ -30,6 +30,8 @@ export class Viewer {
   /** The bot's screen size (pointer coordinates); the canvas holds it scaled to fit. */
   screenW = 1280;
   screenH = 800;
+  /** Actual size: one screen pixel on one device pixel, the viewer scrolling when it is larger. */
+  private actual = false;
   private sentViewport = "";
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
@@ -69,6 +71,17 @@ export class Viewer {
     } else {
       this.connect();
     }
+  }
+
+  get actualSize(): boolean {
+    return this.actual;
+  }
+
+  /** Between fit-to-window and actual size; frames then come at the size drawn. */
+  setActualSize(on: boolean) {
+    this.actual = on;
+    this.el.classList.toggle("actual", on);
+    this.fit();
   }
 
   close() {
@@ -133,13 +146,6 @@ export class Viewer {
       }
       stats.framesDrawn++;
       stats.lastDrawAt = performance.now();
-    } else if (kind === 3 && this.interactive) {
-      const hx = v.getUint16(1, true), hy = v.getUint16(3, true), w = v.getUint16(5, true), h = v.getUint16(7, true);
-      const c = document.createElement("canvas");
-      c.width = w;
-      c.height = h;
-      c.getContext("2d")!.putImageData(new ImageData(new Uint8ClampedArray(buf, 9, w * h * 4), w, h), 0, 0);
-      this.canvas.style.cursor = `url(${c.toDataURL()}) ${hx} ${hy}, default`;
     }
   }
 
@@ -181,9 +187,11 @@ export class Viewer {
     const r = this.el.getBoundingClientRect();
     if (!r.width || !r.height) return null;
     const dpr = devicePixelRatio || 1;
-    const s = Math.min(r.width / this.screenW, r.height / this.screenH);
+    const s = this.actual ? 1 / dpr : Math.min(r.width / this.screenW, r.height / this.screenH);
     const w = Math.max(1, Math.floor(this.screenW * s * dpr)), h = Math.max(1, Math.floor(this.screenH * s * dpr));
-    const snap = (start: number, free: number) => Math.round((start + free / 2) * dpr) / dpr - start;
+    // Centred when it fits; at actual size, larger than the viewer, it starts at the top left
+    // and the viewer scrolls.
+    const snap = (start: number, free: number) => (free < 0 ? 0 : Math.round((start + free / 2) * dpr) / dpr - start);
     Object.assign(this.canvas.style, {
       width: `${w / dpr}px`,
       height: `${h / dpr}px`,

@@ -188,6 +188,7 @@ pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: us
         for b in &m.blocks {
             match b {
                 Block::Text(t) if m.role == Role::Assistant && !t.trim().is_empty() => lines.push(format!("- you said: {}", line(t, 100))),
+                Block::Text(t) if m.role == Role::User && m.blocks.iter().any(|b| matches!(b, Block::ToolResult(_))) => lines.push(format!("- the person: {}", line(t, 100))),
                 Block::ToolCall(c) => lines.push(format!("- {} {}", c.name, line(&c.raw, 80))),
                 Block::ToolResult(r) => {
                     if let Some(l) = lines.last_mut() {

@@ -41,6 +41,12 @@ pub trait Host: Send + Sync {
     async fn usage(&self, _usage: &botdesk_core::Usage) {}
     /// The reply broke off mid-stream and is asked for again: forget the text streamed so far.
     fn restart(&self, _why: &str) {}
+    /// A step boundary (before each model call, never inside a batch of actions or a command):
+    /// the person may have paused the run to take the screen. Returns once the run may go on,
+    /// with what the model is told about the pause, if there was one.
+    async fn between_steps(&self, _cancel: &CancellationToken) -> Option<String> {
+        None
+    }
 }
 
 pub struct RunConfig {
@@ -88,6 +94,9 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     let nearly_full = client.config().context_window / 4 * 3;
     let mut last_prompt = 0;
     for _step in 0..cfg.max_steps {
+        if let Some(said) = host.between_steps(cancel).await {
+            tell(&mut messages, said);
+        }
         if cancel.is_cancelled() {
             return RunEnd::Cancelled;
         }
@@ -148,6 +157,15 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         return RunEnd::Cancelled;
     }
     RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// Adds `text` from the person to the conversation: to the last message when that is theirs
+/// (the task, or the results of the last step), else as a message of its own.
+fn tell(messages: &mut Vec<Message>, text: String) {
+    match messages.last_mut() {
+        Some(m) if m.role == Role::User => m.blocks.push(Block::Text(text)),
+        _ => messages.push(Message::user(text)),
+    }
 }
 
 /// What the system prompt says about a bot and its computer.

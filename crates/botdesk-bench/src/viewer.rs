@@ -395,7 +395,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     let latency_anchor = median(lat["latencies"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect());
     let _ = c.kill();
     let _ = c.wait();
-    engine.release_control(&bots[0], &ctl.lease.lease_id, botdesk_engine::TakeoverResult::Finished).await.unwrap();
+    engine.release_control(&bots[0], &ctl.lease.lease_id, botdesk_engine::TakeoverResult::Finished, None).await.unwrap();
     drop(children);
 
     for c in engine.list_computers().await.unwrap() {

@@ -156,14 +156,24 @@ enum DesktopCmd {
 
 #[derive(Subcommand)]
 enum ControlCmd {
-    /// Refused with "Stop the bot first" while the bot runs (unless it waits for you).
-    Take { bot: String },
-    /// Hand the screen back; a run waiting for you resumes.
+    /// Refused with "Stop the bot first" while the bot runs (unless it waits for you), or pause
+    /// the run first with --pause.
+    Take {
+        bot: String,
+        /// Pause the bot's run at its next step boundary (it finishes its current action or
+        /// command first), then take control; Release resumes the run.
+        #[arg(long)]
+        pause: bool,
+    },
+    /// Hand the screen back; a run waiting for you, or paused, resumes.
     Release {
         bot: String,
         /// Tell the waiting run you skipped what it asked for (default: finished).
         #[arg(long)]
         skipped: bool,
+        /// What the resumed run is told, e.g. "logged in; the cart is yours to check out".
+        #[arg(long)]
+        note: Option<String>,
     },
 }
 
@@ -547,16 +557,22 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 Some(r) => format!("released computer {} ({} reservation, stage {})", out.computer, r.action, r.stage),
             });
         }
-        Cmd::Control { cmd: ControlCmd::Take { bot } } => {
+        Cmd::Control { cmd: ControlCmd::Take { bot, pause } } => {
+            if pause {
+                if !json {
+                    eprintln!("pausing {bot}: it finishes its current step first…");
+                }
+                engine.pause_run(&bot, botdesk_engine::PAUSE_WAIT).await?;
+            }
             let lease = engine.take_control(&bot).await?;
             print(json, serde_json::to_value(&lease).unwrap(), || format!("you have control of {bot}'s screen until {} (lease {})", lease.expires_at, lease.lease_id));
         }
-        Cmd::Control { cmd: ControlCmd::Release { bot, skipped } } => {
+        Cmd::Control { cmd: ControlCmd::Release { bot, skipped, note } } => {
             let Some(lease) = engine.control_of(&bot).await? else {
                 return Err(EngineError::new(botdesk_engine::ErrorCode::Stale, format!("you do not have control of {bot}'s screen")));
             };
             let result = if skipped { botdesk_engine::TakeoverResult::Skipped } else { botdesk_engine::TakeoverResult::Finished };
-            let resumed = engine.release_control(&bot, &lease.lease_id, result).await?;
+            let resumed = engine.release_control(&bot, &lease.lease_id, result, note.as_deref()).await?;
             print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {bot}'s screen"));
         }
         Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(&engine, &bot, ms).await,

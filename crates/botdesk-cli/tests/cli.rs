@@ -559,3 +559,46 @@ fn control_taken_from_the_cli_lapses_in_the_computer_with_no_app_running() {
     let _ = forward.kill();
     let _ = forward.wait();
 }
+
+/// Pause and take across processes: one CLI process drives a run, another pauses it with
+/// `control take --pause` (which returns once the run's command ended and the run waits), and
+/// `control release --note` resumes it: the model is told the note and the run completes.
+#[test]
+fn control_take_pause_and_release_note_from_another_process() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "sleep 2; echo first-step-done"}))),
+        Step::check(
+            |s| {
+                let body = s.body.to_string();
+                match body.contains("first-step-done") && body.contains("took control of the screen for") && body.contains("cookies accepted") {
+                    true => Ok(()),
+                    false => Err(format!("no handback with the note in {body}")),
+                }
+            },
+            Reply::text("Finished."),
+        ),
+    ]));
+    let data = Data::new();
+    let id = format!("cli-pause-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-pause");
+    assert!(data.run(&["bot", "create", "pauseme", "--model", &id]).status.success());
+    let run = data.cmd(&["run", "pauseme", "work"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    wait_for("the command to run", || stdout(&data.run(&["activity", "pauseme"])).contains("[running]"));
+    let refused = data.run(&["control", "take", "pauseme"]);
+    assert!(!refused.status.success() && stderr(&refused).contains("Stop the bot first"), "{}", stderr(&refused));
+    let take = data.run(&["control", "take", "pauseme", "--pause"]);
+    assert!(take.status.success(), "{}", stderr(&take));
+    assert!(stderr(&take).contains("finishes its current step first"), "{}", stderr(&take));
+    let activity = stdout(&data.run(&["activity", "pauseme"]));
+    assert!(!activity.contains("[running]"), "the command ended before the pause: {activity}");
+    assert_eq!(server.requests().len(), 1);
+    let release = data.run(&["control", "release", "pauseme", "--note", "cookies accepted"]);
+    assert!(release.status.success(), "{}", stderr(&release));
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "the run completed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert!(data.run(&["bot", "rm", "pauseme"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}

@@ -4,6 +4,7 @@
 use botdesk_core::*;
 use botdesk_store::{ControlLease, ExecLease, Reservation, Run};
 use serde::Serialize;
+use std::time::Duration;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
@@ -34,6 +35,13 @@ impl Default for Policy {
 }
 
 pub const MIN_IDLE_SUSPEND_MS: i64 = 30_000;
+
+/// How long a pause may take to reach a step boundary: the longest command a step may run, and
+/// the model's turn around it.
+pub const PAUSE_WAIT: Duration = Duration::from_secs(botdesk_agent::tools::MAX_SHELL_TIMEOUT_S + 300);
+
+/// The longest note a person may give a run at handback (characters).
+pub const MAX_NOTE: usize = 2_000;
 
 impl Policy {
     pub fn validate(&self) -> Result<()> {
@@ -224,6 +232,36 @@ impl Engine {
     // ---------------------------------------------------------------------------------------------
     // Control
 
+    /// Pause and take, first half: asks the bot's run to pause at its next step boundary (after
+    /// the model's current turn and the actions or command it asked for) and waits until it has,
+    /// for at most `within`. Returns the paused run, or `None` when there was nothing to pause (no
+    /// run, one already waiting for the person, or one that ended meanwhile). If the run does not
+    /// reach a boundary in time the request is withdrawn and the run goes on. Then take control
+    /// as usual.
+    pub async fn pause_run(&self, bot: &str, within: Duration) -> Result<Option<String>> {
+        let (bot_id, _) = self.bot_refs(bot).await?;
+        let run = match self.inner.store.request_pause(&bot_id, self.now()).await {
+            Ok(r) => r,
+            Err(botdesk_store::StoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let r = self.inner.store.run(&run.id).await?;
+            if r.status == RunStatus::WaitingTakeover {
+                return Ok(Some(r.id));
+            }
+            if r.status.is_terminal() {
+                return Ok(None);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.inner.store.withdraw_pause(&run.id, self.now()).await?;
+                return Err(EngineError::new(ErrorCode::Busy, format!("the bot did not finish its current step within {}; it goes on (Stop ends it)", crate::runs::format_span(within))));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Take control of a bot's screen. Refused with Busy "Stop the bot first" while the bot runs,
     /// unless its run waits for a takeover; taking it again returns the existing lease.
     pub async fn take_control(&self, bot: &str) -> Result<ControlLease> {
@@ -245,10 +283,17 @@ impl Engine {
         Ok(lease)
     }
 
-    /// Release hands the screen back and resumes a waiting run (`finished` or `skipped`).
-    pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult) -> Result<Option<String>> {
+    /// Release hands the screen back and resumes a waiting or paused run (`finished` or
+    /// `skipped`), which is told `note` (at most [`MAX_NOTE`] characters) if given.
+    pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult, note: Option<&str>) -> Result<Option<String>> {
+        let note = note.map(str::trim).filter(|n| !n.is_empty());
+        if let Some(n) = note {
+            if n.chars().count() > MAX_NOTE {
+                return Err(EngineError::invalid(format!("the note is {} characters; at most {MAX_NOTE} reach the bot", n.chars().count())));
+            }
+        }
         let (bot_id, computer) = self.bot_refs(bot).await?;
-        let resumed = self.inner.store.release_control(&computer, lease_id, result, self.now()).await?;
+        let resumed = self.inner.store.release_control(&computer, lease_id, result, note, self.now()).await?;
         self.close_terminals(&bot_id);
         self.end_control_shells(&computer, lease_id).await;
         self.revoke_control_transport(&bot_id, &computer).await?;

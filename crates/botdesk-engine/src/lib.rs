@@ -21,7 +21,7 @@ pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarg
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};
 pub use error::{EngineError, ErrorCode, Result};
-pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MIN_IDLE_SUSPEND_MS};
+pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use checkpoint::CheckpointReport;
 pub use home_store::Skipped;
 pub use switch::SwitchReport;
@@ -105,9 +105,33 @@ impl Clock for OffsetClock {
 pub enum BotStatus {
     Idle,
     Running,
+    /// The person asked the run to pause; it finishes its current step first.
+    Pausing,
     WaitingForYou,
     YouHaveControl,
     Error,
+}
+
+/// Whether a bot's run waits for the person, and why: shown beside "You have control", where
+/// Release resumes it (and a note reaches it) and Stop ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunHold {
+    /// No active run.
+    None,
+    /// A run is working (or queued).
+    Working,
+    /// The run asked for the person (`request_takeover`).
+    AskedForYou,
+    /// The person paused the run to take the screen.
+    PausedForYou,
+}
+
+/// A bot's state as front ends show it: its status and what its run waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BotState {
+    pub status: BotStatus,
+    pub run: RunHold,
 }
 
 /// What a front end shows for a bot.
@@ -338,7 +362,7 @@ impl Engine {
 
     /// What the sidebar shows for each bot, computed from the shared database (so a run or a
     /// takeover started by another process shows up too).
-    pub async fn bot_statuses(&self) -> Result<Vec<(String, BotStatus)>> {
+    pub async fn bot_statuses(&self) -> Result<Vec<(String, BotState)>> {
         let now = self.now();
         let computers = self.inner.store.list_computers().await?;
         let mut out = vec![];
@@ -350,6 +374,8 @@ impl Engine {
                 BotStatus::YouHaveControl
             } else if runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
                 BotStatus::WaitingForYou
+            } else if runs.iter().any(|r| r.pause_requested_at.is_some()) {
+                BotStatus::Pausing
             } else if !runs.is_empty() {
                 BotStatus::Running
             } else if broken {
@@ -357,7 +383,14 @@ impl Engine {
             } else {
                 BotStatus::Idle
             };
-            out.push((b.id.to_string(), status));
+            let waiting = runs.iter().find(|r| r.status == RunStatus::WaitingTakeover);
+            let run = match (waiting, runs.is_empty()) {
+                (Some(r), _) if r.pause_requested_at.is_some() => RunHold::PausedForYou,
+                (Some(_), _) => RunHold::AskedForYou,
+                (None, true) => RunHold::None,
+                (None, false) => RunHold::Working,
+            };
+            out.push((b.id.to_string(), BotState { status, run }));
         }
         Ok(out)
     }

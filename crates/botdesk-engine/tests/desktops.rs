@@ -250,7 +250,7 @@ async fn input_through_a_control_capability_reaches_only_that_bots_display() {
     assert_eq!(cursor(&w.engine, "a").await, (77, 88));
     assert_eq!(cursor(&w.engine, "b").await, b_before);
     // Release revokes the control capability.
-    w.engine.release_control("a", &ctl.lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    w.engine.release_control("a", &ctl.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     assert_eq!(gateway(ctl.port, &ctl.control_token).0, "ERR unknown or revoked token");
 }
 

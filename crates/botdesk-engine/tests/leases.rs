@@ -89,7 +89,7 @@ async fn take_control_waits_for_stop_or_a_takeover_request_and_release_resumes_t
     assert_eq!(w.engine.take_control("a").await.unwrap(), ctl, "taking it again returns the same lease");
     w.engine.authorize_input("a", &ctl.lease_id).await.unwrap();
     assert!(w.engine.authorize_input("b", &ctl.lease_id).await.is_err());
-    assert_eq!(w.engine.release_control("a", &ctl.lease_id, TakeoverResult::Skipped).await.unwrap(), Some(run.id.clone()));
+    assert_eq!(w.engine.release_control("a", &ctl.lease_id, TakeoverResult::Skipped, None).await.unwrap(), Some(run.id.clone()));
     let resumed = w.engine.run_status(&run.id).await.unwrap();
     assert_eq!((resumed.status, resumed.takeover_result), (RunStatus::Running, Some(TakeoverResult::Skipped)));
     // Stop cancels the run and ends its lease; control is then allowed.

@@ -358,7 +358,7 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
     let t0 = Instant::now();
     let lease = loop {
         let statuses = w.engine.bot_statuses().await.unwrap();
-        if statuses.iter().any(|(_, s)| format!("{s:?}").to_lowercase().contains("waiting")) {
+        if statuses.iter().any(|(_, s)| *s == BotState { status: BotStatus::WaitingForYou, run: RunHold::AskedForYou }) {
             break w.engine.take_control("needy").await.expect("control is allowed while the bot waits for the person");
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "never waited: {statuses:?}");
@@ -366,7 +366,7 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
     };
     let chat = w.engine.chat("needy", 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
-    w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     let run = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(server.failures(), Vec::<String>::new());
@@ -612,5 +612,130 @@ async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
         Reply::text("84."),
     ));
     assert_eq!(w.engine.run_task("keeper", "and now double it").await.unwrap().status, RunStatus::Completed);
+    assert_eq!(server.failures(), Vec::<String>::new());
+}
+
+/// Waits until the bot's shell command runs (its activity says so).
+async fn until_shell_runs(engine: &Engine, bot: &str) {
+    let t0 = Instant::now();
+    loop {
+        let act = engine.activity(bot, 0, 10).await.unwrap();
+        if act.iter().any(|a| a.kind == "shell" && a.status == "running") {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(90), "the command never started: {act:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn state_of(statuses: &[(String, BotState)], bot: &BotView) -> BotState {
+    statuses.iter().find(|(id, _)| *id == bot.id).map(|(_, s)| *s).unwrap()
+}
+
+/// Pause and take: the person pauses a running task. The run stops at the next step boundary
+/// (the command it was running ends first), the model is not called while the person has the
+/// screen, and Release resumes the run: the model is told the person had the screen, for how
+/// long, and their note. A note too long is refused and the person keeps control.
+#[tokio::test]
+async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
+    let mut w = world().await;
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", json!({"command": "sleep 2; echo step-one-done"}))),
+        Step::check(
+            |s| {
+                ok_result(s, "step-one-done")?;
+                let body = s.body.to_string();
+                for want in ["The person paused you, took control of the screen for", "Their note: \\\"logged in as ada\\\"", "look at it again"] {
+                    if !body.contains(want) {
+                        return Err(format!("{want:?} not told: {body}"));
+                    }
+                }
+                Ok(())
+            },
+            Reply::text("Done, after the person's login."),
+        ),
+    ])
+    .await;
+    let (model, _) = w.model(&server, Wire::Anthropic).await;
+    let bot = w.engine.create_bot("pausable", ComputerScope::Team, Some(&model), "").await.unwrap();
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("pausable", "work").await });
+    until_shell_runs(&w.engine, "pausable").await;
+    // Without --pause, control is refused while the bot runs.
+    assert_eq!(w.engine.take_control("pausable").await.unwrap_err().code, ErrorCode::BotRunning);
+    let pausing = w.engine.clone();
+    let pause = tokio::spawn(async move { pausing.pause_run("pausable", Duration::from_secs(120)).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    if !pause.is_finished() {
+        assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot).status, BotStatus::Pausing);
+    }
+    let paused = pause.await.unwrap().unwrap();
+    assert!(paused.is_some(), "a run was paused");
+    // The command ended before the pause, whole.
+    let act = w.engine.activity("pausable", 0, 10).await.unwrap();
+    let shell = act.iter().find(|a| a.kind == "shell").unwrap();
+    assert_eq!((shell.status.as_str(), shell.exit_code), ("done", Some(0)), "{act:?}");
+    assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot), BotState { status: BotStatus::WaitingForYou, run: RunHold::PausedForYou });
+    let lease = w.engine.take_control("pausable").await.expect("control is given once the run paused");
+    assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot), BotState { status: BotStatus::YouHaveControl, run: RunHold::PausedForYou });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(server.requests().len(), 1, "the model is not called while the person has the screen");
+    let long = "x".repeat(MAX_NOTE + 1);
+    assert_eq!(w.engine.release_control("pausable", &lease.lease_id, TakeoverResult::Finished, Some(&long)).await.unwrap_err().code, ErrorCode::Invalid);
+    assert!(w.engine.control_of("pausable").await.unwrap().is_some(), "a refused release keeps control");
+    let resumed = w.engine.release_control("pausable", &lease.lease_id, TakeoverResult::Finished, Some("  logged in as ada ")).await.unwrap();
+    assert_eq!(resumed, paused);
+    let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+    let chat = w.engine.chat("pausable", 20).await.unwrap();
+    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Paused:")), "{chat:#?}");
+    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")), "{chat:#?}");
+    // Nothing to pause now: the take goes ahead at once.
+    assert_eq!(w.engine.pause_run("pausable", Duration::from_secs(1)).await.unwrap(), None);
+}
+
+/// A paused run ends cleanly: Stop during the pause cancels it (the model is never called
+/// again), and a pause nobody hands back ends when the person's control expires.
+#[tokio::test]
+async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    cfg.policy = Policy { control_ttl: 4_000, ..Policy::default() };
+    let mut w = World { engine: Engine::open(cfg).await.unwrap(), dir, models: vec![], _turn: Turn::Shared(ALONE.read().await) };
+    let server = ScriptedServer::start(vec![]).await;
+    let (model, _) = w.model(&server, Wire::OpenAi).await;
+    w.engine.create_bot("paused", ComputerScope::Team, Some(&model), "").await.unwrap();
+    for stop in [true, false] {
+        server.push(Step::reply(Reply::call("shell", json!({"command": "sleep 1"}))));
+        let before = server.requests().len();
+        let engine = w.engine.clone();
+        let run = tokio::spawn(async move { engine.run_task("paused", "work").await });
+        until_shell_runs(&w.engine, "paused").await;
+        assert!(w.engine.pause_run("paused", Duration::from_secs(120)).await.unwrap().is_some());
+        let lease = w.engine.take_control("paused").await.unwrap();
+        let why = if stop {
+            assert_eq!(w.engine.stop_bot("paused").await.unwrap().len(), 1);
+            "stopped by the person"
+        } else {
+            // The person walks away: their control lapses and the housekeeping (the app's, or
+            // the paused run's own) ends the run.
+            tokio::time::sleep(Duration::from_millis(4_500)).await;
+            w.engine.expire().await.unwrap();
+            "did not hand the screen back before their control expired"
+        };
+        let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Cancelled, "{run:?}");
+        assert!(run.error.as_deref().unwrap_or("").contains(why), "{run:?}");
+        assert_eq!(server.requests().len(), before + 1, "the model was not called after the pause");
+        if stop {
+            // Stop ends the run, not the person's control: they release when they are done.
+            assert_eq!(w.engine.release_control("paused", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap(), None);
+        }
+        assert!(w.engine.control_of("paused").await.unwrap().is_none());
+        // The bot is free for the next task.
+        server.push(Step::reply(Reply::text("ok")));
+        assert_eq!(w.engine.run_task("paused", "again").await.unwrap().status, RunStatus::Completed);
+    }
     assert_eq!(server.failures(), Vec::<String>::new());
 }

@@ -8,7 +8,7 @@ pub mod session;
 pub mod ws;
 
 pub use framebuffer::{Framebuffer, Rect};
-pub use session::{ConnState, Cursor, Input, Resolve, Session, Target, Update};
+pub use session::{ConnState, Input, Resolve, Session, Target, Update};
 pub use ws::{FrameServer, Registry};
 
 /// The X keysym of a character: Latin-1 maps to itself, everything else to 0x0100_0000 + code point.

@@ -78,27 +78,15 @@ pub enum Update {
     Rects(Vec<Rect>),
     /// The screen has a new size (the whole framebuffer follows as one rectangle).
     Resized(u16, u16),
-    Cursor,
     State(ConnState),
     /// Text the bot put on its clipboard.
     Clipboard(String),
 }
 
-/// The cursor shape: hotspot and RGBA pixels.
-#[derive(Debug, Clone, Default)]
-pub struct Cursor {
-    pub hot_x: u16,
-    pub hot_y: u16,
-    pub w: u16,
-    pub h: u16,
-    pub rgba: Vec<u8>,
-}
-
-/// What viewers read: the framebuffer, the cursor and the connection state.
+/// What viewers read: the framebuffer and the connection state.
 #[derive(Debug)]
 pub struct Shared {
     pub fb: std::sync::Mutex<Framebuffer>,
-    pub cursor: std::sync::Mutex<Cursor>,
     pub state: std::sync::Mutex<ConnState>,
     /// When the person's input last reached the bot (the owner renews control while it is recent).
     pub last_input: std::sync::Mutex<Option<std::time::Instant>>,
@@ -140,7 +128,6 @@ impl Session {
     pub fn spawn_with(resolve: Resolve, idle_after: Duration) -> Session {
         let shared = Arc::new(Shared {
             fb: std::sync::Mutex::new(Framebuffer::new(0, 0)),
-            cursor: Default::default(),
             state: std::sync::Mutex::new(ConnState::Connecting),
             last_input: Default::default(),
             watched: Default::default(),
@@ -219,7 +206,9 @@ pub async fn connect(t: &Target) -> Result<VncClient, String> {
         .add_encoding(VncEncoding::Raw)
         .add_encoding(VncEncoding::CopyRect)
         .add_encoding(VncEncoding::Tight)
-        .add_encoding(VncEncoding::CursorPseudo)
+        // No cursor-shape encoding: the server then draws the pointer into the frames, so
+        // everyone watching sees where it is, in every view, whoever moves it (the bot's
+        // xdotool or the person).
         .add_encoding(VncEncoding::DesktopSizePseudo)
         .allow_shared(true)
         // The X server's own layout: x11vnc then sends its pixels as they are instead of
@@ -427,17 +416,8 @@ impl Task {
                 let src = Rect { x: src.x, y: src.y, w: src.width, h: src.height };
                 self.shared.fb.lock().unwrap().copy(dst, src).map_err(|e| format!("bad update from the screen: {e}"))?;
             }
-            VncEvent::SetCursor(r, rgba) => {
-                tracing::debug!("cursor {r:?} {} bytes", rgba.len());
-                if rgba.len() >= r.width as usize * r.height as usize * 4 {
-                    let mut rgba = rgba; // BGRA as sent, with the shape's alpha
-                    for px in rgba.chunks_exact_mut(4) {
-                        px.swap(0, 2);
-                    }
-                    *self.shared.cursor.lock().unwrap() = Cursor { hot_x: r.x, hot_y: r.y, w: r.width, h: r.height, rgba };
-                    let _ = self.updates.send(Update::Cursor);
-                }
-            }
+            // Not requested (see `connect`): the pointer comes drawn into the frames.
+            VncEvent::SetCursor(r, _) => tracing::debug!("ignoring a cursor shape {r:?} (not requested)"),
             VncEvent::Text(t) => {
                 let _ = self.updates.send(Update::Clipboard(t));
             }

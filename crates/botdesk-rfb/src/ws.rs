@@ -9,7 +9,7 @@
 //!               update comes as several of these, each at most `MAX_MESSAGE` (1.5 MiB) of pixels
 //!   2 = size:   [2][w][h][screen w][screen h]: u16 each; w×h is what frames are sent at (the
 //!               screen scaled down to the viewer's viewport, never up)
-//!   3 = cursor: [3][hot_x][hot_y][w][h] then w·h·4 bytes RGBA
+//! (The pointer is drawn into the frames by the screen's server.)
 //! Server → viewer, text: `{"type":"state", "state": …}` (see `ConnState`) or
 //! `{"type":"clipboard","text":…}`.
 //! Viewer → server, text: `{"t":"p","x":..,"y":..,"b":mask}`, `{"t":"k","s":keysym,"d":down}`,
@@ -113,10 +113,9 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
     // Frames go at the viewer's on-screen size, from its URL and then its `v` messages (scale to
     // fit happens here, in Rust, so the webview handles a fraction of the bytes); full size until
     // the viewer says.
-    // First the whole picture: state, size, every pixel, cursor.
+    // First the whole picture: state, size, every pixel.
     let mut first = vec![state_msg(&Update::State(session.state()))];
     first.extend(full_frame(&session, viewport));
-    first.push(cursor_msg(&session));
     for m in first.into_iter().flatten() {
         if tx.send(m).await.is_err() {
             return;
@@ -128,7 +127,6 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
                 let msgs = match u {
                     Ok(Update::Rects(rects)) => rects_msgs(&session, &rects, viewport),
                     Ok(Update::Resized(..)) => full_frame(&session, viewport),
-                    Ok(Update::Cursor) => vec![cursor_msg(&session)],
                     Ok(u @ (Update::State(_) | Update::Clipboard(_))) => vec![state_msg(&u)],
                     // This viewer fell behind: skip to the current picture.
                     Err(broadcast::error::RecvError::Lagged(_)) => full_frame(&session, viewport),
@@ -350,19 +348,6 @@ fn scale_into(out: &mut Vec<u8>, fb: &crate::Framebuffer, r: Rect, (ow, oh): (u1
             out.extend_from_slice(&[avg(rd), avg(g), avg(b), 255]);
         }
     }
-}
-
-fn cursor_msg(session: &Session) -> Option<Message> {
-    let c = session.shared.cursor.lock().unwrap();
-    if c.w == 0 || c.h == 0 {
-        return None;
-    }
-    let mut out = vec![3u8];
-    for v in [c.hot_x, c.hot_y, c.w, c.h] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-    out.extend_from_slice(&c.rgba);
-    Some(Message::Binary(out.into()))
 }
 
 #[cfg(test)]

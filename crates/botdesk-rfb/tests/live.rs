@@ -158,7 +158,7 @@ async fn frames_input_control_and_reconnect() {
     pointer_reaches(&w.engine, d.display, (12, 14), "input over the WebSocket").await;
 
     // Release: the control transport is revoked, the session reconnects view-only by itself.
-    w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished).await.unwrap();
+    w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     until("view-only again", || s.state() == ConnState::Connected { control: false }).await;
 
     // Control that expires turns the session view-only by itself (no retarget from anyone).

@@ -35,6 +35,10 @@ pub struct Run {
     pub heartbeat_at: Option<i64>,
     pub takeover_result: Option<TakeoverResult>,
     pub error: Option<String>,
+    /// The person asked this run to pause at its next step boundary (ms); cleared on resume.
+    pub pause_requested_at: Option<i64>,
+    /// What the person typed when handing the screen back, for the resumed run.
+    pub handback_note: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -192,7 +196,7 @@ impl Store {
 
     pub async fn run(&self, id: &str) -> Result<Run> {
         let r = sqlx::query!(
-            r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error FROM runs WHERE id = ?1"#,
+            r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error, pause_requested_at, handback_note FROM runs WHERE id = ?1"#,
             id
         )
         .fetch_optional(&self.pool)
@@ -208,7 +212,35 @@ impl Store {
             heartbeat_at: r.heartbeat_at,
             takeover_result: r.takeover_result.as_deref().map(|t| parse(t, TakeoverResult::parse)).transpose()?,
             error: r.error,
+            pause_requested_at: r.pause_requested_at,
+            handback_note: r.handback_note,
         })
+    }
+
+    /// Asks the bot's active run to pause at its next step boundary. Asking twice keeps the first
+    /// time. `NotFound` when the bot has no run to pause (a run waiting for the person needs none).
+    pub async fn request_pause(&self, bot: &BotId, now: i64) -> Result<Run> {
+        let b = bot.as_str();
+        let row = sqlx::query!(
+            r#"UPDATE runs SET pause_requested_at = COALESCE(pause_requested_at, ?1), updated_at = ?1
+               WHERE bot_id = ?2 AND status IN ('queued', 'leased', 'running') RETURNING id AS "id!""#,
+            now, b
+        )
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(r) => self.run(&r.id).await,
+            None => Err(StoreError::NotFound("a task to pause: the bot is not working on one".into())),
+        }
+    }
+
+    /// Withdraws a pause the run has not reached yet (the person gave up waiting). A run already
+    /// paused stays paused until released.
+    pub async fn withdraw_pause(&self, run: &str, now: i64) -> Result<bool> {
+        let done = sqlx::query!("UPDATE runs SET pause_requested_at = NULL, updated_at = ?1 WHERE id = ?2 AND status != 'waiting_takeover'", now, run)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Active (not terminal) runs of a bot.
@@ -380,7 +412,7 @@ impl Store {
 
     /// Ends a control lease and resumes the bot's run if it was waiting for the takeover, telling
     /// it how the person finished. Returns the resumed run's id.
-    pub async fn release_control(&self, computer: &ComputerId, lease_id: &str, result: TakeoverResult, now: i64) -> Result<Option<String>> {
+    pub async fn release_control(&self, computer: &ComputerId, lease_id: &str, result: TakeoverResult, note: Option<&str>, now: i64) -> Result<Option<String>> {
         let c = computer.as_str();
         let mut tx = self.write_tx().await?;
         let row = sqlx::query!(r#"SELECT control_bot_id AS "bot!" FROM computers WHERE id = ?1 AND control_lease_id = ?2"#, c, lease_id)
@@ -393,13 +425,14 @@ impl Store {
         )
         .execute(&mut *tx)
         .await?;
-        let resumed = resume_waiting(&mut tx, &row.bot, result, now).await?;
+        let resumed = resume_waiting(&mut tx, &row.bot, result, note, now).await?;
         tx.commit().await?;
         Ok(resumed)
     }
 
-    /// Revokes every control lease that expired by `now`; a run waiting for it resumes as skipped.
-    /// Returns the leases revoked.
+    /// Revokes every control lease that expired by `now`. A run that asked for the person resumes
+    /// as skipped; a run the person paused ends, cancelled (nobody handed it back: resuming it on
+    /// a screen they may have left half-changed would be a guess). Returns the leases revoked.
     pub async fn expire_control(&self, now: i64) -> Result<Vec<ControlLease>> {
         let mut tx = self.write_tx().await?;
         let rows = sqlx::query!(
@@ -418,7 +451,15 @@ impl Store {
             )
             .execute(&mut *tx)
             .await?;
-            resume_waiting(&mut tx, &r.bot, TakeoverResult::Skipped, now).await?;
+            sqlx::query!(
+                "UPDATE runs SET status = 'cancelled', pause_requested_at = NULL, updated_at = ?1,
+                        error = 'paused for the person, who did not hand the screen back before their control expired'
+                 WHERE bot_id = ?2 AND status = 'waiting_takeover' AND pause_requested_at IS NOT NULL",
+                now, r.bot
+            )
+            .execute(&mut *tx)
+            .await?;
+            resume_waiting(&mut tx, &r.bot, TakeoverResult::Skipped, None, now).await?;
             out.push(ControlLease { computer_id: ComputerId::new(r.id), bot_id: BotId::new(r.bot), lease_id: r.lease, holder: r.holder, expires_at: r.expires });
         }
         tx.commit().await?;
@@ -557,12 +598,12 @@ impl Store {
     }
 }
 
-async fn resume_waiting(tx: &mut sqlx::SqliteConnection, bot: &str, result: TakeoverResult, now: i64) -> Result<Option<String>> {
+async fn resume_waiting(tx: &mut sqlx::SqliteConnection, bot: &str, result: TakeoverResult, note: Option<&str>, now: i64) -> Result<Option<String>> {
     let r = result.as_str();
     let row = sqlx::query!(
-        r#"UPDATE runs SET status = 'running', takeover_result = ?1, updated_at = ?2, heartbeat_at = ?2
-         WHERE bot_id = ?3 AND status = 'waiting_takeover' RETURNING id AS "id!""#,
-        r, now, bot
+        r#"UPDATE runs SET status = 'running', takeover_result = ?1, updated_at = ?2, heartbeat_at = ?2, handback_note = ?3, pause_requested_at = NULL
+         WHERE bot_id = ?4 AND status = 'waiting_takeover' RETURNING id AS "id!""#,
+        r, now, note, bot
     )
     .fetch_optional(&mut *tx)
     .await?;

@@ -127,7 +127,7 @@ async fn run_case(ops: Vec<Op>) {
             },
             Op::ReleaseControl => {
                 if let Some((b, id, _)) = m.control.take() {
-                    let r = s.release_control(&c, &id, TakeoverResult::Finished, now).await;
+                    let r = s.release_control(&c, &id, TakeoverResult::Finished, None, now).await;
                     // An expired lease may already be gone; a live one must release.
                     assert!(r.is_ok() || matches!(r, Err(StoreError::Stale(_))), "release control of bot {b}: {r:?}");
                 }

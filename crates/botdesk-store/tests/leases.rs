@@ -151,11 +151,11 @@ async fn control_is_refused_while_the_bot_runs_unless_it_waits_for_a_takeover() 
     // Renew, then release resumes the waiting run with the person's answer.
     let ctl = f.s.renew_control(c, &ctl.lease_id, 100, CTL).await.unwrap();
     assert_eq!(ctl.expires_at, 100 + CTL);
-    assert_eq!(f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, 200).await.unwrap(), Some(run.id.clone()));
+    assert_eq!(f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, None, 200).await.unwrap(), Some(run.id.clone()));
     let resumed = f.s.run(&run.id).await.unwrap();
     assert_eq!((resumed.status, resumed.takeover_result), (RunStatus::Running, Some(TakeoverResult::Finished)));
     assert!(f.s.authorize_input(c, a, &ctl.lease_id, 201).await.is_err(), "release revokes input");
-    assert!(matches!(f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, 202).await, Err(StoreError::Stale(_))));
+    assert!(matches!(f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, None, 202).await, Err(StoreError::Stale(_))));
 }
 
 #[tokio::test]
@@ -226,6 +226,6 @@ async fn one_driver_per_bot_a_controlled_screen_refuses_runs_and_reservations() 
     assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "Other bots are still using this computer");
     f.s.end_bot_leases(b).await.unwrap();
     assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "you have control of a screen on this computer; release it first");
-    f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, 3).await.unwrap();
+    f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, None, 3).await.unwrap();
     f.s.claim_execution(c, a, "run", 4, TTL).await.unwrap();
 }

@@ -127,6 +127,27 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     }
     screenshot("04-took-control-and-typed.png");
 
+    // The person's keyboard layout is theirs: with a German, then a French layout on their side,
+    // what they type (AltGr included) arrives as those characters.
+    let mut want = String::from("hello botdesk é世界\n");
+    for (layout, text) in [("de", "ß@€é"), ("fr", "é@€ç")] {
+        assert!(std::process::Command::new("setxkbmap").arg(layout).status().unwrap().success(), "setxkbmap {layout}");
+        xdotool(&["type", "--delay", "60", text]);
+        xdotool(&["key", "Return"]);
+        want.push_str(text);
+        want.push('\n');
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let (_, typed) = side.sh("tester", "cat typed.txt");
+            if typed == want {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "with the {layout} layout, typed {typed:?}, not {want:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    assert!(std::process::Command::new("setxkbmap").arg("us").status().unwrap().success());
+
     // In control, the Terminal pane offers a real shell on the bot's computer, in its folder.
     d.click(".dock-button[data-pane=terminal]");
     d.click("[data-term-tab=shell]");
@@ -172,7 +193,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     xdotool(&["type", "--delay", "30", "after"]);
     xdotool(&["key", "Return"]);
     std::thread::sleep(Duration::from_millis(800));
-    assert_eq!(side.sh("tester", "cat typed.txt").1, "hello botdesk é世界\n", "input after release reached the bot");
+    assert_eq!(side.sh("tester", "cat typed.txt").1, want, "input after release reached the bot");
     screenshot("05-released-view-only.png");
 
     // A run holds the bot: the header offers to pause it and take control (tested with a real

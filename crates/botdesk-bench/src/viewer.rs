@@ -7,7 +7,8 @@
 //!     screen from four server-side stripe pixmaps, ~200 times a second at most;
 //!   * input → pixel: a key press sent by the viewer until the viewer has drawn the echoed
 //!     character of an xterm (median of 30);
-//!   * idle: CPU and memory (PSS, the process and all its children) with four screens open.
+//!   * idle: CPU and memory (PSS, the process and all its children) with four screens open, and
+//!     with the visible one also in a window of its own.
 
 use std::{
     io::{Read, Write},
@@ -32,6 +33,12 @@ pub struct Figures {
     pub idle_mem_ours: f64,
     pub idle_cpu_anchor: f64,
     pub idle_mem_anchor: f64,
+    /// Four tabs, the visible screen also in a window of its own; beside the same four tabs
+    /// without it, measured just before (after the latency run, so both with its xterm).
+    pub window_cpu: f64,
+    pub window_mem: f64,
+    pub tabs_cpu: f64,
+    pub tabs_mem: f64,
 }
 
 /// Repaints the whole screen with four stripe patterns in turn for ARGV[1] seconds, then writes
@@ -330,6 +337,20 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     ));
     let latency_ours = median(lat.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect());
     d.click("#control-button"); // release
+
+    // A second window: the visible screen also in a window of its own, against the same four
+    // tabs without it, measured in turn.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (tabs_cpu, tabs_mem) = cpu_and_memory(app_pid, 10.0);
+    d.click("#screen-window");
+    let title = format!("{} — Botdesk", bots[0]);
+    let t0 = std::time::Instant::now();
+    while !Command::new("xdotool").args(["search", "--onlyvisible", "--name", &title]).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the screen's own window never opened");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (window_cpu, window_mem) = cpu_and_memory(app_pid, 10.0);
     drop(d);
     sh(&engine, &bots[0], "pkill -f '^xterm -T echo' || true").await;
 
@@ -401,7 +422,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     for c in engine.list_computers().await.unwrap() {
         engine.destroy_computer(&c.id).await.unwrap();
     }
-    Figures { fps_ours, fps_anchor, source_fps_ours, source_fps_anchor, latency_ours, latency_anchor, idle_cpu_ours, idle_mem_ours, idle_cpu_anchor, idle_mem_anchor }
+    Figures { fps_ours, fps_anchor, source_fps_ours, source_fps_anchor, latency_ours, latency_anchor, idle_cpu_ours, idle_mem_ours, idle_cpu_anchor, idle_mem_anchor, window_cpu, window_mem, tabs_cpu, tabs_mem }
 }
 
 async fn futures_ids(engine: &Engine, names: &[String]) -> Vec<String> {

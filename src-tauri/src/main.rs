@@ -147,6 +147,18 @@ async fn close_screen(screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> 
     Ok(())
 }
 
+/// The person's clipboard text to the bot's (only while they control its screen).
+#[tauri::command]
+async fn set_clipboard(engine: State<'_, Engine>, bot: String, text: String) -> Res<()> {
+    engine.set_clipboard(&bot, &text).await
+}
+
+/// The bot's clipboard text (its screen said it changed), for the person's.
+#[tauri::command]
+async fn bot_clipboard(engine: State<'_, Engine>, bot: String) -> Res<String> {
+    engine.clipboard_text(&bot).await
+}
+
 /// A bot's screen in a window of its own (several at once, one per bot): the same app page
 /// showing only that screen and its control. Asked again, the window comes forward.
 #[tauri::command]
@@ -308,6 +320,8 @@ fn main() {
             open_screen,
             close_screen,
             open_screen_window,
+            set_clipboard,
+            bot_clipboard,
             take_control,
             release_control,
             stop_bot,

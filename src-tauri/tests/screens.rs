@@ -148,6 +148,17 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     }
     assert!(std::process::Command::new("setxkbmap").arg("us").status().unwrap().success());
 
+    // The clipboard both ways, non-Latin text whole: the person's (what "Send clipboard" and
+    // Ctrl+V send) reaches the bot's, and what the bot copies reaches the person's.
+    d.js(&format!("{VIEW}.sendClipboard('from the person: ¿qué? 世界 €'); return true"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while side.rt.block_on(side.engine.clipboard_text("tester")).unwrap() != "from the person: ¿qué? 世界 €" {
+        assert!(std::time::Instant::now() < deadline, "the person's clipboard never reached the bot");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    side.rt.block_on(side.engine.set_clipboard("tester", "from the bot: Grüße 你好")).unwrap();
+    d.wait_js("the bot's clipboard on the person's", "return window.__botdesk.clipboard.last === 'from the bot: Grüße 你好'", Duration::from_secs(15));
+
     // In control, the Terminal pane offers a real shell on the bot's computer, in its folder.
     d.click(".dock-button[data-pane=terminal]");
     d.click("[data-term-tab=shell]");

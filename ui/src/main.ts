@@ -5,6 +5,10 @@ import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
+/** The bot's clipboard text last put on the person's (the app tests read it). */
+const clipboardFromBot = { last: null as string | null };
+(window as any).__botdesk.clipboard = clipboardFromBot;
+
 /** A window of its own showing one bot's screen (`index.html?screen=BOT_ID`), or null. */
 const SOLO = new URLSearchParams(location.search).get("screen");
 
@@ -603,6 +607,19 @@ async function openScreen(id: string, focus = true): Promise<Viewer> {
     const url = await api.openScreen(id);
     urls.set(id, url);
     const v = new Viewer(url, id, true);
+    v.onSendClipboard = (text) =>
+      api.setClipboard(id, text).catch((e) => {
+        state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
+        renderMain();
+      });
+    v.onBotClipboard = () =>
+      api
+        .botClipboard(id)
+        .then((text) => {
+          clipboardFromBot.last = text;
+          if (text) return navigator.clipboard?.writeText(text);
+        })
+        .catch(() => {});
     v.onState = () => {
       if (state.activeTab === id) {
         const bar = document.querySelector(".screen-bar");

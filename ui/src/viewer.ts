@@ -36,6 +36,10 @@ export class Viewer {
   private pressed = new Map<string, number>();
   state: ConnState = { state: "connecting" };
   onState: (s: ConnState) => void = () => {};
+  /** Gives the bot the person's clipboard text (RFB's cut text is Latin-1: the app does it). */
+  onSendClipboard: (text: string) => Promise<void> = async () => {};
+  /** The bot's clipboard changed while the person has control: fetch it for theirs. */
+  onBotClipboard: () => void = () => {};
 
   constructor(private url: string, readonly bot: string, private interactive: boolean) {
     this.canvas = document.createElement("canvas");
@@ -114,7 +118,7 @@ export class Viewer {
   private onText(text: string) {
     const m = JSON.parse(text);
     if (m.type === "state") this.setState(m as ConnState);
-    else if (m.type === "clipboard" && this.control) navigator.clipboard?.writeText(m.text).catch(() => {});
+    else if (m.type === "clipboard" && this.control) this.onBotClipboard();
   }
 
   private onBinary(buf: ArrayBuffer) {
@@ -254,7 +258,7 @@ export class Viewer {
       if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "v" && navigator.clipboard?.readText) {
         navigator.clipboard
           .readText()
-          .then((text) => text && this.sendClipboard(text))
+          .then((text) => (text ? this.sendClipboard(text) : undefined))
           .catch(() => {})
           .finally(() => this.send({ t: "k", s, d: true }));
         return;
@@ -283,8 +287,8 @@ export class Viewer {
     }
   }
 
-  /** Sends the person's clipboard text to the bot's clipboard. */
-  sendClipboard(text: string) {
-    this.send({ t: "c", text });
+  /** Sends the person's clipboard text to the bot's clipboard (only in control). */
+  sendClipboard(text: string): Promise<void> {
+    return this.control ? this.onSendClipboard(text) : Promise.resolve();
   }
 }

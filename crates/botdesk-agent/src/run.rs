@@ -223,6 +223,16 @@ mod tests {
     use botdesk_core::action::CoordSpace;
 
     #[test]
+    fn the_persons_word_joins_their_last_message_or_comes_alone() {
+        let mut m = vec![Message::user("task")];
+        tell(&mut m, "note".into());
+        assert_eq!(m, vec![Message { role: Role::User, blocks: vec![Block::Text("task".into()), Block::Text("note".into())] }]);
+        m.push(Message { role: Role::Assistant, blocks: vec![Block::Text("ok".into())] });
+        tell(&mut m, "again".into());
+        assert_eq!((m.len(), m[2].clone()), (3, Message::user("again")));
+    }
+
+    #[test]
     fn the_system_prompt_says_where_and_how() {
         let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, claude_computer: false };
         let p = system_prompt(&setting);

@@ -1,6 +1,7 @@
 //! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
+mod clipboard;
 mod desktop;
 mod doctor;
 mod error;
@@ -17,6 +18,7 @@ mod settings;
 
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
+pub use clipboard::MAX_CLIPBOARD;
 pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};

@@ -975,11 +975,20 @@ fn said(r: &Run) -> String {
 }
 
 /// A span as a person says it: "45 s", "2 min 14 s", "1 h 3 min".
-pub fn format_span(d: Duration) -> String {
+pub(crate) fn format_span(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..=59 => format!("{s} s"),
         60..=3599 => format!("{} min {} s", s / 60, s % 60),
         _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod span_tests {
+    #[test]
+    fn spans_read_as_a_person_says_them() {
+        let f = |s| super::format_span(std::time::Duration::from_secs(s));
+        assert_eq!([f(0), f(59), f(134), f(3599), f(3780)], ["0 s", "59 s", "2 min 14 s", "59 min 59 s", "1 h 3 min"]);
     }
 }

@@ -589,3 +589,42 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
         assert_eq!(docker(&["network", "ls", "-q", "--filter", &format!("name=^{network}$")]), "", "{network} went with its computer");
     }
 }
+
+/// The clipboard both ways as UTF-8 (RFB's cut text is Latin-1 only): the person's text reaches
+/// the bot's display whole (another program there, an xterm, pastes it) and the bot's comes back
+/// whole; only while the person controls the screen, at most 64 KiB, refusals change nothing.
+#[tokio::test]
+async fn clipboard_text_goes_both_ways_whole_and_only_under_control() {
+    let w = world(None, &["clip"]).await;
+    let d = w.engine.open_desktop("clip").await.unwrap();
+    let text = "héllo wörld — 世界 € ß";
+    assert_eq!(w.engine.set_clipboard("clip", text).await.unwrap_err().code, ErrorCode::Stale, "refused without control");
+    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "", "nothing was set");
+    let lease = w.engine.take_control("clip").await.unwrap();
+    let big = "x".repeat(MAX_CLIPBOARD + 1);
+    assert_eq!(w.engine.set_clipboard("clip", &big).await.unwrap_err().code, ErrorCode::Invalid);
+    w.engine.set_clipboard("clip", text).await.unwrap();
+    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), text);
+    // An xterm on the bot's display pastes it (Shift+Insert: the PRIMARY selection).
+    let (code, out) = w
+        .engine
+        .shell("clip", &format!("export DISPLAY=:{}; (setsid xterm -u8 -T paste -geometry 60x8+100+100 -e sh -c 'cat > pasted.txt' >/dev/null 2>&1 &); sleep 1.5; xdotool search --name '^paste$' windowactivate --sync; xdotool key shift+Insert Return", d.display))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let t0 = Instant::now();
+    loop {
+        let pasted = String::from_utf8_lossy(&w.engine.stored_read("clip", "pasted.txt", 1000).await.unwrap_or_default()).into_owned();
+        if pasted == format!("{text}\n") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "the xterm pasted {pasted:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A new text replaces it; the old owner lets go (one owner left, nothing piles up).
+    w.engine.set_clipboard("clip", "second").await.unwrap();
+    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "second");
+    let (_, owners) = w.engine.shell("clip", "sleep 0.5; pgrep -fc '[X]lib import X, Xatom' || true").await.unwrap();
+    assert_eq!(owners.trim(), "1", "one program holds the clipboard");
+    w.engine.release_control("clip", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+}

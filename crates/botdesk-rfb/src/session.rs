@@ -63,8 +63,6 @@ pub enum Input {
     /// Absolute framebuffer coordinates and the RFB button mask (1 left, 2 middle, 4 right, 8/16 wheel).
     Pointer { x: u16, y: u16, buttons: u8 },
     Key { keysym: u32, down: bool },
-    /// The person's clipboard, to the bot (only while in control).
-    Clipboard(String),
     /// A full frame, e.g. after a tab was hidden.
     FullRefresh,
     /// The target changed (control taken or released): reconnect now without waiting.
@@ -79,8 +77,8 @@ pub enum Update {
     /// The screen has a new size (the whole framebuffer follows as one rectangle).
     Resized(u16, u16),
     State(ConnState),
-    /// Text the bot put on its clipboard.
-    Clipboard(String),
+    /// The bot's clipboard changed (its text comes from the engine: RFB's cut text is Latin-1).
+    ClipboardChanged,
 }
 
 /// What viewers read: the framebuffer and the connection state.
@@ -347,7 +345,6 @@ impl Task {
                         Some(_) if !control => continue, // view-only: input never leaves the app
                         Some(Input::Pointer { x, y, buttons }) => X11Event::PointerEvent(ClientMouseEvent { position_x: x, position_y: y, bottons: buttons }),
                         Some(Input::Key { keysym, down }) => X11Event::KeyEvent(ClientKeyEvent { keycode: keysym, down }),
-                        Some(Input::Clipboard(text)) => X11Event::CopyText(text),
                     };
                     if !matches!(event, X11Event::FullRefresh) {
                         *self.shared.last_input.lock().unwrap() = Some(std::time::Instant::now());
@@ -418,8 +415,8 @@ impl Task {
             }
             // Not requested (see `connect`): the pointer comes drawn into the frames.
             VncEvent::SetCursor(r, _) => tracing::debug!("ignoring a cursor shape {r:?} (not requested)"),
-            VncEvent::Text(t) => {
-                let _ = self.updates.send(Update::Clipboard(t));
+            VncEvent::Text(_) => {
+                let _ = self.updates.send(Update::ClipboardChanged);
             }
             VncEvent::Error(e) => return Err(format!("the screen reported: {e}")),
             VncEvent::JpegImage(r, _) => tracing::warn!("ignoring a JPEG rectangle {r:?} (not requested)"),

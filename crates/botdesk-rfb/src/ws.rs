@@ -11,9 +11,9 @@
 //!               screen scaled down to the viewer's viewport, never up)
 //! (The pointer is drawn into the frames by the screen's server.)
 //! Server → viewer, text: `{"type":"state", "state": …}` (see `ConnState`) or
-//! `{"type":"clipboard","text":…}`.
+//! `{"type":"clipboard"}` (the bot's clipboard changed; the app reads its text from the engine).
 //! Viewer → server, text: `{"t":"p","x":..,"y":..,"b":mask}`, `{"t":"k","s":keysym,"d":down}`,
-//! `{"t":"c","text":..}` (clipboard), `{"t":"r"}` (full refresh), `{"t":"v","w":..,"h":..}` (its
+//! `{"t":"r"}` (full refresh), `{"t":"v","w":..,"h":..}` (its
 //! size on screen in device pixels; pointer coordinates stay in screen pixels). Anything else is ignored with a
 //! log line; it never closes the session.
 
@@ -55,8 +55,6 @@ enum ViewerMsg {
     Pointer { x: f64, y: f64, b: u8 },
     #[serde(rename = "k")]
     Key { s: u32, d: bool },
-    #[serde(rename = "c")]
-    Clipboard { text: String },
     #[serde(rename = "r")]
     Refresh,
     /// The canvas's size on screen, in device pixels: frames come scaled to fit it.
@@ -127,7 +125,7 @@ async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String
                 let msgs = match u {
                     Ok(Update::Rects(rects)) => rects_msgs(&session, &rects, viewport),
                     Ok(Update::Resized(..)) => full_frame(&session, viewport),
-                    Ok(u @ (Update::State(_) | Update::Clipboard(_))) => vec![state_msg(&u)],
+                    Ok(u @ (Update::State(_) | Update::ClipboardChanged)) => vec![state_msg(&u)],
                     // This viewer fell behind: skip to the current picture.
                     Err(broadcast::error::RecvError::Lagged(_)) => full_frame(&session, viewport),
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -168,7 +166,6 @@ fn to_input(m: ViewerMsg) -> Input {
     match m {
         ViewerMsg::Pointer { x, y, b } => Input::Pointer { x: coord(x), y: coord(y), buttons: b },
         ViewerMsg::Key { s, d } => Input::Key { keysym: s, down: d },
-        ViewerMsg::Clipboard { text } => Input::Clipboard(text),
         ViewerMsg::Refresh => Input::FullRefresh,
         ViewerMsg::Viewport { .. } => unreachable!("handled by the connection"),
     }
@@ -181,7 +178,7 @@ fn state_msg(u: &Update) -> Option<Message> {
             v["type"] = "state".into();
             v
         }
-        Update::Clipboard(t) => serde_json::json!({"type": "clipboard", "text": t}),
+        Update::ClipboardChanged => serde_json::json!({"type": "clipboard"}),
         _ => return None,
     };
     Some(Message::Text(v.to_string().into()))

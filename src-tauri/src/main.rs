@@ -176,13 +176,24 @@ async fn open_screen_window(app: tauri::AppHandle, engine: State<'_, Engine>, bo
         let size = m.size().to_logical::<f64>(m.scale_factor());
         (w, h) = (w.min(size.width), h.min(size.height));
     }
-    tauri::WebviewWindowBuilder::new(&app, &label, tauri::WebviewUrl::App(format!("index.html?screen={}", b.id).into()))
-        .title(format!("{} — Botdesk", b.name))
-        .inner_size(w, h)
-        .min_inner_size(480.0, 360.0)
-        .build()
-        .map_err(|e| EngineError::new(botdesk_engine::ErrorCode::Internal, format!("could not open a window for {}'s screen: {e}", b.name)))?;
-    Ok(())
+    let failed = |e: String| EngineError::new(botdesk_engine::ErrorCode::Internal, format!("could not open a window for {}'s screen: {e}", b.name));
+    let main = app.get_webview_window("main").ok_or_else(|| failed("the main window is gone".into()))?;
+    // Built beside the main window's webview, sharing its web process (a process of its own
+    // would cost about 50 MiB more; measured by `cargo xtask bench`).
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (url, title) = (tauri::WebviewUrl::App(format!("index.html?screen={}", b.id).into()), format!("{} — Botdesk", b.name));
+    let handle = app.clone();
+    main.with_webview(move |main| {
+        let built = tauri::WebviewWindowBuilder::new(&handle, &label, url)
+            .title(title)
+            .inner_size(w, h)
+            .min_inner_size(480.0, 360.0)
+            .with_related_view(main.inner().clone())
+            .build();
+        let _ = tx.send(built.map(drop).map_err(|e| e.to_string()));
+    })
+    .map_err(|e| failed(e.to_string()))?;
+    rx.await.map_err(|_| failed("the window was never built".into()))?.map_err(failed)
 }
 
 /// Take control: refused with BOT_RUNNING ("Stop the bot first") while a run holds the bot,

@@ -956,9 +956,9 @@ async function startSolo(id: string) {
     state.controlError = { bot: id, message: errorMessage(e), code: errorCode(e) };
     renderMain();
   });
+  // The app's events keep it current; the main window keeps the slow safety-net poll.
   api.onBotsChanged(() => refresh());
   api.onRunEvent(onRunEvent);
-  setInterval(refresh, 5000);
   window.addEventListener("focus", () => refresh());
 }
 

@@ -254,8 +254,8 @@ impl Engine {
             if r.status.is_terminal() {
                 return Ok(None);
             }
-            if tokio::time::Instant::now() >= deadline {
-                self.inner.store.withdraw_pause(&run.id, self.now()).await?;
+            // (A run that paused just now keeps its pause: the next round sees it.)
+            if tokio::time::Instant::now() >= deadline && self.inner.store.withdraw_pause(&run.id, self.now()).await? {
                 return Err(EngineError::new(ErrorCode::Busy, format!("the bot did not finish its current step within {}; it goes on (Stop ends it)", crate::runs::format_span(within))));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

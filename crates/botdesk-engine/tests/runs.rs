@@ -739,3 +739,24 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
     }
     assert_eq!(server.failures(), Vec::<String>::new());
 }
+
+/// A pause that does not reach a step boundary in time is withdrawn: the person is told, and the
+/// run goes on as if nobody had asked.
+#[tokio::test]
+async fn a_pause_not_reached_in_time_is_withdrawn_and_the_run_goes_on() {
+    let mut w = world().await;
+    let (server, _) = w.scripted_bot("busy", Wire::OpenAi, Default::default()).await;
+    server.push(Step::reply(Reply::call("shell", json!({"command": "sleep 3"}))));
+    server.push(Step::reply(Reply::text("done")));
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("busy", "work").await });
+    until_shell_runs(&w.engine, "busy").await;
+    let e = w.engine.pause_run("busy", Duration::from_millis(500)).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Busy, "{e:?}");
+    assert!(e.message.contains("it goes on"), "{e:?}");
+    let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(server.requests().len(), 2, "the run went on without pausing");
+    let chat = w.engine.chat("busy", 20).await.unwrap();
+    assert!(!chat.iter().any(|m| m.text.starts_with("Paused:")), "{chat:#?}");
+}

@@ -147,6 +147,18 @@ async fn close_screen(screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> 
     Ok(())
 }
 
+/// The Browser pane: the page the bot's Chromium shows, and its tabs (starts nothing).
+#[tauri::command]
+async fn browser_view(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::BrowserView> {
+    engine.browser_view(&bot).await
+}
+
+/// The Browser pane's address bar, back, forward and reload (only while the person has control).
+#[tauri::command]
+async fn browser_go(engine: State<'_, Engine>, bot: String, go: botdesk_engine::BrowserGo) -> Res<serde_json::Value> {
+    engine.browser_go(&bot, go).await
+}
+
 /// The person's clipboard text to the bot's (only while they control its screen).
 #[tauri::command]
 async fn set_clipboard(engine: State<'_, Engine>, bot: String, text: String) -> Res<()> {
@@ -333,6 +345,8 @@ fn main() {
             open_screen_window,
             set_clipboard,
             bot_clipboard,
+            browser_view,
+            browser_go,
             take_control,
             release_control,
             stop_bot,

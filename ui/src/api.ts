@@ -30,6 +30,22 @@ export interface BotView {
 
 export type RunHold = "none" | "working" | "asked_for_you" | "paused_for_you";
 
+/** The page as the bot's `browser_snapshot` sees it. */
+export interface PageSnapshot {
+  url: string;
+  title: string;
+  text: string;
+  elements: { ref: string; role: string; name: string; value: string | null }[];
+}
+
+export interface BrowserView {
+  closed: boolean;
+  page: PageSnapshot | null;
+  tabs: { title: string; url: string; current: boolean }[];
+}
+
+export type BrowserGo = { go: "navigate"; url: string } | { go: "back" } | { go: "forward" } | { go: "reload" };
+
 export interface Check {
   name: string;
   ok: boolean;
@@ -224,6 +240,10 @@ export const api = {
   removeModel: (id: string) => invoke<void>("remove_model", { id }),
   openScreen: (bot: string) => invoke<string>("open_screen", { bot }),
   closeScreen: (bot: string) => invoke<void>("close_screen", { bot }),
+  /** The Browser pane: the bot's page and tabs (starts nothing). */
+  browserView: (bot: string) => invoke<BrowserView>("browser_view", { bot }),
+  /** Drives the bot's browser (while the person controls its screen). */
+  browserGo: (bot: string, go: BrowserGo) => invoke<unknown>("browser_go", { bot, go }),
   /** The person's clipboard text to the bot's (while they control its screen). */
   setClipboard: (bot: string, text: string) => invoke<void>("set_clipboard", { bot, text }),
   /** The bot's clipboard text. */

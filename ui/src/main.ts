@@ -1,6 +1,6 @@
 import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Prices, RunEvent, Scope, usageText } from "./api";
 import { button, el } from "./dom";
-import { activityPane, filesPane, onActivity, onFilesChanged } from "./panes";
+import { activityPane, browserPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -12,7 +12,7 @@ const clipboardFromBot = { last: null as string | null };
 /** A window of its own showing one bot's screen (`index.html?screen=BOT_ID`), or null. */
 const SOLO = new URLSearchParams(location.search).get("screen");
 
-type Dock = "terminal" | "files";
+type Dock = "terminal" | "files" | "browser";
 
 const state = {
   bots: [] as BotView[],
@@ -147,6 +147,12 @@ function renderMain() {
   if (SOLO) main.replaceChildren(soloBar(b), controlNotice(b), soloScreen(b));
   else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer()), dock(b));
   if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
+  // A field drawn anew (the note for the bot) keeps the keyboard too.
+  const again = focused instanceof HTMLInputElement && !focused.isConnected && focused.id ? document.getElementById(focused.id) : null;
+  if (again instanceof HTMLInputElement) {
+    again.focus();
+    again.setSelectionRange(again.value.length, again.value.length);
+  }
 }
 
 /** The bar of a screen in its own window: the bot, its state, and control. */
@@ -581,6 +587,7 @@ function dock(b: BotView): HTMLElement {
   const panes: Record<Dock, [string, string]> = {
     terminal: ["Terminal", `Commands ${b.name} runs, with their output, appear here live.`],
     files: ["Files", `${b.name}'s workspace folder (${b.folder}) — browse and preview, also offline.`],
+    browser: ["Browser", `The page ${b.name}'s browser shows, its tabs and its text; drive it while you have control.`],
   };
   const bar = el("div", { class: "dock-bar" });
   for (const k of Object.keys(panes) as Dock[]) {
@@ -594,6 +601,7 @@ function dock(b: BotView): HTMLElement {
   const d = el("footer", { class: "dock" }, bar);
   if (state.dock === "terminal") d.append(activityPane(b));
   else if (state.dock === "files") d.append(filesPane(b));
+  else if (state.dock === "browser") d.append(browserPane(b));
   api.watchFiles(state.dock === "files" ? b.id : null).catch(() => {});
   return d;
 }

@@ -1,8 +1,9 @@
-// The dock's Terminal pane (what the bot ran and wrote, live) and Files pane (the stored
-// workspace: browse, preview, download — also offline — and upload while in control).
+// The dock's Terminal pane (what the bot ran and wrote, live), Files pane (the stored workspace:
+// browse, preview, download — also offline — and upload while in control) and Browser pane (the
+// page the bot's Chromium shows, driven by the person while in control).
 // xterm.js is loaded only when a shell opens (it is most of the UI's code).
 import type { Terminal } from "@xterm/xterm";
-import { ActivityRow, api, BotView, errorMessage, FileEntry, Preview } from "./api";
+import { ActivityRow, api, BotView, BrowserGo, BrowserView, errorMessage, FileEntry, Preview } from "./api";
 import { button, el, humanSize } from "./dom";
 
 // ---------------------------------------------------------------------------------------------
@@ -326,4 +327,91 @@ export function onFilesChanged(bot: string) {
   if (files.bot !== bot || !document.getElementById("files-pane")) return;
   listDir(files.dir);
   if (files.selected) select(files.selected);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Browser
+
+/** The last look at each bot's browser, what went wrong, and whether it is being driven. */
+const looks = new Map<string, { view: BrowserView | null; error: string | null; busy: boolean }>();
+let browserBot: BotView | null = null;
+
+export function browserPane(b: BotView): HTMLElement {
+  browserBot = b;
+  if (!looks.has(b.id)) {
+    looks.set(b.id, { view: null, error: null, busy: false });
+    lookAgain(b.id);
+  }
+  const s = looks.get(b.id)!;
+  const controlling = b.status === "you_have_control";
+  const page = s.view?.page ?? null;
+  const why = controlling ? "" : "Take control to drive the bot's browser";
+  const drive = (go: BrowserGo) => driveBrowser(b.id, go);
+  const navButton = (label: string, id: string, title: string, go: BrowserGo) => {
+    const n = button(label, { class: "ghost", id, title: why || title, "aria-label": title }, () => drive(go));
+    n.disabled = !controlling || s.busy || !page;
+    return n;
+  };
+  const address = el("input", { id: "browser-address", type: "text", "aria-label": "Address", placeholder: "https://…", title: why }) as HTMLInputElement;
+  address.value = page?.url ?? "";
+  address.disabled = !controlling || s.busy;
+  const form = el("form", { class: "browser-go" }, address, el("button", { type: "submit", id: "browser-go" }, "Go")) as HTMLFormElement;
+  (form.querySelector("button") as HTMLButtonElement).disabled = !controlling || s.busy;
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const url = address.value.trim();
+    if (url) drive({ go: "navigate", url });
+  });
+  const bar = el(
+    "div",
+    { class: "browser-bar" },
+    navButton("◀", "browser-back", "Back", { go: "back" }),
+    navButton("▶", "browser-forward", "Forward", { go: "forward" }),
+    navButton("⟳", "browser-reload", "Reload", { go: "reload" }),
+    form,
+    button("Look again", { class: "ghost", id: "browser-look", title: "Read the page again" }, () => lookAgain(b.id)),
+  );
+  const pane = el("section", { class: "dock-pane browser", id: "browser-pane", "data-pane": "browser" }, bar);
+  if (s.error) pane.append(el("p", { class: "error", id: "browser-error" }, s.error));
+  if (!s.view) pane.append(el("p", { class: "muted" }, "Looking at the bot's browser…"));
+  else if (s.view.closed || !page) pane.append(el("p", { class: "muted", id: "browser-closed" }, `${b.name}'s browser is not open. It opens when the bot browses${controlling ? ", or when you go to an address" : ""}.`));
+  else {
+    pane.append(el("h3", { id: "browser-title" }, page.title || page.url));
+    const tabs = el("ul", { class: "browser-tabs", id: "browser-tabs" });
+    for (const t of s.view.tabs) tabs.append(el("li", { class: t.current ? "current" : "", title: t.url }, t.title || t.url));
+    pane.append(tabs, el("pre", { class: "browser-text", id: "browser-text" }, page.text));
+    const elements = el("details", { class: "browser-elements" }, el("summary", {}, `${page.elements.length} element${page.elements.length === 1 ? "" : "s"} the bot can act on`));
+    for (const e of page.elements) elements.append(el("div", {}, `${e.role} "${e.name}" [${e.ref}]${e.value !== null ? ` = ${e.value}` : ""}`));
+    pane.append(elements);
+  }
+  return pane;
+}
+
+function redrawBrowser(bot: string) {
+  if (browserBot?.id === bot) document.getElementById("browser-pane")?.replaceWith(browserPane(browserBot));
+}
+
+async function lookAgain(bot: string) {
+  const s = looks.get(bot)!;
+  try {
+    s.view = await api.browserView(bot);
+    s.error = null;
+  } catch (e) {
+    s.error = errorMessage(e);
+  }
+  redrawBrowser(bot);
+}
+
+async function driveBrowser(bot: string, go: BrowserGo) {
+  const s = looks.get(bot)!;
+  s.busy = true;
+  redrawBrowser(bot);
+  try {
+    await api.browserGo(bot, go);
+    s.error = null;
+  } catch (e) {
+    s.error = errorMessage(e);
+  }
+  s.busy = false;
+  await lookAgain(bot);
 }

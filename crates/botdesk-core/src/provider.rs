@@ -254,7 +254,8 @@ impl ImageFormat {
     }
 }
 
-/// One page-browser request (browser_navigate, browser_snapshot, browser_act).
+/// One page-browser request (browser_navigate, browser_snapshot, browser_act, and the person's
+/// Browser pane).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum BrowserCommand {
@@ -263,6 +264,12 @@ pub enum BrowserCommand {
     Navigate { url: String },
     Snapshot,
     Act { actions: Vec<crate::browser::BrowserAction> },
+    /// The page (as a snapshot) and the tabs, for the person's Browser pane; never starts the
+    /// browser.
+    View,
+    /// Back (`step` < 0) or forward in the tab's history.
+    History { step: i32 },
+    Reload,
 }
 
 fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> {

@@ -457,7 +457,9 @@ impl DockerProvider {
         let failed = |e: SandboxError| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
         let request = json!({"op": "browser", "display": slot, "command": command});
         let (answer, _) = self.agent_answer(c, request.clone()).await.map_err(failed)?;
-        let answer = if answer["code"] == "NO_BROWSER" {
+        let answer = if answer["code"] == "NO_BROWSER" && *command == BrowserCommand::View {
+            return Ok(json!({"closed": true}));
+        } else if answer["code"] == "NO_BROWSER" {
             // The gateway never starts a bot's process: the bot's Chromium starts as the bot.
             self.open_browser(c, slot, profile).await.map_err(failed)?;
             self.agent(c, request).await.map_err(failed)?.0

@@ -232,6 +232,41 @@ impl Engine {
         self.browser(bot, BrowserCommand::Snapshot).await
     }
 
+    /// What the person's Browser pane shows: the page of the bot's Chromium as the bot's own
+    /// snapshot sees it, and its tabs. Starts nothing: a bot without a desktop or a running
+    /// browser shows as closed.
+    pub async fn browser_view(&self, bot: &str) -> Result<BrowserView> {
+        let closed = BrowserView { closed: true, page: None, tabs: vec![] };
+        let (b, computer) = self.bot_and_computer(bot).await?;
+        if self.display_of(&computer.id, &b.id).await?.is_none() {
+            return Ok(closed);
+        }
+        let mut v = self.browser(bot, BrowserCommand::View).await?;
+        if v["closed"] == true {
+            return Ok(closed);
+        }
+        let mut page = v["page"].take();
+        bound_page(&mut page);
+        // Cut as the page's own values are: the computer says what its tabs are.
+        let cut = |v: &serde_json::Value, max: usize| v.as_str().unwrap_or("").chars().take(max).collect::<String>();
+        let tabs = v["tabs"].as_array().into_iter().flatten().take(50).map(|t| BrowserTab { title: cut(&t["title"], 300), url: cut(&t["url"], 2_000), current: t["current"] == true }).collect();
+        Ok(BrowserView { closed: false, page: Some(page), tabs })
+    }
+
+    /// The person drives the bot's browser from the Browser pane: only while they hold control
+    /// of its screen. Returns the new page snapshot.
+    pub async fn browser_go(&self, bot: &str, go: BrowserGo) -> Result<serde_json::Value> {
+        if self.control_of(bot).await?.is_none() {
+            return Err(EngineError::new(ErrorCode::Stale, "take control of the screen to drive the bot's browser"));
+        }
+        match go {
+            BrowserGo::Navigate { url } => self.browser_navigate(bot, &url).await,
+            BrowserGo::Back => self.browser(bot, BrowserCommand::History { step: -1 }).await,
+            BrowserGo::Forward => self.browser(bot, BrowserCommand::History { step: 1 }).await,
+            BrowserGo::Reload => self.browser(bot, BrowserCommand::Reload).await,
+        }
+    }
+
     /// Opens an http(s) URL or a workspace file on the bot's desktop, in the bot's own browser
     /// (a file as a file:// page, so HTML, images, PDFs and text show there).
     pub async fn open_path(&self, bot: &str, target: &str) -> Result<String> {
@@ -280,6 +315,34 @@ impl Engine {
         let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
         self.browser(bot, BrowserCommand::Act { actions }).await
     }
+}
+
+/// What the person's Browser pane shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct BrowserView {
+    /// The bot's browser is not running (looking starts nothing).
+    pub closed: bool,
+    /// The page as the bot's `browser_snapshot` sees it: `url`, `title`, `text`, `elements`.
+    pub page: Option<serde_json::Value>,
+    /// At most 50; the one the bot works in is `current`.
+    pub tabs: Vec<BrowserTab>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrowserTab {
+    pub title: String,
+    pub url: String,
+    pub current: bool,
+}
+
+/// Where the person sends the bot's browser from the Browser pane.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(tag = "go", rename_all = "snake_case")]
+pub enum BrowserGo {
+    Navigate { url: String },
+    Back,
+    Forward,
+    Reload,
 }
 
 fn percent(segment: &str) -> String {

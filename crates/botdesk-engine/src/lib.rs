@@ -19,7 +19,7 @@ mod settings;
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_docker::image::BuildProgress;
 pub use clipboard::MAX_CLIPBOARD;
-pub use desktop::{new_token, snapshot_text, ControlView, DesktopView, ScreenTarget};
+pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
 pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};
 pub use error::{EngineError, ErrorCode, Result};

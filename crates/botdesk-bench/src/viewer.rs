@@ -341,7 +341,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     // A second window: the visible screen also in a window of its own, against the same four
     // tabs without it, measured in turn.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (tabs_cpu, tabs_mem) = cpu_and_memory(app_pid, 20.0);
+    let (tabs_cpu, tabs_mem) = cpu_and_memory(app_pid, 60.0);
     d.click("#screen-window");
     let title = format!("{} — Botdesk", bots[0]);
     let t0 = std::time::Instant::now();
@@ -350,7 +350,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (window_cpu, window_mem) = cpu_and_memory(app_pid, 20.0);
+    let (window_cpu, window_mem) = cpu_and_memory(app_pid, 60.0);
     drop(d);
     sh(&engine, &bots[0], "pkill -f '^xterm -T echo' || true").await;
 

@@ -1,7 +1,7 @@
 //! The Browser pane in the real app under Xvfb, against the bot's own Chromium in its real
 //! computer: the page the bot navigated to (address, title, tabs, and its text as the bot's
 //! snapshot sees it), driven by the person only while they hold control (an address, back,
-//! reload), and seen by the bot afterwards. Screenshot in target/e2e/20-browser-pane.png.
+//! forward, reload), and seen by the bot afterwards. Screenshot in target/e2e/20-browser-pane.png.
 
 mod webdriver;
 
@@ -63,6 +63,10 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     assert_eq!(side.rt.block_on(side.engine.browser_snapshot("surfer")).unwrap()["title"], "Page two", "the bot sees where the person went");
     d.click("#browser-back");
     d.wait_js("back to the first page", &format!("{TITLE} === 'Page one' && document.querySelector('#browser-address').value.endsWith('/one.html')"), Duration::from_secs(30));
+    d.click("#browser-forward");
+    d.wait_js("forward to the second page", &format!("{TITLE} === 'Page two'"), Duration::from_secs(30));
+    d.click("#browser-back");
+    d.wait_js("back again", &format!("{TITLE} === 'Page one'"), Duration::from_secs(30));
     d.click("#browser-reload");
     d.wait_js("reloaded", &format!("{TITLE} === 'Page one' && !document.querySelector('#browser-error') && document.querySelector('#browser-reload')?.disabled === false"), Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(300));

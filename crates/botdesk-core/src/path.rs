@@ -81,6 +81,20 @@ impl WorkspacePath {
         Ok(self.join_path(&child))
     }
 
+    /// The entry `name` of this folder, taken literally (a listing's name, never a path): one
+    /// component, so `~` is a file called `~`. Refused when it is not one component, or when it
+    /// would read back as something else (`~` at the root is the root).
+    pub fn child(&self, name: &str) -> Result<Self, PathError> {
+        let invalid = |why| PathError::Invalid { path: name.into(), why };
+        match name {
+            "" | "." | ".." => Err(invalid("it is not a name")),
+            n if n.contains(['/', '\\', '\0']) => Err(invalid("a name holds no slash, backslash or NUL")),
+            n if n.len() > MAX_COMPONENT => Err(invalid("a component is longer than 255 bytes")),
+            n if n.starts_with('~') && self.is_root() => Err(invalid("at the root it would read as the home")),
+            n => Ok(self.join_path(&Self(n.to_string()))),
+        }
+    }
+
     pub fn join_path(&self, child: &WorkspacePath) -> Self {
         match (self.is_root(), child.is_root()) {
             (true, _) => child.clone(),
@@ -197,6 +211,18 @@ pub fn bot_folder(bot: &BotId) -> WorkspacePath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_childs_name_is_taken_literally() {
+        let dir = WorkspacePath::parse("shared/x").unwrap();
+        assert_eq!(dir.child("~").unwrap().as_str(), "shared/x/~");
+        assert_eq!(WorkspacePath::parse(dir.child("~").unwrap().as_str()).unwrap(), dir.child("~").unwrap(), "it reads back as itself");
+        assert_eq!(WorkspacePath::root().child("notes.md").unwrap().as_str(), "notes.md");
+        for bad in ["", ".", "..", "a/b", "a\\b", "a\0b"] {
+            assert!(dir.child(bad).is_err(), "{bad:?}");
+        }
+        assert!(WorkspacePath::root().child("~").is_err() && WorkspacePath::root().child("~x").is_err());
+    }
 
     #[test]
     fn accepts_and_normalises() {

@@ -112,7 +112,7 @@ impl Engine {
             let mut entries = vec![];
             for e in fs::read_dir(&real).map_err(|e| io(dir.as_str(), e))?.flatten() {
                 let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
-                let Ok(child) = dir.join(&name) else { continue };
+                let Ok(child) = dir.child(&name) else { continue };
                 let Ok(meta) = fs::symlink_metadata(e.path()) else { continue };
                 let target = meta.file_type().is_symlink().then(|| fs::read_link(e.path()).ok()).flatten();
                 entries.extend(entry(child, &meta, target.as_ref().and_then(|t| t.to_str())));

@@ -7,21 +7,38 @@ use botdesk_engine::Engine;
 
 /// Destroys every computer of `engine` (checkpointed first, as the app does), then removes its
 /// bots and `models`. Runs on a runtime of its own, so it works from `Drop` inside a test's
-/// runtime. A destroy that fails (a checkpoint that cannot be written, Docker slow under load) is
-/// tried again; what still stands is then removed with `docker rm -f`, and the failure is written
-/// straight to stderr (past the test harness's capture) so a leak's cause shows in the log.
+/// runtime. The computers come from the store through the bots as well as from the listing (which
+/// asks Docker each computer's status and so can fail under load). A destroy that fails (a
+/// checkpoint that cannot be written, Docker slow under load) is tried again; what still stands is
+/// then removed with `docker rm -f`, and every failure is written straight to stderr (past the test
+/// harness's capture) so a leak's cause shows in the log.
 pub fn tear_down(engine: &Engine, models: &[String]) {
     let engine = engine.clone();
     let models = models.to_vec();
     let _ = std::thread::spawn(move || {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
-            for c in engine.list_computers().await.unwrap_or_default() {
+            let mut ids: Vec<String> = engine.list_bots().await.unwrap_or_default().into_iter().map(|b| b.computer.id).collect();
+            for attempt in 0..3 {
+                match engine.list_computers().await {
+                    Ok(computers) => {
+                        ids.extend(computers.into_iter().map(|c| c.id));
+                        break;
+                    }
+                    Err(e) if attempt == 2 => {
+                        let _ = writeln!(std::io::stderr(), "tear-down: listing the computers failed three times ({e}); destroying those of the bots");
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+            ids.sort();
+            ids.dedup();
+            for id in ids {
                 let mut last = None;
                 for attempt in 0..3 {
                     if attempt > 0 {
                         tokio::time::sleep(Duration::from_secs(attempt)).await;
                     }
-                    match engine.destroy_computer(&c.id).await {
+                    match engine.destroy_computer(&id).await {
                         Ok(_) => {
                             last = None;
                             break;
@@ -30,8 +47,8 @@ pub fn tear_down(engine: &Engine, models: &[String]) {
                     }
                 }
                 if let Some(e) = last {
-                    let _ = writeln!(std::io::stderr(), "tear-down: destroying computer {} failed three times ({e}); removing its container by force", c.name);
-                    force_remove(&c.id);
+                    let _ = writeln!(std::io::stderr(), "tear-down: destroying computer {id} failed three times ({e}); removing its container by force");
+                    force_remove(&id);
                 }
             }
             for b in engine.list_bots().await.unwrap_or_default() {

@@ -17,7 +17,7 @@ struct World {
 impl Drop for World {
     fn drop(&mut self) {
         // A computer whose checkpoint cannot be written (the full-disk test) is removed by force.
-        common::tear_down(&self.engine, &[]);
+        common::tear_down(self.dir.path(), &[]);
     }
 }
 

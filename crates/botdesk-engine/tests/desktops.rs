@@ -19,7 +19,7 @@ struct World {
 
 impl Drop for World {
     fn drop(&mut self) {
-        common::tear_down(&self.engine, &[]);
+        common::tear_down(self._dir.path(), &[]);
     }
 }
 

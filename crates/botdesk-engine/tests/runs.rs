@@ -28,7 +28,7 @@ enum Turn {
 
 impl Drop for World {
     fn drop(&mut self) {
-        common::tear_down(&self.engine, &self.models);
+        common::tear_down(self.dir.path(), &self.models);
     }
 }
 

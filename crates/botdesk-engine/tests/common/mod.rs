@@ -3,20 +3,30 @@
 use std::io::Write;
 use std::time::Duration;
 
-use botdesk_engine::Engine;
+use botdesk_engine::{Engine, EngineConfig, ProviderChoice};
 
-/// Destroys every computer of `engine` (checkpointed first, as the app does), then removes its
-/// bots and `models`. Runs on a runtime of its own, so it works from `Drop` inside a test's
-/// runtime. The computers come from the store through the bots as well as from the listing (which
+/// Destroys every computer of the data directory (checkpointed first, as the app does), then
+/// removes its bots and `models`. Runs on a runtime and an engine of its own, so it works from
+/// `Drop` inside a test's runtime. The computers come from the store through the bots as well as from the listing (which
 /// asks Docker each computer's status and so can fail under load). A destroy that fails (a
 /// checkpoint that cannot be written, Docker slow under load) is tried again; what still stands is
 /// then removed with `docker rm -f`, and every failure is written straight to stderr (past the test
 /// harness's capture) so a leak's cause shows in the log.
-pub fn tear_down(engine: &Engine, models: &[String]) {
-    let engine = engine.clone();
+pub fn tear_down(data_dir: &std::path::Path, models: &[String]) {
+    let data_dir = data_dir.to_path_buf();
     let models = models.to_vec();
     let _ = std::thread::spawn(move || {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
+            // An engine of its own on the same data directory (as the CLI beside the app): the
+            // test's engine pools its SQLite connections on the test's runtime, which is blocked
+            // while this runs (seen in CI: "pool timed out while waiting for an open connection").
+            let engine = match Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Docker)).await {
+                Ok(e) => e,
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "tear-down: cannot open the engine on {} ({e})", data_dir.display());
+                    return;
+                }
+            };
             let mut ids: Vec<String> = engine.list_bots().await.unwrap_or_default().into_iter().map(|b| b.computer.id).collect();
             for attempt in 0..3 {
                 match engine.list_computers().await {

@@ -59,6 +59,30 @@ async fn set_model_prices(engine: State<'_, Engine>, id: String, prices: Option<
     engine.set_model_prices(&id, prices).await
 }
 
+/// A model's context window and output tokens per call: as set, or its family's defaults.
+#[tauri::command]
+async fn model_limits(engine: State<'_, Engine>, id: String) -> Res<botdesk_engine::Limits> {
+    engine.model_limits(&id).await
+}
+
+/// Sets (or with null, goes back to the family's defaults) a model's limits.
+#[tauri::command]
+async fn set_model_limits(engine: State<'_, Engine>, id: String, limits: Option<botdesk_engine::Limits>) -> Res<botdesk_engine::Limits> {
+    engine.set_model_limits(&id, limits).await
+}
+
+/// Sets (or with null, goes back to what its family was trained on) how a model gives coordinates.
+#[tauri::command]
+async fn set_model_coordinates(engine: State<'_, Engine>, id: String, coordinates: Option<botdesk_engine::action::CoordSpace>) -> Res<botdesk_engine::ModelView> {
+    engine.set_model_coordinates(&id, coordinates).await
+}
+
+/// Sets what each of a bot's runs may spend: tokens (null: the default) and dollars (null: no limit).
+#[tauri::command]
+async fn set_bot_budget(engine: State<'_, Engine>, bot: String, tokens: Option<u64>, usd: Option<f64>) -> Res<botdesk_engine::Budget> {
+    engine.set_bot_budget(&bot, tokens, usd).await
+}
+
 /// What a bot's runs have cost so far, and what each may spend.
 #[derive(Serialize)]
 struct BotSpend {
@@ -321,6 +345,10 @@ fn main() {
             bot_spend,
             model_prices,
             set_model_prices,
+            model_limits,
+            set_model_limits,
+            set_model_coordinates,
+            set_bot_budget,
             send_task,
             shot,
             files::activity,

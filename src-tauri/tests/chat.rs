@@ -132,6 +132,44 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click(&format!("{row} button[data-edit-prices]"));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("14-settings-model-prices.png");
+    // Limits and coordinates, edited in the same list: the engine's next run uses them.
+    d.click(&format!("{row} button[data-edit-limits]"));
+    for (name, value) in [("context_window", "8192"), ("max_output", "2048")] {
+        let field = format!("{row} .limits-form input[name={name}]");
+        d.js(&format!("document.querySelector('{field}').value = ''; return true"));
+        d.type_into(&field, value);
+    }
+    d.js(&format!("const s = document.querySelector('{row} .limits-form select[name=coordinates]'); s.value = '0-1000'; return true"));
+    d.click(&format!("{row} .limits-form button[type=submit]"));
+    d.wait_js("the limits saved", &format!("return (document.querySelector('{row} .model-limits')?.textContent ?? '') === '8,192-token window, up to 2,048 out per call' && (document.querySelector('{row} .model-about > span')?.textContent ?? '').endsWith('coordinates 0-1000')"), Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits { context_window: 8192, max_output: 2048 });
+    assert_eq!(rt.block_on(engine.model(&model_id)).unwrap().coordinates, botdesk_engine::action::CoordSpace::Thousandths);
+    // A window smaller than the output per call is refused with the rule, and nothing changes.
+    d.click(&format!("{row} button[data-edit-limits]"));
+    let field = format!("{row} .limits-form input[name=max_output]");
+    d.js(&format!("document.querySelector('{field}').value = ''; return true"));
+    d.type_into(&field, "9000");
+    d.click(&format!("{row} .limits-form button[type=submit]"));
+    d.wait_js("the limits refused", &format!("return (document.querySelector('{row} .limits-form p.error')?.textContent ?? '').includes('output per call is less than it')"), Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap().max_output, 2048);
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("21-settings-model-limits.png");
+    d.click(&format!("{row} .limits-form button.ghost"));
+    d.wait_js("back to the family's defaults", &format!("return (document.querySelector('{row} .model-about > span')?.textContent ?? '').endsWith('coordinates pixels')"), Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits::default_for("openai-compatible", "scripted"));
+    d.click(".modal-close");
+    // The bot's budget per run, from the chat's header.
+    d.click("#edit-budget");
+    d.wait_js("the budget form with the default", "return document.querySelector('#budget-tokens')?.value === '2000000'", Duration::from_secs(10));
+    d.js("document.querySelector('#budget-tokens').value = ''; return true");
+    d.type_into("#budget-tokens", "50000");
+    d.type_into("#budget-usd", "0.5");
+    d.click(".budget-form button[type=submit]");
+    d.wait_js("the budget saved", "return (document.querySelector('#budget-message')?.textContent ?? '').startsWith('Saved: each run of writer may spend 50,000 tokens or $0.50')", Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.bot_budget("writer")).unwrap(), botdesk_engine::Budget { tokens: 50_000, usd: Some(0.5) });
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("22-bot-budget.png");
+    d.click(".modal-close");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");

@@ -90,6 +90,18 @@ export interface Prices {
   cache_write: number;
 }
 
+/** A model's context window and output tokens per call. */
+export interface Limits {
+  context_window: number;
+  max_output: number;
+}
+
+/** What each of a bot's runs may spend: tokens, and dollars when set. */
+export interface Budget {
+  tokens: number;
+  usd: number | null;
+}
+
 export interface ControlLease {
   lease_id: string;
   bot_id: string;
@@ -131,7 +143,7 @@ export interface BotSpend {
   tokens: Usage;
   usd: number;
   unpriced_calls: number;
-  budget: { tokens: number; usd: number | null };
+  budget: Budget;
 }
 
 /** "12,345 in (10,000 from cache), 321 out tokens, $0.0123" (as the CLI says it). */
@@ -235,6 +247,13 @@ export const api = {
   listModels: () => invoke<ModelView[]>("list_models"),
   modelPrices: (id: string) => invoke<Prices | null>("model_prices", { id }),
   setModelPrices: (id: string, prices: Prices | null) => invoke<void>("set_model_prices", { id, prices }),
+  modelLimits: (id: string) => invoke<Limits>("model_limits", { id }),
+  /** null: back to the family's defaults. */
+  setModelLimits: (id: string, limits: Limits | null) => invoke<Limits>("set_model_limits", { id, limits }),
+  /** null: back to what the model's family was trained on. */
+  setModelCoordinates: (id: string, coordinates: ModelView["coordinates"] | null) => invoke<ModelView>("set_model_coordinates", { id, coordinates }),
+  /** tokens null: the default; usd null: no dollar limit. */
+  setBotBudget: (bot: string, tokens: number | null, usd: number | null) => invoke<Budget>("set_bot_budget", { bot, tokens, usd }),
   addModel: (id: string, kind: string, model: string, baseUrl: string | null, key: string | null) =>
     invoke<ModelView>("add_model", { id, kind, model, baseUrl, key }),
   removeModel: (id: string) => invoke<void>("remove_model", { id }),

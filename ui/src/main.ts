@@ -1,4 +1,4 @@
-import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Prices, RunEvent, Scope, usageText } from "./api";
+import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Limits, ModelView, Prices, RunEvent, Scope, usageText } from "./api";
 import { button, el } from "./dom";
 import { activityPane, browserPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
@@ -299,7 +299,8 @@ function chat(b: BotView): HTMLElement {
           ` · all runs ${shortTokens(spend.tokens.input + spend.tokens.cache_read + spend.tokens.cache_write)} in, ${shortTokens(spend.tokens.output)} out${spend.unpriced_calls ? "" : `, $${spend.usd.toFixed(2)}`}`,
         )
       : "";
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), list);
+  const budget = button("Budget…", { class: "ghost small", id: "edit-budget", title: "What each run of this bot may spend" }, () => openBudget(b));
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), budget), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
@@ -815,6 +816,85 @@ async function openSettings() {
   modal("Settings", form, el("h3", {}, "Models"), await modelsSection());
 }
 
+/** What each run of a bot may spend: tokens (the default when empty) and dollars (no limit when
+ *  empty), with what its runs have spent so far. A run that reaches either stops with a message. */
+async function openBudget(b: BotView) {
+  const spend = await api.botSpend(b.id).catch(() => null);
+  const now = spend?.budget;
+  const tokens = el("input", { type: "number", min: "1", step: "1", name: "tokens", id: "budget-tokens", placeholder: "2000000 (the default)", value: now ? String(now.tokens) : "" }) as HTMLInputElement;
+  const usd = el("input", { type: "number", min: "0.01", step: "any", name: "usd", id: "budget-usd", placeholder: "no dollar limit", value: now?.usd != null ? String(now.usd) : "" }) as HTMLInputElement;
+  const msg = el("p", { class: "muted", id: "budget-message" }, spend ? `So far, all runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}.` : "");
+  const form = el(
+    "form",
+    { class: "settings budget-form" },
+    el("label", { class: "field" }, el("span", {}, "Tokens per run"), tokens, el("small", {}, "Input, cache and output tokens together. Empty: the default, 2,000,000.")),
+    el("label", { class: "field" }, el("span", {}, "Dollars per run"), usd, el("small", {}, "Counted with the model's prices (Settings → Models). Empty: no dollar limit.")),
+    el("button", { type: "submit", class: "primary" }, "Save budget"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const saved = await api.setBotBudget(b.id, tokens.value ? Number(tokens.value) : null, usd.value ? Number(usd.value) : null);
+      tokens.value = String(saved.tokens);
+      msg.textContent = `Saved: each run of ${b.name} may spend ${saved.tokens.toLocaleString("en-US")} tokens${saved.usd != null ? ` or $${saved.usd.toFixed(2)}` : ""}, whichever comes first.`;
+      msg.className = "ok";
+      await loadSpend(b.id);
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal(`Budget of ${b.name}`, form);
+}
+
+/** A model's context window, output per call and coordinate space, saved or back to its family's defaults. */
+function limitsForm(m: ModelView, now: Limits, done: () => Promise<void>): HTMLElement {
+  const num = (name: keyof Limits, label: string, hint: string) =>
+    el("label", { class: "price" }, el("span", {}, label), el("input", { type: "number", min: "1", step: "1", name, value: String(now[name]), required: "", title: hint }));
+  const coords = el(
+    "select",
+    { name: "coordinates" },
+    el("option", { value: "pixels", ...(m.coordinates === "pixels" ? { selected: "" } : {}) }, "pixels of the screenshot"),
+    el("option", { value: "0-1000", ...(m.coordinates === "0-1000" ? { selected: "" } : {}) }, "0–1000 on each axis"),
+  ) as HTMLSelectElement;
+  const msg = el("p", { class: "muted" }, "Tokens. A local server may run a model with a smaller window than it could take: give the one it runs.");
+  const form = el(
+    "form",
+    { class: "limits-form", "data-limits-for": m.id },
+    num("context_window", "Context window", "Tokens the model takes in per call"),
+    num("max_output", "Output per call", "Tokens the model may give out per call"),
+    el("label", { class: "price" }, el("span", {}, "Coordinates"), coords),
+    el("button", { type: "submit", class: "primary" }, "Save"),
+    button("Family defaults", { class: "ghost", type: "button" }, async () => {
+      try {
+        await api.setModelLimits(m.id, null);
+        await api.setModelCoordinates(m.id, null);
+        await done();
+      } catch (e) {
+        fail(e);
+      }
+    }),
+    msg,
+  ) as HTMLFormElement;
+  const fail = (e: unknown) => {
+    msg.textContent = errorMessage(e);
+    msg.className = "error";
+  };
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const v = (n: string) => Number((form.elements.namedItem(n) as HTMLInputElement).value);
+    try {
+      await api.setModelLimits(m.id, { context_window: v("context_window"), max_output: v("max_output") });
+      await api.setModelCoordinates(m.id, coords.value as ModelView["coordinates"]);
+      await done();
+    } catch (err) {
+      fail(err);
+    }
+  });
+  return form;
+}
+
 /** A model's four prices (dollars per million tokens), saved or cleared. */
 function pricesForm(id: string, now: Prices | null, done: () => Promise<void>): HTMLElement {
   const input = (name: keyof Prices, label: string) =>
@@ -868,14 +948,18 @@ async function modelsSection(): Promise<HTMLElement> {
       const prices = await api.modelPrices(m.id).catch(() => null);
       const priced = prices ? `$${prices.input} in / $${prices.output} out per million tokens` : "no prices (runs show tokens only)";
       const edit = button("Prices", { class: "ghost", "data-edit-prices": m.id }, () => item.querySelector(".prices-form") || item.append(pricesForm(m.id, prices, render)));
+      const limits = await api.modelLimits(m.id).catch(() => null);
+      const sized = limits ? `${limits.context_window.toLocaleString("en-US")}-token window, up to ${limits.max_output.toLocaleString("en-US")} out per call` : "";
+      const editLimits = button("Limits", { class: "ghost", "data-edit-limits": m.id }, () => limits && (item.querySelector(".limits-form") || item.append(limitsForm(m, limits, render))));
       const about = el(
         "div",
         { class: "model-about" },
         el("strong", {}, m.id),
         el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"} · coordinates ${m.coordinates}`),
         el("div", { class: "muted model-prices" }, priced),
+        el("div", { class: "muted model-limits" }, sized),
       );
-      const item = el("li", { "data-model": m.id }, about, edit, rm);
+      const item = el("li", { "data-model": m.id }, about, edit, editLimits, rm);
       list.append(item);
     }
     const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;

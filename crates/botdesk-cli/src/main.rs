@@ -240,6 +240,16 @@ enum ModelCmd {
         #[arg(long, conflicts_with_all = ["context", "max_output"])]
         default: bool,
     },
+    /// Show or set how a model gives screen coordinates: pixels of the screenshot, or 0-1000 on
+    /// each axis.
+    Coordinates {
+        id: String,
+        #[arg(value_parser = ["pixels", "0-1000"])]
+        space: Option<String>,
+        /// Back to what its family was trained on.
+        #[arg(long, conflicts_with = "space")]
+        default: bool,
+    },
     /// Remove a model no bot uses (and its key from the keyring).
     Rm { id: String },
 }
@@ -454,6 +464,14 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             }
             let l = engine.model_limits(&id).await?;
             print(json, json!({"model": id, "limits": l}), || format!("{id}: a {}-token context window, up to {} output tokens per call", l.context_window, l.max_output));
+        }
+        Cmd::Model { cmd: ModelCmd::Coordinates { id, space, default } } => {
+            let m = match (space.as_deref().and_then(botdesk_engine::action::CoordSpace::parse), default) {
+                (Some(c), _) => engine.set_model_coordinates(&id, Some(c)).await?,
+                (None, true) => engine.set_model_coordinates(&id, None).await?,
+                (None, false) => engine.model(&id).await?,
+            };
+            print(json, json!({"model": m.id, "coordinates": m.coordinates}), || format!("{}: coordinates in {}", m.id, m.coordinates.as_str()));
         }
         Cmd::Model { cmd: ModelCmd::List } => {
             let models = engine.list_models().await?;

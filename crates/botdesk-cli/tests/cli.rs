@@ -297,6 +297,12 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert_eq!(data.json(&["model", "limits", &id, "--context", "32768", "--max-output", "2048"])["limits"]["max_output"], 2048);
     assert_eq!(data.run(&["model", "limits", &id, "--context", "1024", "--max-output", "2048"]).status.code(), Some(1));
     assert_eq!(data.json(&["model", "limits", &id, "--default"])["limits"]["max_output"], 8192);
+    // Coordinates: the family's (pixels for this one) until set; a space not known is refused.
+    assert_eq!(data.json(&["model", "coordinates", &id])["coordinates"], "pixels");
+    assert_eq!(data.json(&["model", "coordinates", &id, "0-1000"])["coordinates"], "0-1000");
+    assert_eq!(data.json(&["model", "list"])["models"].as_array().unwrap().iter().find(|m| m["id"] == id.as_str()).unwrap()["coordinates"], "0-1000");
+    assert_eq!(data.run(&["model", "coordinates", &id, "inches"]).status.code(), Some(2), "clap refuses a space it does not know");
+    assert_eq!(data.json(&["model", "coordinates", &id, "--default"])["coordinates"], "pixels");
     // A budget per run, shown with what the bot's runs cost so far.
     let budget = data.json(&["bot", "budget", "runner", "--tokens", "1,500,000", "--usd", "2.5"]);
     assert_eq!((budget["budget"]["tokens"].as_u64(), budget["budget"]["usd"].as_f64()), (Some(1_500_000), Some(2.5)), "{budget}");

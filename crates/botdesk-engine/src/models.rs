@@ -122,6 +122,20 @@ impl Engine {
         self.model_limits(id).await
     }
 
+    /// One model, as listed.
+    pub async fn model(&self, id: &str) -> Result<ModelView> {
+        Ok(self.inner.store.model(id).await?)
+    }
+
+    /// Sets how a model gives screen coordinates (None: what its family was trained on); later
+    /// runs use it.
+    pub async fn set_model_coordinates(&self, id: &str, coordinates: Option<CoordSpace>) -> Result<ModelView> {
+        let m = self.inner.store.model(id).await?;
+        let c = coordinates.unwrap_or_else(|| CoordSpace::default_for(&m.model));
+        self.inner.store.set_model_coordinates(&m.id, c).await?;
+        Ok(self.inner.store.model(&m.id).await?)
+    }
+
     /// Sets (or with None, forgets) a model's prices; later calls are costed with them.
     pub async fn set_model_prices(&self, id: &str, prices: Option<Prices>) -> Result<()> {
         if let Some(p) = prices {

@@ -71,6 +71,16 @@ impl Store {
             .ok_or_else(|| StoreError::NotFound(format!("model {id:?} (see `botdesk model list`)")))
     }
 
+    /// Sets how a model gives screen coordinates; later runs use it.
+    pub async fn set_model_coordinates(&self, id: &str, coordinates: botdesk_core::action::CoordSpace) -> Result<()> {
+        let c = coordinates.as_str();
+        let done = sqlx::query!("UPDATE models SET coordinates = ?2 WHERE id = ?1", id, c).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("model {id:?}")));
+        }
+        Ok(())
+    }
+
     /// Removes a model no bot uses.
     pub async fn remove_model(&self, id: &str) -> Result<()> {
         let users: Vec<String> = sqlx::query_scalar!("SELECT name FROM bots WHERE model = ?1 ORDER BY name", id).fetch_all(&self.pool).await?;

@@ -170,11 +170,13 @@ pub const STEPS_KEPT_WHEN_FULL: usize = 2;
 /// run collapses all but [`STEPS_KEPT_WHEN_FULL`] steps at once; an earlier run given as history
 /// keeps none.
 pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: usize, keep: usize) {
+    // The model's own summary stays as it is; the lines collapse after it.
+    if messages.get(from).is_some_and(|m| m.role == Role::User && m.text().starts_with(COMPACTED)) {
+        return collapse_steps_to(messages, from + 1, threshold, keep);
+    }
     let is_summary = |m: &Message| m.role == Role::User && m.text().starts_with(COLLAPSED);
     let start = if messages.get(from).is_some_and(is_summary) { from + 1 } else { from };
-    let steps: Vec<usize> = (start..messages.len().saturating_sub(1))
-        .filter(|&i| messages[i].role == Role::Assistant && messages[i].tool_calls().next().is_some() && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_))))
-        .collect();
+    let steps = steps(messages, start);
     if steps.len() < threshold.max(keep + 1) {
         return;
     }
@@ -212,6 +214,29 @@ pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: us
         text.push_str(&l);
     }
     messages.splice(from..first_kept, [Message::user(text)]);
+}
+
+/// Where each step of `messages[start..]` begins (an assistant turn with tool calls, followed
+/// by their results).
+fn steps(messages: &[Message], start: usize) -> Vec<usize> {
+    (start..messages.len().saturating_sub(1))
+        .filter(|&i| messages[i].role == Role::Assistant && messages[i].tool_calls().next().is_some() && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_))))
+        .collect()
+}
+
+/// How the model's own summary of a run's earlier steps begins (a user message right after the task).
+pub const COMPACTED: &str = "[Earlier steps of this task, in your own summary (your TODO.md, if you keep one, has your own notes):]";
+
+/// Where the newest `keep` steps of `messages[from..]` begin, when there is more than that to
+/// compact.
+pub fn compactable(messages: &[Message], from: usize, keep: usize) -> Option<usize> {
+    let steps = steps(messages, from);
+    (steps.len() > keep && keep > 0).then(|| steps[steps.len() - keep])
+}
+
+/// Replaces `messages[from..first_kept]` (earlier summaries included) with the model's summary.
+pub fn compact_to(messages: &mut Vec<Message>, from: usize, first_kept: usize, summary: &str) {
+    messages.splice(from..first_kept, [Message::user(format!("{COMPACTED}\n{}", summary.trim()))]);
 }
 
 /// Why the model stopped.
@@ -317,6 +342,31 @@ mod tests {
         assert!(ms.len() <= 2 + 2 * STEPS_BEFORE_COLLAPSE);
         assert_eq!(summary.lines().filter(|l| l.starts_with("- ")).count(), SUMMARY_LINES, "{summary}");
         assert!(summary.contains("earlier lines left out)") && !summary.contains("echo 0\"") && summary.contains("echo 47\""), "{summary}");
+    }
+
+    #[test]
+    fn the_models_summary_replaces_older_steps_and_survives_later_collapses() {
+        let step = |i: usize| {
+            let call = ToolCall::new(format!("c{i}"), "shell".into(), format!(r#"{{"command":"echo {i}"}}"#));
+            [Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] }, Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("{i}")))] }]
+        };
+        let mut ms = vec![Message::user("the task")];
+        ms.extend(step(0));
+        ms.extend(step(1));
+        assert_eq!(compactable(&ms, 1, STEPS_KEPT_WHEN_FULL), None, "nothing beyond the kept steps");
+        ms.extend(step(2));
+        let first_kept = compactable(&ms, 1, STEPS_KEPT_WHEN_FULL).unwrap();
+        compact_to(&mut ms, 1, first_kept, " did 0 ");
+        assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT_WHEN_FULL);
+        assert_eq!(ms[1].text(), format!("{COMPACTED}\ndid 0"));
+        assert_eq!(ms[2].tool_calls().next().unwrap().id, "c1");
+        // The usual collapse later leaves the model's summary as it is and collapses after it.
+        for i in 3..3 + STEPS_BEFORE_COLLAPSE {
+            ms.extend(step(i));
+        }
+        collapse_steps(&mut ms, 1);
+        assert!(ms[1].text().starts_with(COMPACTED) && ms[2].text().starts_with(COLLAPSED), "{:?}", &ms[..3]);
+        assert_eq!(ms.len(), 3 + 2 * STEPS_KEPT);
     }
 
     #[test]

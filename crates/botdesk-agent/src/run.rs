@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{ModelClient, ModelError, Request};
-use crate::conversation::{collapse_steps, collapse_steps_to, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, STEPS_KEPT_WHEN_FULL};
+use crate::conversation::{collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, STEPS_KEPT_WHEN_FULL};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -104,7 +104,19 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             return RunEnd::Failed(why);
         }
         if last_prompt >= nearly_full {
-            collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
+            match summarize(client, host, cfg, &specs, &messages, work, cancel).await {
+                Ok(Some((first_kept, summary, usage))) => {
+                    spent.add(&usage);
+                    compact_to(&mut messages, work, first_kept, &summary);
+                }
+                Ok(None) => {}
+                Err(ModelError::Cancelled) => return RunEnd::Cancelled,
+                // No summary (the call failed, or the model gave no text): a line per call instead.
+                Err(e) => {
+                    tracing::warn!("the model's summary of the earlier steps failed ({e}); they collapse to a line per call");
+                    collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
+                }
+            }
         } else {
             collapse_steps(&mut messages, work);
         }
@@ -157,6 +169,29 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         return RunEnd::Cancelled;
     }
     RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// What the model is asked when its context window is nearly full.
+pub const SUMMARIZE: &str = "Your context window is nearly full, so the earlier steps of this task will now be replaced by a summary that you write. \
+Write it now, without calling any tool: the task, what you have done and found (file names, paths, URLs, commands and results that matter), \
+what is left to do, and anything you must not forget. At most 300 words.";
+
+/// Near the context window: the model's own summary of the run's work so far, to take the place
+/// of all but its newest [`STEPS_KEPT_WHEN_FULL`] steps (where they begin, the summary, what the
+/// call cost). None when there is not more than that to compact. The request repeats the last
+/// one with the question at its end, so the provider's cache serves all but the question.
+async fn summarize(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, specs: &[crate::conversation::ToolSpec], messages: &[Message], work: usize, cancel: &CancellationToken) -> Result<Option<(usize, String, botdesk_core::Usage)>, ModelError> {
+    let Some(first_kept) = compactable(messages, work, STEPS_KEPT_WHEN_FULL) else { return Ok(None) };
+    let mut ask = messages.to_vec();
+    prune_images(&mut ask);
+    tell(&mut ask, SUMMARIZE.into());
+    let turn = client.complete(&Request { system: &cfg.system, messages: &ask, tools: specs }, &mut |_| {}, &mut |_| {}, cancel).await?;
+    host.usage(&turn.usage).await;
+    let summary = turn.text.trim();
+    if summary.is_empty() {
+        return Err(ModelError::Protocol("the model answered the request for a summary with no text".into()));
+    }
+    Ok(Some((first_kept, summary.to_string(), turn.usage)))
 }
 
 /// Adds `text` from the person to the conversation: to the last message when that is theirs

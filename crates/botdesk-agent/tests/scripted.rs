@@ -345,14 +345,46 @@ async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
     .await;
 }
 
-/// Near the model's context window (75 %), the run collapses all but the last two steps at once;
-/// requests state the output limit in each format's own field.
+/// Near the model's context window (75 %), the model writes a summary of the run's work so far,
+/// which takes the place of all but the last two steps (and of the summary before it); when that
+/// call fails, the older steps collapse to a line per call instead. Requests state the output
+/// limit in each format's own field.
 #[tokio::test]
-async fn near_the_context_window_older_steps_collapse_at_once() {
+async fn near_the_context_window_the_model_summarizes_older_steps() {
     both(async |wire| {
-        let mut steps: Vec<Step> = (0..6).map(|i| Step::reply(Reply::call("shell", json!({"command": format!("echo {i}")})))).collect();
-        steps.push(Step::reply(Reply::text("Done.")));
-        let server = ScriptedServer::start(steps).await;
+        let shell = |i: u32| Reply::call("shell", json!({"command": format!("echo {i}")}));
+        let asks = |s: &Seen| s.body["messages"].to_string().contains("will now be replaced by a summary that you write");
+        let summary_of = |expect: &'static [&'static str], reply: Reply| {
+            Step::check(
+                move |s: &Seen| {
+                    let all = s.body["messages"].to_string();
+                    if !asks(s) {
+                        return Err("no request for a summary".into());
+                    }
+                    expect.iter().all(|e| all.contains(e)).then_some(()).ok_or(format!("the summary request lacks one of {expect:?}"))
+                },
+                reply,
+            )
+        };
+        let server = ScriptedServer::start(vec![
+            Step::reply(shell(0)),
+            Step::reply(shell(1)),
+            Step::reply(shell(2)),
+            // Three steps are whole and the window is past 75 %: a summary is asked for, and fails.
+            summary_of(&["echo 0", "echo 2"], Reply::Status { status: 400, retry_after: None, body: r#"{"error":{"message":"no"}}"#.into() }),
+            Step::reply(shell(3)),
+            summary_of(&["echo 3"], Reply::text("SUMMARY-A: I counted from 0 to 3.")),
+            Step::check(|s: &Seen| s.body["messages"].to_string().contains("SUMMARY-A").then_some(()).ok_or("the summary is not in the context".into()), shell(4)),
+            summary_of(&["SUMMARY-A", "echo 4"], Reply::text("SUMMARY-B: counted 0 to 4.")),
+            Step::check(
+                |s: &Seen| {
+                    let all = s.body["messages"].to_string();
+                    (all.contains("SUMMARY-B") && !all.contains("SUMMARY-A") && !all.contains("echo 1")).then_some(()).ok_or("the new summary did not replace the old one".into())
+                },
+                Reply::text("Done."),
+            ),
+        ])
+        .await;
         let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
         let mut model = ModelConfig::new(kind, "scripted-1", Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
         // The tools and system prompt alone are about 1,700 tokens: past 75 % from the start.
@@ -360,9 +392,13 @@ async fn near_the_context_window_older_steps_collapse_at_once() {
         let host = MemHost::default();
         let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "count to six", &CancellationToken::new()).await;
         assert_eq!(end, RunEnd::Completed("Done.".into()), "{wire:?}");
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         let seen = server.requests();
+        assert_eq!(seen.len(), 9, "{wire:?}");
         let collapsed: Vec<bool> = seen.iter().map(|s| s.body["messages"].to_string().contains("Earlier steps of this task, collapsed")).collect();
-        assert_eq!(collapsed, [false, false, false, true, true, true, true], "{wire:?}: collapsed once three steps were whole");
+        assert_eq!(collapsed, [false, false, false, false, true, true, false, false, false], "{wire:?}: lines per call after the failed summary, until the model's summary");
+        // Each summary call's cost is the run's too.
+        assert_eq!(host.usage.lock().unwrap().len(), 8, "{wire:?}: every answered call's usage (not the refused one)");
         // (OpenAI's own API would get max_completion_tokens; a compatible server gets max_tokens.)
         assert!(seen.iter().all(|s| s.body["max_tokens"] == json!(500)), "{wire:?}");
     })

@@ -180,6 +180,15 @@ impl ModelClient {
         &self.config
     }
 
+    /// The window an Ollama server really runs this model with; None for other servers, or when
+    /// it does not say (see [`crate::ollama`]).
+    pub async fn served_context(&self, cancel: &CancellationToken) -> Option<crate::ollama::Served> {
+        if self.config.wire != Wire::OpenAi || self.config.openai_native {
+            return None;
+        }
+        crate::ollama::served_context(&self.http, &self.config.base_url, &self.config.model, cancel).await
+    }
+
     /// Sends the conversation and streams the reply: `on_text` sees each piece of text as it
     /// arrives. Retries transient failures, also one that broke a reply off mid-stream: then
     /// `on_restart` is told why, and the text streamed so far is to be forgotten.

@@ -4,6 +4,7 @@
 mod anthropic;
 pub mod client;
 pub mod conversation;
+pub mod ollama;
 mod openai;
 pub mod run;
 pub mod scripted;

@@ -41,6 +41,8 @@ pub trait Host: Send + Sync {
     async fn usage(&self, _usage: &botdesk_core::Usage) {}
     /// The reply broke off mid-stream and is asked for again: forget the text streamed so far.
     fn restart(&self, _why: &str) {}
+    /// Something the person should know about the run (not sent to the model).
+    async fn note(&self, _text: &str) {}
     /// A step boundary (before each model call, never inside a batch of actions or a command):
     /// the person may have paused the run to take the screen. Returns once the run may go on,
     /// with what the model is told about the pause, if there was one.
@@ -90,8 +92,28 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     // Text of replies cut off at the output limit and continued, in order.
     let (mut so_far, mut continued) = (String::new(), 0);
     let mut spent = botdesk_core::Usage::default();
+    // Ollama may run the model with a smaller window than it is set to (and drops what does not
+    // fit without saying so): keep to the one it really has, or say how to raise it.
+    let mut window = client.config().context_window;
+    if let Some(served) = client.served_context(cancel).await {
+        let need = step_tokens(cfg, &specs, task, client.config().max_tokens);
+        if need > served.context {
+            return RunEnd::Failed(crate::ollama::too_small(&client.config().model, &served, need));
+        }
+        if served.context < window {
+            host.note(&format!(
+                "Ollama runs {} with a context window of {} tokens, smaller than the {window} set for this model: this run keeps to {}, summarizing its older steps sooner. To give it more, start Ollama with OLLAMA_CONTEXT_LENGTH set higher.",
+                client.config().model, served.context, served.context
+            ))
+            .await;
+            window = served.context;
+        }
+    }
+    if cancel.is_cancelled() {
+        return RunEnd::Cancelled;
+    }
     // The last call's prompt filled the context window past this (tokens): collapse now.
-    let nearly_full = client.config().context_window / 4 * 3;
+    let nearly_full = window / 4 * 3;
     let mut last_prompt = 0;
     for _step in 0..cfg.max_steps {
         if let Some(said) = host.between_steps(cancel).await {
@@ -169,6 +191,13 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         return RunEnd::Cancelled;
     }
     RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// About how many tokens one step needs: the instructions and tools, the task, a screenshot and
+/// room for a reply (a token is about 4 bytes of text; a 1280x800 screenshot about 1,400 tokens).
+fn step_tokens(cfg: &RunConfig, specs: &[crate::conversation::ToolSpec], task: &str, max_tokens: u32) -> u64 {
+    let tools: usize = specs.iter().map(|t| t.name.len() + t.description.len() + t.schema.to_string().len()).sum();
+    ((cfg.system.len() + tools + task.len()) / 4) as u64 + 1_400 + u64::from(max_tokens).min(1_024)
 }
 
 /// What the model is asked when its context window is nearly full.

@@ -107,6 +107,25 @@ struct State {
     /// The previous request's prompt (see [`prompt_text`]): its longest common start with the next
     /// one is what a provider's prompt cache would serve.
     cached: String,
+    /// Also answers Ollama's own API, as an Ollama server running this.
+    ollama: Option<OllamaSim>,
+    /// The paths of Ollama's own API asked, in order.
+    ollama_asked: Vec<String>,
+}
+
+/// An Ollama server as far as its own API tells the context window of a model.
+#[derive(Debug, Clone)]
+pub struct OllamaSim {
+    /// The model it serves (a name without a tag is `:latest`).
+    pub model: String,
+    /// The window it runs the model with once loaded.
+    pub context: u64,
+    /// Whether the model is loaded already (else `/api/generate` loads it).
+    pub loaded: bool,
+    /// `PARAMETER num_ctx` in its Modelfile.
+    pub modelfile: Option<u64>,
+    /// Ollama before 0.10: `/api/ps` does not say the context.
+    pub old: bool,
 }
 
 /// The tokens a 1280x800 screenshot costs, as Anthropic counts images (width × height / 750).
@@ -215,6 +234,16 @@ impl ScriptedServer {
         self.state.lock().unwrap().failures.clone()
     }
 
+    /// Answers Ollama's own API too (without it, those paths are 404, as on other servers).
+    pub fn act_as_ollama(&self, sim: OllamaSim) {
+        self.state.lock().unwrap().ollama = Some(sim);
+    }
+
+    /// The paths of Ollama's own API asked so far.
+    pub fn ollama_asked(&self) -> Vec<String> {
+        self.state.lock().unwrap().ollama_asked.clone()
+    }
+
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().steps.len()
     }
@@ -239,6 +268,17 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let mut body = vec![0; len];
     r.read_exact(&mut body).await?;
     let mut sock = r.into_inner();
+    if path.starts_with("/api/") {
+        let answer = {
+            let mut st = state.lock().unwrap();
+            st.ollama_asked.push(path.clone());
+            st.ollama.as_mut().and_then(|o| ollama_answer(o, &path))
+        };
+        return match answer {
+            Some(a) => respond(&mut sock, 200, None, &a.to_string()).await,
+            None => respond(&mut sock, 404, None, "404 page not found").await,
+        };
+    }
     let wire = match path.as_str() {
         "/v1/messages" => Wire::Anthropic,
         "/v1/chat/completions" => Wire::OpenAi,
@@ -329,6 +369,27 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         }
         Reply::Func(_) => unreachable!(),
     }
+}
+
+/// What a simulated Ollama answers on its own API.
+fn ollama_answer(o: &mut OllamaSim, path: &str) -> Option<Value> {
+    Some(match path {
+        "/api/version" => json!({ "version": if o.old { "0.9.6" } else { "0.12.6" } }),
+        "/api/ps" if o.loaded => {
+            let mut m = json!({ "name": format!("{}:latest", o.model), "model": format!("{}:latest", o.model), "size": 1 });
+            if !o.old {
+                m["context_length"] = json!(o.context);
+            }
+            json!({ "models": [m] })
+        }
+        "/api/ps" => json!({ "models": [] }),
+        "/api/show" => json!({ "parameters": o.modelfile.map_or("stop \"<|im_end|>\"".to_string(), |n| format!("stop \"<|im_end|>\"\nnum_ctx {n}")), "model_info": { "general.architecture": "qwen2", "qwen2.context_length": 131072 } }),
+        "/api/generate" => {
+            o.loaded = true;
+            json!({ "model": o.model, "done": true, "done_reason": "load" })
+        }
+        _ => return None,
+    })
 }
 
 async fn respond(sock: &mut TcpStream, status: u16, retry_after: Option<u64>, body: &str) -> std::io::Result<()> {

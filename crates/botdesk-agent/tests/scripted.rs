@@ -19,6 +19,7 @@ struct MemHost {
     results: Mutex<Vec<(String, ToolResult)>>,
     usage: Mutex<Vec<botdesk_core::Usage>>,
     restarts: Mutex<Vec<String>>,
+    notes: Mutex<Vec<String>>,
 }
 
 #[async_trait]
@@ -49,6 +50,9 @@ impl Host for MemHost {
     }
     async fn usage(&self, u: &botdesk_core::Usage) {
         self.usage.lock().unwrap().push(*u);
+    }
+    async fn note(&self, text: &str) {
+        self.notes.lock().unwrap().push(text.into());
     }
     fn restart(&self, why: &str) {
         self.deltas.lock().unwrap().clear();
@@ -403,6 +407,66 @@ async fn near_the_context_window_the_model_summarizes_older_steps() {
         assert!(seen.iter().all(|s| s.body["max_tokens"] == json!(500)), "{wire:?}");
     })
     .await;
+}
+
+fn ollama(context: u64, loaded: bool, modelfile: Option<u64>, old: bool) -> botdesk_agent::scripted::OllamaSim {
+    botdesk_agent::scripted::OllamaSim { model: "scripted-1".into(), context, loaded, modelfile, old }
+}
+
+/// Ollama runs the model with a window too small for one step (read from the loaded model after
+/// loading it): the run does not start, and says how to raise the window.
+#[tokio::test]
+async fn an_ollama_window_too_small_for_a_step_is_said_with_how_to_raise_it() {
+    let server = ScriptedServer::start(vec![]).await;
+    server.act_as_ollama(ollama(2048, false, None, false));
+    let host = MemHost::default();
+    let end = run(&client(&server, Wire::OpenAi), &host, &cfg(), vec![], "look at the screen", &CancellationToken::new()).await;
+    let RunEnd::Failed(why) = end else { panic!("{end:?}") };
+    assert!(why.contains("Ollama runs scripted-1 with a context window of 2048 tokens (as it says of the loaded model)") && why.contains("OLLAMA_CONTEXT_LENGTH=16384") && why.contains("PARAMETER num_ctx"), "{why}");
+    assert_eq!(server.ollama_asked(), ["/api/version", "/api/ps", "/api/show", "/api/generate", "/api/ps"]);
+    assert!(server.requests().is_empty(), "no model call");
+}
+
+/// Ollama's window (here from the Modelfile) is smaller than the one set for the model: the run
+/// keeps to it (the person is told), so its steps are summarized before Ollama would drop them.
+#[tokio::test]
+async fn a_run_keeps_to_the_window_ollama_really_has() {
+    let big = || Reply::call("shell", json!({"command": "big"}));
+    let server = ScriptedServer::start(vec![
+        Step::reply(big()),
+        Step::reply(big()),
+        Step::reply(big()),
+        Step::check(|s: &Seen| s.body["messages"].to_string().contains("replaced by a summary").then_some(()).ok_or("no summary asked for".into()), Reply::text("Read three big outputs.")),
+        Step::reply(Reply::text("Done.")),
+    ])
+    .await;
+    server.act_as_ollama(ollama(131_072, false, Some(8192), false));
+    let mut model = ModelConfig::new("openai-compatible", "scripted-1", Some(&server.base_url(Wire::OpenAi)), None).unwrap();
+    (model.context_window, model.max_tokens) = (32_768, 1_024);
+    let host = MemHost::default();
+    let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "read big things", &CancellationToken::new()).await;
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(server.ollama_asked(), ["/api/version", "/api/ps", "/api/show"]);
+    let notes = host.notes.lock().unwrap().clone();
+    assert!(notes.len() == 1 && notes[0].contains("context window of 8192 tokens, smaller than the 32768 set for this model"), "{notes:?}");
+}
+
+/// An Ollama before 0.10 (its model list does not say the window) and any other server: nothing
+/// is known, nothing is said, the run goes on with the window set.
+#[tokio::test]
+async fn a_server_that_does_not_say_its_window_changes_nothing() {
+    for old in [true, false] {
+        let server = ScriptedServer::start(vec![Step::reply(Reply::text("Hi."))]).await;
+        if old {
+            server.act_as_ollama(ollama(2048, true, None, true));
+        }
+        let host = MemHost::default();
+        assert_eq!(run(&client(&server, Wire::OpenAi), &host, &cfg(), vec![], "hi", &CancellationToken::new()).await, RunEnd::Completed("Hi.".into()));
+        assert!(host.notes.lock().unwrap().is_empty());
+        let asked = server.ollama_asked();
+        assert_eq!(asked, if old { vec!["/api/version", "/api/ps", "/api/show", "/api/generate", "/api/ps"] } else { vec!["/api/version"] }, "old: {old}");
+    }
 }
 
 /// A reply that breaks off mid-stream is asked for again as a whole; the host is told to forget

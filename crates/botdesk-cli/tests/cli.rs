@@ -374,6 +374,34 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
 
+/// A local Ollama runs the model with a window too small for one step: `botdesk run` fails
+/// without calling the model and says how to raise the window; the chat keeps the reason. With a
+/// larger window, smaller than the one set, the run keeps to it and the chat says so.
+#[test]
+fn run_on_ollama_keeps_to_its_real_window_or_says_how_to_raise_it() {
+    use botdesk_agent::scripted::{OllamaSim, Reply, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::text("Looked."))]));
+    server.act_as_ollama(OllamaSim { model: "scripted".into(), context: 2048, loaded: true, modelfile: None, old: false });
+    let data = Data::new();
+    let id = format!("cli-ollama-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::OpenAi, "");
+    assert!(data.run(&["bot", "create", "local", "--model", &id]).status.success());
+    let out = data.run(&["run", "local", "look at the screen"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Ollama runs scripted with a context window of 2048 tokens") && stderr(&out).contains("OLLAMA_CONTEXT_LENGTH=16384"), "{}", stderr(&out));
+    assert!(server.requests().is_empty(), "no model call");
+    let chat = data.json(&["chat", "local"]);
+    assert!(chat["messages"].as_array().unwrap().iter().any(|m| m["text"].as_str().unwrap().contains("OLLAMA_CONTEXT_LENGTH")), "{chat}");
+
+    server.act_as_ollama(OllamaSim { model: "scripted".into(), context: 8192, loaded: true, modelfile: None, old: false });
+    let out = data.run(&["run", "local", "look again"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chat = data.json(&["chat", "local"]);
+    assert!(chat["messages"].as_array().unwrap().iter().any(|m| m["text"].as_str().unwrap().contains("with a context window of 8192 tokens, smaller than the 32768 set")), "{chat}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+}
+
 #[test]
 fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};

@@ -786,6 +786,10 @@ impl Host for RunHost {
         self.engine.emit(RunEvent::Restart { bot: self.bot_id(), run_id: self.run.id.clone(), why: self.redactor.redact(why) });
     }
 
+    async fn note(&self, text: &str) {
+        self.message("system", text).await;
+    }
+
     async fn between_steps(&self, cancel: &CancellationToken) -> Option<String> {
         self.pause_if_asked(cancel).await
     }

@@ -12,12 +12,14 @@ use crate::sse::Event;
 /// the cache and only the new turn is written.
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let mut tools: Vec<Value> = vec![];
-    if c.dialect == Dialect::ClaudeComputer {
-        // Claude's own computer tool stands for ours (`tools::parse` maps its actions back).
-        let (w, h) = botdesk_core::action::SCREEN;
-        tools.push(json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}));
+    // Claude's own computer tool stands for ours (`tools::parse` maps its actions back).
+    let (w, h) = botdesk_core::action::SCREEN;
+    match c.dialect {
+        Dialect::ClaudeComputer => tools.push(json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h})),
+        Dialect::ClaudeComputerZoom => tools.push(json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true})),
+        Dialect::Plain => {}
     }
-    let ours = req.tools.iter().filter(|t| c.dialect == Dialect::Plain || !t.name.starts_with("computer_"));
+    let ours = req.tools.iter().filter(|t| !c.dialect.claude_computer() || !t.name.starts_with("computer_"));
     tools.extend(ours.map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);

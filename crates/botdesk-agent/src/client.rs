@@ -44,6 +44,9 @@ pub enum Dialect {
     /// Claude's own `computer` tool (computer_20250124, beta `computer-use-2025-01-24`), which
     /// it was trained on; its actions are mapped onto ours.
     ClaudeComputer,
+    /// The newer version of it (computer_20251124, beta `computer-use-2025-11-24`) with `zoom`
+    /// turned on, for the models that have it.
+    ClaudeComputerZoom,
 }
 
 impl Dialect {
@@ -51,7 +54,18 @@ impl Dialect {
     pub fn default_for(kind: &str, model: &str) -> Self {
         let m = model.to_ascii_lowercase();
         let trained = ["claude-sonnet-4", "claude-opus-4", "claude-haiku-4", "claude-3-7-sonnet", "claude-3-5-sonnet"].iter().any(|p| m.starts_with(p));
-        if kind == "anthropic" && trained { Dialect::ClaudeComputer } else { Dialect::Plain }
+        let zoom = ["claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7", "claude-sonnet-4-6"].iter().any(|p| m.starts_with(p));
+        match () {
+            _ if kind != "anthropic" => Dialect::Plain,
+            _ if zoom => Dialect::ClaudeComputerZoom,
+            _ if trained => Dialect::ClaudeComputer,
+            _ => Dialect::Plain,
+        }
+    }
+
+    /// Whether the model works the screen with Claude's own computer tool.
+    pub fn claude_computer(self) -> bool {
+        matches!(self, Dialect::ClaudeComputer | Dialect::ClaudeComputerZoom)
     }
 }
 
@@ -246,8 +260,10 @@ impl ModelClient {
         if c.wire == Wire::Anthropic {
             rb = rb.header("anthropic-version", "2023-06-01");
         }
-        if c.dialect == Dialect::ClaudeComputer {
-            rb = rb.header("anthropic-beta", "computer-use-2025-01-24");
+        match c.dialect {
+            Dialect::ClaudeComputer => rb = rb.header("anthropic-beta", "computer-use-2025-01-24"),
+            Dialect::ClaudeComputerZoom => rb = rb.header("anthropic-beta", "computer-use-2025-11-24"),
+            Dialect::Plain => {}
         }
         let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;

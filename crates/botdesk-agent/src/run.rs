@@ -244,8 +244,8 @@ pub struct Setting<'a> {
     /// Today, `YYYY-MM-DD`.
     pub today: &'a str,
     pub coords: botdesk_core::action::CoordSpace,
-    /// The model works the screen with Claude's own computer tool.
-    pub claude_computer: bool,
+    /// How the model works the screen.
+    pub dialect: crate::client::Dialect,
 }
 
 /// The system prompt of a bot: who and where it is, how its screen and coordinates work, what
@@ -268,7 +268,11 @@ pub fn system_prompt(s: &Setting<'_>) -> String {
          If you need the person (a login, a captcha, a payment, a decision), call request_takeover with what they should do, and wait.\n\
          When the task is done, answer with a short summary and no tool call.",
         bot = s.bot,
-        screen = if s.claude_computer { "computer takes screenshots, clicks and types" } else { "computer_observe looks at your screen; computer_act clicks and types" },
+        screen = match s.dialect {
+            crate::client::Dialect::Plain => "computer_observe looks at your screen; computer_act clicks and types",
+            crate::client::Dialect::ClaudeComputer => "computer takes screenshots, clicks and types",
+            crate::client::Dialect::ClaudeComputerZoom => "computer takes screenshots, clicks and types, and zooms into a region to read small text",
+        },
         w = SCREEN.0,
         h = SCREEN.1,
         today = s.today,
@@ -298,7 +302,7 @@ mod tests {
 
     #[test]
     fn the_system_prompt_says_where_and_how() {
-        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, claude_computer: false };
+        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, dialect: crate::client::Dialect::Plain };
         let p = system_prompt(&setting);
         for want in ["You are ada", "Today is 2026-12-01", "1280x800", "x from 0 to 1279", "Your folder is bots/b1", "shared/ is shared", "not root", "uv venv", "prefer browser_navigate", "TODO.md", "request_takeover", "append: true"] {
             assert!(p.contains(want), "{want:?} missing from:\n{p}");

@@ -20,6 +20,9 @@ pub const MAX_SHELL_TIMEOUT_S: u64 = 1800;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Tool {
     Observe,
+    /// A close look at part of the screen, `[left, top, right, bottom]` in the model's coordinates
+    /// (Claude's `zoom`).
+    Zoom { region: [u32; 4] },
     Act { actions: Value, settle_ms: Option<u64> },
     Shell { command: String, cwd: Option<String>, timeout_s: u64 },
     ListFiles { path: String },
@@ -38,7 +41,7 @@ pub enum Tool {
 impl Tool {
     /// Whether the tool needs the bot's screen (refused as data when the screen is unavailable).
     pub fn is_graphical(&self) -> bool {
-        matches!(self, Tool::Observe | Tool::Act { .. } | Tool::OpenPath { .. } | Tool::LaunchApp { .. } | Tool::BrowserNavigate { .. } | Tool::BrowserSnapshot | Tool::BrowserAct { .. })
+        matches!(self, Tool::Observe | Tool::Zoom { .. } | Tool::Act { .. } | Tool::OpenPath { .. } | Tool::LaunchApp { .. } | Tool::BrowserNavigate { .. } | Tool::BrowserSnapshot | Tool::BrowserAct { .. })
     }
 }
 
@@ -222,8 +225,9 @@ fn schema(props: Value, required: &[&str]) -> Value {
 }
 
 /// Every tool, as the model sees it.
-/// The actions of Claude's `computer` tool (computer_20250124), as our tools: a screenshot is an
-/// observe, everything else one `computer_act` batch, checked like any other.
+/// The actions of Claude's `computer` tool (computer_20250124, and computer_20251124's `zoom`), as
+/// our tools: a screenshot is an observe, a zoom a close look, everything else one `computer_act`
+/// batch, checked like any other.
 fn claude_computer(input: &Value) -> Result<Tool, String> {
     let action = input["action"].as_str().ok_or("the computer tool needs an action")?;
     let point = |key: &str| -> Result<(Value, Value), String> {
@@ -286,6 +290,16 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
         "wait" => {
             let s = input["duration"].as_f64().filter(|s| s.is_finite() && *s >= 0.0).ok_or("wait needs a duration in seconds")?;
             json!([{"type": "wait", "ms": (s * 1000.0).round().min(u64::MAX as f64) as u64}])
+        }
+        "zoom" => {
+            let region = match input["region"].as_array().map(Vec::as_slice) {
+                Some([a, b, c, d]) => [a, b, c, d].map(|v| v.as_u64().filter(|&v| v <= 100_000).map(|v| v as u32)),
+                _ => [None; 4],
+            };
+            return match region {
+                [Some(a), Some(b), Some(c), Some(d)] => Ok(Tool::Zoom { region: [a, b, c, d] }),
+                _ => Err("zoom needs region as [left, top, right, bottom], whole numbers of the screen".into()),
+            };
         }
         "hold_key" => return Err("hold_key is not supported here: use key with modifiers (e.g. ctrl+c)".into()),
         other => return Err(format!("the computer tool has no action {other:?}")),

@@ -147,7 +147,7 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
 }
 
 fn cfg() -> RunConfig {
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default(), claude_computer: false };
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default(), dialect: botdesk_agent::Dialect::Plain };
     RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None }
 }
 
@@ -518,7 +518,7 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
     assert_eq!(ModelConfig::new("openai", "gpt-4o", None, Some(KEY.into())).unwrap().dialect, Dialect::Plain);
     let host = MemHost::default();
     let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), claude_computer: true };
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), dialect: Dialect::ClaudeComputer };
     rc.system = system_prompt(&setting);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "tidy the desktop", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
@@ -536,4 +536,35 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
             batch(json!([{"type": "click", "x": 5000, "y": 1, "button": "left"}])),
         ]
     );
+}
+
+/// The Claude models that have it get the newer computer tool with `zoom` turned on (and its beta
+/// header); a zoom becomes a close look at the region, a malformed one an error the model reads.
+#[tokio::test]
+async fn claude_zooms_where_its_model_can() {
+    let server = ScriptedServer::start(vec![
+        Step::check(
+            |s| {
+                let tools = s.body["tools"].as_array().cloned().unwrap_or_default();
+                let native = tools.iter().any(|t| t["type"] == "computer_20251124" && t["name"] == "computer" && t["enable_zoom"] == true && t["display_width_px"] == 1280);
+                let beta = s.headers.get("anthropic-beta").map(String::as_str) == Some("computer-use-2025-11-24");
+                (native && beta && s.system().contains("zooms into a region")).then_some(()).ok_or(format!("tools {tools:?}, beta {beta}"))
+            },
+            Reply::call("computer", json!({"action": "zoom", "region": [640, 0, 1280, 400]})),
+        ),
+        Step::reply(Reply::call("computer", json!({"action": "zoom", "region": [10, 10]}))),
+        Step::check(expect_error("zoom needs region as [left, top, right, bottom]"), Reply::text("Done.")),
+    ])
+    .await;
+    let model = ModelConfig::new("anthropic", "claude-opus-4-5-20251101", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+    assert_eq!(model.dialect, Dialect::ClaudeComputerZoom);
+    assert_eq!(ModelConfig::new("anthropic", "claude-sonnet-4-5", None, None).unwrap().dialect, Dialect::ClaudeComputer, "no zoom before these models");
+    let host = MemHost::default();
+    let mut rc = cfg();
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), dialect: Dialect::ClaudeComputerZoom };
+    rc.system = system_prompt(&setting);
+    let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "read the small print", &CancellationToken::new()).await;
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
+    assert_eq!(host.executed.lock().unwrap().clone(), [Tool::Zoom { region: [640, 0, 1280, 400] }]);
 }

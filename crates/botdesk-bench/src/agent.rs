@@ -65,7 +65,7 @@ async fn one(prompt_cache: bool) -> Tokens {
     cfg.prompt_cache = prompt_cache;
     let client = ModelClient::new(cfg).unwrap();
     let host = Shots { usage: Default::default(), n: Default::default() };
-    let setting = botdesk_agent::run::Setting { bot: "bench", instructions: "", folder: "bots/bench", shared: true, today: "2026-12-01", coords: Default::default(), claude_computer: false };
+    let setting = botdesk_agent::run::Setting { bot: "bench", instructions: "", folder: "bots/bench", shared: true, today: "2026-12-01", coords: Default::default(), dialect: botdesk_agent::Dialect::Plain };
     let rc = RunConfig { system: botdesk_agent::system_prompt(&setting), max_steps: STEPS as u32, budget: Default::default(), prices: None };
     let end = botdesk_agent::run(&client, &host, &rc, vec![], "Work through the form on the screen.", &CancellationToken::new()).await;
     assert_eq!(end, RunEnd::Completed("Done.".into()));

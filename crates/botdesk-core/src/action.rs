@@ -88,6 +88,66 @@ impl CoordSpace {
     }
 }
 
+/// A rectangle of the screen to look at closely (Claude's `zoom`), in screen pixels: columns
+/// `x0..x1` and rows `y0..y1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Region {
+    pub x0: u32,
+    pub y0: u32,
+    pub x1: u32,
+    pub y1: u32,
+}
+
+impl Region {
+    /// The region a model gave as `[left, top, right, bottom]` in `space`, in pixels of a
+    /// `w`×`h` screen; refused when it is empty, upside down or outside the screen.
+    pub fn place([x0, y0, x1, y1]: [u32; 4], space: CoordSpace, (w, h): (u32, u32)) -> Result<Region, ActionError> {
+        let px = |name: &str, v: u32, size: u32| -> Result<u32, ActionError> {
+            let p = match space {
+                CoordSpace::Pixels => v,
+                CoordSpace::Thousandths if v <= 1000 => ((v as u64 * size as u64 + 500) / 1000) as u32,
+                CoordSpace::Thousandths => return Err(ActionError::Outside(format!("the region's {name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))),
+            };
+            if p > size {
+                return Err(ActionError::Outside(format!("the region's {name} {v} is outside the screen (0 to {size} on this {w}x{h} screen)")));
+            }
+            Ok(p)
+        };
+        let r = Region { x0: px("left", x0, w)?, y0: px("top", y0, h)?, x1: px("right", x1, w)?, y1: px("bottom", y1, h)? };
+        if r.x1 <= r.x0 || r.y1 <= r.y0 {
+            return Err(ActionError::Outside(format!("the region [{x0}, {y0}, {x1}, {y1}] is empty: it is [left, top, right, bottom] with left < right and top < bottom")));
+        }
+        Ok(r)
+    }
+
+    pub fn width(&self) -> u32 {
+        self.x1 - self.x0
+    }
+
+    pub fn height(&self) -> u32 {
+        self.y1 - self.y0
+    }
+}
+
+/// Cuts `r` out of a `w`×`h` RGB image and enlarges it (whole pixels repeated, so nothing is
+/// blurred) as far as it fits in `fit`: what a model sees of a small region when it zooms.
+pub fn zoom_rgb(w: u32, h: u32, rgb: &[u8], r: Region, fit: (u32, u32)) -> Option<(u32, u32, Vec<u8>)> {
+    if rgb.len() != w as usize * h as usize * 3 || r.x1 > w || r.y1 > h || r.x1 <= r.x0 || r.y1 <= r.y0 {
+        return None;
+    }
+    let scale = (fit.0 / r.width()).min(fit.1 / r.height()).max(1);
+    let (zw, zh) = (r.width() * scale, r.height() * scale);
+    let mut out = Vec::with_capacity(zw as usize * zh as usize * 3);
+    for y in 0..zh {
+        let row = (r.y0 + y / scale) as usize * w as usize;
+        for x in 0..zw {
+            let at = (row + (r.x0 + x / scale) as usize) * 3;
+            out.extend_from_slice(&rgb[at..at + 3]);
+        }
+    }
+    Some((zw, zh, out))
+}
+
 /// Places a checked batch on a `w`×`h` screen: coordinates given in `space` become pixels, and a
 /// coordinate outside the screen refuses the whole batch.
 pub fn place(batch: &mut [Action], space: CoordSpace, (w, h): (u32, u32)) -> Result<(), ActionError> {
@@ -273,6 +333,31 @@ pub fn settle_ms(requested: Option<u64>) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_region_is_placed_in_the_models_space_and_checked() {
+        assert_eq!(Region::place([100, 50, 300, 150], CoordSpace::Pixels, SCREEN).unwrap(), Region { x0: 100, y0: 50, x1: 300, y1: 150 });
+        assert_eq!(Region::place([0, 0, 1000, 1000], CoordSpace::Thousandths, SCREEN).unwrap(), Region { x0: 0, y0: 0, x1: 1280, y1: 800 });
+        assert_eq!(Region::place([0, 0, 1280, 800], CoordSpace::Pixels, SCREEN).unwrap().width(), 1280);
+        for (bad, why) in [([10, 10, 10, 20], "is empty"), ([30, 10, 20, 20], "is empty"), ([0, 0, 1281, 10], "right 1281 is outside"), ([0, 0, 10, 900], "bottom 900 is outside")] {
+            let e = Region::place(bad, CoordSpace::Pixels, SCREEN).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        assert!(Region::place([0, 0, 1001, 10], CoordSpace::Thousandths, SCREEN).unwrap_err().to_string().contains("not from 0 to 1000"));
+    }
+
+    #[test]
+    fn a_zoom_repeats_whole_pixels_as_far_as_it_fits() {
+        // A 4x2 image whose pixel (x, y) is [x, y, 7].
+        let rgb: Vec<u8> = (0..2u8).flat_map(|y| (0..4u8).flat_map(move |x| [x, y, 7])).collect();
+        let (w, h, z) = zoom_rgb(4, 2, &rgb, Region { x0: 1, y0: 0, x1: 3, y1: 2 }, (8, 5)).unwrap();
+        assert_eq!((w, h), (4, 4), "2x2 enlarged twice fits 8x5");
+        let px = |x: usize, y: usize| &z[(y * w as usize + x) * 3..][..3];
+        assert_eq!((px(0, 0), px(1, 1), px(2, 0), px(3, 3)), (&[1, 0, 7][..], &[1, 0, 7][..], &[2, 0, 7][..], &[2, 1, 7][..]));
+        assert_eq!(zoom_rgb(4, 2, &rgb, Region { x0: 0, y0: 0, x1: 4, y1: 2 }, (3, 3)).unwrap().0, 4, "never made smaller");
+        assert!(zoom_rgb(4, 2, &rgb, Region { x0: 0, y0: 0, x1: 5, y1: 2 }, (8, 8)).is_none(), "outside the image");
+        assert!(zoom_rgb(4, 2, &rgb[1..], Region { x0: 0, y0: 0, x1: 1, y1: 1 }, (8, 8)).is_none(), "the wrong number of bytes");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -239,6 +239,22 @@ pub fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Result<Bytes> {
     Ok(Bytes::from(out))
 }
 
+/// Decodes an 8-bit RGB PNG (a screenshot [`encode_png`] made) of at most `max` pixels each way.
+pub fn decode_png(data: &[u8], max: (u32, u32)) -> Result<(u32, u32, Vec<u8>)> {
+    let err = |e: png::DecodingError| SandboxError::Provider(format!("decoding the screenshot: {e}"));
+    let mut dec = png::Decoder::new_with_limits(std::io::Cursor::new(data), png::Limits { bytes: max.0 as usize * max.1 as usize * 4 });
+    dec.set_transformations(png::Transformations::IDENTITY);
+    let mut reader = dec.read_info().map_err(err)?;
+    let info = reader.info();
+    let (w, h) = (info.width, info.height);
+    if w > max.0 || h > max.1 || info.color_type != png::ColorType::Rgb || info.bit_depth != png::BitDepth::Eight {
+        return Err(SandboxError::Provider(format!("the screenshot is not an 8-bit RGB image of at most {}x{} ({w}x{h})", max.0, max.1)));
+    }
+    let mut rgb = vec![0; w as usize * h as usize * 3];
+    reader.next_frame(&mut rgb).map_err(err)?;
+    Ok((w, h, rgb))
+}
+
 /// Why an agent request failed: `Closed` means the connection was gone before any answer.
 enum AgentFailure {
     Closed,

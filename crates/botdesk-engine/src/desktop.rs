@@ -133,6 +133,19 @@ impl Engine {
         self.observe_of(&bot, &computer, format).await
     }
 
+    /// A close look at part of the bot's screen (Claude's `zoom`): the region, given in `space`,
+    /// cut from a fresh screenshot and enlarged by whole pixels as far as the screen's size allows.
+    /// Returns the region in screen pixels and the PNG with its size.
+    pub async fn zoom(&self, bot: &str, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
+        let r = action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let shot = self.screenshot(bot, ImageFormat::Png).await?;
+        let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
+        let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
+        let (zw, zh, z) = action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
+        let out = botdesk_docker::desktop::encode_png(zw, zh, &z).map_err(EngineError::from)?;
+        Ok((r, (zw, zh), out))
+    }
+
     /// Performs a batch of actions (a JSON array) on the bot's desktop, then waits until the
     /// screen changed and stayed still for `settle_ms` (default 300, at most 5000; 0: no wait), at
     /// most 3 s, and says what it saw. An invalid or oversized batch is refused before anything

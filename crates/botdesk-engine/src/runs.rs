@@ -311,7 +311,7 @@ impl Engine {
             shared: computer.scope == botdesk_core::ComputerScope::Team,
             today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
             coords: m.coordinates,
-            claude_computer: client.config().dialect == botdesk_agent::Dialect::ClaudeComputer,
+            dialect: client.config().dialect,
         };
         let system = botdesk_agent::system_prompt(&setting);
         let prices = self.inner.store.model_prices(&m.id).await?;
@@ -695,6 +695,14 @@ impl Host for RunHost {
         let e = &self.engine;
         let mut out = match tool {
             Tool::Observe => self.observe().await,
+            Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
+                Ok((r, (w, h), png)) => ToolOutput {
+                    text: format!("The region from ({}, {}) to ({}, {}) of the screen ({}x{} pixels), shown enlarged at {w}x{h}.", region[0], region[1], region[2], region[3], r.width(), r.height()),
+                    image: Some(Image::png(png)),
+                    is_error: false,
+                },
+                Err(e) => self.err(e),
+            },
             Tool::Act { actions, settle_ms } => match e.act_in(bot, &actions, settle_ms, self.coords).await {
                 Ok((n, settled)) => {
                     let mut o = self.observe().await;

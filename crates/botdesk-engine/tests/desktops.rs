@@ -130,6 +130,20 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let jpeg = w.engine.screenshot("a", ImageFormat::Jpeg { quality: 70 }).await.unwrap();
     assert_eq!((jpeg.frame_id, jpeg.format), (changed.frame_id, ImageFormat::Jpeg { quality: 70 }));
     assert!(jpeg.image.unwrap().starts_with(&[0xFF, 0xD8, 0xFF]), "a JPEG");
+    // A zoom (Claude's close look): the region around the terminal, enlarged 4x by whole pixels.
+    let (region, size, png) = w.engine.zoom("a", [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
+    assert_eq!((region.width(), region.height(), size), (320, 200, (1280, 800)));
+    let (_, _, zoomed) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
+    let (sw, _, shot) = botdesk_docker::desktop::decode_png(&changed.image.unwrap(), (1280, 800)).unwrap();
+    let mut differing = 0;
+    for (x, y) in (0..320).step_by(7).flat_map(|x| (0..200).step_by(5).map(move |y| (x, y))) {
+        let z = &zoomed[((y * 4 + 2) * 1280 + x * 4 + 2) * 3..][..3];
+        let o = &shot[((40 + y) * sw as usize + 40 + x) * 3..][..3];
+        differing += usize::from(z != o);
+    }
+    assert_eq!(differing, 0, "the zoom shows the screen's own pixels");
+    let e = w.engine.zoom("a", [0, 0, 1281, 10], action::CoordSpace::Pixels).await.unwrap_err();
+    assert!(e.message.contains("right 1281 is outside the screen"), "{}", e.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,7 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
     let mut out: Vec<(Role, Vec<Value>)> = vec![];
     for m in ms {
-        let mut content: Vec<Value> = m.blocks.iter().map(block).collect();
+        let mut content: Vec<Value> = m.blocks.iter().filter(|b| !matches!(b, Block::Items(_))).map(block).collect();
         if content.is_empty() {
             content.push(json!({"type": "text", "text": "(empty)"}));
         }
@@ -67,6 +67,7 @@ fn block(b: &Block) -> Value {
             }
             json!({"type": "tool_result", "tool_use_id": r.call_id, "is_error": r.is_error, "content": content})
         }
+        Block::Items(_) => unreachable!("filtered out by messages()"),
     }
 }
 
@@ -148,7 +149,7 @@ impl FoldTrait for Fold {
                 Part::Tool { id, name, json } => calls.push(ToolCall::new(id, name, json)),
             }
         }
-        Ok(Turn { text, calls, stop, usage: self.usage })
+        Ok(Turn { text, calls, stop, usage: self.usage, items: vec![] })
     }
 }
 

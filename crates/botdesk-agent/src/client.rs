@@ -9,12 +9,15 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::conversation::{Message, ToolSpec, Turn};
-use crate::{anthropic, openai, sse};
+use crate::{anthropic, openai, responses, sse};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wire {
     Anthropic,
+    /// Chat Completions: OpenAI's older API and every compatible server.
     OpenAi,
+    /// OpenAI's Responses API, for its reasoning models (their reasoning is carried between calls).
+    Responses,
 }
 
 /// Which model to call and how. `key` is only ever put in a request header.
@@ -88,6 +91,8 @@ impl ModelConfig {
         if base_url.is_empty() {
             return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
         }
+        // OpenAI's reasoning models keep their reasoning between tool calls only on Responses.
+        let wire = if kind == "openai" && reasoning_model(model) { Wire::Responses } else { wire };
         let limits = botdesk_core::Limits::default_for(kind, model);
         Ok(Self {
             wire,
@@ -105,11 +110,19 @@ impl ModelConfig {
 
     fn endpoint(&self) -> String {
         match self.wire {
+            Wire::Responses => format!("{}/responses", self.base_url),
             Wire::Anthropic if self.base_url.ends_with("/v1") => format!("{}/messages", self.base_url),
             Wire::Anthropic => format!("{}/v1/messages", self.base_url),
             Wire::OpenAi => format!("{}/chat/completions", self.base_url),
         }
     }
+}
+
+/// OpenAI's reasoning models (o1, o3, o4-mini, GPT-5 and later).
+pub fn reasoning_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    ["o1", "o3", "o4", "gpt-5", "gpt-6", "codex-"].iter().any(|p| m.starts_with(p)) && !m.contains("chat")
 }
 
 /// Retries of 408, 409, 429 and 5xx answers and of connection failures.
@@ -210,6 +223,7 @@ impl ModelClient {
         let body = match self.config.wire {
             Wire::Anthropic => anthropic::body(&self.config, req),
             Wire::OpenAi => openai::body(&self.config, req),
+            Wire::Responses => responses::body(&self.config, req),
         };
         let body = serde_json::to_vec(&body).map_err(|e| ModelError::Protocol(e.to_string()))?;
         let retry = self.config.retry;
@@ -254,7 +268,7 @@ impl ModelClient {
         let mut rb = self.http.post(c.endpoint()).header("content-type", "application/json").header("accept", "text/event-stream");
         rb = match (c.wire, &c.key) {
             (Wire::Anthropic, Some(k)) => rb.header("x-api-key", k),
-            (Wire::OpenAi, Some(k)) => rb.header("authorization", format!("Bearer {k}")),
+            (Wire::OpenAi | Wire::Responses, Some(k)) => rb.header("authorization", format!("Bearer {k}")),
             (_, None) => rb,
         };
         if c.wire == Wire::Anthropic {
@@ -277,6 +291,7 @@ impl ModelClient {
         let mut fold: Box<dyn Fold> = match c.wire {
             Wire::Anthropic => Box::<anthropic::Fold>::default(),
             Wire::OpenAi => Box::<openai::Fold>::default(),
+            Wire::Responses => Box::<responses::Fold>::default(),
         };
         let mut stream = resp.bytes_stream();
         while let Some(chunk) = stream.next().await {

@@ -87,6 +87,10 @@ pub enum Block {
     Text(String),
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+    /// A Responses API turn's output items as received (reasoning with its encrypted content,
+    /// messages, function calls), sent back as they are so a reasoning model keeps its reasoning
+    /// between calls. Only that format reads them; the turn's text and calls are also blocks.
+    Items(Vec<serde_json::Value>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -257,6 +261,8 @@ pub struct Turn {
     pub stop: StopReason,
     /// What the call cost, as the provider counted it (zeros when it did not say).
     pub usage: botdesk_core::Usage,
+    /// The Responses API's output items (empty in the other formats).
+    pub items: Vec<serde_json::Value>,
 }
 
 impl Turn {
@@ -266,6 +272,9 @@ impl Turn {
             blocks.push(Block::Text(self.text));
         }
         blocks.extend(self.calls.into_iter().map(Block::ToolCall));
+        if !self.items.is_empty() {
+            blocks.push(Block::Items(self.items));
+        }
         Message { role: Role::Assistant, blocks }
     }
 }

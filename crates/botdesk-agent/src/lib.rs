@@ -6,6 +6,7 @@ pub mod client;
 pub mod conversation;
 pub mod ollama;
 mod openai;
+mod responses;
 pub mod run;
 pub mod scripted;
 mod sse;

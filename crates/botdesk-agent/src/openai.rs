@@ -45,7 +45,7 @@ pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
                                 images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.base64())}}));
                             }
                         }
-                        Block::ToolCall(_) => {}
+                        Block::ToolCall(_) | Block::Items(_) => {}
                     }
                 }
                 if !images.is_empty() {
@@ -136,7 +136,7 @@ impl FoldTrait for Fold {
         let Some(stop) = self.stop else {
             return Err(ModelError::Protocol("the stream ended before the reply did".into()));
         };
-        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop, usage: self.usage })
+        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop, usage: self.usage, items: vec![] })
     }
 }
 

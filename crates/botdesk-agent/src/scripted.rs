@@ -1,5 +1,6 @@
-//! A scripted model server for tests: speaks Anthropic Messages (`POST /v1/messages`) and OpenAI
-//! chat completions (`POST /v1/chat/completions`) over HTTP on loopback, streams the replies of a
+//! A scripted model server for tests: speaks Anthropic Messages (`POST /v1/messages`), OpenAI
+//! chat completions (`POST /v1/chat/completions`) and OpenAI Responses (`POST /v1/responses`,
+//! with a reasoning item of encrypted content `enc-N` before each reply) over HTTP on loopback, streams the replies of a
 //! script in small pieces, and records what it received so tests can check it. The real client
 //! code runs against it; no test needs a network model.
 
@@ -53,6 +54,7 @@ impl Seen {
                 v => v.as_str().unwrap_or("").into(),
             },
             Wire::OpenAi => self.body["messages"][0]["content"].as_str().unwrap_or("").into(),
+            Wire::Responses => self.body["instructions"].as_str().unwrap_or("").into(),
         }
     }
 }
@@ -151,7 +153,7 @@ fn prompt_text(wire: Wire, body: &Value) -> String {
                     .map(|(k, v)| match (k.as_str(), v.as_str()) {
                         // Anthropic's base64 source, OpenAI's data URL.
                         ("data", Some(d)) if m.get("type").and_then(Value::as_str) == Some("base64") => (k.clone(), image(d)),
-                        ("url", Some(u)) if u.starts_with("data:image/") => (k.clone(), image(u)),
+                        ("url" | "image_url", Some(u)) if u.starts_with("data:image/") => (k.clone(), image(u)),
                         _ => (k.clone(), strip(v)),
                     })
                     .collect(),
@@ -164,7 +166,10 @@ fn prompt_text(wire: Wire, body: &Value) -> String {
     if wire == Wire::Anthropic {
         out.push_str(&strip(&body["system"]).to_string());
     }
-    for m in body["messages"].as_array().into_iter().flatten() {
+    if wire == Wire::Responses {
+        out.push_str(&strip(&body["instructions"]).to_string());
+    }
+    for m in body["messages"].as_array().or(body["input"].as_array()).into_iter().flatten() {
         out.push_str(&strip(m).to_string());
     }
     out
@@ -217,7 +222,7 @@ impl ScriptedServer {
     pub fn base_url(&self, wire: Wire) -> String {
         match wire {
             Wire::Anthropic => format!("http://127.0.0.1:{}", self.port),
-            Wire::OpenAi => format!("http://127.0.0.1:{}/v1", self.port),
+            Wire::OpenAi | Wire::Responses => format!("http://127.0.0.1:{}/v1", self.port),
         }
     }
 
@@ -282,6 +287,7 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let wire = match path.as_str() {
         "/v1/messages" => Wire::Anthropic,
         "/v1/chat/completions" => Wire::OpenAi,
+        "/v1/responses" => Wire::Responses,
         other => {
             state.lock().unwrap().failures.push(format!("request to an unknown path {other:?}"));
             return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
@@ -295,7 +301,7 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
     let prompt = prompt_text(wire, &body);
     let prompt_tokens = prompt.len() as u64 / 4;
-    let caching = wire == Wire::OpenAi || has_breakpoints(&body);
+    let caching = wire != Wire::Anthropic || has_breakpoints(&body);
     let seen = normalise(wire, headers, body);
     let (reply, n, usage) = {
         let mut st = state.lock().unwrap();
@@ -336,11 +342,13 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             let events = match wire {
                 Wire::Anthropic => anthropic_events(n, &text, &[], usage, false),
                 Wire::OpenAi => openai_events(n, &text, &[], None, false),
+                Wire::Responses => responses_events(n, &text, &[], usage, false),
             };
             // Up to the text, without the events that end it.
             let keep = match wire {
                 Wire::Anthropic => events.len() - 3, // content_block_stop, message_delta, message_stop
                 Wire::OpenAi => events.len() - 2,    // the finish chunk, [DONE]
+                Wire::Responses => events.len() - 2, // the message's item done, response.completed
             };
             for e in &events[..keep] {
                 sock.write_all(e.as_bytes()).await?;
@@ -360,6 +368,7 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             let events = match wire {
                 Wire::Anthropic => anthropic_events(n, &text, &calls, usage, cut),
                 Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some(usage), cut),
+                Wire::Responses => responses_events(n, &text, &calls, usage, cut),
             };
             for e in events {
                 sock.write_all(e.as_bytes()).await?;
@@ -461,6 +470,45 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
     out
 }
 
+/// A reasoning item (`rs_N`, encrypted content `enc-N`), the text as a message, each call as a
+/// function call (`call_N_i`), then `response.completed`, or `response.incomplete` when cut.
+fn responses_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage, cut: bool) -> Vec<String> {
+    let ev = |data: Value| format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or(""));
+    let mut out = vec![ev(json!({"type": "response.created", "response": {"id": format!("resp_{n}"), "status": "in_progress"}}))];
+    let reasoning = json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [], "encrypted_content": format!("enc-{n}")});
+    out.push(ev(json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": format!("rs_{n}"), "summary": []}})));
+    out.push(ev(json!({"type": "response.output_item.done", "output_index": 0, "item": reasoning})));
+    let mut index = 1;
+    if !text.is_empty() {
+        let id = format!("msg_{n}");
+        out.push(ev(json!({"type": "response.output_item.added", "output_index": index, "item": {"type": "message", "id": id, "role": "assistant", "content": [], "status": "in_progress"}})));
+        for p in pieces(text) {
+            out.push(ev(json!({"type": "response.output_text.delta", "output_index": index, "item_id": id, "content_index": 0, "delta": p})));
+        }
+        out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": {"type": "message", "id": id, "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}})));
+        index += 1;
+    }
+    for (i, (name, raw)) in calls.iter().enumerate() {
+        let (id, call_id) = (format!("fc_{n}_{i}"), format!("call_{n}_{i}"));
+        out.push(ev(json!({"type": "response.output_item.added", "output_index": index, "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": "", "status": "in_progress"}})));
+        for p in pieces(raw) {
+            out.push(ev(json!({"type": "response.function_call_arguments.delta", "output_index": index, "item_id": id, "delta": p})));
+        }
+        // A call the output limit cut off is never done.
+        if !(cut && i == calls.len() - 1) {
+            out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": raw, "status": "completed"}})));
+        }
+        index += 1;
+    }
+    let u = json!({"input_tokens": usage.prompt(), "input_tokens_details": {"cached_tokens": usage.cache_read}, "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage.prompt() + usage.output});
+    out.push(ev(if cut {
+        json!({"type": "response.incomplete", "response": {"id": format!("resp_{n}"), "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": u}})
+    } else {
+        json!({"type": "response.completed", "response": {"id": format!("resp_{n}"), "status": "completed", "usage": u}})
+    }));
+    out
+}
+
 fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen {
     let msgs = body["messages"].as_array().cloned().unwrap_or_default();
     let mut results = vec![];
@@ -487,6 +535,7 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
                 }
             }
         }
+        Wire::Responses => {} // below
         Wire::OpenAi => {
             for m in &msgs {
                 images += m["content"].as_array().into_iter().flatten().filter(|c| c["type"] == "image_url").count();
@@ -504,6 +553,25 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
                     is_error: content.starts_with("Error: "),
                 });
             }
+        }
+    }
+    if wire == Wire::Responses {
+        let input = body["input"].as_array().cloned().unwrap_or_default();
+        let image_parts = |v: &Value| v.as_array().into_iter().flatten().filter(|c| c["type"] == "input_image").count();
+        images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"])).sum();
+        // The answers after the model's last item.
+        let start = input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
+        for i in input[start..].iter().filter(|i| i["type"] == "function_call_output") {
+            let text = match &i["output"] {
+                Value::String(t) => t.clone(),
+                parts => parts.as_array().into_iter().flatten().filter_map(|p| p["text"].as_str()).collect(),
+            };
+            results.push(SeenResult {
+                call_id: i["call_id"].as_str().unwrap_or("").into(),
+                is_error: text.starts_with("Error: "),
+                text: text.strip_prefix("Error: ").unwrap_or(&text).into(),
+                has_image: image_parts(&i["output"]) > 0,
+            });
         }
     }
     Seen { wire, at: Instant::now(), headers, body, results, images }

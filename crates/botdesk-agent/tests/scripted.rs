@@ -195,6 +195,7 @@ async fn a_run_streams_calls_tools_and_places_screenshots_where_each_format_want
                     let ok = match wire {
                         Wire::Anthropic => last["content"][0]["type"] == "tool_result" && last["content"][0]["content"][1]["type"] == "image",
                         Wire::OpenAi => msgs[msgs.len() - 2]["role"] == "tool" && last["role"] == "user" && last["content"][1]["type"] == "image_url",
+                        Wire::Responses => unreachable!("tested on its own"),
                     };
                     ok.then_some(()).ok_or(format!("screenshot misplaced: {last}"))
                 },
@@ -567,4 +568,64 @@ async fn claude_zooms_where_its_model_can() {
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Done.".into()));
     assert_eq!(host.executed.lock().unwrap().clone(), [Tool::Zoom { region: [640, 0, 1280, 400] }]);
+}
+
+/// OpenAI's reasoning models speak the Responses API, statelessly: each request asks for the
+/// encrypted reasoning and sends every earlier reasoning item back with the calls that followed
+/// it; tools are flat, one call per turn; screenshots go back inside the call's output; usage,
+/// the cache and a reply cut by the output limit are read as in the other formats.
+#[tokio::test]
+async fn gpt_reasoning_models_speak_responses_and_keep_their_reasoning() {
+    let input = |s: &Seen| s.body["input"].as_array().cloned().unwrap_or_default();
+    let server = ScriptedServer::start(vec![
+        Step::check(
+            |s: &Seen| {
+                let b = &s.body;
+                let tool = b["tools"].as_array().and_then(|t| t.iter().find(|t| t["name"] == "shell")).cloned().unwrap_or_default();
+                let ok = s.wire == Wire::Responses
+                    && b["store"] == false
+                    && b["include"] == json!(["reasoning.encrypted_content"])
+                    && b["parallel_tool_calls"] == false
+                    && b["max_output_tokens"].as_u64().is_some()
+                    && s.system().contains("You are tester")
+                    && tool["type"] == "function"
+                    && tool["parameters"]["type"] == "object"
+                    && s.headers.get("authorization").map(String::as_str) == Some(&format!("Bearer {KEY}"));
+                ok.then_some(()).ok_or(format!("request: {}", serde_json::to_string(b).unwrap_or_default().chars().take(600).collect::<String>()))
+            },
+            Reply::call("shell", json!({"command": "echo hi"})),
+        ),
+        Step::check(
+            move |s: &Seen| {
+                let items = input(s);
+                let at = items.iter().position(|i| i["type"] == "reasoning" && i["id"] == "rs_1" && i["encrypted_content"] == "enc-1").ok_or("the first reasoning is not sent back")?;
+                (items[at + 1]["type"] == "function_call" && items[at + 1]["call_id"] == "call_1_0").then_some(()).ok_or("the reasoning is not followed by its call")?;
+                let r = s.result("call_1_0").ok_or("no answer to the call")?;
+                r.text.contains("echo hi").then_some(()).ok_or(format!("answer {r:?}"))
+            },
+            Reply::call("computer_observe", json!({})),
+        ),
+        Step::check(
+            move |s: &Seen| {
+                let items = input(s);
+                let kept = ["enc-1", "enc-2"].iter().all(|e| items.iter().any(|i| i["encrypted_content"] == *e));
+                let shot = s.result("call_2_0").is_some_and(|r| r.has_image);
+                (kept && shot && s.images == 1).then_some(()).ok_or(format!("reasoning kept {kept}, screenshot in the output {shot}"))
+            },
+            Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r#"{"path": "a.txt", "content": "abc"#.into())] },
+        ),
+        Step::check(expect_error("hit the output limit"), Reply::text("Done.")),
+    ])
+    .await;
+    let model = ModelConfig::new("openai", "gpt-5", Some(&server.base_url(Wire::Responses)), Some(KEY.into())).unwrap();
+    assert_eq!(model.wire, Wire::Responses);
+    assert_eq!(ModelConfig::new("openai", "gpt-4o", None, None).unwrap().wire, Wire::OpenAi, "not a reasoning model");
+    assert_eq!(ModelConfig::new("openai-compatible", "o3", Some("http://localhost:1/v1"), None).unwrap().wire, Wire::OpenAi, "compatible servers keep Chat Completions");
+    let host = MemHost::default();
+    let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "say hi", &CancellationToken::new()).await;
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
+    let usage = host.usage.lock().unwrap().clone();
+    assert_eq!(usage.len(), 4);
+    assert!(usage[1].cache_read > 0 && usage.iter().all(|u| u.output > 0), "{usage:?}");
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{protocol, stream_error, Attempt, Dialect, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
 use crate::sse::Event;
 
@@ -13,11 +13,8 @@ use crate::sse::Event;
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let mut tools: Vec<Value> = vec![];
     // Claude's own computer tool stands for ours (`tools::parse` maps its actions back).
-    let (w, h) = botdesk_core::action::SCREEN;
-    match c.dialect {
-        Dialect::ClaudeComputer => tools.push(json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h})),
-        Dialect::ClaudeComputerZoom => tools.push(json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true})),
-        Dialect::Plain => {}
+    if let Some((tool, _)) = c.dialect.computer_tool(botdesk_core::action::SCREEN) {
+        tools.push(tool);
     }
     let ours = req.tools.iter().filter(|t| !c.dialect.claude_computer() || !t.name.starts_with("computer_"));
     tools.extend(ours.map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})));

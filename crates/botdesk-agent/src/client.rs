@@ -70,6 +70,15 @@ impl Dialect {
     pub fn claude_computer(self) -> bool {
         matches!(self, Dialect::ClaudeComputer | Dialect::ClaudeComputerZoom)
     }
+
+    /// Claude's computer tool for a `w`×`h` screen, and the beta header it needs.
+    pub(crate) fn computer_tool(self, (w, h): (u32, u32)) -> Option<(serde_json::Value, &'static str)> {
+        match self {
+            Dialect::Plain => None,
+            Dialect::ClaudeComputer => Some((serde_json::json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}), "computer-use-2025-01-24")),
+            Dialect::ClaudeComputerZoom => Some((serde_json::json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true}), "computer-use-2025-11-24")),
+        }
+    }
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -274,10 +283,8 @@ impl ModelClient {
         if c.wire == Wire::Anthropic {
             rb = rb.header("anthropic-version", "2023-06-01");
         }
-        match c.dialect {
-            Dialect::ClaudeComputer => rb = rb.header("anthropic-beta", "computer-use-2025-01-24"),
-            Dialect::ClaudeComputerZoom => rb = rb.header("anthropic-beta", "computer-use-2025-11-24"),
-            Dialect::Plain => {}
+        if let Some((_, beta)) = c.dialect.computer_tool(botdesk_core::action::SCREEN) {
+            rb = rb.header("anthropic-beta", beta);
         }
         let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;

@@ -77,6 +77,7 @@ pub fn modelfile_context(show: &Value) -> Option<u64> {
         let mut w = l.split_whitespace();
         (w.next() == Some("num_ctx")).then(|| w.next()?.parse().ok()).flatten()
     })
+    .filter(|&n: &u64| n > 0)
 }
 
 /// The window Ollama at `base_url` runs `model` with; None when the server is not Ollama or does
@@ -100,6 +101,15 @@ pub async fn served_context(http: &reqwest::Client, base_url: &str, model: &str,
         served = work => served,
         _ = cancel.cancelled() => None,
     }
+}
+
+/// What the person is told when Ollama runs `model` with a smaller window than the `set` one.
+pub fn smaller(model: &str, served: &Served, set: u64) -> String {
+    format!(
+        "Ollama runs {model} with a context window of {} tokens, smaller than the {set} set for this model: this run keeps to {}, summarizing its older steps sooner. \
+         To give it more, start Ollama with OLLAMA_CONTEXT_LENGTH set higher.",
+        served.context, served.context
+    )
 }
 
 /// What the person is told when Ollama's window for `model` cannot hold one step of a bot.
@@ -137,6 +147,7 @@ mod tests {
         let show = json!({"parameters": "stop \"<|im_end|>\"\nnum_ctx                        32768\ntemperature 0.1"});
         assert_eq!(modelfile_context(&show), Some(32768));
         assert_eq!(modelfile_context(&json!({"parameters": "num_ctx lots"})), None);
+        assert_eq!(modelfile_context(&json!({"parameters": "num_ctx 0"})), None);
         assert_eq!(modelfile_context(&json!({"modelfile": "PARAMETER num_ctx 9"})), None);
         assert_eq!(root("http://localhost:11434/v1/"), "http://localhost:11434");
         assert_eq!(root("http://h:1/ollama"), "http://h:1/ollama");

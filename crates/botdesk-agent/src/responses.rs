@@ -110,6 +110,10 @@ impl Fold {
         // Calls cut off by the output limit: kept with what arrived of their arguments (and as
         // items, so their answers have a call to answer), for the run to answer them.
         for p in std::mem::take(&mut self.pending) {
+            // A call never named (no call_id) cannot be answered; one already done is not taken twice.
+            if p.call_id.is_empty() || self.calls.iter().any(|c| c.id == p.call_id) {
+                continue;
+            }
             let mut item = json!({"type": "function_call", "call_id": p.call_id, "name": p.name, "arguments": p.args});
             if !p.id.is_empty() {
                 item["id"] = json!(p.id);
@@ -162,12 +166,15 @@ impl FoldTrait for Fold {
                 let item = data["item"].clone();
                 if item["type"] == "function_call" {
                     let index = data["output_index"].as_u64();
-                    self.pending.retain(|p| Some(p.index) != index);
                     let s = |k: &str| item[k].as_str().unwrap_or("").to_string();
                     let call_id = s("call_id");
                     if call_id.is_empty() {
                         return Err(protocol("a function call without a call_id"));
                     }
+                    if self.calls.iter().any(|c| c.id == call_id) {
+                        return Err(protocol(format!("the function call {call_id} came twice")));
+                    }
+                    self.pending.retain(|p| Some(p.index) != index && p.call_id != call_id);
                     self.calls.push(ToolCall::new(call_id, s("name"), s("arguments")));
                 }
                 self.item(item)?;
@@ -192,6 +199,11 @@ impl FoldTrait for Fold {
         let Some(stop) = self.stop else {
             return Err(ModelError::Protocol("the stream ended before the reply did".into()));
         };
+        // Reasoning that nothing followed (the output limit cut the reply while the model was
+        // thinking) cannot be sent back: the API wants each reasoning item's following item.
+        while self.items.last().is_some_and(|i| i["type"] == "reasoning") {
+            self.items.pop();
+        }
         Ok(Turn { text: std::mem::take(&mut self.text), calls: std::mem::take(&mut self.calls), stop, usage: self.usage, items: std::mem::take(&mut self.items) })
     }
 }
@@ -244,6 +256,30 @@ mod tests {
         assert_eq!(t.stop, StopReason::MaxTokens);
         assert_eq!(t.calls[0].raw, r#"{"path":"a","content":"xx"#);
         assert_eq!((t.items[0]["call_id"].as_str(), t.items[0]["id"].as_str()), (Some("call_9"), Some("fc_9")), "the cut call is an item, so its answer has a call");
+    }
+
+    #[test]
+    fn reasoning_that_nothing_followed_is_not_kept() {
+        let t = fold_all(
+            Fold::default(),
+            &[
+                ("", r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}}"#),
+                ("", r#"{"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"usage":{"input_tokens":10,"output_tokens":5}}}"#),
+            ],
+        )
+        .unwrap();
+        assert_eq!((t.stop, t.items.len(), t.text.as_str()), (StopReason::MaxTokens, 0, ""));
+        // A call whose done event lost its index is still taken once.
+        let t = fold_all(
+            Fold::default(),
+            &[
+                ("", r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"shell","arguments":""}}"#),
+                ("", r#"{"type":"response.output_item.done","item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"shell","arguments":"{}"}}"#),
+                ("", r#"{"type":"response.completed","response":{"usage":{}}}"#),
+            ],
+        )
+        .unwrap();
+        assert_eq!((t.calls.len(), t.items.len()), (1, 1));
     }
 
     #[test]

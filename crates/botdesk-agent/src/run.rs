@@ -41,7 +41,8 @@ pub trait Host: Send + Sync {
     async fn usage(&self, _usage: &botdesk_core::Usage) {}
     /// The reply broke off mid-stream and is asked for again: forget the text streamed so far.
     fn restart(&self, _why: &str) {}
-    /// Something the person should know about the run (not sent to the model).
+    /// Something the person should know about the run (shown in the chat, not added to this
+    /// run's conversation).
     async fn note(&self, _text: &str) {}
     /// A step boundary (before each model call, never inside a batch of actions or a command):
     /// the person may have paused the run to take the screen. Returns once the run may go on,
@@ -101,11 +102,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             return RunEnd::Failed(crate::ollama::too_small(&client.config().model, &served, need));
         }
         if served.context < window {
-            host.note(&format!(
-                "Ollama runs {} with a context window of {} tokens, smaller than the {window} set for this model: this run keeps to {}, summarizing its older steps sooner. To give it more, start Ollama with OLLAMA_CONTEXT_LENGTH set higher.",
-                client.config().model, served.context, served.context
-            ))
-            .await;
+            host.note(&crate::ollama::smaller(&client.config().model, &served, window)).await;
             window = served.context;
         }
     }
@@ -115,6 +112,8 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     // The last call's prompt filled the context window past this (tokens): collapse now.
     let nearly_full = window / 4 * 3;
     let mut last_prompt = 0;
+    // Steps since the last summary (or attempt): summaries come at most every SUMMARY_GAP steps.
+    let mut since_summary = usize::MAX;
     for _step in 0..cfg.max_steps {
         if let Some(said) = host.between_steps(cancel).await {
             tell(&mut messages, said);
@@ -125,11 +124,15 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         if let Some(why) = cfg.budget.exceeded(&spent, cfg.prices.map(|p| p.cost(&spent))) {
             return RunEnd::Failed(why);
         }
-        if last_prompt >= nearly_full {
+        if last_prompt >= nearly_full && since_summary < SUMMARY_GAP {
+            // Still nearly full soon after a summary: a line per call until the next one is due.
+            collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
+        } else if last_prompt >= nearly_full {
             match summarize(client, host, cfg, &specs, &messages, work, cancel).await {
                 Ok(Some((first_kept, summary, usage))) => {
                     spent.add(&usage);
                     compact_to(&mut messages, work, first_kept, &summary);
+                    since_summary = 0;
                 }
                 Ok(None) => {}
                 Err(ModelError::Cancelled) => return RunEnd::Cancelled,
@@ -137,6 +140,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
                 Err(e) => {
                     tracing::warn!("the model's summary of the earlier steps failed ({e}); they collapse to a line per call");
                     collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
+                    since_summary = 0;
                 }
             }
         } else {
@@ -186,6 +190,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             results.push(Block::ToolResult(result));
         }
         messages.push(Message { role: Role::User, blocks: results });
+        since_summary = since_summary.saturating_add(1);
     }
     if cancel.is_cancelled() {
         return RunEnd::Cancelled;
@@ -199,6 +204,10 @@ fn step_tokens(cfg: &RunConfig, specs: &[crate::conversation::ToolSpec], task: &
     let tools: usize = specs.iter().map(|t| t.name.len() + t.description.len() + t.schema.to_string().len()).sum();
     ((cfg.system.len() + tools + task.len()) / 4) as u64 + 1_400 + u64::from(max_tokens).min(1_024)
 }
+
+/// Steps at least between two of the model's summaries: a window that stays nearly full costs a
+/// summary call every few steps, not at each.
+pub const SUMMARY_GAP: usize = 3;
 
 /// What the model is asked when its context window is nearly full.
 pub const SUMMARIZE: &str = "Your context window is nearly full, so the earlier steps of this task will now be replaced by a summary that you write. \

@@ -535,7 +535,25 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
                 }
             }
         }
-        Wire::Responses => {} // below
+        Wire::Responses => {
+            let input = body["input"].as_array().cloned().unwrap_or_default();
+            let image_parts = |v: &Value| v.as_array().into_iter().flatten().filter(|c| c["type"] == "input_image").count();
+            images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"])).sum();
+            // The answers after the model's last item.
+            let start = input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
+            for i in input[start..].iter().filter(|i| i["type"] == "function_call_output") {
+                let text = match &i["output"] {
+                    Value::String(t) => t.clone(),
+                    parts => parts.as_array().into_iter().flatten().filter_map(|p| p["text"].as_str()).collect(),
+                };
+                results.push(SeenResult {
+                    call_id: i["call_id"].as_str().unwrap_or("").into(),
+                    is_error: text.starts_with("Error: "),
+                    text: text.strip_prefix("Error: ").unwrap_or(&text).into(),
+                    has_image: image_parts(&i["output"]) > 0,
+                });
+            }
+        }
         Wire::OpenAi => {
             for m in &msgs {
                 images += m["content"].as_array().into_iter().flatten().filter(|c| c["type"] == "image_url").count();
@@ -553,25 +571,6 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
                     is_error: content.starts_with("Error: "),
                 });
             }
-        }
-    }
-    if wire == Wire::Responses {
-        let input = body["input"].as_array().cloned().unwrap_or_default();
-        let image_parts = |v: &Value| v.as_array().into_iter().flatten().filter(|c| c["type"] == "input_image").count();
-        images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"])).sum();
-        // The answers after the model's last item.
-        let start = input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
-        for i in input[start..].iter().filter(|i| i["type"] == "function_call_output") {
-            let text = match &i["output"] {
-                Value::String(t) => t.clone(),
-                parts => parts.as_array().into_iter().flatten().filter_map(|p| p["text"].as_str()).collect(),
-            };
-            results.push(SeenResult {
-                call_id: i["call_id"].as_str().unwrap_or("").into(),
-                is_error: text.starts_with("Error: "),
-                text: text.strip_prefix("Error: ").unwrap_or(&text).into(),
-                has_image: image_parts(&i["output"]) > 0,
-            });
         }
     }
     Seen { wire, at: Instant::now(), headers, body, results, images }

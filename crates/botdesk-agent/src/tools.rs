@@ -293,7 +293,7 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
         }
         "zoom" => {
             let region = match input["region"].as_array().map(Vec::as_slice) {
-                Some([a, b, c, d]) => [a, b, c, d].map(|v| v.as_u64().filter(|&v| v <= 100_000).map(|v| v as u32)),
+                Some([a, b, c, d]) => [a, b, c, d].map(|v| v.as_u64().filter(|&v| v as f64 <= action::MAX_COORD).map(|v| v as u32)),
                 _ => [None; 4],
             };
             return match region {

@@ -371,23 +371,32 @@ async fn near_the_context_window_the_model_summarizes_older_steps() {
                 reply,
             )
         };
+        let has = |what: &'static [&'static str], lacks: &'static [&'static str], reply: Reply| {
+            Step::check(
+                move |s: &Seen| {
+                    let all = s.body["messages"].to_string();
+                    let missing: Vec<_> = what.iter().filter(|w| !all.contains(*w)).collect();
+                    let present: Vec<_> = lacks.iter().filter(|w| all.contains(*w)).collect();
+                    (missing.is_empty() && present.is_empty()).then_some(()).ok_or(format!("missing {missing:?}, present {present:?}"))
+                },
+                reply,
+            )
+        };
         let server = ScriptedServer::start(vec![
             Step::reply(shell(0)),
             Step::reply(shell(1)),
             Step::reply(shell(2)),
-            // Three steps are whole and the window is past 75 %: a summary is asked for, and fails.
+            // Three steps are whole and the window is past 75 %: a summary is asked for, and fails;
+            // the older steps collapse to a line per call instead.
             summary_of(&["echo 0", "echo 2"], Reply::Status { status: 400, retry_after: None, body: r#"{"error":{"message":"no"}}"#.into() }),
-            Step::reply(shell(3)),
-            summary_of(&["echo 3"], Reply::text("SUMMARY-A: I counted from 0 to 3.")),
-            Step::check(|s: &Seen| s.body["messages"].to_string().contains("SUMMARY-A").then_some(()).ok_or("the summary is not in the context".into()), shell(4)),
-            summary_of(&["SUMMARY-A", "echo 4"], Reply::text("SUMMARY-B: counted 0 to 4.")),
-            Step::check(
-                |s: &Seen| {
-                    let all = s.body["messages"].to_string();
-                    (all.contains("SUMMARY-B") && !all.contains("SUMMARY-A") && !all.contains("echo 1")).then_some(()).ok_or("the new summary did not replace the old one".into())
-                },
-                Reply::text("Done."),
-            ),
+            has(&["Earlier steps of this task, collapsed"], &[], shell(3)),
+            // Soon after a summary (or an attempt) no new one is asked for: lines per call.
+            Step::reply(shell(4)),
+            Step::reply(shell(5)),
+            summary_of(&["echo 5"], Reply::text("SUMMARY-A: I counted from 0 to 5.")),
+            // The summary replaced all but the last two steps, the collapsed lines included.
+            has(&["SUMMARY-A", "echo 4", "echo 5"], &["Earlier steps of this task, collapsed", "echo 3"], shell(6)),
+            has(&["SUMMARY-A", "echo 6"], &["will now be replaced by a summary"], Reply::text("Done.")),
         ])
         .await;
         let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
@@ -399,11 +408,10 @@ async fn near_the_context_window_the_model_summarizes_older_steps() {
         assert_eq!(end, RunEnd::Completed("Done.".into()), "{wire:?}");
         assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         let seen = server.requests();
-        assert_eq!(seen.len(), 9, "{wire:?}");
-        let collapsed: Vec<bool> = seen.iter().map(|s| s.body["messages"].to_string().contains("Earlier steps of this task, collapsed")).collect();
-        assert_eq!(collapsed, [false, false, false, false, true, true, false, false, false], "{wire:?}: lines per call after the failed summary, until the model's summary");
+        let asked: Vec<usize> = seen.iter().enumerate().filter(|(_, s)| s.body["messages"].to_string().contains("will now be replaced by a summary")).map(|(i, _)| i + 1).collect();
+        assert_eq!(asked, [4, 8], "{wire:?}: a summary when first full, the next only {} steps later", botdesk_agent::run::SUMMARY_GAP);
         // Each summary call's cost is the run's too.
-        assert_eq!(host.usage.lock().unwrap().len(), 8, "{wire:?}: every answered call's usage (not the refused one)");
+        assert_eq!(host.usage.lock().unwrap().len(), 9, "{wire:?}: every answered call's usage (not the refused one)");
         // (OpenAI's own API would get max_completion_tokens; a compatible server gets max_tokens.)
         assert!(seen.iter().all(|s| s.body["max_tokens"] == json!(500)), "{wire:?}");
     })

@@ -79,6 +79,16 @@ impl CoordSpace {
         }
     }
 
+    /// A coordinate `v` given in this space, in pixels of an axis `size` pixels long (None: not in
+    /// this space's range). Not checked against the screen.
+    pub fn to_pixel(self, v: u32, size: u32) -> Option<u32> {
+        match self {
+            CoordSpace::Pixels => Some(v),
+            CoordSpace::Thousandths if v <= 1000 => Some(((v as u64 * size as u64 + 500) / 1000) as u32),
+            CoordSpace::Thousandths => None,
+        }
+    }
+
     /// A screen pixel in this space (what the model is told, e.g. where the cursor is).
     pub fn from_pixel(self, (x, y): (u32, u32), (w, h): (u32, u32)) -> (u32, u32) {
         match self {
@@ -103,11 +113,8 @@ impl Region {
     /// `w`×`h` screen; refused when it is empty, upside down or outside the screen.
     pub fn place([x0, y0, x1, y1]: [u32; 4], space: CoordSpace, (w, h): (u32, u32)) -> Result<Region, ActionError> {
         let px = |name: &str, v: u32, size: u32| -> Result<u32, ActionError> {
-            let p = match space {
-                CoordSpace::Pixels => v,
-                CoordSpace::Thousandths if v <= 1000 => ((v as u64 * size as u64 + 500) / 1000) as u32,
-                CoordSpace::Thousandths => return Err(ActionError::Outside(format!("the region's {name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))),
-            };
+            let p = space.to_pixel(v, size).ok_or_else(|| ActionError::Outside(format!("the region's {name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)")))?;
+            // A region's right and bottom edges may be the screen's own.
             if p > size {
                 return Err(ActionError::Outside(format!("the region's {name} {v} is outside the screen (0 to {size} on this {w}x{h} screen)")));
             }
@@ -153,10 +160,11 @@ pub fn zoom_rgb(w: u32, h: u32, rgb: &[u8], r: Region, fit: (u32, u32)) -> Optio
 pub fn place(batch: &mut [Action], space: CoordSpace, (w, h): (u32, u32)) -> Result<(), ActionError> {
     // The model's index of an action (a double click became two clicks) is not kept: say which value.
     let one = |name: &str, v: &mut u32, size: u32| -> Result<(), ActionError> {
-        let px = match space {
-            CoordSpace::Pixels => *v,
-            CoordSpace::Thousandths if *v <= 1000 => ((*v as u64 * size as u64 + 500) / 1000).min(size as u64 - 1) as u32,
-            CoordSpace::Thousandths => return Err(ActionError::Outside(format!("{name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))),
+        // A point is on the screen: 1000 is its last pixel, not one past it.
+        let px = match space.to_pixel(*v, size) {
+            Some(p) if space == CoordSpace::Thousandths => p.min(size.saturating_sub(1)),
+            Some(p) => p,
+            None => return Err(ActionError::Outside(format!("{name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))),
         };
         if px >= size {
             return Err(ActionError::Outside(format!("{name} {v} is outside the screen ({name} is 0 to {} on this {w}x{h} screen)", size - 1)));

@@ -303,6 +303,8 @@ impl Engine {
         let run = self.begin_run(&run).await?;
         // The model of a new run has seen no screen yet: its first observe carries an image.
         self.inner.frames.lock().await.remove(&bot.id);
+        // Claude's computer tool is declared in pixels of the screen: its coordinates are those.
+        let coords = if client.config().dialect.claude_computer() { action::CoordSpace::Pixels } else { m.coordinates };
         let day = botdesk_docker::image::stamp_of(self.now());
         let setting = botdesk_agent::run::Setting {
             bot: &bot.name,
@@ -310,13 +312,13 @@ impl Engine {
             folder: &crate::view(bot.clone(), &computer).folder,
             shared: computer.scope == botdesk_core::ComputerScope::Team,
             today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
-            coords: m.coordinates,
+            coords,
             dialect: client.config().dialect,
         };
         let system = botdesk_agent::system_prompt(&setting);
         let prices = self.inner.store.model_prices(&m.id).await?;
         let budget = self.inner.store.bot_budget(&bot.id).await?;
-        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords: m.coordinates, prices, budget })
+        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords, prices, budget })
     }
 
     async fn drive(&self, p: Prepared) -> Result<Run> {

@@ -130,11 +130,13 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let jpeg = w.engine.screenshot("a", ImageFormat::Jpeg { quality: 70 }).await.unwrap();
     assert_eq!((jpeg.frame_id, jpeg.format), (changed.frame_id, ImageFormat::Jpeg { quality: 70 }));
     assert!(jpeg.image.unwrap().starts_with(&[0xFF, 0xD8, 0xFF]), "a JPEG");
-    // A zoom (Claude's close look): the region around the terminal, enlarged 4x by whole pixels.
+    // A zoom (Claude's close look): the region around the (still) terminal, enlarged 4x by whole
+    // pixels, beside a screenshot taken just before.
+    let reference = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     let (region, size, png) = w.engine.zoom("a", [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
     assert_eq!((region.width(), region.height(), size), (320, 200, (1280, 800)));
     let (_, _, zoomed) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
-    let (sw, _, shot) = botdesk_docker::desktop::decode_png(&changed.image.unwrap(), (1280, 800)).unwrap();
+    let (sw, _, shot) = botdesk_docker::desktop::decode_png(&reference.image.unwrap(), (1280, 800)).unwrap();
     let mut differing = 0;
     for (x, y) in (0..320).step_by(7).flat_map(|x| (0..200).step_by(5).map(move |y| (x, y))) {
         let z = &zoomed[((y * 4 + 2) * 1280 + x * 4 + 2) * 3..][..3];

@@ -477,8 +477,8 @@ fn bench(extra: &[String]) -> Result {
     EXTRA.lock().unwrap().extend_from_slice(BENCH_PACKAGES);
     install_packages(true)?;
     ensure_tauri_driver()?;
-    say("building the app and the benchmarks (release)");
-    status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench"]))?;
+    say("building the app, the CLI and the benchmarks (release)");
+    status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench", "-p", "botdesk-cli"]))?;
     let mut envs = vec![];
     let services = start_services(&mut envs, &[])?;
     say("running the benchmarks");

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::{median, time_cmd, Row, BOT};
 
-fn container_of(computer: &str) -> String {
+pub(crate) fn container_of(computer: &str) -> String {
     let out = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }

@@ -1,6 +1,7 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only desktops (prints that section, writes nothing)
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|checkpoint|agent|desktops|cli (prints
+//! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
 use botdesk_docker::{image::image_tag, spec::InComputer, DockerConfig, DockerProvider};
@@ -14,6 +15,7 @@ pub const BOT: &str = InComputer::Bot.user();
 
 mod agent;
 mod checkpoint;
+mod cli;
 mod desktops;
 mod leases;
 mod viewer;
@@ -99,6 +101,11 @@ async fn main() {
                 let (ours, anchor) = agent::run().await;
                 print!("{}", agent::section(&ours, &anchor));
             }
+            Some("cli") => {
+                for r in cli::run(dir.path()).await {
+                    println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+                }
+            }
             Some("desktops") => {
                 let (rows, density) = desktops::run(dir.path()).await;
                 for r in rows {
@@ -157,6 +164,7 @@ async fn main() {
 
     let (desktop_rows, density) = desktops::run(dir.path()).await;
     rows.extend(desktop_rows);
+    rows.extend(cli::run(dir.path()).await);
 
     let v = viewer::run(dir.path(), &viewer::app_binary()).await;
 

@@ -200,6 +200,12 @@ fn exec_streams_json_lines_and_times_out() {
     assert!(stderr(&out).contains("timeout must be between 1 ms and 60 min"), "{}", stderr(&out));
     let out = data.run(&["exec", "nobody", "--", "true"]);
     assert_eq!(stderr(&out).trim(), "botdesk: bot \"nobody\" was not found");
+    // A CLI call on a computer another process made ready does only its own work; a bot created
+    // since (by yet another process) still finds its folder there.
+    let t2 = data.json(&["bot", "create", "t2"]);
+    let out = data.run(&["exec", "t2", "--", "pwd"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), format!("/home/botdesk/bots/{}", t2["id"].as_str().unwrap()));
 }
 
 #[test]

@@ -194,7 +194,8 @@ impl DockerProvider {
             )
             .await
             .map_err(|e| match e {
-                bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => SandboxError::NotRunning(container.into()),
+                // Stopped (409), or gone (404): either way not running.
+                bollard::errors::Error::DockerResponseServerError { status_code: 404 | 409, .. } => SandboxError::NotRunning(container.into()),
                 e => docker_err(e),
             })?;
         match docker.start_exec(&exec.id, None).await.map_err(docker_err)? {
@@ -492,7 +493,9 @@ impl SandboxProvider for DockerProvider {
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
         req.validate()?;
         let started = tokio::time::Instant::now();
-        let container = self.running_container(c).await?;
+        // By name, not looked up first: the engine found it running just before, and a container
+        // that stopped since refuses the exec (NotRunning).
+        let container = spec::container_name_of(&self.cfg.data_dir_label, &c.id);
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.push(format!("BOTDESK_EXEC_ID={tag}"));

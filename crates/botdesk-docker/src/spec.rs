@@ -37,7 +37,13 @@ impl InComputer {
 }
 
 pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {
-    format!("botdesk-{}-{}", &data_dir_label[..8.min(data_dir_label.len())], spec.id)
+    container_name_of(data_dir_label, &spec.id)
+}
+
+/// The name of a computer's container (unique per data directory and computer; provision refuses
+/// a container of that name without our labels).
+pub fn container_name_of(data_dir_label: &str, computer: &botdesk_core::ComputerId) -> String {
+    format!("botdesk-{}-{computer}", &data_dir_label[..8.min(data_dir_label.len())])
 }
 
 pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> HashMap<String, String> {

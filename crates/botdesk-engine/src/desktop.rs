@@ -51,14 +51,24 @@ impl Engine {
 
     /// The bot's desktop, opened if needed (everything graphical goes through here once).
     pub(crate) async fn open_desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<DesktopView> {
-        let cref = self.ensure_running(computer).await?;
+        self.desktop_of(bot, computer, Reuse::Checked).await
+    }
+
+    async fn desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, reuse: Reuse) -> Result<DesktopView> {
+        let (cref, up) = self.bring_up(computer).await?;
         let limit = self.screen_limit();
-        let (d, _) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
+        let (d, assigned_now) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
             botdesk_store::StoreError::Busy(m) if m.starts_with("MULTI_SCREEN_UNAVAILABLE") => EngineError::new(ErrorCode::MultiScreenUnavailable, m),
             e => e.into(),
         })?;
         let ctx = CallCtx::for_bot(&bot.id);
         let key = (computer.id.clone(), d.slot, d.view_token.clone());
+        // For a look at the screen, a desktop opened before on a computer running since (by
+        // another process, say the app beside this CLI) is taken to be up, as this process's own
+        // would be: if it is not, the look fails and is tried again once it is brought up.
+        if reuse == Reuse::Trusted && !assigned_now && up == crate::Up::Already {
+            self.inner.displays.lock().unwrap().insert(key.clone());
+        }
         if self.inner.displays.lock().unwrap().contains(&key) {
             let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
             return Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token });
@@ -88,7 +98,7 @@ impl Engine {
     async fn observe_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, format: ImageFormat) -> Result<Observation> {
         let ctx = CallCtx::for_bot(&bot.id);
         let cref = ComputerRef { id: computer.id.clone() };
-        let view = self.open_desktop_of(bot, computer).await?;
+        let view = self.desktop_of(bot, computer, Reuse::Trusted).await?;
         match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
             Ok(obs) => Ok(obs),
             Err(e @ botdesk_core::SandboxError::TimedOut(_)) => Err(e.into()),
@@ -415,4 +425,14 @@ mod tests {
         assert_eq!(page["title"].as_str().unwrap().chars().count(), 2_001);
         assert_eq!(page["elements"].as_array().unwrap().len(), 200);
     }
+}
+
+/// Whether a display this process has not brought up itself is taken to be up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reuse {
+    /// Yes, when it was opened before on a computer running since: for a screenshot, which
+    /// brings the display up and tries again when it fails.
+    Trusted,
+    /// No: it is brought up (a no-op when it runs) before input, a browser or a program reaches it.
+    Checked,
 }

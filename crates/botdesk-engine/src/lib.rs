@@ -357,8 +357,18 @@ impl Engine {
         }
         let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind() };
         let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
-        // A Team computer that is already up gets the new bot's folder now; otherwise on next start.
-        self.inner.ready.lock().await.remove(&computer.id);
+        // A Team computer that is already up gets the new bot's folder now (whichever process
+        // started it); otherwise on its next start.
+        if computer.scope == ComputerScope::Team && self.stored_state(&computer.id).await? == ComputerState::Running {
+            let cref = ComputerRef { id: computer.id.clone() };
+            if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
+                // Recorded as not running, the next use of the computer prepares it again (and
+                // makes the folder); the container itself is left as it is.
+                tracing::info!(bot = %bot.id, "the new bot's folder waits for the computer's next preparation: {e}");
+                self.inner.ready.lock().await.remove(&computer.id);
+                let _ = self.swap(&computer.id, ComputerState::Running, ComputerState::Stopped, self.now()).await;
+            }
+        }
         Ok(view(bot, &computer))
     }
 
@@ -459,19 +469,32 @@ impl Engine {
 
     /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
     pub(crate) async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
+        Ok(self.bring_up(computer).await?.0)
+    }
+
+    /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
+    /// earlier, by this process or another) or was started now.
+    pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
         let cref = ComputerRef { id: computer.id.clone() };
         self.inner.store.touch(&computer.id, self.now()).await?;
         let mut ready = self.inner.ready.lock().await;
         if ready.contains(&computer.id) && self.inner.provider.status(&cref).await? == MachineStatus::Running {
-            return Ok(cref);
+            return Ok((cref, Up::Already));
         }
         let ctx = CallCtx::default();
         let starting = |e: SandboxError| EngineError::from(e).context(format!("starting computer {}", computer.name));
+        let mut state = self.stored_state(&computer.id).await?;
+        // Recorded running (only a finished start records it) and running: another process, or
+        // this one before, made it ready, and nothing of that is undone while it runs (a bot
+        // created since got its folder then). A CLI call does only its own work.
+        if state == ComputerState::Running && computer.home_volume.is_some() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+            ready.insert(computer.id.clone());
+            return Ok((cref, Up::Already));
+        }
         // The row walks stopped|suspended|error → booting → running by compare-and-swap. Losing a
         // swap means another process (the app beside the CLI) is booting it: provisioning is
         // idempotent, so both go on and one of them records `running`.
         let now = self.now();
-        let mut state = self.stored_state(&computer.id).await?;
         if state == ComputerState::Suspending {
             return Err(EngineError::new(ErrorCode::Busy, format!("computer {} is being suspended; try again in a moment", computer.name)));
         }
@@ -521,7 +544,7 @@ impl Engine {
         self.inner.store.set_computer_state(&computer.id, ComputerState::Running.as_str(), Some(&p.provider_ref), self.now()).await?;
         self.inner.displays.lock().unwrap().retain(|(c, _, _)| c != &computer.id);
         ready.insert(computer.id.clone());
-        Ok(cref)
+        Ok((cref, Up::Started))
     }
 
     async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {
@@ -772,4 +795,14 @@ mod tests {
             assert!(check_bot_name(bad).is_err(), "{bad:?}");
         }
     }
+}
+
+/// Whether [`Engine::bring_up`] found the computer up or started it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Up {
+    /// Made ready earlier (by this process or another) and running since: what was set up in it
+    /// then (folders, displays) is there.
+    Already,
+    /// Started (or prepared again) by this call: nothing set up in it before is assumed.
+    Started,
 }

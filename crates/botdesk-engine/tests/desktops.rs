@@ -159,6 +159,12 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     let shot = w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
     assert_eq!(w.engine.open_desktop("d").await.unwrap().display, d.display, "same slot, brought up again");
+    // Another process (a CLI call) takes an open desktop to be up for a screenshot; when it died,
+    // the screenshot brings it up and still comes.
+    as_service(&computer, &format!("botdesk-display down {}", d.display));
+    let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let shot = other.screenshot("d", ImageFormat::Png).await.unwrap();
+    assert!(shot.image.is_some() && shot.width == 1280);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

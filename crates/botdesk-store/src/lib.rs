@@ -16,7 +16,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
     SqlitePool,
 };
-use std::{path::Path, time::Duration};
+use std::{collections::HashSet, path::Path, time::Duration};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -24,6 +24,9 @@ pub enum StoreError {
     Db(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Bringing an existing database up to this version failed; it was put back as it was.
+    #[error("{0}")]
+    Upgrade(String),
     #[error("{0} was not found")]
     NotFound(String),
     #[error("{0}")]
@@ -136,6 +139,11 @@ impl From<BotRow> for Bot {
     }
 }
 
+/// This version's schema: the migrations in `migrations/`, in order.
+pub fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("./migrations")
+}
+
 impl Store {
     /// A transaction that holds the write lock from its start (`BEGIN IMMEDIATE`). Every
     /// transaction here reads, then writes: a deferred one could not take the write lock after
@@ -156,8 +164,46 @@ impl Store {
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new().max_connections(4).connect_with(opts).await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        Self::upgrade(&pool, path, &migrator()).await?;
         Ok(Self { pool })
+    }
+
+    /// Applies the migrations `pool` lacks. A database made by an earlier version is copied first
+    /// (`VACUUM INTO` beside it); if a migration fails, the copy is put back, so the old database
+    /// is as it was and the earlier version still opens it, and the error says so.
+    async fn upgrade(pool: &SqlitePool, path: &Path, migrator: &sqlx::migrate::Migrator) -> Result<()> {
+        let has_table = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'").fetch_one(pool).await? > 0;
+        let applied: HashSet<i64> = if has_table { sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations").fetch_all(pool).await?.into_iter().collect() } else { HashSet::new() };
+        let pending: Vec<i64> = migrator.iter().map(|m| m.version).filter(|v| !applied.contains(v)).collect();
+        if pending.is_empty() || applied.is_empty() {
+            // Up to date, or new: nothing to keep.
+            return Ok(migrator.run(pool).await?);
+        }
+        let copy = path.with_extension("db.before-upgrade");
+        let _ = std::fs::remove_file(&copy);
+        sqlx::query("VACUUM INTO ?1").bind(copy.to_string_lossy().into_owned()).execute(pool).await?;
+        let Err(e) = migrator.run(pool).await else {
+            let _ = std::fs::remove_file(&copy);
+            return Ok(());
+        };
+        // Put the copy back: no connection may keep the half-upgraded file open.
+        pool.close().await;
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        let restored = std::fs::rename(&copy, path);
+        Err(StoreError::Upgrade(match restored {
+            Ok(()) => format!(
+                "this version of Botdesk could not upgrade the database {} (to schema version {}): {e}. It was left as it was, so the earlier version still opens it.",
+                path.display(),
+                pending.last().unwrap_or(&0)
+            ),
+            Err(r) => format!(
+                "this version of Botdesk could not upgrade the database {} ({e}), and putting back its copy failed too ({r}): the database as it was is in {}",
+                path.display(),
+                copy.display()
+            ),
+        }))
     }
 
     /// The default workspace, created on first use.

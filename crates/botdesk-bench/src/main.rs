@@ -1,6 +1,6 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|checkpoint|agent|desktops|cli (prints
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|checkpoint|agent|desktops|cli|start (prints
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
@@ -70,6 +70,24 @@ async fn lease_bench(dir: &std::path::Path) -> (f64, f64, f64, f64, u64, u64) {
     (one.ops as f64 / one.secs, anchor, ops / secs, cycles / secs, one.violations, violations)
 }
 
+/// Computer cold start: create + start until the desktop reports ready.
+async fn cold_start(provider: &DockerProvider, image: &str, spec: &dyn Fn(usize) -> ComputerSpec) -> Row {
+    const STARTS: usize = 5;
+    let ctx = CallCtx::default();
+    let mut ours = vec![];
+    let mut anchor = vec![];
+    for i in 0..STARTS {
+        let s = spec(i);
+        let t = Instant::now();
+        let p = provider.provision(&s, &ctx).await.expect("provision");
+        ours.push(t.elapsed());
+        assert!(p.fresh);
+        provider.destroy(&ComputerRef::from(&s), &ctx).await.unwrap();
+        anchor.push(time_cmd(&["run", "--rm", "--user", "1000:1000", image, "true"]));
+    }
+    Row { what: "computer cold start (create + start until ready)", ours: median(ours), anchor_name: "`docker run --rm IMAGE true`", anchor: median(anchor), n: STARTS }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -101,6 +119,14 @@ async fn main() {
                 let (ours, anchor) = agent::run().await;
                 print!("{}", agent::section(&ours, &anchor));
             }
+            Some("start") => {
+                let image = image_tag();
+                let provider = DockerProvider::new(DockerConfig::new(&image, format!("bench{}", uuid::Uuid::new_v4().simple())));
+                let label = provider.config().data_dir_label.clone();
+                let spec = |i: usize| ComputerSpec { id: ComputerId::new(format!("bench-{i}")), name: format!("bench-{i}"), scope: ComputerScope::Team, home_volume: format!("{label}-home-{i}"), resources: Resources::default() };
+                let r = cold_start(&provider, &image, &spec).await;
+                println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+            }
             Some("cli") => {
                 for r in cli::run(dir.path()).await {
                     println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
@@ -131,20 +157,7 @@ async fn main() {
     };
     let mut rows = vec![];
 
-    // Computer cold start: create + start until the desktop reports ready.
-    const STARTS: usize = 5;
-    let mut ours = vec![];
-    let mut anchor = vec![];
-    for i in 0..STARTS {
-        let s = spec(i);
-        let t = Instant::now();
-        let p = provider.provision(&s, &ctx).await.expect("provision");
-        ours.push(t.elapsed());
-        assert!(p.fresh);
-        provider.destroy(&ComputerRef::from(&s), &ctx).await.unwrap();
-        anchor.push(time_cmd(&["run", "--rm", "--user", "1000:1000", &image, "true"]));
-    }
-    rows.push(Row { what: "computer cold start (create + start until ready)", ours: median(ours), anchor_name: "`docker run --rm IMAGE true`", anchor: median(anchor), n: STARTS });
+    rows.push(cold_start(&provider, &image, &spec).await);
 
     // Exec round trip of `true` on a running computer.
     const EXECS: usize = 50;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The computer's own process. It starts as root only to fence the network, then becomes
 # botdesk-screen (uid 990), never a bot: makes the screen services' folders (theirs alone, before
-# any bot can run), brings up display :1 (Xvfb + fluxbox) and the screen gateway, then marks the
+# any bot can run), brings up the screen gateway and display :1 (Xvfb + fluxbox), then marks the
 # computer ready. If anything fails it exits non-zero with the reason, so a broken image fails loudly.
 set -u
 if [ "$(id -u)" = 0 ]; then
@@ -28,8 +28,10 @@ export HOME=/var/lib/botdesk-screen
 # world-writable, so no bot can put a socket of its own where a display's belongs.
 mkdir -m 0700 /tmp/botdesk-logs /tmp/botdesk-gw /tmp/botdesk-vnc /dev/shm/botdesk-fb || exit 1
 mkdir -m 0755 /tmp/.X11-unix || exit 1
-botdesk-display up 1 || exit 1
+# The gateway needs no display to start, and its Python takes about as long to start as Xvfb:
+# both at once.
 setsid botdesk-gateway >/tmp/botdesk-logs/gateway.log 2>&1 < /dev/null &
+botdesk-display up 1 || exit 1
 i=0
 until [ -e /tmp/botdesk-gw/listening ]; do
   i=$((i + 1))

@@ -359,6 +359,7 @@ impl Engine {
         let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
         // A Team computer that is already up gets the new bot's folder now (whichever process
         // started it); otherwise on its next start.
+        // (A start under way makes it after recording `running`: see `bring_up`.)
         if computer.scope == ComputerScope::Team && self.stored_state(&computer.id).await? == ComputerState::Running {
             let cref = ComputerRef { id: computer.id.clone() };
             if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
@@ -521,19 +522,15 @@ impl Engine {
                 }
                 self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             }
+            let mut folders = HashSet::new();
             if computer.scope == ComputerScope::Team {
                 self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
-                for bot in self.inner.store.bots_on(&computer.id).await.map_err(|e| SandboxError::Provider(e.to_string()))? {
-                    // A bot that replaced its own folder (with a link, say) breaks only its own work.
-                    if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &ctx).await {
-                        tracing::warn!(bot = %bot.id, "the bot's folder could not be made: {e}");
-                    }
-                }
+                folders = self.make_bot_folders(computer, &cref, &folders).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             }
-            Ok::<_, SandboxError>(p)
+            Ok::<_, SandboxError>((p, folders))
         }
         .await;
-        let p = match provisioned {
+        let (p, folders) = match provisioned {
             Ok(p) => p,
             Err(e) => {
                 self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
@@ -542,9 +539,26 @@ impl Engine {
         };
         self.swap(&computer.id, ComputerState::Booting, ComputerState::Running, self.now()).await?;
         self.inner.store.set_computer_state(&computer.id, ComputerState::Running.as_str(), Some(&p.provider_ref), self.now()).await?;
+        // A bot created while this start ran saw the computer not yet running, so left its folder
+        // to the start: made now (it was created before this read, which follows `running`).
+        if computer.scope == ComputerScope::Team {
+            self.make_bot_folders(computer, &cref, &folders).await?;
+        }
         self.inner.displays.lock().unwrap().retain(|(c, _, _)| c != &computer.id);
         ready.insert(computer.id.clone());
         Ok((cref, Up::Started))
+    }
+
+    /// Makes the folders of the computer's bots not in `done`; returns the bots it now has.
+    async fn make_bot_folders(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, done: &HashSet<BotId>) -> Result<HashSet<BotId>> {
+        let bots = self.inner.store.bots_on(&computer.id).await?;
+        for bot in bots.iter().filter(|b| !done.contains(&b.id)) {
+            // A bot that replaced its own folder (with a link, say) breaks only its own work.
+            if let Err(e) = self.inner.provider.create_dir(cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
+                tracing::warn!(bot = %bot.id, "the bot's folder could not be made: {e}");
+            }
+        }
+        Ok(bots.into_iter().map(|b| b.id).collect())
     }
 
     async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {

@@ -81,12 +81,17 @@ fn rfb_pointer(mut s: TcpStream, x: u16, y: u16) {
     std::thread::sleep(Duration::from_millis(400));
 }
 
-/// Waits (up to 30 s, polling) until the bot's active window has this title: no fixed sleeps, so a
-/// slow machine only makes the test slower.
+/// Waits (a hang guard of 90 s, polling) until the bot's active window has this title: no fixed
+/// sleeps, so a slow machine only makes the test slower. (A full CI run once took over 30 s here,
+/// with thirteen computers starting on two cores.)
 async fn wait_for_window(e: &Engine, bot: &str, title: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while e.screenshot(bot, ImageFormat::Png).await.unwrap().active_window.as_deref() != Some(title) {
-        assert!(Instant::now() < deadline, "no window titled {title:?} appeared");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let active = e.screenshot(bot, ImageFormat::Png).await.unwrap().active_window;
+        if active.as_deref() == Some(title) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no window titled {title:?} appeared (the active window: {active:?})");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

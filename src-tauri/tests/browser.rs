@@ -59,7 +59,13 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     d.wait_js("the pane drivable", "return document.querySelector('#browser-address')?.disabled === false", Duration::from_secs(20));
     d.js("document.querySelector('#browser-address').value = 'http://127.0.0.1:8765/two.html'; return true");
     d.click("#browser-go");
-    d.wait_js("the second page", &format!("{TITLE} === 'Page two'"), Duration::from_secs(30));
+    // (A hang guard; if it gives up, it says what the pane showed.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while d.js(TITLE) != serde_json::json!("Page two") {
+        let pane = d.js("return [document.querySelector('#browser-title')?.textContent, document.querySelector('#browser-address')?.value, document.querySelector('#browser-error')?.textContent, document.querySelector('#browser-pane')?.textContent?.slice(0, 300)]");
+        assert!(std::time::Instant::now() < deadline, "the second page never showed; the pane: {pane}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     assert_eq!(side.rt.block_on(side.engine.browser_snapshot("surfer")).unwrap()["title"], "Page two", "the bot sees where the person went");
     d.click("#browser-back");
     d.wait_js("back to the first page", &format!("{TITLE} === 'Page one' && document.querySelector('#browser-address').value.endsWith('/one.html')"), Duration::from_secs(30));

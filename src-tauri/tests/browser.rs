@@ -57,7 +57,12 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     // In control, the person drives it: an address, back, reload.
     d.click("#control-button");
     d.wait_js("the pane drivable", "return document.querySelector('#browser-address')?.disabled === false", Duration::from_secs(20));
-    d.js("document.querySelector('#browser-address').value = 'http://127.0.0.1:8765/two.html'; return true");
+    // Typed (an input event, as keys make), so a redraw of the pane meanwhile keeps it.
+    d.js("const a = document.querySelector('#browser-address'); a.value = 'http://127.0.0.1:8765/two.html'; a.dispatchEvent(new Event('input')); return true");
+    // A redraw of the pane (a new look at the page) keeps what the person typed.
+    d.click("#browser-look");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(d.js("return document.querySelector('#browser-address').value"), serde_json::json!("http://127.0.0.1:8765/two.html"), "the typed address survived the redraw");
     d.click("#browser-go");
     // (A hang guard; if it gives up, it says what the pane showed.)
     let deadline = std::time::Instant::now() + Duration::from_secs(60);

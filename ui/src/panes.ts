@@ -333,13 +333,13 @@ export function onFilesChanged(bot: string) {
 // Browser
 
 /** The last look at each bot's browser, what went wrong, and whether it is being driven. */
-const looks = new Map<string, { view: BrowserView | null; error: string | null; busy: boolean }>();
+const looks = new Map<string, { view: BrowserView | null; error: string | null; busy: boolean; typed: string | null }>();
 let browserBot: BotView | null = null;
 
 export function browserPane(b: BotView): HTMLElement {
   browserBot = b;
   if (!looks.has(b.id)) {
-    looks.set(b.id, { view: null, error: null, busy: false });
+    looks.set(b.id, { view: null, error: null, busy: false, typed: null });
     lookAgain(b.id);
   }
   const s = looks.get(b.id)!;
@@ -353,13 +353,16 @@ export function browserPane(b: BotView): HTMLElement {
     return n;
   };
   const address = el("input", { id: "browser-address", type: "text", "aria-label": "Address", placeholder: "https://…", title: why }) as HTMLInputElement;
-  address.value = page?.url ?? "";
+  // What the person is typing outlives a redraw (a status change, a new look at the page).
+  address.value = s.typed ?? page?.url ?? "";
+  address.addEventListener("input", () => (s.typed = address.value));
   address.disabled = !controlling || s.busy;
   const form = el("form", { class: "browser-go" }, address, el("button", { type: "submit", id: "browser-go" }, "Go")) as HTMLFormElement;
   (form.querySelector("button") as HTMLButtonElement).disabled = !controlling || s.busy;
   form.addEventListener("submit", (e) => {
     e.preventDefault();
     const url = address.value.trim();
+    s.typed = null;
     if (url) drive({ go: "navigate", url });
   });
   const bar = el(

@@ -40,6 +40,11 @@ pub(crate) fn time_cmd(args: &[&str]) -> Duration {
     t.elapsed()
 }
 
+/// One row, for a section run on its own.
+fn say(r: &Row) {
+    println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
@@ -125,11 +130,11 @@ async fn main() {
                 let label = provider.config().data_dir_label.clone();
                 let spec = |i: usize| ComputerSpec { id: ComputerId::new(format!("bench-{i}")), name: format!("bench-{i}"), scope: ComputerScope::Team, home_volume: format!("{label}-home-{i}"), resources: Resources::default() };
                 let r = cold_start(&provider, &image, &spec).await;
-                println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+                say(&r);
             }
             Some("cli") => {
                 for r in cli::run(dir.path()).await {
-                    println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+                    say(&r);
                 }
             }
             Some("desktops") => {

@@ -14,15 +14,17 @@ use std::{
 pub struct Driver {
     base: String,
     session: String,
-    child: Child,
+    /// tauri-driver, when this started it; `None` for a driver that runs elsewhere (a container).
+    child: Option<Child>,
     app: PathBuf,
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
         let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let Some(child) = &mut self.child else { return };
+        let _ = child.kill();
+        let _ = child.wait();
         // WebKitWebDriver leaves the app running when its driver dies: make sure it is gone.
         // Wait until it is: a dying app could still reconnect a screen and so start a computer
         // the test has just destroyed.
@@ -76,7 +78,7 @@ impl Driver {
                 Ok(r) => {
                     let v: Value = r.into_json().unwrap();
                     let session = v["value"]["sessionId"].as_str().unwrap().to_string();
-                    return Driver { base, session, child, app: app.to_path_buf() };
+                    return Driver { base, session, child: Some(child), app: app.to_path_buf() };
                 }
                 Err(e) => {
                     last = e.to_string();
@@ -88,6 +90,25 @@ impl Driver {
             }
         }
         panic!("no WebDriver session after 3 attempts: {last}");
+    }
+
+    /// A session on a WebKitWebDriver already listening at `base` (in a container), which starts
+    /// `app` (a path where that driver runs). Waits up to `timeout` for the driver to answer.
+    pub fn attach(base: &str, app: &str, timeout: Duration) -> Driver {
+        let deadline = Instant::now() + timeout;
+        let caps = json!({"capabilities": {"alwaysMatch": {"webkitgtk:browserOptions": {"binary": app, "args": []}}}});
+        loop {
+            let last = match ureq::post(&format!("{base}/session")).timeout(Duration::from_secs(60)).send_json(caps.clone()) {
+                Ok(r) => {
+                    let v: Value = r.into_json().unwrap();
+                    let session = v["value"]["sessionId"].as_str().unwrap().to_string();
+                    return Driver { base: base.to_string(), session, child: None, app: PathBuf::from(app) };
+                }
+                Err(e) => e.to_string(),
+            };
+            assert!(Instant::now() < deadline, "no WebDriver session at {base} within {timeout:?}: {last}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {

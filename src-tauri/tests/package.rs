@@ -1,0 +1,165 @@
+//! The package, installed where nothing else is: a clean Debian container made from the same
+//! offline base as the computers gets the `.deb` (`cargo xtask test` makes it with
+//! `cargo xtask bundle --debug`) through `apt-get install`, which must pull every library the
+//! programs need from the package's own `Depends`. Then, as an unprivileged user and away from any
+//! source tree: `botdesk doctor` finds the engine and the computer image (the recipe is inside the
+//! program), and the app, launched under Xvfb, shows its first-run screen, not an error.
+//!
+//! The container reaches the test machine's Docker engine through its socket (a person's app
+//! reaches their engine the same way) and nothing else of the host.
+
+mod webdriver;
+
+use serde_json::Value;
+use std::{
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    time::Duration,
+};
+use webdriver::*;
+
+/// Test tools, fetched (not installed) in a layer kept between runs so each run downloads only
+/// what changed; the package's own install below still starts from a system without WebKitGTK.
+const TOOLS: &str = "xvfb imagemagick webkit2gtk-driver";
+
+fn docker(args: &[&str]) -> Output {
+    Command::new("docker").args(args).output().expect("the docker CLI")
+}
+
+fn docker_ok(args: &[&str]) -> String {
+    let out = docker(args);
+    assert!(out.status.success(), "docker {args:?} failed:\n{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The package `cargo xtask test` made.
+fn package() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/bundle/deb");
+    std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|d| d.filter_map(|e| e.ok().map(|e| e.path())).find(|p| p.extension().is_some_and(|x| x == "deb")))
+        .unwrap_or_else(|| panic!("no .deb in {}: run the tests through `cargo xtask test`, which makes it", dir.display()))
+}
+
+/// The Debian base the computer image was made from: pulled, or made with debootstrap.
+fn base_image() -> &'static str {
+    ["debian:bookworm-slim", "botdesk/base:bookworm"]
+        .into_iter()
+        .find(|i| docker(&["image", "inspect", i]).status.success())
+        .expect("no Debian bookworm base image: `cargo xtask test` makes one while building the computer image")
+}
+
+/// Removes the container and the installed image however the test ends.
+struct Cleanup {
+    container: String,
+    image: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = docker(&["rm", "-f", &self.container]);
+        let _ = docker(&["rmi", "-f", &self.image]);
+    }
+}
+
+#[test]
+fn the_installed_package_runs_its_first_run_screen() {
+    let deb = package();
+    let run = std::env::var("BOTDESK_TEST_RUN").unwrap_or_else(|_| "local".into());
+    let ctx = tempfile::tempdir().unwrap();
+    std::fs::copy(&deb, ctx.path().join("botdesk.deb")).unwrap();
+    // The prefetch layer first, kept between runs; then the install, checked to start from a
+    // system without WebKitGTK; then the test tools and the person.
+    let base = base_image();
+    let prefetch = format!("botdesk-test/package-base:{}", TOOLS.len());
+    std::fs::write(
+        ctx.path().join("Dockerfile.base"),
+        format!(
+            "FROM {base}\nENV DEBIAN_FRONTEND=noninteractive\n\
+             RUN apt-get update -qq && apt-get install -y -qq --download-only --no-install-recommends libwebkit2gtk-4.1-0 {TOOLS}\n"
+        ),
+    )
+    .unwrap();
+    docker_ok(&["build", "-q", "-t", &prefetch, "-f", &ctx.path().join("Dockerfile.base").to_string_lossy(), &ctx.path().to_string_lossy()]);
+    let image = format!("botdesk-test/package:{run}");
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        format!(
+            "FROM {prefetch}\n\
+             RUN ! dpkg -s libwebkit2gtk-4.1-0 >/dev/null 2>&1\n\
+             COPY botdesk.deb /tmp/botdesk.deb\n\
+             RUN apt-get install -y -qq /tmp/botdesk.deb && rm /tmp/botdesk.deb\n\
+             RUN apt-get install -y -qq --no-install-recommends {TOOLS}\n\
+             RUN useradd -m -u 1777 -s /bin/bash person\n"
+        ),
+    )
+    .unwrap();
+    let cleanup = Cleanup { container: format!("botdesk-package-{run}"), image: image.clone() };
+    docker_ok(&["build", "-q", "-t", &image, &ctx.path().to_string_lossy()]);
+
+    // Installed where a person finds them.
+    let listing = docker_ok(&["run", "--rm", &image, "dpkg", "-L", "botdesk"]);
+    for path in ["/usr/bin/botdesk-app", "/usr/bin/botdesk", "/usr/share/applications/botdesk.desktop", "/usr/share/icons/hicolor/128x128/apps/botdesk.png"] {
+        assert!(listing.lines().any(|l| l == path), "the package has no {path}:\n{listing}");
+    }
+
+    // The person: not root, not uid 1000, allowed on the engine's socket as on their laptop.
+    let sock = "/var/run/docker.sock";
+    let gid = std::fs::metadata(sock).expect("the Docker engine's socket").gid().to_string();
+    let label = format!("botdesk.test-run={run}");
+    docker_ok(&[
+        "run", "-d", "--name", &cleanup.container, "--label", &label, "--user", "1777:1777", "--group-add", &gid, "-e", "HOME=/home/person",
+        "-v", &format!("{sock}:{sock}"), "-p", "127.0.0.1::4444", "--shm-size", "256m", &image,
+        "sh", "-c", "Xvfb :1 -screen 0 1280x800x24 -nolisten tcp & export DISPLAY=:1 WEBKIT_DISABLE_COMPOSITING_MODE=1 TAURI_WEBVIEW_AUTOMATION=true; cd \"$HOME\"; exec WebKitWebDriver --port=4444 --host=all",
+    ]);
+
+    // doctor, from the installed program: the engine, the image its embedded recipe names, the
+    // display libraries the package pulled.
+    let doctor = docker(&["exec", &cleanup.container, "botdesk", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap_or_else(|e| panic!("doctor said no JSON ({e}): {}", String::from_utf8_lossy(&doctor.stderr)));
+    let checks = report["checks"].as_array().expect("doctor's checks");
+    for name in ["docker", "image", "data_dir", "display_libraries"] {
+        let c = checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("doctor has no {name} check: {report}"));
+        assert_eq!(c["ok"], true, "installed doctor: {name} failed: {report}");
+    }
+    // No Secret Service in this container: doctor says so and how to fix it, and goes on.
+    let keyring = checks.iter().find(|c| c["name"] == "keyring").expect("a keyring check");
+    assert!(keyring["ok"] == true || keyring["fix"].as_str().is_some_and(|f| !f.is_empty()), "{keyring}");
+
+    // The app, started by the container's WebKitWebDriver as the person.
+    let port = docker_ok(&["port", &cleanup.container, "4444/tcp"]);
+    let port = port.lines().next().and_then(|l| l.rsplit(':').next()).expect("the published port").trim().to_string();
+    let d = Driver::attach(&format!("http://127.0.0.1:{port}"), "/usr/bin/botdesk-app", Duration::from_secs(60));
+    // Hang guards, not timing bounds: the UI comes from inside the program.
+    d.wait_js("the first-run screen", "return document.querySelector('#main h1')?.textContent === 'Welcome to Botdesk'", Duration::from_secs(90));
+    d.wait_js("doctor's checks in the footer", "return document.querySelectorAll('.check').length >= 4", Duration::from_secs(60));
+    let bad: Vec<String> = serde_json::from_value(d.js("return [...document.querySelectorAll('.check.bad')].map(c => c.textContent)")).unwrap();
+    assert!(bad.iter().all(|c| c.contains("Keyring") || c.contains("keyring")), "the installed app flags more than the missing keyring: {bad:?}");
+    let errors = d.js("return [...document.querySelectorAll('.error')].map(e => e.textContent).filter(t => t.trim())");
+    assert_eq!(errors, serde_json::json!([]), "the first-run screen shows an error");
+
+    // What the person sees, from the container's own display.
+    let shot = e2e_dir().join("23-installed-first-run.png");
+    let mut painted = false;
+    for _ in 0..60 {
+        docker_ok(&["exec", "-e", "DISPLAY=:1", &cleanup.container, "import", "-window", "root", "/tmp/first-run.png"]);
+        docker_ok(&["cp", &format!("{}:/tmp/first-run.png", cleanup.container), &shot.to_string_lossy()]);
+        // WebKit paints after layout: the heading's area is no longer the empty background.
+        if distinct_colours(&shot) > 16 {
+            painted = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(painted, "the installed app's window never painted: see {}", shot.display());
+    let log = docker_ok(&["logs", &cleanup.container]);
+    assert!(log.contains("botdesk-app: ui ready, 0 bots listed"), "the app never reported its UI ready:\n{log}");
+    drop(d);
+}
+
+/// How many colours a PNG holds (ImageMagick): a blank or unpainted screen has one or two.
+fn distinct_colours(png: &Path) -> usize {
+    let out = Command::new("identify").args(["-format", "%k"]).arg(png).output().expect("ImageMagick's identify");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0)
+}

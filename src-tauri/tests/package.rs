@@ -21,7 +21,7 @@ use webdriver::*;
 
 /// Test tools, fetched (not installed) in a layer kept between runs so each run downloads only
 /// what changed; the package's own install below still starts from a system without WebKitGTK.
-const TOOLS: &str = "xvfb imagemagick webkit2gtk-driver";
+const TOOLS: &str = "xvfb x11-apps webkit2gtk-driver";
 
 fn docker(args: &[&str]) -> Output {
     Command::new("docker").args(args).output().expect("the docker CLI")
@@ -70,17 +70,21 @@ fn the_installed_package_runs_its_first_run_screen() {
     let ctx = tempfile::tempdir().unwrap();
     std::fs::copy(&deb, ctx.path().join("botdesk.deb")).unwrap();
     // The prefetch layer first, kept between runs; then the install, checked to start from a
-    // system without WebKitGTK; then the test tools and the person.
+    // system without WebKitGTK (with fresh package lists: what Debian has replaced since the
+    // prefetch is fetched anew); then the test tools and the person.
     let base = base_image();
-    let prefetch = format!("botdesk-test/package-base:{}", TOOLS.len());
-    std::fs::write(
-        ctx.path().join("Dockerfile.base"),
-        format!(
-            "FROM {base}\nENV DEBIAN_FRONTEND=noninteractive\n\
-             RUN apt-get update -qq && apt-get install -y -qq --download-only --no-install-recommends libwebkit2gtk-4.1-0 {TOOLS}\n"
-        ),
-    )
-    .unwrap();
+    let recipe = format!(
+        "FROM {base}\nENV DEBIAN_FRONTEND=noninteractive\n\
+         RUN apt-get update -qq && apt-get install -y -qq --download-only --no-install-recommends libwebkit2gtk-4.1-0 {TOOLS}\n"
+    );
+    // Tagged by its recipe: a changed recipe fetches anew.
+    let prefetch = format!("botdesk-test/package-base:{:016x}", {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        recipe.hash(&mut h);
+        h.finish()
+    });
+    std::fs::write(ctx.path().join("Dockerfile.base"), recipe).unwrap();
     docker_ok(&["build", "-q", "-t", &prefetch, "-f", &ctx.path().join("Dockerfile.base").to_string_lossy(), &ctx.path().to_string_lossy()]);
     let image = format!("botdesk-test/package:{run}");
     std::fs::write(
@@ -89,7 +93,7 @@ fn the_installed_package_runs_its_first_run_screen() {
             "FROM {prefetch}\n\
              RUN ! dpkg -s libwebkit2gtk-4.1-0 >/dev/null 2>&1\n\
              COPY botdesk.deb /tmp/botdesk.deb\n\
-             RUN apt-get install -y -qq /tmp/botdesk.deb && rm /tmp/botdesk.deb\n\
+             RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends /tmp/botdesk.deb && rm /tmp/botdesk.deb\n\
              RUN apt-get install -y -qq --no-install-recommends {TOOLS}\n\
              RUN useradd -m -u 1777 -s /bin/bash person\n"
         ),
@@ -141,10 +145,13 @@ fn the_installed_package_runs_its_first_run_screen() {
 
     // What the person sees, from the container's own display.
     let shot = e2e_dir().join("23-installed-first-run.png");
+    let xwd = e2e_dir().join("23-installed-first-run.xwd");
     let mut painted = false;
     for _ in 0..60 {
-        docker_ok(&["exec", "-e", "DISPLAY=:1", &cleanup.container, "import", "-window", "root", "/tmp/first-run.png"]);
-        docker_ok(&["cp", &format!("{}:/tmp/first-run.png", cleanup.container), &shot.to_string_lossy()]);
+        docker_ok(&["exec", &cleanup.container, "xwd", "-root", "-display", ":1", "-out", "/tmp/first-run.xwd"]);
+        docker_ok(&["cp", &format!("{}:/tmp/first-run.xwd", cleanup.container), &xwd.to_string_lossy()]);
+        let st = Command::new("convert").arg(format!("xwd:{}", xwd.display())).arg(&shot).status().expect("ImageMagick's convert");
+        assert!(st.success(), "converting the container's screen capture");
         // WebKit paints after layout: the heading's area is no longer the empty background.
         if distinct_colours(&shot) > 16 {
             painted = true;
@@ -153,6 +160,7 @@ fn the_installed_package_runs_its_first_run_screen() {
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(painted, "the installed app's window never painted: see {}", shot.display());
+    let _ = std::fs::remove_file(&xwd);
     let log = docker_ok(&["logs", &cleanup.container]);
     assert!(log.contains("botdesk-app: ui ready, 0 bots listed"), "the app never reported its UI ready:\n{log}");
     drop(d);

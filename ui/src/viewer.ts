@@ -1,7 +1,7 @@
 // A bot's screen in the webview: pixels arrive from the Rust session over a loopback WebSocket as
 // dirty rectangles and are drawn on a canvas scaled to fit; input is mapped back to exact
 // framebuffer coordinates and sent only while the person holds control.
-import { keysymForChar, keysymOf } from "./keysym";
+import { keysymOf } from "./keysym";
 
 export type ConnState =
   | { state: "connecting" }
@@ -276,15 +276,6 @@ export class Viewer {
       for (const s of this.pressed.values()) this.send({ t: "k", s, d: false });
       this.pressed.clear();
     });
-  }
-
-  /** Types text as key presses (used by "Send text" for characters a keyboard cannot make). */
-  typeText(text: string) {
-    for (const ch of text) {
-      const s = ch === "\n" ? 0xff0d : keysymForChar(ch);
-      this.send({ t: "k", s, d: true });
-      this.send({ t: "k", s, d: false });
-    }
   }
 
   /** Sends the person's clipboard text to the bot's clipboard (only in control). */

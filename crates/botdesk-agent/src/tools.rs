@@ -38,13 +38,6 @@ pub enum Tool {
     BrowserAct { actions: Value },
 }
 
-impl Tool {
-    /// Whether the tool needs the bot's screen (refused as data when the screen is unavailable).
-    pub fn is_graphical(&self) -> bool {
-        matches!(self, Tool::Observe | Tool::Zoom { .. } | Tool::Act { .. } | Tool::OpenPath { .. } | Tool::LaunchApp { .. } | Tool::BrowserNavigate { .. } | Tool::BrowserSnapshot | Tool::BrowserAct { .. })
-    }
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}

@@ -532,7 +532,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 if computers.is_empty() {
                     return "no computers yet: one is made with the first bot".into();
                 }
-                computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status, c.bots.join(", "))).collect::<Vec<_>>().join("\n")
+                computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", "))).collect::<Vec<_>>().join("\n")
             });
         }
         Cmd::Computer { cmd: ComputerCmd::Stop { id } } => {

@@ -35,12 +35,11 @@ macro_rules! string_enum {
 }
 
 string_enum!(
-    /// queued → leased → running → waiting_input | waiting_takeover → completed | failed | cancelled
+    /// queued → leased → running ⇄ waiting_takeover → completed | failed | cancelled
     RunStatus {
         Queued => "queued",
         Leased => "leased",
         Running => "running",
-        WaitingInput => "waiting_input",
         WaitingTakeover => "waiting_takeover",
         Completed => "completed",
         Failed => "failed",
@@ -61,8 +60,8 @@ impl RunStatus {
         match self {
             Queued => matches!(to, Leased | Failed | Cancelled),
             Leased => matches!(to, Running | Failed | Cancelled),
-            Running => matches!(to, WaitingInput | WaitingTakeover | Completed | Failed | Cancelled),
-            WaitingInput | WaitingTakeover => matches!(to, Running | Failed | Cancelled),
+            Running => matches!(to, WaitingTakeover | Completed | Failed | Cancelled),
+            WaitingTakeover => matches!(to, Running | Failed | Cancelled),
             Completed | Failed | Cancelled => false,
         }
     }
@@ -97,6 +96,16 @@ impl ComputerState {
         if self.can_become(to) { Ok(()) } else { Err(TransitionError { what: "computer", from: self.as_str(), to: to.as_str() }) }
     }
 }
+
+string_enum!(
+    /// A display slot: assigned to a bot → releasing (its teardown running) → freed (the row goes),
+    /// or failed (a teardown that failed keeps the slot reserved until it is verified gone).
+    DesktopState {
+        Assigned => "assigned",
+        Releasing => "releasing",
+        Failed => "failed",
+    }
+);
 
 string_enum!(
     /// What a computer reservation is for.
@@ -151,8 +160,7 @@ mod tests {
         let allowed = [
             (Queued, Leased), (Queued, Failed), (Queued, Cancelled),
             (Leased, Running), (Leased, Failed), (Leased, Cancelled),
-            (Running, WaitingInput), (Running, WaitingTakeover), (Running, Completed), (Running, Failed), (Running, Cancelled),
-            (WaitingInput, Running), (WaitingInput, Failed), (WaitingInput, Cancelled),
+            (Running, WaitingTakeover), (Running, Completed), (Running, Failed), (Running, Cancelled),
             (WaitingTakeover, Running), (WaitingTakeover, Failed), (WaitingTakeover, Cancelled),
         ];
         for &a in RunStatus::ALL {

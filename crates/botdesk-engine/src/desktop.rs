@@ -46,7 +46,7 @@ impl Engine {
 
     /// The display the bot's desktop has, if one is assigned (its commands and shells draw there).
     pub(crate) async fn display_of(&self, computer: &ComputerId, bot: &BotId) -> Result<Option<u32>> {
-        Ok(self.inner.store.desktop_of(computer, bot).await?.filter(|d| d.state == "assigned").map(|d| d.slot))
+        Ok(self.inner.store.desktop_of(computer, bot).await?.filter(|d| d.state == botdesk_core::state::DesktopState::Assigned).map(|d| d.slot))
     }
 
     /// The bot's desktop, opened if needed (everything graphical goes through here once).
@@ -57,10 +57,7 @@ impl Engine {
     async fn desktop_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, reuse: Reuse) -> Result<DesktopView> {
         let (cref, up) = self.bring_up(computer).await?;
         let limit = self.screen_limit();
-        let (d, assigned_now) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await.map_err(|e| match e {
-            botdesk_store::StoreError::Busy(m) if m.starts_with("MULTI_SCREEN_UNAVAILABLE") => EngineError::new(ErrorCode::MultiScreenUnavailable, m),
-            e => e.into(),
-        })?;
+        let (d, assigned_now) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await?;
         let ctx = CallCtx::for_bot(&bot.id);
         let key = (computer.id.clone(), d.slot, d.view_token.clone());
         // For a look at the screen, a desktop opened before on a computer running since (by

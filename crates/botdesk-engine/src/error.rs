@@ -70,7 +70,8 @@ impl From<StoreError> for EngineError {
         let code = match &e {
             StoreError::NotFound(_) => ErrorCode::NotFound,
             StoreError::Conflict(_) => ErrorCode::Conflict,
-            StoreError::Busy(m) if m.starts_with("Stop the bot first") => ErrorCode::BotRunning,
+            StoreError::BotRunning(_) => ErrorCode::BotRunning,
+            StoreError::ScreenLimit(_) => ErrorCode::MultiScreenUnavailable,
             StoreError::Busy(_) => ErrorCode::Busy,
             StoreError::Stale(_) => ErrorCode::Stale,
             _ => ErrorCode::Internal,

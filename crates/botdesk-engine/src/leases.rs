@@ -430,7 +430,7 @@ impl Engine {
         }
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
         self.inner.ready.lock().await.remove(&c.id);
-        let state = ComputerState::parse(&c.state).unwrap_or(ComputerState::Running);
+        let state = c.state;
         if state == ComputerState::Running {
             self.inner.store.transition_computer(&c.id, ComputerState::Running, ComputerState::Suspending, self.now()).await?;
         }
@@ -471,7 +471,7 @@ impl Engine {
     pub async fn suspend_idle_computers(&self) -> Result<Vec<(String, IdleOutcome)>> {
         let mut out = vec![];
         for c in self.inner.store.list_computers().await? {
-            if ComputerState::parse(&c.state) != Some(ComputerState::Running) || !self.idle_now(&c.id).await? {
+            if c.state != ComputerState::Running || !self.idle_now(&c.id).await? {
                 continue;
             }
             let outcome = self.idle_suspend(c.id.as_str(), || self.checkpoint_before(&c, crate::checkpoint::Before::Suspend)).await?;

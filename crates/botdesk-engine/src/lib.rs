@@ -162,10 +162,10 @@ pub struct ComputerView {
     pub scope: ComputerScope,
     /// What the provider reports now (`running`, `stopped`, `missing`), or the stored state when
     /// the provider cannot be reached.
-    pub status: String,
+    pub status: MachineStatus,
     /// The lifecycle state recorded in the database (stopped, booting, running, suspending,
     /// suspended, error).
-    pub state: String,
+    pub state: ComputerState,
     pub bots: Vec<String>,
     /// The home store: the workspace's checkpoints (`current` is the latest).
     pub home: PathBuf,
@@ -382,7 +382,7 @@ impl Engine {
         for b in self.inner.store.list_bots().await? {
             let runs = self.inner.store.active_runs(&b.id).await?;
             let control = self.inner.store.control(&b.computer_id, now).await?.filter(|c| c.bot_id == b.id);
-            let broken = computers.iter().any(|c| c.id == b.computer_id && c.state == ComputerState::Error.as_str());
+            let broken = computers.iter().any(|c| c.id == b.computer_id && c.state == ComputerState::Error);
             let status = if control.is_some() {
                 BotStatus::YouHaveControl
             } else if runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
@@ -461,9 +461,7 @@ impl Engine {
     pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
         let mut out = vec![];
         for c in self.inner.store.list_computers().await? {
-            let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
-            let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
-            out.push(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), state: c.state, bots });
+            out.push(self.computer_view(c).await?);
         }
         Ok(out)
     }
@@ -538,7 +536,7 @@ impl Engine {
             }
         };
         self.swap(&computer.id, ComputerState::Booting, ComputerState::Running, self.now()).await?;
-        self.inner.store.set_computer_state(&computer.id, ComputerState::Running.as_str(), Some(&p.provider_ref), self.now()).await?;
+        self.inner.store.set_computer_state(&computer.id, ComputerState::Running, Some(&p.provider_ref), self.now()).await?;
         // A bot created while this start ran saw the computer not yet running, so left its folder
         // to the start: made now (it was created before this read, which follows `running`).
         if computer.scope == ComputerScope::Team {
@@ -562,8 +560,7 @@ impl Engine {
     }
 
     async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {
-        let c = self.inner.store.computer(id.as_str()).await?;
-        ComputerState::parse(&c.state).ok_or_else(|| EngineError::new(ErrorCode::Internal, format!("unknown computer state {}", c.state)))
+        Ok(self.inner.store.computer(id.as_str()).await?.state)
     }
 
     /// A compare-and-swap of the computer's state; losing it to another process is fine.
@@ -620,7 +617,7 @@ impl Engine {
         self.inner.store.finish_reservation(&res.id, status, msg.as_deref(), self.now()).await?;
         destroyed?;
         self.inner.store.clear_desktops(&c.id).await?;
-        self.inner.store.set_computer_state(&c.id, "stopped", None, self.now()).await?;
+        self.inner.store.set_computer_state(&c.id, ComputerState::Stopped, None, self.now()).await?;
         self.computer_view(c).await
     }
 
@@ -646,7 +643,7 @@ impl Engine {
         let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
         let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
         let state = self.inner.store.computer(c.id.as_str()).await?.state;
-        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status: status.as_str().into(), state, bots })
+        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status, state, bots })
     }
 
     /// After a crash: every container labelled with this data directory is adopted when the
@@ -664,7 +661,7 @@ impl Engine {
         let mut report = ReconcileReport::default();
         for found in docker.list_managed().await? {
             if known.contains(&found.computer) {
-                let state = if found.running { "running" } else { "stopped" };
+                let state = if found.running { ComputerState::Running } else { ComputerState::Stopped };
                 self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.id), self.now()).await?;
                 report.adopted.push(found.computer);
             } else {

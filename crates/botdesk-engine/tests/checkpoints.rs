@@ -165,7 +165,7 @@ async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
     let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "second\n"));
     let c = w.engine.list_computers().await.unwrap().into_iter().find(|c| c.id == bot.computer.id).unwrap();
-    assert_eq!(c.status, "running");
+    assert_eq!(c.status, botdesk_engine::MachineStatus::Running);
     let mut names: Vec<String> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index"]);

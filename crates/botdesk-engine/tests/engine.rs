@@ -78,11 +78,11 @@ async fn stop_and_destroy_then_the_next_use_starts_again() {
     let (engine, _fake, _dir) = fake_engine().await;
     engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
     stdout_of(&engine, "a", &["true"], None).await;
-    assert_eq!(engine.stop_computer("team").await.unwrap().status, "stopped");
+    assert_eq!(engine.stop_computer("team").await.unwrap().status, botdesk_engine::MachineStatus::Stopped);
     assert_eq!(stdout_of(&engine, "a", &["echo", "back"], None).await, (0, "back\n".into()));
-    assert_eq!(engine.destroy_computer("team").await.unwrap().status, "missing");
+    assert_eq!(engine.destroy_computer("team").await.unwrap().status, botdesk_engine::MachineStatus::Missing);
     assert_eq!(stdout_of(&engine, "a", &["echo", "again"], None).await, (0, "again\n".into()));
-    assert_eq!(engine.list_computers().await.unwrap()[0].status, "running");
+    assert_eq!(engine.list_computers().await.unwrap()[0].status, botdesk_engine::MachineStatus::Running);
 }
 
 /// Reconcile against the real engine: a labelled container whose computer the database knows is

@@ -115,7 +115,7 @@ async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
     let stopped = w.engine.stop_computer("team").await.unwrap();
     assert_eq!((stopped.status.as_str(), stopped.state.as_str()), ("stopped", "stopped"));
     w.engine.exec("b", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "running");
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
 }
 
 #[tokio::test]
@@ -186,10 +186,10 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     // Idle, checkpoint fine: suspended.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::Suspended);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
-    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "suspended");
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Suspended);
     // The next use boots it again: suspended → booting → running.
     w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, "running");
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
 
     // The periodic sweep: nothing while recently used; once idle, a checkpoint of the workspace
     // on this machine, then suspended.

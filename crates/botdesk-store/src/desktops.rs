@@ -1,7 +1,7 @@
 //! Display slots: lowest free slot per computer, kept while assigned, reusable only after a
 //! verified teardown; a failed teardown keeps the slot reserved.
 
-use botdesk_core::{BotId, ComputerId};
+use botdesk_core::{state::DesktopState, BotId, ComputerId};
 use serde::Serialize;
 
 use crate::{Result, Store, StoreError};
@@ -11,7 +11,7 @@ pub struct Desktop {
     pub computer_id: ComputerId,
     pub slot: u32,
     pub bot_id: Option<BotId>,
-    pub state: String,
+    pub state: DesktopState,
     pub view_token: String,
     pub control_token: Option<String>,
 }
@@ -31,7 +31,8 @@ impl From<Row> for Desktop {
             computer_id: ComputerId::new(r.computer_id),
             slot: r.slot as u32,
             bot_id: r.bot_id.map(BotId::new),
-            state: r.state,
+            // The table's CHECK admits only these three.
+            state: DesktopState::parse(&r.state).unwrap_or(DesktopState::Failed),
             view_token: r.view_token,
             control_token: r.control_token,
         }
@@ -63,7 +64,7 @@ impl Store {
     }
 
     /// Assigns the lowest free slot to the bot (or returns the slot it already has). `limit` caps
-    /// how many slots a computer may occupy; beyond it: `Busy("MULTI_SCREEN_UNAVAILABLE: …")`.
+    /// how many slots a computer may occupy; beyond it: `ScreenLimit("MULTI_SCREEN_UNAVAILABLE: …")`.
     pub async fn assign_desktop(&self, computer: &ComputerId, bot: &BotId, view_token: &str, limit: Option<u32>, now: i64) -> Result<(Desktop, bool)> {
         if let Some(d) = self.desktop_of(computer, bot).await? {
             return Ok((d, false));
@@ -78,7 +79,7 @@ impl Store {
                 .collect();
             if let Some(limit) = limit {
                 if taken.len() as u32 >= limit {
-                    return Err(StoreError::Busy(format!(
+                    return Err(StoreError::ScreenLimit(format!(
                         "MULTI_SCREEN_UNAVAILABLE: this computer already shows {} screen(s), its limit (SANDBOX_TEAM_SCREEN_LIMIT); shell and file tools still work",
                         taken.len()
                     )));
@@ -130,7 +131,7 @@ impl Store {
 
     /// Failed slots (teardown not verified), to retry.
     pub async fn failed_desktops(&self, computer: &ComputerId) -> Result<Vec<Desktop>> {
-        Ok(self.desktops_on(computer).await?.into_iter().filter(|d| d.state == "failed").collect())
+        Ok(self.desktops_on(computer).await?.into_iter().filter(|d| d.state == DesktopState::Failed).collect())
     }
 
     pub async fn set_control_token(&self, computer: &ComputerId, slot: u32, token: Option<&str>) -> Result<()> {

@@ -334,7 +334,7 @@ impl Store {
     // ---------------------------------------------------------------------------------------------
     // Control leases (Take control)
 
-    /// Takes control of a bot's screen for the person. Refused with `Busy("Stop the bot first")`
+    /// Takes control of a bot's screen for the person. Refused with `BotRunning("Stop the bot first")`
     /// while that bot has a live execution lease or an active run, unless its run is waiting for a
     /// takeover. Taking it again returns the existing lease.
     pub async fn take_control(&self, computer: &ComputerId, bot: &BotId, now: i64, ttl_ms: i64) -> Result<ControlLease> {
@@ -351,7 +351,7 @@ impl Store {
                 SET control_holder = ?1, control_lease_id = ?2, control_expires_at = ?3, control_bot_id = ?4, last_active_at = MAX(last_active_at, ?5)
               WHERE id = ?6 AND reservation_id IS NULL
                 AND (control_lease_id IS NULL OR control_expires_at <= ?5)
-                AND NOT EXISTS (SELECT 1 FROM runs WHERE bot_id = ?4 AND status IN ('queued', 'leased', 'running', 'waiting_input'))
+                AND NOT EXISTS (SELECT 1 FROM runs WHERE bot_id = ?4 AND status IN ('queued', 'leased', 'running'))
                 AND (NOT EXISTS (SELECT 1 FROM execution_leases WHERE computer_id = ?6 AND bot_id = ?4 AND holder IS NOT NULL AND expires_at > ?5)
                      OR EXISTS (SELECT 1 FROM runs WHERE bot_id = ?4 AND status = 'waiting_takeover'))",
             USER, lease_id, expires, b, now, c
@@ -370,7 +370,7 @@ impl Store {
             }
             return Err(busy("another screen on this computer is under control; release it first"));
         }
-        Err(busy("Stop the bot first"))
+        Err(StoreError::BotRunning("Stop the bot first".into()))
     }
 
     /// The live control lease of a computer, if any.

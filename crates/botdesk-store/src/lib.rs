@@ -10,7 +10,7 @@ pub use models::ModelRow;
 pub use desktops::Desktop;
 pub use leases::*;
 
-use botdesk_core::{BotId, ComputerId, ComputerScope};
+use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerScope};
 use serde::Serialize;
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -34,6 +34,12 @@ pub enum StoreError {
     /// Someone else holds what was asked for (a live lease, control, a reservation).
     #[error("{0}")]
     Busy(String),
+    /// A run holds the bot: "Stop the bot first".
+    #[error("{0}")]
+    BotRunning(String),
+    /// The computer already shows as many screens as it may.
+    #[error("{0}")]
+    ScreenLimit(String),
     /// The caller's lease or view is out of date (an older fence, an expired lease, a moved state).
     #[error("{0}")]
     Stale(String),
@@ -55,7 +61,7 @@ pub struct Computer {
     pub home_key: String,
     pub provider: String,
     pub provider_ref: Option<String>,
-    pub state: String,
+    pub state: ComputerState,
     /// The volume holding its whole home (None: none yet, or its deletion started).
     pub home_volume: Option<String>,
 }
@@ -118,7 +124,7 @@ impl TryFrom<ComputerRow> for Computer {
             home_key: r.home_key,
             provider: r.provider,
             provider_ref: r.provider_ref,
-            state: r.state,
+            state: ComputerState::parse(&r.state).ok_or_else(|| StoreError::Conflict(format!("unknown computer state {}", r.state)))?,
             home_volume: r.home_volume,
         })
     }
@@ -359,8 +365,9 @@ impl Store {
 
     /// Records what the provider reported (reconcile and start-up); lifecycle transitions go
     /// through [`Store::transition_computer`].
-    pub async fn set_computer_state(&self, id: &ComputerId, state: &str, provider_ref: Option<&str>, now_ms: i64) -> Result<()> {
+    pub async fn set_computer_state(&self, id: &ComputerId, state: ComputerState, provider_ref: Option<&str>, now_ms: i64) -> Result<()> {
         let cid = id.as_str();
+        let state = state.as_str();
         sqlx::query!(
             "UPDATE computers SET state = ?1, provider_ref = COALESCE(?2, provider_ref), updated_at = ?3, generation = generation + 1 WHERE id = ?4",
             state, provider_ref, now_ms, cid
@@ -423,7 +430,7 @@ async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: Computer
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a computer named {name:?} already exists")),
         e => e.into(),
     })?;
-    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: "stopped".into(), home_volume: None })
+    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: ComputerState::Stopped, home_volume: None })
 }
 
 #[cfg(test)]
@@ -499,7 +506,7 @@ mod tests {
         let c = {
             let s = Store::open(&path).await.unwrap();
             let (_, c) = s.create_bot(new("alpha", ComputerScope::Team), 1).await.unwrap();
-            s.set_computer_state(&c.id, "running", Some("abc"), 5).await.unwrap();
+            s.set_computer_state(&c.id, ComputerState::Running, Some("abc"), 5).await.unwrap();
             c
         };
         let s = Store::open(&path).await.unwrap();

@@ -122,7 +122,7 @@ async fn run_case(ops: Vec<Op>) {
                     }
                     m.control = Some((b, l.lease_id, l.expires_at));
                 }
-                Err(StoreError::Busy(_)) => {}
+                Err(StoreError::Busy(_) | StoreError::BotRunning(_)) => {}
                 Err(e) => panic!("take control: {e}"),
             },
             Op::ReleaseControl => {

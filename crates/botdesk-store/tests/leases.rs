@@ -88,8 +88,6 @@ async fn run_transitions_are_compare_and_swap() {
     assert_eq!(msg(e), "a run cannot go from leased to completed");
     let steps = [
         (RunStatus::Leased, RunStatus::Running),
-        (RunStatus::Running, RunStatus::WaitingInput),
-        (RunStatus::WaitingInput, RunStatus::Running),
         (RunStatus::Running, RunStatus::WaitingTakeover),
         (RunStatus::WaitingTakeover, RunStatus::Running),
         (RunStatus::Running, RunStatus::Completed),
@@ -128,7 +126,7 @@ async fn control_is_refused_while_the_bot_runs_unless_it_waits_for_a_takeover() 
     // A live execution lease: "Stop the bot first".
     let lease = f.s.claim_execution(c, a, "run", 0, TTL).await.unwrap();
     let e = f.s.take_control(c, a, 1, CTL).await.unwrap_err();
-    assert!(matches!(e, StoreError::Busy(_)));
+    assert!(matches!(e, StoreError::BotRunning(_)));
     assert_eq!(msg(e), "Stop the bot first");
     // An active run without a lease: still refused.
     f.s.release_execution(&lease).await.unwrap();

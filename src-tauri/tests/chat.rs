@@ -174,6 +174,20 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
     assert_eq!(&rt.block_on(engine.stored_read("writer", "notes.md", 1000)).unwrap()[..], b"# Notes\nThe machine runs Linux.\n");
+    // A run the provider refuses the key for fails with that said, and the way to fix it under it.
+    server.push(Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid api key"}}"#.into() }));
+    d.type_into("#task-input", "One more thing");
+    d.click("#send-task");
+    d.wait_js(
+        "the fix under the failed run",
+        "const f = document.querySelector('.msg .failure-fix[data-failure=MODEL_BAD_KEY]'); return !!f && f.closest('.msg').textContent.includes('refused the API key')",
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("24-run-failed-fix.png");
+    d.click(".failure-fix button");
+    d.wait_js("Settings, with the models", "return !!document.querySelector('.modal #set-memory') && document.querySelector('.modal').textContent.includes('Models')", Duration::from_secs(10));
+    d.click(".modal-close");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

@@ -128,7 +128,23 @@ export interface ChatItem {
   /** On the last message of a run: what its model calls cost so far (dollars when its model's prices are known). */
   usage?: Usage;
   cost_usd?: number;
+  /** On the last message of a failed run: what it failed of. */
+  failure?: RunFailure;
 }
+
+/** Why a run failed (the run's message says it in a sentence). */
+export type RunFailure =
+  | "MODEL_BAD_KEY"
+  | "MODEL_UNKNOWN"
+  | "MODEL_NO_IMAGES"
+  | "MODEL_UNAVAILABLE"
+  | "MODEL_ERROR"
+  | "CONTEXT_TOO_SMALL"
+  | "OVER_BUDGET"
+  | "STEP_LIMIT"
+  | "COMPUTER_STOPPED"
+  | "INTERRUPTED"
+  | "NOT_STARTED";
 
 /** Tokens as the model provider counted them; `input` excludes what the prompt cache served or stored. */
 export interface Usage {
@@ -159,7 +175,7 @@ export type RunEvent =
   | { type: "message"; bot: string; item: ChatItem }
   | { type: "tool"; bot: string; run_id: string; call: ChatCall }
   | { type: "activity"; bot: string; entry: ActivityRow }
-  | { type: "status"; bot: string; run_id: string; status: string; error: string | null }
+  | { type: "status"; bot: string; run_id: string; status: string; error: string | null; failure: RunFailure | null }
   | { type: "usage"; bot: string; run_id: string; call: Usage; run: Usage; run_usd: number | null }
   | { type: "restart"; bot: string; run_id: string; why: string };
 

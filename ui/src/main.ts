@@ -1,4 +1,4 @@
-import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Limits, ModelView, Prices, RunEvent, Scope, usageText } from "./api";
+import { api, BotSpend, BotStatus, BotView, BuildProgress, ChatCall, ChatItem, DoctorReport, errorCode, errorMessage, Limits, ModelView, Prices, RunEvent, RunFailure, Scope, usageText } from "./api";
 import { button, el } from "./dom";
 import { activityPane, browserPane, filesPane, onActivity, onFilesChanged } from "./panes";
 import { Viewer } from "./viewer";
@@ -317,7 +317,25 @@ function message(m: ChatItem): HTMLElement {
   if (m.text) box.append(el("div", { class: "text" }, m.text));
   for (const c of m.calls) box.append(toolCall(c));
   if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)));
+  const fix = m.failure && failureFix(m.failure);
+  if (fix) box.append(el("div", { class: "row failure-fix", "data-failure": m.failure! }, fix));
   return box;
+}
+
+/** What the person can do about a failed run, where the app has the place to do it. */
+function failureFix(f: RunFailure): HTMLElement | null {
+  switch (f) {
+    case "MODEL_BAD_KEY":
+    case "MODEL_UNKNOWN":
+    case "MODEL_NO_IMAGES":
+      return button("Open Settings → Models", { class: "small" }, () => openSettings());
+    case "OVER_BUDGET": {
+      const b = bot(state.selected);
+      return b ? button("Raise the budget…", { class: "small" }, () => openBudget(b)) : null;
+    }
+    default:
+      return null;
+  }
 }
 
 /** A tool call, compact: name and its main argument; the result opens on click. */
@@ -426,6 +444,8 @@ function onRunEvent(e: RunEvent) {
     }
     case "status":
       state.live.delete(e.bot);
+      // The run's last message gets what it failed of, with the way to fix it.
+      if (e.failure) loadChat(e.bot);
       if (["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
       refresh();
       break;

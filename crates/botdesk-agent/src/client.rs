@@ -171,16 +171,17 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// A stable code for front ends.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ModelError::BadKey { .. } => "MODEL_BAD_KEY",
-            ModelError::UnknownModel { .. } => "MODEL_UNKNOWN",
-            ModelError::NoImages { .. } => "MODEL_NO_IMAGES",
-            ModelError::Unavailable { .. } | ModelError::Network { .. } => "MODEL_UNAVAILABLE",
-            ModelError::Rejected { .. } | ModelError::Protocol(_) | ModelError::Config(_) => "MODEL_ERROR",
-            ModelError::Cancelled => "CANCELLED",
-        }
+    /// What a run that ends on this error failed of (none: it was cancelled, not failed).
+    pub fn failure(&self) -> Option<botdesk_core::RunFailure> {
+        use botdesk_core::RunFailure as F;
+        Some(match self {
+            ModelError::BadKey { .. } => F::ModelBadKey,
+            ModelError::UnknownModel { .. } => F::ModelUnknown,
+            ModelError::NoImages { .. } => F::ModelNoImages,
+            ModelError::Unavailable { .. } | ModelError::Network { .. } => F::ModelUnavailable,
+            ModelError::Rejected { .. } | ModelError::Protocol(_) | ModelError::Config(_) => F::ModelError,
+            ModelError::Cancelled => return None,
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
+use botdesk_core::RunFailure;
 
 use crate::client::{ModelClient, ModelError, Request};
 use crate::conversation::{collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, STEPS_KEPT_WHEN_FULL};
@@ -66,7 +67,8 @@ pub struct RunConfig {
 pub enum RunEnd {
     /// The model answered without calling a tool; its last text.
     Completed(String),
-    Failed(String),
+    /// What it failed of, and the sentence for the person.
+    Failed(botdesk_core::RunFailure, String),
     Cancelled,
 }
 
@@ -99,7 +101,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     if let Some(served) = client.served_context(cancel).await {
         let need = step_tokens(cfg, &specs, task, client.config().max_tokens);
         if need > served.context {
-            return RunEnd::Failed(crate::ollama::too_small(&client.config().model, &served, need));
+            return RunEnd::Failed(RunFailure::ContextTooSmall, crate::ollama::too_small(&client.config().model, &served, need));
         }
         if served.context < window {
             host.note(&crate::ollama::smaller(&client.config().model, &served, window)).await;
@@ -122,7 +124,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             return RunEnd::Cancelled;
         }
         if let Some(why) = cfg.budget.exceeded(&spent, cfg.prices.map(|p| p.cost(&spent))) {
-            return RunEnd::Failed(why);
+            return RunEnd::Failed(RunFailure::OverBudget, why);
         }
         if last_prompt >= nearly_full && since_summary < SUMMARY_GAP {
             // Still nearly full soon after a summary: a line per call until the next one is due.
@@ -150,8 +152,10 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
         let turn = match client.complete(&req, &mut |t| host.text_delta(t), &mut |why| host.restart(why), cancel).await {
             Ok(t) => t,
-            Err(ModelError::Cancelled) => return RunEnd::Cancelled,
-            Err(e) => return RunEnd::Failed(e.to_string()),
+            Err(e) => match e.failure() {
+                Some(failure) => return RunEnd::Failed(failure, e.to_string()),
+                None => return RunEnd::Cancelled,
+            },
         };
         spent.add(&turn.usage);
         last_prompt = turn.usage.prompt();
@@ -195,7 +199,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     if cancel.is_cancelled() {
         return RunEnd::Cancelled;
     }
-    RunEnd::Failed(format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+    RunEnd::Failed(RunFailure::StepLimit, format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
 }
 
 /// About how many tokens one step needs: the instructions and tools, the task, a screenshot and

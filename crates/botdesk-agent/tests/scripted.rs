@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
 use botdesk_agent::*;
+use botdesk_core::RunFailure;
 use bytes::Bytes;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -268,7 +269,7 @@ async fn retries_honour_retry_after_and_give_up_with_a_clear_error() {
 
         let server = ScriptedServer::start((0..3).map(|_| Step::reply(Reply::Status { status: 529, retry_after: None, body: r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#.into() })).collect()).await;
         let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
-        assert_eq!(end, RunEnd::Failed("the model provider is overloaded or failing (529) after 3 attempts: Overloaded".into()));
+        assert_eq!(end, RunEnd::Failed(RunFailure::ModelUnavailable, "the model provider is overloaded or failing (529) after 3 attempts: Overloaded".into()));
     })
     .await;
 }
@@ -277,14 +278,15 @@ async fn retries_honour_retry_after_and_give_up_with_a_clear_error() {
 async fn a_bad_key_an_unknown_model_and_a_model_without_images_are_named() {
     both(async |wire| {
         let cases = [
-            (401, r#"{"error":{"message":"invalid api key"}}"#, "refused the API key (401)"),
-            (404, r#"{"error":{"message":"model scripted-1 not found"}}"#, "does not know the model \"scripted-1\""),
-            (400, r#"{"error":{"message":"This model does not support image input."}}"#, "cannot read images"),
+            (401, r#"{"error":{"message":"invalid api key"}}"#, "refused the API key (401)", RunFailure::ModelBadKey),
+            (404, r#"{"error":{"message":"model scripted-1 not found"}}"#, "does not know the model \"scripted-1\"", RunFailure::ModelUnknown),
+            (400, r#"{"error":{"message":"This model does not support image input."}}"#, "cannot read images", RunFailure::ModelNoImages),
         ];
-        for (status, body, want) in cases {
+        for (status, body, want, code) in cases {
             let server = ScriptedServer::start(vec![Step::reply(Reply::Status { status, retry_after: None, body: body.into() })]).await;
             match run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await {
-                RunEnd::Failed(m) => {
+                RunEnd::Failed(failure, m) => {
+                    assert_eq!(failure, code, "{m}");
                     assert!(m.contains(want), "{m}");
                     assert!(!m.contains(KEY));
                 }
@@ -314,7 +316,7 @@ async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
 
         let server = ScriptedServer::start((0..5).map(|_| Step::reply(Reply::call("list_files", json!({})))).collect()).await;
         let end = run(&client(&server, wire), &MemHost::default(), &RunConfig { max_steps: 3, ..cfg() }, vec![], "t", &CancellationToken::new()).await;
-        assert_eq!(end, RunEnd::Failed("the bot reached its limit of 3 steps without finishing".into()));
+        assert_eq!(end, RunEnd::Failed(RunFailure::StepLimit, "the bot reached its limit of 3 steps without finishing".into()));
         assert_eq!(server.requests().len(), 3);
     })
     .await;
@@ -430,7 +432,7 @@ async fn an_ollama_window_too_small_for_a_step_is_said_with_how_to_raise_it() {
     server.act_as_ollama(ollama(2048, false, None, false));
     let host = MemHost::default();
     let end = run(&client(&server, Wire::OpenAi), &host, &cfg(), vec![], "look at the screen", &CancellationToken::new()).await;
-    let RunEnd::Failed(why) = end else { panic!("{end:?}") };
+    let RunEnd::Failed(RunFailure::ContextTooSmall, why) = end else { panic!("{end:?}") };
     assert!(why.contains("Ollama runs scripted-1 with a context window of 2048 tokens (as it says of the loaded model)") && why.contains("OLLAMA_CONTEXT_LENGTH=16384") && why.contains("PARAMETER num_ctx"), "{why}");
     assert_eq!(server.ollama_asked(), ["/api/version", "/api/ps", "/api/show", "/api/generate", "/api/ps"]);
     assert!(server.requests().is_empty(), "no model call");

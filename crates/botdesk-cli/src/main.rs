@@ -662,7 +662,7 @@ async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, Eng
         tokio::time::sleep(beat.min(deadline - tokio::time::Instant::now())).await;
         lease = engine.heartbeat_run(&run, &lease).await?;
     }
-    engine.finish_run(&run, &lease, botdesk_engine::RunStatus::Completed, None).await?;
+    engine.finish_run(&run, &lease, botdesk_engine::RunStatus::Completed, None, None).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -860,9 +860,10 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
         }
     }
     if !json {
+        let code = finished.failure.map(|f| format!(" ({f})")).unwrap_or_default();
         match &finished.error {
-            Some(e) => eprintln!("\nrun {} {}: {e}", finished.id, finished.status),
-            None => eprintln!("\nrun {} {}", finished.id, finished.status),
+            Some(e) => eprintln!("\nrun {} {}{code}: {e}", finished.id, finished.status),
+            None => eprintln!("\nrun {} {}{code}", finished.id, finished.status),
         }
         match engine.run_usage(&finished.id).await {
             Ok((u, usd)) => eprintln!("{u} tokens{}", usd.map(|d| format!(", ${d:.4}")).unwrap_or_default()),

@@ -344,7 +344,7 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     // A refused key: the run fails, the exit code says so, the reason is one clear line.
     let out = data.run(&["run", "runner", "again"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("failed: the model provider refused the API key (401)"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("failed (MODEL_BAD_KEY): the model provider refused the API key (401)"), "{}", stderr(&out));
     assert!(stderr(&out).contains("\n0 in, 0 out tokens"), "{}", stderr(&out));
     // The chat keeps both runs, the first with what it cost on its last message.
     let chat = data.json(&["chat", "runner"]);
@@ -352,6 +352,10 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert!(texts.contains(&"say hi") && texts.contains(&"Said hi.") && texts.contains(&"again"), "{texts:?}");
     let said = chat["messages"].as_array().unwrap().iter().find(|m| m["text"] == "Said hi.").unwrap();
     assert_eq!(said["usage"], usage[1]["run"], "{said}");
+    // The failed run's last message says what it failed of, for a script to branch on.
+    let last = chat["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["failure"], "MODEL_BAD_KEY", "{last}");
+    assert!(said.get("failure").is_none(), "{said}");
     let human = stdout(&data.run(&["chat", "runner"]));
     assert!(human.contains(&format!(", {} out tokens, ${usd:.4})", n(&usage[1]["run"]["output"]))), "{human}");
     let act = data.run(&["activity", "runner"]);

@@ -70,6 +70,66 @@ impl RunStatus {
     }
 }
 
+/// Why a run failed, for a front end or a script to branch on (the run's `error` says it in a
+/// sentence). Written as `MODEL_BAD_KEY` etc., like the engine's error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RunFailure {
+    /// The model provider refused the API key.
+    ModelBadKey,
+    /// The provider does not know the model.
+    ModelUnknown,
+    /// The model cannot read images (screenshots).
+    ModelNoImages,
+    /// The provider was overloaded, failing or unreachable after its retries.
+    ModelUnavailable,
+    /// The provider rejected a request or sent a reply that cannot be read.
+    ModelError,
+    /// The model's real context window cannot hold one step (Ollama).
+    ContextTooSmall,
+    /// The run reached its token or dollar budget.
+    OverBudget,
+    /// The run reached its step limit without finishing.
+    StepLimit,
+    /// The computer stopped under the run.
+    ComputerStopped,
+    /// The process driving the run died (its lease expired).
+    Interrupted,
+    /// The run could not start (no lease, no model, no computer).
+    NotStarted,
+}
+
+impl RunFailure {
+    pub const ALL: &'static [RunFailure] = &[
+        Self::ModelBadKey, Self::ModelUnknown, Self::ModelNoImages, Self::ModelUnavailable, Self::ModelError, Self::ContextTooSmall,
+        Self::OverBudget, Self::StepLimit, Self::ComputerStopped, Self::Interrupted, Self::NotStarted,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ModelBadKey => "MODEL_BAD_KEY",
+            Self::ModelUnknown => "MODEL_UNKNOWN",
+            Self::ModelNoImages => "MODEL_NO_IMAGES",
+            Self::ModelUnavailable => "MODEL_UNAVAILABLE",
+            Self::ModelError => "MODEL_ERROR",
+            Self::ContextTooSmall => "CONTEXT_TOO_SMALL",
+            Self::OverBudget => "OVER_BUDGET",
+            Self::StepLimit => "STEP_LIMIT",
+            Self::ComputerStopped => "COMPUTER_STOPPED",
+            Self::Interrupted => "INTERRUPTED",
+            Self::NotStarted => "NOT_STARTED",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|f| f.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 string_enum!(
     /// stopped | suspended | error → booting → running → suspending → suspended; running → stopped.
     ComputerState {
@@ -153,6 +213,15 @@ string_enum!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_read_back_as_written_and_serialize_alike() {
+        for &f in RunFailure::ALL {
+            assert_eq!(RunFailure::parse(f.as_str()), Some(f));
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.as_str()));
+        }
+        assert_eq!(RunFailure::parse("model_bad_key"), None);
+    }
 
     #[test]
     fn run_transitions_are_exactly_the_designed_ones() {

@@ -119,7 +119,7 @@ impl Engine {
             if stale.id != run.id && stale.fence.is_some_and(|f| f < lease.fence) {
                 self.stop_leftovers(&stale.id).await;
                 let reason = "its process stopped heartbeating and its execution lease expired";
-                let _ = self.inner.store.transition_run(&stale.id, stale.status, RunStatus::Failed, now, None, Some(reason)).await;
+                let _ = self.inner.store.fail_run(&stale.id, stale.status, now, RunFailure::Interrupted, reason).await;
             }
         }
         let run = self.inner.store.transition_run(&run.id, RunStatus::Queued, RunStatus::Leased, now, Some(lease.fence), None).await?;
@@ -170,7 +170,7 @@ impl Engine {
 
     /// A queued run that could not get its lease ends as failed, with the reason.
     pub async fn fail_queued_run(&self, run_id: &str, reason: &str) -> Result<Run> {
-        Ok(self.inner.store.transition_run(run_id, RunStatus::Queued, RunStatus::Failed, self.now(), None, Some(reason)).await?)
+        Ok(self.inner.store.fail_run(run_id, RunStatus::Queued, self.now(), RunFailure::NotStarted, reason).await?)
     }
 
     pub async fn begin_run(&self, run: &Run) -> Result<Run> {
@@ -195,12 +195,16 @@ impl Engine {
     }
 
     /// Ends a run (completed, failed or cancelled) and releases its lease.
-    pub async fn finish_run(&self, run: &Run, lease: &ExecLease, to: RunStatus, error: Option<&str>) -> Result<Run> {
+    /// Ends a run as `to`; a failed one says what it failed of (`failure`).
+    pub async fn finish_run(&self, run: &Run, lease: &ExecLease, to: RunStatus, error: Option<&str>, failure: Option<RunFailure>) -> Result<Run> {
         if !to.is_terminal() {
             return Err(EngineError::invalid(format!("{to} does not end a run")));
         }
         let current = self.inner.store.run(&run.id).await?;
-        let run = self.inner.store.transition_run(&run.id, current.status, to, self.now(), None, error).await?;
+        let run = match (to, failure) {
+            (RunStatus::Failed, Some(failure)) => self.inner.store.fail_run(&run.id, current.status, self.now(), failure, error.unwrap_or("failed")).await?,
+            _ => self.inner.store.transition_run(&run.id, current.status, to, self.now(), None, error).await?,
+        };
         match self.inner.store.release_execution(lease).await {
             Ok(()) | Err(botdesk_store::StoreError::Stale(_)) => Ok(run),
             Err(e) => Err(e.into()),

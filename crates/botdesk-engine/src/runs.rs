@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunStatus, TakeoverResult, Usage};
+use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -52,6 +52,9 @@ pub struct ChatItem {
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// On the last message of a failed run: what it failed of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RunFailure>,
 }
 
 /// What happens in runs, for front ends. `bot` is the bot id.
@@ -62,7 +65,8 @@ pub enum RunEvent {
     Message { bot: String, item: ChatItem },
     Tool { bot: String, run_id: String, call: ChatCall },
     Activity { bot: String, entry: botdesk_store::ActivityRow },
-    Status { bot: String, run_id: String, status: RunStatus, error: Option<String> },
+    /// `failure`: what a failed run failed of.
+    Status { bot: String, run_id: String, status: RunStatus, error: Option<String>, failure: Option<RunFailure> },
     /// The model's reply broke off mid-stream and is asked for again: forget its streamed text.
     Restart { bot: String, run_id: String, why: String },
     /// What one model call cost (`call`) and the run so far (`run`, and `run_usd` when the
@@ -148,16 +152,19 @@ impl Engine {
                     created_at: m.created_at,
                     usage: None,
                     cost_usd: None,
+                    failure: None,
                 }
             })
             .collect();
-        // Each run's cost goes on its last message.
+        // Each run's cost, and what a failed one failed of, go on its last message.
         let usages = self.inner.store.run_usages(&bot.id).await?;
+        let failures = self.inner.store.run_failures(&bot.id).await?;
         for i in 0..items.len() {
             if items.get(i + 1).is_none_or(|next| next.run_id != items[i].run_id) {
                 if let Some(&(u, usd)) = usages.get(&items[i].run_id) {
                     (items[i].usage, items[i].cost_usd) = (Some(u), usd);
                 }
+                items[i].failure = failures.get(&items[i].run_id).copied();
             }
         }
         Ok(items)
@@ -328,20 +335,21 @@ impl Engine {
         let history = self.history(&bot.id).await?;
         let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords, prices };
         host.message("user", &run.task).await;
-        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None });
+        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
         let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
         self.inner.local_runs.lock().unwrap().remove(&run.id);
-        let (status, error) = match &end {
-            RunEnd::Completed(_) => (RunStatus::Completed, None),
-            RunEnd::Failed(why) => (RunStatus::Failed, Some(host.redactor.redact(why))),
-            RunEnd::Cancelled if host.fatal.lock().unwrap().is_some() => (RunStatus::Failed, host.fatal.lock().unwrap().clone()),
+        let fatal = host.fatal.lock().unwrap().clone();
+        let (status, error, failure) = match &end {
+            RunEnd::Completed(_) => (RunStatus::Completed, None, None),
+            RunEnd::Failed(failure, why) => (RunStatus::Failed, Some(host.redactor.redact(why)), Some(*failure)),
+            RunEnd::Cancelled if fatal.is_some() => (RunStatus::Failed, fatal, Some(RunFailure::ComputerStopped)),
             RunEnd::Cancelled => {
                 let current = self.inner.store.run(&run.id).await?;
                 let why = current.error.unwrap_or_else(|| "stopped".into());
-                (RunStatus::Cancelled, Some(why))
+                (RunStatus::Cancelled, Some(why), None)
             }
         };
         let lease = host.lease.lock().await.clone();
@@ -350,7 +358,7 @@ impl Engine {
             let _ = self.inner.store.release_execution(&lease).await;
             current
         } else {
-            self.finish_run(&run, &lease, status, error.as_deref()).await?
+            self.finish_run(&run, &lease, status, error.as_deref(), failure).await?
         };
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
         // (A run that never touched its computer has nothing to save.)
@@ -370,7 +378,7 @@ impl Engine {
             };
             host.message("system", &note).await;
         }
-        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: finished.status, error: finished.error.clone() });
+        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: finished.status, error: finished.error.clone(), failure: finished.failure });
         Ok(finished)
     }
 }
@@ -445,7 +453,7 @@ impl RunHost {
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None, cost_usd: None };
+                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None, cost_usd: None, failure: None };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }
@@ -898,7 +906,7 @@ impl RunHost {
             return self.err(e);
         }
         self.message("system", &format!("The bot needs you: {reason}")).await;
-        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some(self.redactor.redact(reason)) });
+        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some(self.redactor.redact(reason)), failure: None });
         match self.until_handed_back(cancel, None).await {
             Ok(r) => match r.takeover_result.unwrap_or(TakeoverResult::Skipped) {
                 TakeoverResult::Finished => ToolOutput::ok(format!("finished: the person did what you asked and handed the screen back.{} Look at the screen again before going on.", said(&r))),
@@ -941,7 +949,7 @@ impl RunHost {
                     }
                 }
                 Ok(r) if r.status == RunStatus::Running => {
-                    self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::Running, error: None });
+                    self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::Running, error: None, failure: None });
                     return Ok(r);
                 }
                 Ok(r) => return Err(format!("the run is {} now", r.status)),
@@ -963,7 +971,7 @@ impl RunHost {
             return None;
         }
         self.message("system", "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.").await;
-        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some("paused for you".into()) });
+        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some("paused for you".into()), failure: None });
         let unattended = Duration::from_millis(self.engine.policy().control_ttl.max(0) as u64);
         let r = match self.until_handed_back(cancel, Some(unattended)).await {
             Ok(r) => r,

@@ -58,7 +58,7 @@ async fn a_run_holds_its_lease_with_heartbeats_and_releases_it_at_the_end() {
     let lease = w.engine.heartbeat_run(&run, &lease).await.unwrap();
     w.advance(200_000); // 400 s after the claim, alive thanks to the heartbeat
     let lease = w.engine.heartbeat_run(&run, &lease).await.unwrap();
-    let done = w.engine.finish_run(&run, &lease, RunStatus::Completed, None).await.unwrap();
+    let done = w.engine.finish_run(&run, &lease, RunStatus::Completed, None, None).await.unwrap();
     assert_eq!(done.status, RunStatus::Completed);
     let (_, next) = start(&w.engine, "a").await;
     assert_eq!(next.fence, 2);
@@ -171,7 +171,7 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     let (run, lease) = start(&w.engine, "a").await;
     w.advance(60_000);
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
-    w.engine.finish_run(&run, &lease, RunStatus::Completed, None).await.unwrap();
+    w.engine.finish_run(&run, &lease, RunStatus::Completed, None, None).await.unwrap();
     w.advance(60_000);
     // A failed checkpoint: clear error, and the computer keeps running.
     let e = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap_err();

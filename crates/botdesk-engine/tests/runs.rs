@@ -578,6 +578,7 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     let run = w.engine.run_task("thrifty", "spend").await.unwrap();
     assert_eq!(run.status, RunStatus::Failed, "{run:?}");
     assert!(run.error.as_deref().unwrap_or("").contains("the run reached its budget of 2500 tokens"), "{run:?}");
+    assert_eq!(run.failure, Some(botdesk_core::RunFailure::OverBudget), "{run:?}");
     assert_eq!(server.requests().len(), 2, "no model call after the budget was reached");
     let (used, usd) = w.engine.run_usage(&run.id).await.unwrap();
     assert!(used.prompt() + used.output >= 2_500, "{used:?}");
@@ -586,6 +587,7 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     let chat = w.engine.chat("thrifty", 100).await.unwrap();
     let last = chat.iter().rev().find(|m| m.usage.is_some()).unwrap();
     assert_eq!((last.usage, last.cost_usd), (Some(used), Some(usd)));
+    assert_eq!(chat.last().unwrap().failure, Some(botdesk_core::RunFailure::OverBudget), "the failed run's last message says what it failed of");
     // Bad budgets are refused.
     assert_eq!(w.engine.set_bot_budget("thrifty", Some(0), None).await.unwrap_err().code, ErrorCode::Invalid);
     assert_eq!(w.engine.set_bot_budget("thrifty", None, Some(f64::NAN)).await.unwrap_err().code, ErrorCode::Invalid);

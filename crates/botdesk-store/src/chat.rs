@@ -229,6 +229,13 @@ impl Store {
         Ok((usage_of(r.i, r.o, r.r, r.w), if r.unknown == 0 { Some(r.usd.unwrap_or(0.0)) } else { None }))
     }
 
+    /// What each of a bot's failed runs failed of, by run id.
+    pub async fn run_failures(&self, bot: &BotId) -> Result<std::collections::HashMap<String, botdesk_core::RunFailure>> {
+        let b = bot.as_str();
+        let rows = sqlx::query!(r#"SELECT id AS "id!", failure AS "failure!" FROM runs WHERE bot_id = ?1 AND failure IS NOT NULL"#, b).fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().filter_map(|r| botdesk_core::RunFailure::parse(&r.failure).map(|f| (r.id, f))).collect())
+    }
+
     /// What each of a bot's runs cost (those with model calls), by run id: as [`Store::run_usage`].
     pub async fn run_usages(&self, bot: &BotId) -> Result<std::collections::HashMap<String, (botdesk_core::Usage, Option<f64>)>> {
         let b = bot.as_str();

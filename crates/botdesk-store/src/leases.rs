@@ -2,7 +2,7 @@
 //! statement: it changes a row only if the row is still in the state the caller saw, so two
 //! processes on one database can never both win.
 
-use botdesk_core::{BotId, ComputerId, ComputerState, ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
+use botdesk_core::{BotId, ComputerId, ComputerState, ReservationAction, ReservationStage, ReservationStatus, RunFailure, RunStatus, TakeoverResult};
 use serde::Serialize;
 
 use crate::{new_id, Result, Store, StoreError};
@@ -35,6 +35,8 @@ pub struct Run {
     pub heartbeat_at: Option<i64>,
     pub takeover_result: Option<TakeoverResult>,
     pub error: Option<String>,
+    /// Why it failed (failed runs only; none for those from before failures had codes).
+    pub failure: Option<RunFailure>,
     /// The person asked this run to pause at its next step boundary (ms); cleared on resume.
     pub pause_requested_at: Option<i64>,
     /// What the person typed when handing the screen back, for the resumed run.
@@ -196,7 +198,7 @@ impl Store {
 
     pub async fn run(&self, id: &str) -> Result<Run> {
         let r = sqlx::query!(
-            r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error, pause_requested_at, handback_note FROM runs WHERE id = ?1"#,
+            r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error, failure, pause_requested_at, handback_note FROM runs WHERE id = ?1"#,
             id
         )
         .fetch_optional(&self.pool)
@@ -212,6 +214,8 @@ impl Store {
             heartbeat_at: r.heartbeat_at,
             takeover_result: r.takeover_result.as_deref().map(|t| parse(t, TakeoverResult::parse)).transpose()?,
             error: r.error,
+            // A code this version does not know (written by a newer one) reads as none.
+            failure: r.failure.as_deref().and_then(RunFailure::parse),
             pause_requested_at: r.pause_requested_at,
             handback_note: r.handback_note,
         })
@@ -259,13 +263,24 @@ impl Store {
     /// Moves a run from `from` to `to` if it is still in `from` (checked against the table of
     /// transitions first). `fence` is recorded when entering `leased`; `error` when failing.
     pub async fn transition_run(&self, id: &str, from: RunStatus, to: RunStatus, now: i64, fence: Option<i64>, error: Option<&str>) -> Result<Run> {
+        self.move_run(id, from, to, now, fence, error, None).await
+    }
+
+    /// Fails a run (from `from`), with what it failed of and the sentence for the person.
+    pub async fn fail_run(&self, id: &str, from: RunStatus, now: i64, failure: RunFailure, error: &str) -> Result<Run> {
+        self.move_run(id, from, RunStatus::Failed, now, None, Some(error), Some(failure)).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn move_run(&self, id: &str, from: RunStatus, to: RunStatus, now: i64, fence: Option<i64>, error: Option<&str>, failure: Option<RunFailure>) -> Result<Run> {
         from.check(to).map_err(|e| StoreError::Conflict(e.to_string()))?;
         let (f, t) = (from.as_str(), to.as_str());
+        let failure = failure.map(RunFailure::as_str);
         let done = sqlx::query!(
             "UPDATE runs SET status = ?1, updated_at = ?2, fence = COALESCE(?3, fence), error = COALESCE(?4, error),
-                             heartbeat_at = ?2
+                             failure = COALESCE(?7, failure), heartbeat_at = ?2
              WHERE id = ?5 AND status = ?6",
-            t, now, fence, error, id, f
+            t, now, fence, error, id, f, failure
         )
         .execute(&self.pool)
         .await?;

@@ -433,7 +433,7 @@ impl Engine {
             return Ok(IdleOutcome::Aborted);
         }
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
-        self.inner.ready.lock().await.remove(&c.id);
+        self.forget_ready(&c.id).await;
         let state = c.state;
         if state == ComputerState::Running {
             self.inner.store.transition_computer(&c.id, ComputerState::Running, ComputerState::Suspending, self.now()).await?;

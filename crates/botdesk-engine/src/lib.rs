@@ -203,7 +203,10 @@ pub(crate) struct Inner {
     /// Last frame id each bot observed (an unchanged screen returns no image).
     frames: Mutex<std::collections::HashMap<BotId, String>>,
     /// Computers provisioned and prepared by this process, so a second call skips the set-up.
-    ready: Mutex<HashSet<ComputerId>>,
+    ready: std::sync::Mutex<HashSet<ComputerId>>,
+    /// One lock per computer, held while that computer is brought up: two calls of this process
+    /// do not boot the same computer at once, and one computer's boot holds up no other.
+    boots: std::sync::Mutex<std::collections::HashMap<ComputerId, Arc<Mutex<()>>>>,
     /// Desktops this process has brought up (computer, slot, view token), so a graphical call
     /// skips the set-up; forgotten on release, when the computer is set up again, and when a call
     /// on the display fails.
@@ -263,7 +266,8 @@ impl Engine {
                 screen_limit_override: config.screen_limit,
                 policy: config.policy,
                 frames: Mutex::new(Default::default()),
-                ready: Mutex::new(HashSet::new()),
+                ready: Default::default(),
+                boots: Default::default(),
                 displays: Default::default(),
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
@@ -366,7 +370,7 @@ impl Engine {
                 // Recorded as not running, the next use of the computer prepares it again (and
                 // makes the folder); the container itself is left as it is.
                 tracing::info!(bot = %bot.id, "the new bot's folder waits for the computer's next preparation: {e}");
-                self.inner.ready.lock().await.remove(&computer.id);
+                self.forget_ready(&computer.id).await;
                 let _ = self.swap(&computer.id, ComputerState::Running, ComputerState::Stopped, self.now()).await;
             }
         }
@@ -471,13 +475,28 @@ impl Engine {
         Ok(self.bring_up(computer).await?.0)
     }
 
+    /// The computer's own boot lock (see `Inner::boots`).
+    fn boot_lock(&self, id: &ComputerId) -> Arc<Mutex<()>> {
+        self.inner.boots.lock().unwrap().entry(id.clone()).or_default().clone()
+    }
+
+    /// Forgets that this process made the computer ready, so its next use prepares it again; waits
+    /// for a boot of it under way here to finish first.
+    pub(crate) async fn forget_ready(&self, id: &ComputerId) {
+        let boot = self.boot_lock(id);
+        let _booting = boot.lock().await;
+        self.inner.ready.lock().unwrap().remove(id);
+    }
+
     /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
     /// earlier, by this process or another) or was started now.
     pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
         let cref = ComputerRef { id: computer.id.clone() };
         self.inner.store.touch(&computer.id, self.now()).await?;
-        let mut ready = self.inner.ready.lock().await;
-        if ready.contains(&computer.id) && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+        let boot = self.boot_lock(&computer.id);
+        let _booting = boot.lock().await;
+        let is_ready = || self.inner.ready.lock().unwrap().contains(&computer.id);
+        if is_ready() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
             return Ok((cref, Up::Already));
         }
         let ctx = CallCtx::default();
@@ -487,7 +506,7 @@ impl Engine {
         // this one before, made it ready, and nothing of that is undone while it runs (a bot
         // created since got its folder then). A CLI call does only its own work.
         if state == ComputerState::Running && computer.home_volume.is_some() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
-            ready.insert(computer.id.clone());
+            self.inner.ready.lock().unwrap().insert(computer.id.clone());
             return Ok((cref, Up::Already));
         }
         // The row walks stopped|suspended|error → booting → running by compare-and-swap. Losing a
@@ -543,7 +562,7 @@ impl Engine {
             self.make_bot_folders(computer, &cref, &folders).await?;
         }
         self.inner.displays.lock().unwrap().retain(|(c, _, _)| c != &computer.id);
-        ready.insert(computer.id.clone());
+        self.inner.ready.lock().unwrap().insert(computer.id.clone());
         Ok((cref, Up::Started))
     }
 
@@ -578,7 +597,7 @@ impl Engine {
         // Never stop a computer whose checkpoint failed: it keeps running and the error is returned.
         self.checkpoint_before(&c, Before::Stop).await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
-        self.inner.ready.lock().await.remove(&c.id);
+        self.forget_ready(&c.id).await;
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
         let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
         let ok = stopped.is_ok();
@@ -603,7 +622,7 @@ impl Engine {
         let destroyed = async {
             self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
             self.checkpoint_before(&c, Before::Destroy).await?;
-            self.inner.ready.lock().await.remove(&c.id);
+            self.forget_ready(&c.id).await;
             // The fence: from here on the old volume is never used or checkpointed again, even if
             // its deletion is interrupted (the next start makes a new one from the checkpoint).
             self.inner.store.set_home_volume(&c.id, None, self.now()).await?;

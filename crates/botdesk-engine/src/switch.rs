@@ -121,7 +121,7 @@ impl Engine {
 
         // 4. The bot moves.
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
-        self.inner.ready.lock().await.remove(&dest.id);
+        self.forget_ready(&dest.id).await;
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
         Ok(SwitchReport { bot: bot.name.clone(), scope: to, from: from.name.clone(), to: dest.name, copied, kept_newer, profile: carry_profile })
     }

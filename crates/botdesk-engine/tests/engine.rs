@@ -126,3 +126,26 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
     engine.destroy_computer(&team).await.unwrap();
     assert!(orphan.list_managed().await.unwrap().is_empty());
 }
+
+/// One computer's boot holds up no other: while a Private computer's provisioning is held, another
+/// bot's computer starts and runs a command; the held one finishes once released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_computers_boot_holds_up_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let faulty = Arc::new(botdesk_fake::Faulty::new(Arc::new(botdesk_fake::FakeProvider::new())));
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(faulty.clone()));
+    cfg.clock = Arc::new(FixedClock(AtomicI64::new(1_000)));
+    let engine = Engine::open(cfg).await.unwrap();
+    let slow = engine.create_bot("slow", ComputerScope::Private, None, "").await.unwrap();
+    engine.create_bot("quick", ComputerScope::Private, None, "").await.unwrap();
+    let hold = faulty.hold(ComputerId::new(&slow.computer.id));
+    let e = engine.clone();
+    let slow_run = tokio::spawn(async move { stdout_of(&e, "slow", &["echo", "late"], None).await });
+    hold.entered().await;
+    // A hang guard, not a time bound: with one lock over every boot this waits for the held one.
+    let quick = tokio::time::timeout(std::time::Duration::from_secs(60), stdout_of(&engine, "quick", &["echo", "on time"], None)).await;
+    assert_eq!(quick.expect("the second computer's start waited for the first one's boot"), (0, "on time\n".into()));
+    assert!(!slow_run.is_finished(), "the held boot went on before its release");
+    hold.release();
+    assert_eq!(slow_run.await.unwrap(), (0, "late\n".into()));
+}

@@ -1,10 +1,14 @@
-//! Failure injection around any provider: the next call of a chosen operation fails once.
+//! Failure injection around any provider: the next call of a chosen operation fails once, or a
+//! computer's provisioning waits until the test releases it.
 
 use async_trait::async_trait;
 use botdesk_core::*;
 use bytes::Bytes;
 use futures::StreamExt;
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
@@ -17,11 +21,40 @@ pub enum Fault {
 pub struct Faulty {
     pub inner: Arc<dyn SandboxProvider>,
     armed: Mutex<Vec<Fault>>,
+    holds: Mutex<HashMap<ComputerId, Arc<Hold>>>,
+}
+
+/// A computer's provisioning held at the door: [`Hold::entered`] returns once one has arrived,
+/// and each waits until [`Hold::release`].
+pub struct Hold {
+    entered: tokio::sync::Notify,
+    gate: tokio::sync::Semaphore,
+}
+
+impl Default for Hold {
+    fn default() -> Self {
+        Self { entered: tokio::sync::Notify::new(), gate: tokio::sync::Semaphore::new(0) }
+    }
+}
+
+impl Hold {
+    /// Waits until a provisioning of the computer has arrived (and is held).
+    pub async fn entered(&self) {
+        self.entered.notified().await
+    }
+    /// Lets every held and later provisioning of the computer go on.
+    pub fn release(&self) {
+        self.gate.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
 }
 
 impl Faulty {
     pub fn new(inner: Arc<dyn SandboxProvider>) -> Self {
-        Self { inner, armed: Mutex::new(vec![]) }
+        Self { inner, armed: Mutex::new(vec![]), holds: Mutex::default() }
+    }
+    /// Holds the computer's provisionings until the returned hold is released.
+    pub fn hold(&self, computer: ComputerId) -> Arc<Hold> {
+        self.holds.lock().unwrap().entry(computer).or_default().clone()
     }
     pub fn arm(&self, fault: Fault) {
         self.armed.lock().unwrap().push(fault);
@@ -41,6 +74,11 @@ impl SandboxProvider for Faulty {
     async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         if self.take(|f| *f == Fault::Provision).is_some() {
             return Err(SandboxError::Injected("provision"));
+        }
+        let hold = self.holds.lock().unwrap().get(&spec.id).cloned();
+        if let Some(hold) = hold {
+            hold.entered.notify_one();
+            let _ = hold.gate.acquire().await.map_err(|_| SandboxError::Injected("provision hold"))?;
         }
         self.inner.provision(spec, ctx).await
     }

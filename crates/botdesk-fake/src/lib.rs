@@ -7,7 +7,7 @@
 //! simple commands separated by `;` or `&` (background), plus `exit N` and `>&2` redirection.
 
 mod faulty;
-pub use faulty::{Fault, Faulty};
+pub use faulty::{Fault, Faulty, Hold};
 
 use async_trait::async_trait;
 use botdesk_core::*;

@@ -41,14 +41,14 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
                 }
                 Err(e) => tracing::warn!("expiring leases: {e}"),
             }
-            if n % 30 == 0 {
+            if n.is_multiple_of(30) {
                 // Idle computers are suspended (checkpointed first; never when that fails).
                 match engine.suspend_idle_computers().await {
                     Ok(done) => done.iter().for_each(|(c, o)| tracing::info!(computer = %c, outcome = ?o, "idle suspend")),
                     Err(e) => tracing::warn!("idle suspend: {e}"),
                 }
             }
-            if n % 10 == 0 {
+            if n.is_multiple_of(10) {
                 crate::malloc::trim();
                 for bot in screens.recently_used(ACTIVE) {
                     if let Ok(Some(lease)) = engine.control_of(&bot).await {

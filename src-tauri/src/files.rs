@@ -121,7 +121,8 @@ pub async fn upload_file(engine: State<'_, Engine>, bot: String, path: String, d
     if data.len() as u64 > UPLOAD_LIMIT * 4 / 3 + 4 {
         return Err(EngineError::new(ErrorCode::TooLarge, format!("uploads are limited to {} MiB", UPLOAD_LIMIT >> 20)));
     }
-    let bytes = base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).map_err(|e| EngineError::invalid(format!("the upload is not valid base64: {e}")))?;
+    let bytes =
+        base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).map_err(|e| EngineError::invalid(format!("the upload is not valid base64: {e}")))?;
     engine.upload(&bot, &path, bytes.into(), UPLOAD_LIMIT).await
 }
 

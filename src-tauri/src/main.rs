@@ -10,7 +10,10 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{BotState, BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel, ProviderChoice, RunHold, Settings, SwitchReport, TakeoverResult};
+use botdesk_engine::{
+    BotState, BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel,
+    ProviderChoice, RunHold, Settings, SwitchReport, TakeoverResult,
+};
 use screens::Screens;
 use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
@@ -73,7 +76,11 @@ async fn set_model_limits(engine: State<'_, Engine>, id: String, limits: Option<
 
 /// Sets (or with null, goes back to what its family was trained on) how a model gives coordinates.
 #[tauri::command]
-async fn set_model_coordinates(engine: State<'_, Engine>, id: String, coordinates: Option<botdesk_engine::action::CoordSpace>) -> Res<botdesk_engine::ModelView> {
+async fn set_model_coordinates(
+    engine: State<'_, Engine>,
+    id: String,
+    coordinates: Option<botdesk_engine::action::CoordSpace>,
+) -> Res<botdesk_engine::ModelView> {
     engine.set_model_coordinates(&id, coordinates).await
 }
 

@@ -62,7 +62,11 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     // A redraw of the pane (a new look at the page) keeps what the person typed.
     d.click("#browser-look");
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(d.js("return document.querySelector('#browser-address').value"), serde_json::json!("http://127.0.0.1:8765/two.html"), "the typed address survived the redraw");
+    assert_eq!(
+        d.js("return document.querySelector('#browser-address').value"),
+        serde_json::json!("http://127.0.0.1:8765/two.html"),
+        "the typed address survived the redraw"
+    );
     d.click("#browser-go");
     // (A hang guard; if it gives up, it says what the pane showed.)
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -73,13 +77,21 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     }
     assert_eq!(side.rt.block_on(side.engine.browser_snapshot("surfer")).unwrap()["title"], "Page two", "the bot sees where the person went");
     d.click("#browser-back");
-    d.wait_js("back to the first page", &format!("{TITLE} === 'Page one' && document.querySelector('#browser-address').value.endsWith('/one.html')"), Duration::from_secs(30));
+    d.wait_js(
+        "back to the first page",
+        &format!("{TITLE} === 'Page one' && document.querySelector('#browser-address').value.endsWith('/one.html')"),
+        Duration::from_secs(30),
+    );
     d.click("#browser-forward");
     d.wait_js("forward to the second page", &format!("{TITLE} === 'Page two'"), Duration::from_secs(30));
     d.click("#browser-back");
     d.wait_js("back again", &format!("{TITLE} === 'Page one'"), Duration::from_secs(30));
     d.click("#browser-reload");
-    d.wait_js("reloaded", &format!("{TITLE} === 'Page one' && !document.querySelector('#browser-error') && document.querySelector('#browser-reload')?.disabled === false"), Duration::from_secs(30));
+    d.wait_js(
+        "reloaded",
+        &format!("{TITLE} === 'Page one' && !document.querySelector('#browser-error') && document.querySelector('#browser-reload')?.disabled === false"),
+        Duration::from_secs(30),
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("20-browser-pane.png");
 

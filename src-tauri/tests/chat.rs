@@ -26,23 +26,41 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Step::reply(Reply::text("All done: the machine runs Linux and my notes are in notes.md.")),
     ]));
     let model_id = format!("chat-e2e-{}", std::process::id());
-    let new = NewModel { id: model_id.clone(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)), coordinates: None };
+    let new = NewModel {
+        id: model_id.clone(),
+        kind: "openai-compatible".into(),
+        model: "scripted".into(),
+        base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
+        coordinates: None,
+    };
     rt.block_on(engine.add_model(new, None)).unwrap();
 
     let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
     d.find(".bot-list");
     d.click("#new-bot");
-    d.wait_js("the model in the new-bot form", &format!("return [...document.querySelectorAll('#new-bot-model option')].some(o => o.value === '{model_id}')"), Duration::from_secs(10));
+    d.wait_js(
+        "the model in the new-bot form",
+        &format!("return [...document.querySelectorAll('#new-bot-model option')].some(o => o.value === '{model_id}')"),
+        Duration::from_secs(10),
+    );
     d.type_into("#new-bot-name", "writer");
     d.click("#new-bot-form button[type=submit]");
-    d.wait_js("the bot selected with its model", &format!("return document.querySelector('.chat h2')?.textContent === 'Chat · {model_id}'"), Duration::from_secs(20));
+    d.wait_js(
+        "the bot selected with its model",
+        &format!("return document.querySelector('.chat h2')?.textContent === 'Chat · {model_id}'"),
+        Duration::from_secs(20),
+    );
 
     // The Terminal pane is open while the bot works: its command shows up live.
     d.click(".dock-button[data-pane=terminal]");
     d.wait_js("the empty terminal", "return document.querySelector('#terminal-pane')?.textContent.includes('Nothing yet')", Duration::from_secs(10));
     d.type_into("#task-input", "Check the machine and take notes");
     d.click("#send-task");
-    d.wait_js("the final reply in the chat", "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.startsWith('All done'))", Duration::from_secs(120));
+    d.wait_js(
+        "the final reply in the chat",
+        "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.startsWith('All done'))",
+        Duration::from_secs(120),
+    );
     // What the run cost, once, under its last message (the scripted server reports usage).
     d.wait_js(
         "the run's tokens under its last message",
@@ -50,8 +68,16 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Duration::from_secs(20),
     );
     // And what all its runs cost, in the chat's header.
-    d.wait_js("the bot's runs' tokens in the chat header", "return /· all runs [0-9.]+k? in, [0-9.]+k? out$/.test(document.querySelector('.chat h2 .spent')?.textContent ?? '')", Duration::from_secs(20));
-    d.wait_js("the screenshot thumbnail", "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280", Duration::from_secs(20));
+    d.wait_js(
+        "the bot's runs' tokens in the chat header",
+        "return /· all runs [0-9.]+k? in, [0-9.]+k? out$/.test(document.querySelector('.chat h2 .spent')?.textContent ?? '')",
+        Duration::from_secs(20),
+    );
+    d.wait_js(
+        "the screenshot thumbnail",
+        "const i = document.querySelector('img.thumb'); return !!i && i.complete && i.naturalWidth === 1280",
+        Duration::from_secs(20),
+    );
     assert_eq!(server.failures(), Vec::<String>::new());
     // The task, the replies and three compact tool calls, all done.
     assert_eq!(d.text(".msg.user .text"), "Check the machine and take notes");
@@ -108,10 +134,18 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // Move the bot to a Private computer from its header: the pane then shows its new home, where
     // its files came along (the Team home keeps its folder).
     d.js("document.querySelector('#switch-computer').click(); return true");
-    d.wait_js("the move reported", "return (document.querySelector('#switch-note')?.textContent ?? '').includes('now works on its Private computer private-writer')", Duration::from_secs(60));
+    d.wait_js(
+        "the move reported",
+        "return (document.querySelector('#switch-note')?.textContent ?? '').includes('now works on its Private computer private-writer')",
+        Duration::from_secs(60),
+    );
     let subtitle = d.js("return document.querySelector('.bot-header .title p').textContent");
     assert!(subtitle.as_str().unwrap().starts_with("Private computer private-writer"), "{subtitle}");
-    d.wait_js("its files at the root of its Private home", "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')", Duration::from_secs(10));
+    d.wait_js(
+        "its files at the root of its Private home",
+        "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')",
+        Duration::from_secs(10),
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("12-moved-to-private.png");
     let (code, out) = rt.block_on(engine.shell("writer", "ls")).unwrap();
@@ -121,14 +155,25 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // costs later calls with them.
     d.click("#open-settings");
     let row = format!("#models li[data-model=\"{model_id}\"]");
-    d.wait_js("the model in Settings without prices", &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '').startsWith('no prices')"), Duration::from_secs(10));
+    d.wait_js(
+        "the model in Settings without prices",
+        &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '').startsWith('no prices')"),
+        Duration::from_secs(10),
+    );
     d.click(&format!("{row} button[data-edit-prices]"));
     for (name, value) in [("input", "3"), ("output", "15"), ("cache_read", "0.3"), ("cache_write", "3.75")] {
         d.type_into(&format!("{row} .prices-form input[name={name}]"), value);
     }
     d.click(&format!("{row} .prices-form button[type=submit]"));
-    d.wait_js("the prices saved", &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '') === '$3 in / $15 out per million tokens'"), Duration::from_secs(10));
-    assert_eq!(rt.block_on(engine.model_prices(&model_id)).unwrap(), Some(botdesk_engine::Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 }));
+    d.wait_js(
+        "the prices saved",
+        &format!("return (document.querySelector('{row} .model-prices')?.textContent ?? '') === '$3 in / $15 out per million tokens'"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        rt.block_on(engine.model_prices(&model_id)).unwrap(),
+        Some(botdesk_engine::Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 })
+    );
     d.click(&format!("{row} button[data-edit-prices]"));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("14-settings-model-prices.png");
@@ -150,12 +195,20 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.js(&format!("document.querySelector('{field}').value = ''; return true"));
     d.type_into(&field, "9000");
     d.click(&format!("{row} .limits-form button[type=submit]"));
-    d.wait_js("the limits refused", &format!("return (document.querySelector('{row} .limits-form p.error')?.textContent ?? '').includes('output per call is less than it')"), Duration::from_secs(10));
+    d.wait_js(
+        "the limits refused",
+        &format!("return (document.querySelector('{row} .limits-form p.error')?.textContent ?? '').includes('output per call is less than it')"),
+        Duration::from_secs(10),
+    );
     assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap().max_output, 2048);
     std::thread::sleep(Duration::from_millis(300));
     screenshot("21-settings-model-limits.png");
     d.click(&format!("{row} .limits-form button.ghost"));
-    d.wait_js("back to the family's defaults", &format!("return (document.querySelector('{row} .model-about > span')?.textContent ?? '').endsWith('coordinates pixels')"), Duration::from_secs(10));
+    d.wait_js(
+        "back to the family's defaults",
+        &format!("return (document.querySelector('{row} .model-about > span')?.textContent ?? '').endsWith('coordinates pixels')"),
+        Duration::from_secs(10),
+    );
     assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits::default_for("openai-compatible", "scripted"));
     d.click(".modal-close");
     // The bot's budget per run, from the chat's header.
@@ -165,7 +218,11 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.type_into("#budget-tokens", "50000");
     d.type_into("#budget-usd", "0.5");
     d.click(".budget-form button[type=submit]");
-    d.wait_js("the budget saved", "return (document.querySelector('#budget-message')?.textContent ?? '').startsWith('Saved: each run of writer may spend 50,000 tokens or $0.50')", Duration::from_secs(10));
+    d.wait_js(
+        "the budget saved",
+        "return (document.querySelector('#budget-message')?.textContent ?? '').startsWith('Saved: each run of writer may spend 50,000 tokens or $0.50')",
+        Duration::from_secs(10),
+    );
     assert_eq!(rt.block_on(engine.bot_budget("writer")).unwrap(), botdesk_engine::Budget { tokens: 50_000, usd: Some(0.5) });
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22-bot-budget.png");
@@ -186,7 +243,11 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     std::thread::sleep(Duration::from_millis(300));
     screenshot("24-run-failed-fix.png");
     d.click(".failure-fix button");
-    d.wait_js("Settings, with the models", "return !!document.querySelector('.modal #set-memory') && document.querySelector('.modal').textContent.includes('Models')", Duration::from_secs(10));
+    d.wait_js(
+        "Settings, with the models",
+        "return !!document.querySelector('.modal #set-memory') && document.querySelector('.modal').textContent.includes('Models')",
+        Duration::from_secs(10),
+    );
     d.click(".modal-close");
     drop(d);
     rt.block_on(async {

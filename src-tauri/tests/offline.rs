@@ -27,7 +27,11 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     d.wait_js("the Docker check", "return (document.querySelector('.modal')?.textContent ?? '').includes('Docker is not reachable')", Duration::from_secs(30));
     let modal = d.js("return document.querySelector('.modal').textContent").as_str().unwrap().to_string();
     assert!(modal.contains("Start the Docker engine"), "{modal}");
-    d.wait_js("Docker red in the footer", "return [...document.querySelectorAll('.check.bad')].some(c => c.textContent.includes('Docker'))", Duration::from_secs(10));
+    d.wait_js(
+        "Docker red in the footer",
+        "return [...document.querySelectorAll('.check.bad')].some(c => c.textContent.includes('Docker'))",
+        Duration::from_secs(10),
+    );
     screenshot("10-docker-unreachable.png");
     d.js("document.querySelector('.modal-close').click(); return true");
 
@@ -36,10 +40,18 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     d.click(".dock-button[data-pane=files]");
     d.wait_js("report.md listed", "return !!document.querySelector('.file[data-path$=\"report.md\"]')", Duration::from_secs(10));
     d.js("document.querySelector('.file[data-path$=\"report.md\"]').click(); return true");
-    d.wait_js("the preview", "return (document.querySelector('.preview-text')?.textContent ?? '').includes('written before Docker went away')", Duration::from_secs(10));
+    d.wait_js(
+        "the preview",
+        "return (document.querySelector('.preview-text')?.textContent ?? '').includes('written before Docker went away')",
+        Duration::from_secs(10),
+    );
     // Opening the desktop fails with the reason, and the app goes on.
     d.click("#open-desktop");
-    d.wait_js("the reason", "const n = document.querySelector('#control-notice'); return !!n && !n.hidden && n.textContent.includes('Docker is not reachable')", Duration::from_secs(20));
+    d.wait_js(
+        "the reason",
+        "const n = document.querySelector('#control-notice'); return !!n && !n.hidden && n.textContent.includes('Docker is not reachable')",
+        Duration::from_secs(20),
+    );
     assert_eq!(d.js("return document.querySelectorAll('.bot').length"), 1, "the app still runs");
     screenshot("11-files-offline.png");
 

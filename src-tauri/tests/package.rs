@@ -121,7 +121,8 @@ fn the_installed_package_runs_its_first_run_screen() {
     // doctor, from the installed program: the engine, the image its embedded recipe names, the
     // display libraries the package pulled.
     let doctor = docker(&["exec", &cleanup.container, "botdesk", "doctor", "--json"]);
-    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap_or_else(|e| panic!("doctor said no JSON ({e}): {}", String::from_utf8_lossy(&doctor.stderr)));
+    let report: Value =
+        serde_json::from_slice(&doctor.stdout).unwrap_or_else(|e| panic!("doctor said no JSON ({e}): {}", String::from_utf8_lossy(&doctor.stderr)));
     let checks = report["checks"].as_array().expect("doctor's checks");
     for name in ["docker", "image", "data_dir", "display_libraries"] {
         let c = checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("doctor has no {name} check: {report}"));

@@ -68,7 +68,11 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     d.click("#new-bot");
     d.type_into("#new-bot-name", "tester");
     d.click("#new-bot-form button[type=submit]");
-    d.wait_js("the new bot in the sidebar", "return [...document.querySelectorAll('.bot .bot-name')].some(e => e.textContent === 'tester')", Duration::from_secs(20));
+    d.wait_js(
+        "the new bot in the sidebar",
+        "return [...document.querySelectorAll('.bot .bot-name')].some(e => e.textContent === 'tester')",
+        Duration::from_secs(20),
+    );
     assert_eq!(side.rt.block_on(side.engine.list_bots()).unwrap()[0].name, "tester", "the engine has it");
     screenshot("02-bot-created.png");
 
@@ -80,10 +84,19 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // A known pattern on the bot's display: the root in one colour, an xterm in another.
     let (code, out) = side.sh("tester", &format!("DISPLAY=:{display} xsetroot -solid '#13579b' && (DISPLAY=:{display} setsid xterm -T pattern -bg '#f0a020' -geometry 40x12+800+450 >/dev/null 2>&1 &) && sleep 1"));
     assert_eq!(code, 0, "{out}");
-    d.wait_js("the root colour in the tab", &format!("{} return p[0] === 0x13 && p[1] === 0x57 && p[2] === 0x9b", canvas_rgb_js(300, 300)), Duration::from_secs(15));
-    d.wait_js("the xterm colour in the tab", &format!("{} return p[0] === 0xf0 && p[1] === 0xa0 && p[2] === 0x20", canvas_rgb_js(900, 600)), Duration::from_secs(15));
+    d.wait_js(
+        "the root colour in the tab",
+        &format!("{} return p[0] === 0x13 && p[1] === 0x57 && p[2] === 0x9b", canvas_rgb_js(300, 300)),
+        Duration::from_secs(15),
+    );
+    d.wait_js(
+        "the xterm colour in the tab",
+        &format!("{} return p[0] === 0xf0 && p[1] === 0xa0 && p[2] === 0x20", canvas_rgb_js(900, 600)),
+        Duration::from_secs(15),
+    );
     // Scale to fit happens in the app: the canvas holds no more pixels than the tab shows.
-    let sizes = d.js(&format!("const v = {VIEW}, r = v.canvas.getBoundingClientRect(); return [v.canvas.width, Math.round(r.width * devicePixelRatio), v.screenW];"));
+    let sizes =
+        d.js(&format!("const v = {VIEW}, r = v.canvas.getBoundingClientRect(); return [v.canvas.width, Math.round(r.width * devicePixelRatio), v.screenW];"));
     assert_eq!(sizes[0], sizes[1], "canvas pixels = on-screen pixels: {sizes}");
     assert_eq!(sizes[2], 1280);
     assert_eq!(canvas_pixel(&d, 300, 300), "19,87,155");
@@ -96,7 +109,10 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     assert_eq!(pixel(&shot, sx, sy), "240,160,32", "the xterm colour is on the app's screen");
 
     // An xterm that writes what it receives to a file in the bot's folder.
-    let (code, _) = side.sh("tester", &format!("(DISPLAY=:{display} setsid xterm -u8 -T typing -geometry 60x8+100+100 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &) ; sleep 1"));
+    let (code, _) = side.sh(
+        "tester",
+        &format!("(DISPLAY=:{display} setsid xterm -u8 -T typing -geometry 60x8+100+100 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &) ; sleep 1"),
+    );
     assert_eq!(code, 0);
     let typing_at = |d: &Driver| screen_point(d, 300, 150);
 
@@ -110,7 +126,11 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
 
     // Take control: the tab says so, and typing reaches the xterm on the bot's display.
     d.click("#control-button");
-    d.wait_js("control in the tab", &format!("return {VIEWER}?.dataset.control === 'true' && document.querySelector('#screen-mode')?.textContent === 'You have control'"), Duration::from_secs(20));
+    d.wait_js(
+        "control in the tab",
+        &format!("return {VIEWER}?.dataset.control === 'true' && document.querySelector('#screen-mode')?.textContent === 'You have control'"),
+        Duration::from_secs(20),
+    );
     let (x, y) = typing_at(&d);
     xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1"]);
     std::thread::sleep(Duration::from_millis(300));
@@ -215,7 +235,11 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
         run
     });
     d.wait_js("the sidebar shows it running", "return document.querySelector('.bot.selected')?.dataset.status === 'running'", Duration::from_secs(10));
-    d.wait_js("pause offered", "const b = document.querySelector('#control-button'); return b?.dataset.control === 'pause' && b.textContent === 'Pause and take control'", Duration::from_secs(10));
+    d.wait_js(
+        "pause offered",
+        "const b = document.querySelector('#control-button'); return b?.dataset.control === 'pause' && b.textContent === 'Pause and take control'",
+        Duration::from_secs(10),
+    );
     assert_eq!(d.js(&format!("return {VIEWER}?.dataset.control")), "false", "still view-only");
     screenshot("06-running-pause-offered.png");
     d.click("#stop-bot");

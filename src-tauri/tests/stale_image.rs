@@ -10,8 +10,13 @@ use webdriver::*;
 fn an_old_image_is_flagged_with_its_rebuild() {
     let data = tempfile::tempdir().unwrap();
     let offset = (31 * 86_400_000i64).to_string();
-    let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap()), ("BOTDESK_CLOCK_OFFSET_MS", &offset)]);
-    d.wait_js("the freshness check, flagged", "return [...document.querySelectorAll('.check.warn')].some(c => c.textContent.includes('Image freshness'))", Duration::from_secs(30));
+    let d =
+        Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap()), ("BOTDESK_CLOCK_OFFSET_MS", &offset)]);
+    d.wait_js(
+        "the freshness check, flagged",
+        "return [...document.querySelectorAll('.check.warn')].some(c => c.textContent.includes('Image freshness'))",
+        Duration::from_secs(30),
+    );
     // Still usable: nothing else is red, and no set-up modal forces itself open.
     assert_eq!(d.js("return document.querySelectorAll('.check.bad').length"), 0);
     d.js("[...document.querySelectorAll('.check.warn')].find(c => c.textContent.includes('Image freshness')).click(); return true");

@@ -91,7 +91,13 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
         Step::reply(Reply::call("shell", json!({"command": "sleep 2"}))),
     ]));
     let model = format!("take-e2e-{}", std::process::id());
-    let new = NewModel { id: model.clone(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)), coordinates: None };
+    let new = NewModel {
+        id: model.clone(),
+        kind: "openai-compatible".into(),
+        model: "scripted".into(),
+        base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
+        coordinates: None,
+    };
     rt.block_on(engine.add_model(new, None)).unwrap();
     rt.block_on(engine.create_bot("worker", ComputerScope::Team, Some(&model), "")).unwrap();
     let side = Side { rt, engine, model };
@@ -131,15 +137,29 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     std::thread::sleep(Duration::from_millis(500));
     screenshot("15-focus-mode.png");
     xdotool(&["key", "Escape"]);
-    d.wait_js("focus mode left with Esc", "return !document.querySelector('#app').classList.contains('focus') && !!document.querySelector('.chat')", Duration::from_secs(5));
+    d.wait_js(
+        "focus mode left with Esc",
+        "return !document.querySelector('#app').classList.contains('focus') && !!document.querySelector('.chat')",
+        Duration::from_secs(5),
+    );
     d.wait_js("the canvas back in its tab", &format!("const v = {VIEW}; return v.canvas.width === {}", in_tab[1]), Duration::from_secs(10));
 
     // Actual size: one screen pixel per device pixel, the viewer scrolls.
     d.click("#screen-scale");
-    d.wait_js("actual size", &format!("const v = {VIEW}; return v.canvas.width === v.screenW && Math.round(v.canvas.getBoundingClientRect().width * devicePixelRatio) === v.screenW"), Duration::from_secs(10));
+    d.wait_js(
+        "actual size",
+        &format!(
+            "const v = {VIEW}; return v.canvas.width === v.screenW && Math.round(v.canvas.getBoundingClientRect().width * devicePixelRatio) === v.screenW"
+        ),
+        Duration::from_secs(10),
+    );
     let scrolled = d.js(&format!("const v = {VIEW}, e = v.el; const before = v.canvas.getBoundingClientRect().left; e.scrollLeft = 300; e.scrollTop = 200; const r = v.canvas.getBoundingClientRect(); return [e.scrollWidth > e.clientWidth, Math.round(before - r.left), e.scrollTop]"));
     assert_eq!(scrolled, json!([true, 300, 200]), "the screen scrolls at actual size");
-    d.wait_js("frames at actual size", &format!("const v = {VIEW}, p = v.canvas.getContext('2d').getImageData(1000, 700, 1, 1).data; return p[2] === 0x9b"), Duration::from_secs(10));
+    d.wait_js(
+        "frames at actual size",
+        &format!("const v = {VIEW}, p = v.canvas.getContext('2d').getImageData(1000, 700, 1, 1).data; return p[2] === 0x9b"),
+        Duration::from_secs(10),
+    );
     std::thread::sleep(Duration::from_millis(500));
     screenshot("16-actual-size.png");
     d.click("#screen-scale");
@@ -179,10 +199,18 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     wait("the run's command", || side.shell_running("worker"));
     d.wait_js("pause offered", "return document.querySelector('#control-button')?.dataset.control === 'pause'", Duration::from_secs(20));
     d.click("#control-button");
-    d.wait_js("control once the step ended", &format!("return {VIEW}?.el.dataset.control === 'true' && document.querySelector('#screen-mode')?.textContent === 'You have control'"), Duration::from_secs(60));
+    d.wait_js(
+        "control once the step ended",
+        &format!("return {VIEW}?.el.dataset.control === 'true' && document.querySelector('#screen-mode')?.textContent === 'You have control'"),
+        Duration::from_secs(60),
+    );
     assert!(!side.shell_running("worker"), "the command ended before the person got the screen");
     assert_eq!(server.requests().len(), 1, "the model waits while the person has the screen");
-    d.wait_js("the pause in the chat", "return [...document.querySelectorAll('.msg.system')].some(m => m.textContent.startsWith('Paused:'))", Duration::from_secs(10));
+    d.wait_js(
+        "the pause in the chat",
+        "return [...document.querySelectorAll('.msg.system')].some(m => m.textContent.startsWith('Paused:'))",
+        Duration::from_secs(10),
+    );
     // Type into the xterm through the viewer.
     let at = d.js(&format!("const v = {VIEW}, r = v.canvas.getBoundingClientRect(); return [Math.round(r.left + 300 * r.width / v.screenW), Math.round(r.top + 150 * r.height / v.screenH)]"));
     xdotool(&["mousemove", &at[0].to_string(), &at[1].to_string(), "click", "1"]);
@@ -198,7 +226,11 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     assert_eq!(done.status, RunStatus::Completed, "{done:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
     d.wait_js("the resume in the chat", "return [...document.querySelectorAll('.msg.system')].some(m => m.textContent.startsWith('Resumed: you had the screen for') && m.textContent.includes('typed it for you'))", Duration::from_secs(10));
-    d.wait_js("the bot's answer", "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'Thanks, I see what you typed.')", Duration::from_secs(10));
+    d.wait_js(
+        "the bot's answer",
+        "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'Thanks, I see what you typed.')",
+        Duration::from_secs(10),
+    );
     d.wait_js("the screen live after the handback", &format!("const v = {VIEW}, c = v.canvas, p = c.getContext('2d').getImageData(Math.floor(c.width / 2), Math.floor(c.height / 2), 1, 1).data; return v.el.dataset.state === 'connected' && p[0] === 0x2f && p[1] === 0x9e && p[2] === 0x44"), Duration::from_secs(30));
     // And on the X display: what the person sees (the webview paints a moment later).
     let centre = d.js(&format!("const r = {VIEW}.canvas.getBoundingClientRect(); return [Math.round(r.left + r.width / 2), Math.round(r.top + r.height / 2)]"));
@@ -216,7 +248,15 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     let stopped = side.rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), run).await }).expect("the run ended").unwrap().unwrap();
     assert_eq!(stopped.status, RunStatus::Cancelled, "{stopped:?}");
     assert_eq!(server.requests().len(), 3, "no model call after the stop");
-    d.wait_js("release offered, no stop", "return document.querySelector('#control-button')?.dataset.control === 'release' && !document.querySelector('#stop-bot')", Duration::from_secs(20));
+    d.wait_js(
+        "release offered, no stop",
+        "return document.querySelector('#control-button')?.dataset.control === 'release' && !document.querySelector('#stop-bot')",
+        Duration::from_secs(20),
+    );
     d.click("#control-button");
-    d.wait_js("idle, view only", &format!("return document.querySelector('.bot.selected')?.dataset.status === 'idle' && {VIEW}?.el.dataset.control === 'false'"), Duration::from_secs(20));
+    d.wait_js(
+        "idle, view only",
+        &format!("return document.querySelector('.bot.selected')?.dataset.status === 'idle' && {VIEW}?.el.dataset.control === 'false'"),
+        Duration::from_secs(20),
+    );
 }

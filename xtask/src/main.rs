@@ -19,8 +19,16 @@ type Result<T = ()> = std::result::Result<T, String>;
 
 /// Packages to build and run the app and its computers.
 const RUN_PACKAGES: &[&str] = &[
-    "build-essential", "pkg-config", "libwebkit2gtk-4.1-dev", "libxdo-dev", "libssl-dev",
-    "libayatana-appindicator3-dev", "librsvg2-dev", "docker.io", "debootstrap", "ca-certificates",
+    "build-essential",
+    "pkg-config",
+    "libwebkit2gtk-4.1-dev",
+    "libxdo-dev",
+    "libssl-dev",
+    "libayatana-appindicator3-dev",
+    "librsvg2-dev",
+    "docker.io",
+    "debootstrap",
+    "ca-certificates",
 ];
 /// Packages a command adds to the list (the benchmarks' anchors).
 static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
@@ -59,7 +67,11 @@ fn say(msg: &str) {
 fn status(cmd: &mut Command) -> Result {
     let shown = format!("{cmd:?}");
     let st = cmd.status().map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if st.success() { Ok(()) } else { Err(format!("{shown} failed ({st})")) }
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({st})"))
+    }
 }
 
 fn quiet_ok(cmd: &mut Command) -> bool {
@@ -143,10 +155,7 @@ fn install_packages(for_tests: bool) -> Result {
         c
     };
     if !is_root() && !have("sudo") {
-        return Err(format!(
-            "missing system packages; as root run:\n  apt-get update && apt-get install -y {}",
-            missing.join(" ")
-        ));
+        return Err(format!("missing system packages; as root run:\n  apt-get update && apt-get install -y {}", missing.join(" ")));
     }
     say(&format!("installing system packages: {}", missing.join(" ")));
     status(&mut apt(&["update", "-qq"]))?;
@@ -378,6 +387,7 @@ fn test(extra: &[String]) -> Result {
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
     check_sqlx_cache()?;
+    lint()?;
     ensure_tauri_driver()?;
     // The package test installs the test build's package in a clean container.
     say("building the app and the CLI, and their package");
@@ -428,6 +438,13 @@ fn cargo_bin(name: &str) -> PathBuf {
     home.join("bin").join(name)
 }
 
+/// The style is enforced: rustfmt's layout (rustfmt.toml) and no clippy warning.
+fn lint() -> Result {
+    say("checking the layout (cargo fmt --check) and lints (cargo clippy -D warnings)");
+    status(cargo().args(["fmt", "--all", "--check"])).map_err(|e| format!("{e}: run `cargo fmt --all`"))?;
+    status(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))
+}
+
 /// The committed `.sqlx/` query cache must match the queries and the migrations.
 fn check_sqlx_cache() -> Result {
     if !quiet_ok(cargo().args(["sqlx", "--version"])) {
@@ -446,7 +463,14 @@ fn check_sqlx_cache() -> Result {
 fn sweep_containers(run_id: &str) -> usize {
     // Each leftover is named with the test program that made it, so the leak can be found.
     let out = Command::new("docker")
-        .args(["ps", "-a", "--filter", &format!("label=botdesk.test-run={run_id}"), "--format", "{{.ID}} {{.Names}} {{.Status}} by {{.Label \"botdesk.test-binary\"}}"])
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=botdesk.test-run={run_id}"),
+            "--format",
+            "{{.ID}} {{.Names}} {{.Status}} by {{.Label \"botdesk.test-binary\"}}",
+        ])
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default();

@@ -36,7 +36,6 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     })
 }
 
-
 /// Consecutive messages of one role are merged (the API wants them alternating).
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
     let mut out: Vec<(Role, Vec<Value>)> = vec![];
@@ -84,7 +83,12 @@ pub(crate) struct Fold {
 /// output count in `message_delta` is the running total).
 fn read_usage(u: &Value, into: &mut botdesk_core::Usage) {
     let field = |k: &str| u.get(k).and_then(Value::as_u64);
-    for (k, slot) in [("input_tokens", &mut into.input), ("output_tokens", &mut into.output), ("cache_read_input_tokens", &mut into.cache_read), ("cache_creation_input_tokens", &mut into.cache_write)] {
+    for (k, slot) in [
+        ("input_tokens", &mut into.input),
+        ("output_tokens", &mut into.output),
+        ("cache_read_input_tokens", &mut into.cache_read),
+        ("cache_creation_input_tokens", &mut into.cache_write),
+    ] {
         if let Some(v) = field(k) {
             *slot = v;
         }

@@ -75,15 +75,26 @@ impl Dialect {
     pub(crate) fn computer_tool(self, (w, h): (u32, u32)) -> Option<(serde_json::Value, &'static str)> {
         match self {
             Dialect::Plain => None,
-            Dialect::ClaudeComputer => Some((serde_json::json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}), "computer-use-2025-01-24")),
-            Dialect::ClaudeComputerZoom => Some((serde_json::json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true}), "computer-use-2025-11-24")),
+            Dialect::ClaudeComputer => Some((
+                serde_json::json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}),
+                "computer-use-2025-01-24",
+            )),
+            Dialect::ClaudeComputerZoom => Some((
+                serde_json::json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true}),
+                "computer-use-2025-11-24",
+            )),
         }
     }
 }
 
 impl std::fmt::Debug for ModelConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelConfig").field("wire", &self.wire).field("model", &self.model).field("base_url", &self.base_url).field("key", &self.key.as_ref().map(|_| "[redacted]")).finish()
+        f.debug_struct("ModelConfig")
+            .field("wire", &self.wire)
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("key", &self.key.as_ref().map(|_| "[redacted]"))
+            .finish()
     }
 }
 
@@ -229,7 +240,13 @@ impl ModelClient {
     /// Sends the conversation and streams the reply: `on_text` sees each piece of text as it
     /// arrives. Retries transient failures, also one that broke a reply off mid-stream: then
     /// `on_restart` is told why, and the text streamed so far is to be forgotten.
-    pub async fn complete(&self, req: &Request<'_>, on_text: &mut (dyn FnMut(&str) + Send), on_restart: &mut (dyn FnMut(&str) + Send), cancel: &CancellationToken) -> Result<Turn, ModelError> {
+    pub async fn complete(
+        &self,
+        req: &Request<'_>,
+        on_text: &mut (dyn FnMut(&str) + Send),
+        on_restart: &mut (dyn FnMut(&str) + Send),
+        cancel: &CancellationToken,
+    ) -> Result<Turn, ModelError> {
         let body = match self.config.wire {
             Wire::Anthropic => anthropic::body(&self.config, req),
             Wire::OpenAi => openai::body(&self.config, req),
@@ -355,12 +372,18 @@ pub(crate) fn stream_error(data: &serde_json::Value) -> Attempt {
 fn without_url(e: reqwest::Error) -> String {
     let timeout = e.is_timeout();
     let s = e.without_url().to_string();
-    if timeout { format!("timed out ({s})") } else { s }
+    if timeout {
+        format!("timed out ({s})")
+    } else {
+        s
+    }
 }
 
 fn server_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let msg = parsed.as_ref().and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")).or_else(|| v.get("error")).and_then(|m| m.as_str()).map(str::to_string));
+    let msg = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")).or_else(|| v.get("error")).and_then(|m| m.as_str()).map(str::to_string));
     let msg = msg.unwrap_or_else(|| body.trim().to_string());
     let mut msg: String = msg.chars().take(500).collect();
     if msg.is_empty() {
@@ -397,8 +420,10 @@ fn retry_wait(retry: Retry, attempt: u32, said: Option<Duration>, jitter: f64) -
 fn classify(status: u16, body: &str, model: &str, wait: Option<Duration>) -> Attempt {
     let message = server_message(body);
     let low = message.to_lowercase();
-    let model_missing = low.contains("model") && ["not found", "does not exist", "unknown", "not exist", "invalid model", "no such"].iter().any(|w| low.contains(w));
-    let no_images = low.contains("image") && ["not support", "does not support", "unsupported", "cannot", "can't", "vision", "multimodal"].iter().any(|w| low.contains(w));
+    let model_missing =
+        low.contains("model") && ["not found", "does not exist", "unknown", "not exist", "invalid model", "no such"].iter().any(|w| low.contains(w));
+    let no_images =
+        low.contains("image") && ["not support", "does not support", "unsupported", "cannot", "can't", "vision", "multimodal"].iter().any(|w| low.contains(w));
     match status {
         401 | 403 => Attempt::Fatal(ModelError::BadKey { status, message }),
         404 => Attempt::Fatal(ModelError::UnknownModel { model: model.into(), message }),
@@ -423,7 +448,10 @@ mod tests {
     #[test]
     fn errors_are_classified() {
         assert!(matches!(fatal(classify(401, r#"{"error":{"message":"invalid x-api-key"}}"#, "m", None)), ModelError::BadKey { .. }));
-        assert!(matches!(fatal(classify(404, r#"{"error":{"type":"not_found_error","message":"model: nope"}}"#, "nope", None)), ModelError::UnknownModel { .. }));
+        assert!(matches!(
+            fatal(classify(404, r#"{"error":{"type":"not_found_error","message":"model: nope"}}"#, "nope", None)),
+            ModelError::UnknownModel { .. }
+        ));
         assert!(matches!(fatal(classify(400, r#"{"error":{"message":"The model `x` does not exist"}}"#, "x", None)), ModelError::UnknownModel { .. }));
         assert!(matches!(fatal(classify(400, r#"{"error":{"message":"this model does not support image input"}}"#, "x", None)), ModelError::NoImages { .. }));
         assert!(matches!(fatal(classify(400, "bad", "x", None)), ModelError::Rejected { status: 400, .. }));

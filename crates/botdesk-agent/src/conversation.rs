@@ -194,7 +194,9 @@ pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: us
         for b in &m.blocks {
             match b {
                 Block::Text(t) if m.role == Role::Assistant && !t.trim().is_empty() => lines.push(format!("- you said: {}", line(t, 100))),
-                Block::Text(t) if m.role == Role::User && m.blocks.iter().any(|b| matches!(b, Block::ToolResult(_))) => lines.push(format!("- the person: {}", line(t, 100))),
+                Block::Text(t) if m.role == Role::User && m.blocks.iter().any(|b| matches!(b, Block::ToolResult(_))) => {
+                    lines.push(format!("- the person: {}", line(t, 100)))
+                }
                 Block::ToolCall(c) => lines.push(format!("- {} {}", c.name, line(&c.raw, 80))),
                 Block::ToolResult(r) => {
                     if let Some(l) = lines.last_mut() {
@@ -224,7 +226,11 @@ pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: us
 /// by their results).
 fn steps(messages: &[Message], start: usize) -> Vec<usize> {
     (start..messages.len().saturating_sub(1))
-        .filter(|&i| messages[i].role == Role::Assistant && messages[i].tool_calls().next().is_some() && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_))))
+        .filter(|&i| {
+            messages[i].role == Role::Assistant
+                && messages[i].tool_calls().next().is_some()
+                && messages[i + 1].blocks.iter().any(|b| matches!(b, Block::ToolResult(_)))
+        })
         .collect()
 }
 
@@ -322,7 +328,10 @@ mod tests {
     fn old_steps_collapse_in_steps_and_pairs_stay_whole() {
         let step = |i: usize| {
             let call = ToolCall::new(format!("c{i}"), "shell".into(), format!(r#"{{"command":"echo {i}"}}"#));
-            [Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] }, Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("exit code 0\n{i}")))] }]
+            [
+                Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] },
+                Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("exit code 0\n{i}")))] },
+            ]
         };
         let mut ms = vec![Message::user("the task")];
         for i in 0..STEPS_BEFORE_COLLAPSE - 1 {
@@ -335,7 +344,10 @@ mod tests {
         collapse_steps(&mut ms, 1);
         assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "task, summary, the kept steps");
         let summary = ms[1].text();
-        assert!(summary.starts_with(COLLAPSED) && summary.contains(r#"- shell {"command":"echo 0"} → ok: exit code 0 …"#) && summary.contains("echo 7\""), "{summary}");
+        assert!(
+            summary.starts_with(COLLAPSED) && summary.contains(r#"- shell {"command":"echo 0"} → ok: exit code 0 …"#) && summary.contains("echo 7\""),
+            "{summary}"
+        );
         assert!(!summary.contains("echo 8\""));
         assert_eq!(ms[2].tool_calls().next().unwrap().id, "c8", "a kept step starts with its call");
         // Steady until the next threshold, then the summary grows, up to its last SUMMARY_LINES.
@@ -357,7 +369,10 @@ mod tests {
     fn the_models_summary_replaces_older_steps_and_survives_later_collapses() {
         let step = |i: usize| {
             let call = ToolCall::new(format!("c{i}"), "shell".into(), format!(r#"{{"command":"echo {i}"}}"#));
-            [Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] }, Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("{i}")))] }]
+            [
+                Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] },
+                Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("{i}")))] },
+            ]
         };
         let mut ms = vec![Message::user("the task")];
         ms.extend(step(0));

@@ -68,16 +68,21 @@ fn same_model(name: &str, model: &str) -> bool {
 
 /// The context of `model` among the loaded models of an `/api/ps` answer.
 pub fn loaded_context(ps: &Value, model: &str) -> Option<u64> {
-    ps["models"].as_array()?.iter().find(|m| ["name", "model"].iter().any(|k| m[k].as_str().is_some_and(|n| same_model(n, model))))?["context_length"].as_u64().filter(|&n| n > 0)
+    ps["models"].as_array()?.iter().find(|m| ["name", "model"].iter().any(|k| m[k].as_str().is_some_and(|n| same_model(n, model))))?["context_length"]
+        .as_u64()
+        .filter(|&n| n > 0)
 }
 
 /// `num_ctx` from the `parameters` text of an `/api/show` answer.
 pub fn modelfile_context(show: &Value) -> Option<u64> {
-    show["parameters"].as_str()?.lines().find_map(|l| {
-        let mut w = l.split_whitespace();
-        (w.next() == Some("num_ctx")).then(|| w.next()?.parse().ok()).flatten()
-    })
-    .filter(|&n: &u64| n > 0)
+    show["parameters"]
+        .as_str()?
+        .lines()
+        .find_map(|l| {
+            let mut w = l.split_whitespace();
+            (w.next() == Some("num_ctx")).then(|| w.next()?.parse().ok()).flatten()
+        })
+        .filter(|&n: &u64| n > 0)
 }
 
 /// The window Ollama at `base_url` runs `model` with; None when the server is not Ollama or does
@@ -90,10 +95,18 @@ pub async fn served_context(http: &reqwest::Client, base_url: &str, model: &str,
         if let Some(context) = ps().await.and_then(|v| loaded_context(&v, model)) {
             return Some(Served { context, source: Source::Loaded });
         }
-        if let Some(context) = ask(http.post(format!("{root}/api/show")).header("content-type", "application/json").body(json!({ "model": model }).to_string()), ASK).await.and_then(|v| modelfile_context(&v)) {
+        if let Some(context) =
+            ask(http.post(format!("{root}/api/show")).header("content-type", "application/json").body(json!({ "model": model }).to_string()), ASK)
+                .await
+                .and_then(|v| modelfile_context(&v))
+        {
             return Some(Served { context, source: Source::Modelfile });
         }
-        ask(http.post(format!("{root}/api/generate")).header("content-type", "application/json").body(json!({ "model": model, "stream": false }).to_string()), LOAD).await?;
+        ask(
+            http.post(format!("{root}/api/generate")).header("content-type", "application/json").body(json!({ "model": model, "stream": false }).to_string()),
+            LOAD,
+        )
+        .await?;
         let context = loaded_context(&ps().await?, model)?;
         Some(Served { context, source: Source::Loaded })
     };
@@ -156,6 +169,9 @@ mod tests {
     #[test]
     fn the_person_is_told_how_to_raise_the_window() {
         let m = too_small("qwen2.5vl", &Served { context: 4096, source: Source::Loaded }, 5200);
-        assert!(m.contains("4096 tokens") && m.contains("about 5200") && m.contains("OLLAMA_CONTEXT_LENGTH=16384") && m.contains("PARAMETER num_ctx 16384"), "{m}");
+        assert!(
+            m.contains("4096 tokens") && m.contains("about 5200") && m.contains("OLLAMA_CONTEXT_LENGTH=16384") && m.contains("PARAMETER num_ctx 16384"),
+            "{m}"
+        );
     }
 }

@@ -8,12 +8,14 @@ use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
 use crate::sse::Event;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
-    let tools: Vec<Value> = req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})).collect();
+    let tools: Vec<Value> =
+        req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})).collect();
     let mut ms = vec![json!({"role": "system", "content": req.system})];
     ms.extend(messages(req.messages));
     // include_usage: the last chunk says what the call cost (servers that do not know it ignore it).
     // One call per turn: several acts planned from one screenshot would act on a stale screen.
-    let mut body = json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools});
+    let mut body =
+        json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools});
     body[if c.openai_native { "max_completion_tokens" } else { "max_tokens" }] = json!(c.max_tokens);
     body
 }
@@ -24,7 +26,8 @@ pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
         match m.role {
             Role::Assistant => {
                 let text = m.text();
-                let calls: Vec<Value> = m.tool_calls().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}})).collect();
+                let calls: Vec<Value> =
+                    m.tool_calls().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}})).collect();
                 let mut v = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
                 if !calls.is_empty() {
                     v["tool_calls"] = Value::Array(calls);
@@ -88,7 +91,8 @@ impl FoldTrait for Fold {
         if let Some(u) = data.get("usage").filter(|u| u.is_object()) {
             let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
             let cached = n("/prompt_tokens_details/cached_tokens");
-            self.usage = botdesk_core::Usage { input: n("/prompt_tokens").saturating_sub(cached), output: n("/completion_tokens"), cache_read: cached, cache_write: 0 };
+            self.usage =
+                botdesk_core::Usage { input: n("/prompt_tokens").saturating_sub(cached), output: n("/completion_tokens"), cache_read: cached, cache_write: 0 };
         }
         let Some(choice) = data.pointer("/choices/0") else { return Ok(false) };
         let delta = &choice["delta"];

@@ -15,7 +15,8 @@ const MAX_ITEMS: usize = 256;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     // Flat function tools; not strict, as our schemas allow optional properties.
-    let tools: Vec<Value> = req.tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.schema, "strict": false})).collect();
+    let tools: Vec<Value> =
+        req.tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.schema, "strict": false})).collect();
     json!({
         "model": c.model,
         "instructions": req.system,
@@ -56,7 +57,9 @@ pub(crate) fn input(ms: &[Message]) -> Vec<Value> {
                             let text = if r.is_error { format!("Error: {}", r.text) } else { r.text.clone() };
                             let output = match &r.image {
                                 None => Value::String(text),
-                                Some(img) => json!([{"type": "input_text", "text": text}, {"type": "input_image", "image_url": format!("data:{};base64,{}", img.media_type, img.base64())}]),
+                                Some(img) => {
+                                    json!([{"type": "input_text", "text": text}, {"type": "input_image", "image_url": format!("data:{};base64,{}", img.media_type, img.base64())}])
+                                }
                             };
                             out.push(json!({"type": "function_call_output", "call_id": r.call_id, "output": output}));
                         }
@@ -154,7 +157,13 @@ impl FoldTrait for Fold {
                 }
                 let item = &data["item"];
                 let s = |k: &str| item[k].as_str().unwrap_or("").to_string();
-                self.pending.push(Pending { index: data["output_index"].as_u64().unwrap_or(u64::MAX), id: s("id"), call_id: s("call_id"), name: s("name"), args: String::new() });
+                self.pending.push(Pending {
+                    index: data["output_index"].as_u64().unwrap_or(u64::MAX),
+                    id: s("id"),
+                    call_id: s("call_id"),
+                    name: s("name"),
+                    args: String::new(),
+                });
             }
             "response.function_call_arguments.delta" => {
                 let index = data["output_index"].as_u64();
@@ -204,7 +213,13 @@ impl FoldTrait for Fold {
         while self.items.last().is_some_and(|i| i["type"] == "reasoning") {
             self.items.pop();
         }
-        Ok(Turn { text: std::mem::take(&mut self.text), calls: std::mem::take(&mut self.calls), stop, usage: self.usage, items: std::mem::take(&mut self.items) })
+        Ok(Turn {
+            text: std::mem::take(&mut self.text),
+            calls: std::mem::take(&mut self.calls),
+            stop,
+            usage: self.usage,
+            items: std::mem::take(&mut self.items),
+        })
     }
 }
 
@@ -215,7 +230,8 @@ mod tests {
 
     #[test]
     fn a_turn_keeps_its_items_and_reads_usage_with_the_cached_part() {
-        let reasoning = r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}}"#;
+        let reasoning =
+            r#"{"type":"response.output_item.done","output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAA"}}"#;
         let t = fold_all(
             Fold::default(),
             &[
@@ -255,7 +271,11 @@ mod tests {
         .unwrap();
         assert_eq!(t.stop, StopReason::MaxTokens);
         assert_eq!(t.calls[0].raw, r#"{"path":"a","content":"xx"#);
-        assert_eq!((t.items[0]["call_id"].as_str(), t.items[0]["id"].as_str()), (Some("call_9"), Some("fc_9")), "the cut call is an item, so its answer has a call");
+        assert_eq!(
+            (t.items[0]["call_id"].as_str(), t.items[0]["id"].as_str()),
+            (Some("call_9"), Some("fc_9")),
+            "the cut call is an item, so its answer has a call"
+        );
     }
 
     #[test]
@@ -284,7 +304,8 @@ mod tests {
 
     #[test]
     fn failures_in_the_stream_are_retried_or_said() {
-        let retry = fold_all(Fold::default(), &[("", r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"oops"}}}"#)]).unwrap_err();
+        let retry =
+            fold_all(Fold::default(), &[("", r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"oops"}}}"#)]).unwrap_err();
         assert!(matches!(retry, ModelError::Unavailable { .. }), "{retry:?}");
         let said = fold_all(Fold::default(), &[("", r#"{"type":"error","code":"invalid_prompt","message":"no"}"#)]).unwrap_err();
         assert!(said.to_string().contains("invalid_prompt: no"), "{said}");

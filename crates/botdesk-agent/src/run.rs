@@ -3,11 +3,14 @@
 //! answered with an error the model can read and the loop goes on.
 
 use async_trait::async_trait;
-use tokio_util::sync::CancellationToken;
 use botdesk_core::RunFailure;
+use tokio_util::sync::CancellationToken;
 
 use crate::client::{ModelClient, ModelError, Request};
-use crate::conversation::{collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, STEPS_KEPT_WHEN_FULL};
+use crate::conversation::{
+    collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult,
+    STEPS_KEPT_WHEN_FULL,
+};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -222,7 +225,15 @@ what is left to do, and anything you must not forget. At most 300 words.";
 /// of all but its newest [`STEPS_KEPT_WHEN_FULL`] steps (where they begin, the summary, what the
 /// call cost). None when there is not more than that to compact. The request repeats the last
 /// one with the question at its end, so the provider's cache serves all but the question.
-async fn summarize(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, specs: &[crate::conversation::ToolSpec], messages: &[Message], work: usize, cancel: &CancellationToken) -> Result<Option<(usize, String, botdesk_core::Usage)>, ModelError> {
+async fn summarize(
+    client: &ModelClient,
+    host: &dyn Host,
+    cfg: &RunConfig,
+    specs: &[crate::conversation::ToolSpec],
+    messages: &[Message],
+    work: usize,
+    cancel: &CancellationToken,
+) -> Result<Option<(usize, String, botdesk_core::Usage)>, ModelError> {
     let Some(first_kept) = compactable(messages, work, STEPS_KEPT_WHEN_FULL) else { return Ok(None) };
     let mut ask = messages.to_vec();
     prune_images(&mut ask);
@@ -267,8 +278,12 @@ pub struct Setting<'a> {
 pub fn system_prompt(s: &Setting<'_>) -> String {
     use botdesk_core::action::{CoordSpace, SCREEN};
     let coords = match s.coords {
-        CoordSpace::Pixels => format!("Coordinates are pixels of the screenshot: x from 0 to {} (left to right), y from 0 to {} (top to bottom).", SCREEN.0 - 1, SCREEN.1 - 1),
-        CoordSpace::Thousandths => "Coordinates are from 0 to 1000 on each axis, whatever the screen's size: (0, 0) is the top left corner, (1000, 1000) the bottom right.".into(),
+        CoordSpace::Pixels => {
+            format!("Coordinates are pixels of the screenshot: x from 0 to {} (left to right), y from 0 to {} (top to bottom).", SCREEN.0 - 1, SCREEN.1 - 1)
+        }
+        CoordSpace::Thousandths => {
+            "Coordinates are from 0 to 1000 on each axis, whatever the screen's size: (0, 0) is the top left corner, (1000, 1000) the bottom right.".into()
+        }
     };
     let shared = if s.shared { " shared/ is shared with the other bots of this computer; bots/ holds every bot's folder (leave theirs alone)." } else { "" };
     let mut p = format!(
@@ -315,9 +330,30 @@ mod tests {
 
     #[test]
     fn the_system_prompt_says_where_and_how() {
-        let mut setting = Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, dialect: crate::client::Dialect::Plain };
+        let mut setting = Setting {
+            bot: "ada",
+            instructions: "",
+            folder: "bots/b1",
+            shared: true,
+            today: "2026-12-01",
+            coords: CoordSpace::Pixels,
+            dialect: crate::client::Dialect::Plain,
+        };
         let p = system_prompt(&setting);
-        for want in ["You are ada", "Today is 2026-12-01", "1280x800", "x from 0 to 1279", "Your folder is bots/b1", "shared/ is shared", "not root", "uv venv", "prefer browser_navigate", "TODO.md", "request_takeover", "append: true"] {
+        for want in [
+            "You are ada",
+            "Today is 2026-12-01",
+            "1280x800",
+            "x from 0 to 1279",
+            "Your folder is bots/b1",
+            "shared/ is shared",
+            "not root",
+            "uv venv",
+            "prefer browser_navigate",
+            "TODO.md",
+            "request_takeover",
+            "append: true",
+        ] {
             assert!(p.contains(want), "{want:?} missing from:\n{p}");
         }
         assert!(!p.contains("Instructions from the person"));

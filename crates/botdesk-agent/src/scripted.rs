@@ -85,9 +85,12 @@ impl Reply {
     }
 }
 
+/// What a step checks of the request it gets (an error says what is wrong).
+pub type Check = Box<dyn Fn(&Seen) -> Result<(), String> + Send + Sync>;
+
 /// A check on the request, then the reply.
 pub struct Step {
-    pub check: Option<Box<dyn Fn(&Seen) -> Result<(), String> + Send + Sync>>,
+    pub check: Option<Check>,
     pub reply: Reply,
 }
 
@@ -392,7 +395,9 @@ fn ollama_answer(o: &mut OllamaSim, path: &str) -> Option<Value> {
             json!({ "models": [m] })
         }
         "/api/ps" => json!({ "models": [] }),
-        "/api/show" => json!({ "parameters": o.modelfile.map_or("stop \"<|im_end|>\"".to_string(), |n| format!("stop \"<|im_end|>\"\nnum_ctx {n}")), "model_info": { "general.architecture": "qwen2", "qwen2.context_length": 131072 } }),
+        "/api/show" => {
+            json!({ "parameters": o.modelfile.map_or("stop \"<|im_end|>\"".to_string(), |n| format!("stop \"<|im_end|>\"\nnum_ctx {n}")), "model_info": { "general.architecture": "qwen2", "qwen2.context_length": 131072 } })
+        }
         "/api/generate" => {
             o.loaded = true;
             json!({ "model": o.model, "done": true, "done_reason": "load" })
@@ -422,7 +427,10 @@ fn pieces(s: &str) -> Vec<String> {
 /// total at the end.
 fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage, cut: bool) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
-    let mut out = vec![ev("message_start", json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write, "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}}))];
+    let mut out = vec![ev(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "content": [], "model": "scripted", "stop_reason": null, "usage": {"input_tokens": usage.input, "cache_creation_input_tokens": usage.cache_write, "cache_read_input_tokens": usage.cache_read, "output_tokens": 1}}}),
+    )];
     out.push(ev("ping", json!({"type": "ping"})));
     let mut index = 0;
     if !text.is_empty() {
@@ -436,13 +444,25 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
     for (i, (name, raw)) in calls.iter().enumerate() {
         out.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("call_{n}_{i}"), "name": name, "input": {}}})));
         for p in pieces(raw) {
-            out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}})));
+            out.push(ev(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": p}}),
+            ));
         }
         out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
         index += 1;
     }
-    let stop = if cut { "max_tokens" } else if calls.is_empty() { "end_turn" } else { "tool_use" };
-    out.push(ev("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.output}})));
+    let stop = if cut {
+        "max_tokens"
+    } else if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    out.push(ev(
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": usage.output}}),
+    ));
     out.push(ev("message_stop", json!({"type": "message_stop"})));
     out
 }
@@ -450,21 +470,41 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
 /// `usage` in a last chunk without choices, when the request asked for it (prompt tokens include
 /// the cached ones).
 fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<botdesk_core::Usage>, cut: bool) -> Vec<String> {
-    let chunk = |delta: Value, finish: Value| format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}));
+    let chunk = |delta: Value, finish: Value| {
+        format!(
+            "data: {}\n\n",
+            json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        )
+    };
     let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
     for p in pieces(text) {
         out.push(chunk(json!({"content": p}), Value::Null));
     }
     for (i, (name, raw)) in calls.iter().enumerate() {
-        out.push(chunk(json!({"tool_calls": [{"index": i, "id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}), Value::Null));
+        out.push(chunk(
+            json!({"tool_calls": [{"index": i, "id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        ));
         for p in pieces(raw) {
             out.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}), Value::Null));
         }
     }
-    out.push(chunk(json!({}), json!(if cut { "length" } else if calls.is_empty() { "stop" } else { "tool_calls" })));
+    out.push(chunk(
+        json!({}),
+        json!(if cut {
+            "length"
+        } else if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        }),
+    ));
     if let Some(u) = usage {
         let u = json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.prompt() + u.output, "prompt_tokens_details": {"cached_tokens": u.cache_read}});
-        out.push(format!("data: {}\n\n", json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": u})));
+        out.push(format!(
+            "data: {}\n\n",
+            json!({"id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": u})
+        ));
     }
     out.push("data: [DONE]\n\n".into());
     out
@@ -540,7 +580,8 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
             let image_parts = |v: &Value| v.as_array().into_iter().flatten().filter(|c| c["type"] == "input_image").count();
             images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"])).sum();
             // The answers after the model's last item.
-            let start = input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
+            let start =
+                input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
             for i in input[start..].iter().filter(|i| i["type"] == "function_call_output") {
                 let text = match &i["output"] {
                     Value::String(t) => t.clone(),
@@ -560,7 +601,8 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
             }
             let start = msgs.iter().rposition(|m| m["role"] == "assistant").map(|i| i + 1).unwrap_or(msgs.len());
             let tail = &msgs[start..];
-            let shot_texts: Vec<String> = tail.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).filter_map(|c| c["text"].as_str().map(str::to_string)).collect();
+            let shot_texts: Vec<String> =
+                tail.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).filter_map(|c| c["text"].as_str().map(str::to_string)).collect();
             for m in tail.iter().filter(|m| m["role"] == "tool") {
                 let id = m["tool_call_id"].as_str().unwrap_or("").to_string();
                 let content = m["content"].as_str().unwrap_or("");

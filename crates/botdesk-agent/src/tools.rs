@@ -22,20 +22,50 @@ pub enum Tool {
     Observe,
     /// A close look at part of the screen, `[left, top, right, bottom]` in the model's coordinates
     /// (Claude's `zoom`).
-    Zoom { region: [u32; 4] },
-    Act { actions: Value, settle_ms: Option<u64> },
-    Shell { command: String, cwd: Option<String>, timeout_s: u64 },
-    ListFiles { path: String },
-    ReadFile { path: String },
+    Zoom {
+        region: [u32; 4],
+    },
+    Act {
+        actions: Value,
+        settle_ms: Option<u64>,
+    },
+    Shell {
+        command: String,
+        cwd: Option<String>,
+        timeout_s: u64,
+    },
+    ListFiles {
+        path: String,
+    },
+    ReadFile {
+        path: String,
+    },
     /// `append`: add to the end of the file (made if missing) instead of replacing it.
-    WriteFile { path: String, content: String, append: bool },
-    AttachFile { path: String, note: Option<String> },
-    OpenPath { target: String },
-    LaunchApp { command: String },
-    RequestTakeover { reason: String },
-    BrowserNavigate { url: String },
+    WriteFile {
+        path: String,
+        content: String,
+        append: bool,
+    },
+    AttachFile {
+        path: String,
+        note: Option<String>,
+    },
+    OpenPath {
+        target: String,
+    },
+    LaunchApp {
+        command: String,
+    },
+    RequestTakeover {
+        reason: String,
+    },
+    BrowserNavigate {
+        url: String,
+    },
     BrowserSnapshot,
-    BrowserAct { actions: Value },
+    BrowserAct {
+        actions: Value,
+    },
 }
 
 #[derive(Deserialize)]
@@ -119,7 +149,8 @@ fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
     let value: Value = if raw.is_empty() {
         json!({})
     } else {
-        serde_json::from_str(raw).map_err(|e| format!("the arguments of {} are not valid JSON ({e}). Send one JSON object, e.g. {}", call.name, example(&call.name)))?
+        serde_json::from_str(raw)
+            .map_err(|e| format!("the arguments of {} are not valid JSON ({e}). Send one JSON object, e.g. {}", call.name, example(&call.name)))?
     };
     if !value.is_object() {
         return Err(format!("the arguments of {} must be a JSON object, e.g. {}", call.name, example(&call.name)));

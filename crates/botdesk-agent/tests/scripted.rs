@@ -148,7 +148,15 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
 }
 
 fn cfg() -> RunConfig {
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "be brief", folder: "bots/b1", shared: true, today: "2026-12-01", coords: Default::default(), dialect: botdesk_agent::Dialect::Plain };
+    let setting = botdesk_agent::run::Setting {
+        bot: "tester",
+        instructions: "be brief",
+        folder: "bots/b1",
+        shared: true,
+        today: "2026-12-01",
+        coords: Default::default(),
+        dialect: botdesk_agent::Dialect::Plain,
+    };
     RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None }
 }
 
@@ -200,7 +208,10 @@ async fn a_run_streams_calls_tools_and_places_screenshots_where_each_format_want
                     };
                     ok.then_some(()).ok_or(format!("screenshot misplaced: {last}"))
                 },
-                Reply::Turn { text: String::new(), calls: vec![("shell".into(), r#"{"command":"echo hi"}"#.into()), ("write_file".into(), r#"{"path":"a.txt","content":"é"}"#.into())] },
+                Reply::Turn {
+                    text: String::new(),
+                    calls: vec![("shell".into(), r#"{"command":"echo hi"}"#.into()), ("write_file".into(), r#"{"path":"a.txt","content":"é"}"#.into())],
+                },
             ),
             Step::check(
                 |s| {
@@ -212,7 +223,9 @@ async fn a_run_streams_calls_tools_and_places_screenshots_where_each_format_want
         ])
         .await;
         let host = MemHost::default();
-        let end = run(&client(&server, wire), &host, &cfg(), vec![Message::user("earlier"), Message::assistant("ok")], "do the thing", &CancellationToken::new()).await;
+        let end =
+            run(&client(&server, wire), &host, &cfg(), vec![Message::user("earlier"), Message::assistant("ok")], "do the thing", &CancellationToken::new())
+                .await;
         assert_eq!(end, RunEnd::Completed("All done: wrote a.txt.".into()), "{wire:?}");
         assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         assert!(host.deltas.lock().unwrap().contains("Let me look at the screen first.All done: wrote a.txt."));
@@ -235,7 +248,9 @@ async fn malformed_tool_calls_are_answered_with_errors_and_the_run_goes_on() {
             Step::check(
                 |s| {
                     let t = &s.results[0].text;
-                    (t.chars().count() < 12_100 && t.contains("[cut: showing the first 12000 of 20000 characters]")).then_some(()).ok_or(format!("not cut: {} chars", t.len()))
+                    (t.chars().count() < 12_100 && t.contains("[cut: showing the first 12000 of 20000 characters]"))
+                        .then_some(())
+                        .ok_or(format!("not cut: {} chars", t.len()))
                 },
                 Reply::text("done"),
             ),
@@ -267,7 +282,18 @@ async fn retries_honour_retry_after_and_give_up_with_a_clear_error() {
         let waited = seen[1].at - seen[0].at;
         assert!(waited >= Duration::from_millis(950), "Retry-After: 1 was not honoured ({waited:?})");
 
-        let server = ScriptedServer::start((0..3).map(|_| Step::reply(Reply::Status { status: 529, retry_after: None, body: r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#.into() })).collect()).await;
+        let server = ScriptedServer::start(
+            (0..3)
+                .map(|_| {
+                    Step::reply(Reply::Status {
+                        status: 529,
+                        retry_after: None,
+                        body: r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#.into(),
+                    })
+                })
+                .collect(),
+        )
+        .await;
         let end = run(&client(&server, wire), &MemHost::default(), &cfg(), vec![], "t", &CancellationToken::new()).await;
         assert_eq!(end, RunEnd::Failed(RunFailure::ModelUnavailable, "the model provider is overloaded or failing (529) after 3 attempts: Overloaded".into()));
     })
@@ -310,7 +336,9 @@ async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
             c.cancel();
         });
         // A hang guard only (the command never ends by itself); speed is the bench's to measure.
-        let end = tokio::time::timeout(Duration::from_secs(60), run(&client(&server, wire), &host, &cfg(), vec![], "t", &cancel)).await.expect("cancel ended the run");
+        let end = tokio::time::timeout(Duration::from_secs(60), run(&client(&server, wire), &host, &cfg(), vec![], "t", &cancel))
+            .await
+            .expect("cancel ended the run");
         assert_eq!(end, RunEnd::Cancelled);
         assert!(host.results.lock().unwrap()[0].1.text.contains("130"));
 
@@ -329,8 +357,14 @@ async fn cancel_ends_a_run_promptly_and_the_step_limit_holds() {
 async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
     both(async |wire| {
         let server = ScriptedServer::start(vec![
-            Step::reply(Reply::Cut { text: String::new(), calls: vec![("write_file".into(), r##"{"path":"big.md","content":"# Chapter 1\nIt was a dark and st"##.into())] }),
-            Step::check(expect_error(if wire == Wire::Anthropic { "hit the output limit (8192 tokens)" } else { "hit the output limit (4096 tokens)" }), Reply::Cut { text: "The report begins here and".into(), calls: vec![] }),
+            Step::reply(Reply::Cut {
+                text: String::new(),
+                calls: vec![("write_file".into(), r##"{"path":"big.md","content":"# Chapter 1\nIt was a dark and st"##.into())],
+            }),
+            Step::check(
+                expect_error(if wire == Wire::Anthropic { "hit the output limit (8192 tokens)" } else { "hit the output limit (4096 tokens)" }),
+                Reply::Cut { text: "The report begins here and".into(), calls: vec![] },
+            ),
             Step::check(
                 |s| {
                     let last = s.body["messages"].as_array().and_then(|m| m.last()).map(|m| m.to_string()).unwrap_or_default();
@@ -410,7 +444,8 @@ async fn near_the_context_window_the_model_summarizes_older_steps() {
         assert_eq!(end, RunEnd::Completed("Done.".into()), "{wire:?}");
         assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
         let seen = server.requests();
-        let asked: Vec<usize> = seen.iter().enumerate().filter(|(_, s)| s.body["messages"].to_string().contains("will now be replaced by a summary")).map(|(i, _)| i + 1).collect();
+        let asked: Vec<usize> =
+            seen.iter().enumerate().filter(|(_, s)| s.body["messages"].to_string().contains("will now be replaced by a summary")).map(|(i, _)| i + 1).collect();
         assert_eq!(asked, [4, 8], "{wire:?}: a summary when first full, the next only {} steps later", botdesk_agent::run::SUMMARY_GAP);
         // Each summary call's cost is the run's too.
         assert_eq!(host.usage.lock().unwrap().len(), 9, "{wire:?}: every answered call's usage (not the refused one)");
@@ -433,7 +468,12 @@ async fn an_ollama_window_too_small_for_a_step_is_said_with_how_to_raise_it() {
     let host = MemHost::default();
     let end = run(&client(&server, Wire::OpenAi), &host, &cfg(), vec![], "look at the screen", &CancellationToken::new()).await;
     let RunEnd::Failed(RunFailure::ContextTooSmall, why) = end else { panic!("{end:?}") };
-    assert!(why.contains("Ollama runs scripted-1 with a context window of 2048 tokens (as it says of the loaded model)") && why.contains("OLLAMA_CONTEXT_LENGTH=16384") && why.contains("PARAMETER num_ctx"), "{why}");
+    assert!(
+        why.contains("Ollama runs scripted-1 with a context window of 2048 tokens (as it says of the loaded model)")
+            && why.contains("OLLAMA_CONTEXT_LENGTH=16384")
+            && why.contains("PARAMETER num_ctx"),
+        "{why}"
+    );
     assert_eq!(server.ollama_asked(), ["/api/version", "/api/ps", "/api/show", "/api/generate", "/api/ps"]);
     assert!(server.requests().is_empty(), "no model call");
 }
@@ -447,7 +487,10 @@ async fn a_run_keeps_to_the_window_ollama_really_has() {
         Step::reply(big()),
         Step::reply(big()),
         Step::reply(big()),
-        Step::check(|s: &Seen| s.body["messages"].to_string().contains("replaced by a summary").then_some(()).ok_or("no summary asked for".into()), Reply::text("Read three big outputs.")),
+        Step::check(
+            |s: &Seen| s.body["messages"].to_string().contains("replaced by a summary").then_some(()).ok_or("no summary asked for".into()),
+            Reply::text("Read three big outputs."),
+        ),
         Step::reply(Reply::text("Done.")),
     ])
     .await;
@@ -485,7 +528,8 @@ async fn a_server_that_does_not_say_its_window_changes_nothing() {
 #[tokio::test]
 async fn a_reply_broken_off_mid_stream_is_asked_for_again() {
     both(async |wire| {
-        let server = ScriptedServer::start(vec![Step::reply(Reply::Broken { text: "The answer is fo".into() }), Step::reply(Reply::text("The answer is four."))]).await;
+        let server =
+            ScriptedServer::start(vec![Step::reply(Reply::Broken { text: "The answer is fo".into() }), Step::reply(Reply::text("The answer is four."))]).await;
         let host = MemHost::default();
         let end = run(&client(&server, wire), &host, &cfg(), vec![], "what is 2+2", &CancellationToken::new()).await;
         assert_eq!(end, RunEnd::Completed("The answer is four.".into()), "{wire:?}");
@@ -507,11 +551,18 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
             |s| {
                 let tools = s.body["tools"].as_array().cloned().unwrap_or_default();
                 let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-                let native = tools.iter().any(|t| t["type"] == "computer_20250124" && t["name"] == "computer" && t["display_width_px"] == 1280 && t["display_height_px"] == 800);
+                let native = tools
+                    .iter()
+                    .any(|t| t["type"] == "computer_20250124" && t["name"] == "computer" && t["display_width_px"] == 1280 && t["display_height_px"] == 800);
                 let beta = s.headers.get("anthropic-beta").map(String::as_str) == Some("computer-use-2025-01-24");
-                (native && beta && !names.contains(&"computer_act") && !names.contains(&"computer_observe") && names.contains(&"shell") && s.system().contains("computer takes screenshots"))
-                    .then_some(())
-                    .ok_or(format!("tools {names:?}, beta {beta}"))
+                (native
+                    && beta
+                    && !names.contains(&"computer_act")
+                    && !names.contains(&"computer_observe")
+                    && names.contains(&"shell")
+                    && s.system().contains("computer takes screenshots"))
+                .then_some(())
+                .ok_or(format!("tools {names:?}, beta {beta}"))
             },
             Reply::call("computer", json!({"action": "screenshot"})),
         ),
@@ -529,7 +580,15 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
     assert_eq!(ModelConfig::new("openai", "gpt-4o", None, Some(KEY.into())).unwrap().dialect, Dialect::Plain);
     let host = MemHost::default();
     let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), dialect: Dialect::ClaudeComputer };
+    let setting = botdesk_agent::run::Setting {
+        bot: "tester",
+        instructions: "",
+        folder: "bots/b1",
+        shared: false,
+        today: "2026-12-01",
+        coords: Default::default(),
+        dialect: Dialect::ClaudeComputer,
+    };
     rc.system = system_prompt(&setting);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "tidy the desktop", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
@@ -557,7 +616,9 @@ async fn claude_zooms_where_its_model_can() {
         Step::check(
             |s| {
                 let tools = s.body["tools"].as_array().cloned().unwrap_or_default();
-                let native = tools.iter().any(|t| t["type"] == "computer_20251124" && t["name"] == "computer" && t["enable_zoom"] == true && t["display_width_px"] == 1280);
+                let native = tools
+                    .iter()
+                    .any(|t| t["type"] == "computer_20251124" && t["name"] == "computer" && t["enable_zoom"] == true && t["display_width_px"] == 1280);
                 let beta = s.headers.get("anthropic-beta").map(String::as_str) == Some("computer-use-2025-11-24");
                 (native && beta && s.system().contains("zooms into a region")).then_some(()).ok_or(format!("tools {tools:?}, beta {beta}"))
             },
@@ -572,7 +633,15 @@ async fn claude_zooms_where_its_model_can() {
     assert_eq!(ModelConfig::new("anthropic", "claude-sonnet-4-5", None, None).unwrap().dialect, Dialect::ClaudeComputer, "no zoom before these models");
     let host = MemHost::default();
     let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords: Default::default(), dialect: Dialect::ClaudeComputerZoom };
+    let setting = botdesk_agent::run::Setting {
+        bot: "tester",
+        instructions: "",
+        folder: "bots/b1",
+        shared: false,
+        today: "2026-12-01",
+        coords: Default::default(),
+        dialect: Dialect::ClaudeComputerZoom,
+    };
     rc.system = system_prompt(&setting);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "read the small print", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
@@ -608,8 +677,13 @@ async fn gpt_reasoning_models_speak_responses_and_keep_their_reasoning() {
         Step::check(
             move |s: &Seen| {
                 let items = input(s);
-                let at = items.iter().position(|i| i["type"] == "reasoning" && i["id"] == "rs_1" && i["encrypted_content"] == "enc-1").ok_or("the first reasoning is not sent back")?;
-                (items[at + 1]["type"] == "function_call" && items[at + 1]["call_id"] == "call_1_0").then_some(()).ok_or("the reasoning is not followed by its call")?;
+                let at = items
+                    .iter()
+                    .position(|i| i["type"] == "reasoning" && i["id"] == "rs_1" && i["encrypted_content"] == "enc-1")
+                    .ok_or("the first reasoning is not sent back")?;
+                (items[at + 1]["type"] == "function_call" && items[at + 1]["call_id"] == "call_1_0")
+                    .then_some(())
+                    .ok_or("the reasoning is not followed by its call")?;
                 let r = s.result("call_1_0").ok_or("no answer to the call")?;
                 r.text.contains("echo hi").then_some(()).ok_or(format!("answer {r:?}"))
             },
@@ -630,7 +704,11 @@ async fn gpt_reasoning_models_speak_responses_and_keep_their_reasoning() {
     let model = ModelConfig::new("openai", "gpt-5", Some(&server.base_url(Wire::Responses)), Some(KEY.into())).unwrap();
     assert_eq!(model.wire, Wire::Responses);
     assert_eq!(ModelConfig::new("openai", "gpt-4o", None, None).unwrap().wire, Wire::OpenAi, "not a reasoning model");
-    assert_eq!(ModelConfig::new("openai-compatible", "o3", Some("http://localhost:1/v1"), None).unwrap().wire, Wire::OpenAi, "compatible servers keep Chat Completions");
+    assert_eq!(
+        ModelConfig::new("openai-compatible", "o3", Some("http://localhost:1/v1"), None).unwrap().wire,
+        Wire::OpenAi,
+        "compatible servers keep Chat Completions"
+    );
     let host = MemHost::default();
     let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "say hi", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());

@@ -32,7 +32,11 @@ impl Host for Shots {
                 x as u8
             })
             .collect();
-        ToolOutput { text: "Did 1 action. The screen changed and was still 310 ms after the last action. Screen 1280x800, cursor at (640, 400).".into(), image: Some(Image::png(bytes.into())), is_error: false }
+        ToolOutput {
+            text: "Did 1 action. The screen changed and was still 310 ms after the last action. Screen 1280x800, cursor at (640, 400).".into(),
+            image: Some(Image::png(bytes.into())),
+            is_error: false,
+        }
     }
     fn text_delta(&self, _t: &str) {}
     async fn assistant(&self, _text: &str, _calls: &[ToolCall]) {}
@@ -58,14 +62,23 @@ pub struct Tokens {
 }
 
 async fn one(prompt_cache: bool) -> Tokens {
-    let mut steps: Vec<Step> = (0..STEPS - 1).map(|i| Step::reply(Reply::call("computer_act", serde_json::json!({"actions": [{"type": "click", "x": 100 + i, "y": 200}]})))).collect();
+    let mut steps: Vec<Step> =
+        (0..STEPS - 1).map(|i| Step::reply(Reply::call("computer_act", serde_json::json!({"actions": [{"type": "click", "x": 100 + i, "y": 200}]})))).collect();
     steps.push(Step::reply(Reply::text("Done.")));
     let server = ScriptedServer::start(steps).await;
     let mut cfg = ModelConfig::new("anthropic", "scripted", Some(&server.base_url(botdesk_agent::Wire::Anthropic)), Some("sk-bench".into())).unwrap();
     cfg.prompt_cache = prompt_cache;
     let client = ModelClient::new(cfg).unwrap();
     let host = Shots { usage: Default::default(), n: Default::default() };
-    let setting = botdesk_agent::run::Setting { bot: "bench", instructions: "", folder: "bots/bench", shared: true, today: "2026-12-01", coords: Default::default(), dialect: botdesk_agent::Dialect::Plain };
+    let setting = botdesk_agent::run::Setting {
+        bot: "bench",
+        instructions: "",
+        folder: "bots/bench",
+        shared: true,
+        today: "2026-12-01",
+        coords: Default::default(),
+        dialect: botdesk_agent::Dialect::Plain,
+    };
     let rc = RunConfig { system: botdesk_agent::system_prompt(&setting), max_steps: STEPS as u32, budget: Default::default(), prices: None };
     let end = botdesk_agent::run(&client, &host, &rc, vec![], "Work through the form on the screen.", &CancellationToken::new()).await;
     assert_eq!(end, RunEnd::Completed("Done.".into()));

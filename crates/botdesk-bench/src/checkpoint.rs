@@ -36,7 +36,8 @@ fn generator() -> String {
 
 async fn sh(engine: &Engine, bot: &str, argv: &[&str]) {
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let exit = engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), None, Some(Duration::from_secs(600)), Some(tx), CancellationToken::new()).await.unwrap();
+    let exit =
+        engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), None, Some(Duration::from_secs(600)), Some(tx), CancellationToken::new()).await.unwrap();
     assert_eq!(exit.code, 0, "{argv:?}");
 }
 

@@ -47,14 +47,24 @@ pub async fn run(dir: &Path) -> Vec<Row> {
     let shot = shot.to_str().unwrap();
     let display = format!("DISPLAY=:{display}");
     let cases: [(&str, Vec<&str>, &str, Vec<&str>); 3] = [
-        ("`botdesk exec BOT -- true`, whole process (target ≤ 1.0×)", vec!["exec", "clibench", "--", "true"], "`docker exec CONTAINER true`", vec!["exec", "-u", BOT, &container, "true"]),
+        (
+            "`botdesk exec BOT -- true`, whole process (target ≤ 1.0×)",
+            vec!["exec", "clibench", "--", "true"],
+            "`docker exec CONTAINER true`",
+            vec!["exec", "-u", BOT, &container, "true"],
+        ),
         (
             "`botdesk screenshot BOT out.png`, whole process (target ≤ 0.5×)",
             vec!["screenshot", "clibench", shot],
             "`docker exec CONTAINER import -window root png:-`",
             vec!["exec", "-u", BOT, "-e", &display, &container, "import", "-window", "root", "png:-"],
         ),
-        ("`botdesk files cat BOT small.txt`, whole process (target ≤ 1.0×)", vec!["files", "cat", "clibench", "small.txt"], "`docker exec CONTAINER cat FILE`", vec!["exec", "-u", BOT, &container, "cat", "/home/botdesk/small.txt"]),
+        (
+            "`botdesk files cat BOT small.txt`, whole process (target ≤ 1.0×)",
+            vec!["files", "cat", "clibench", "small.txt"],
+            "`docker exec CONTAINER cat FILE`",
+            vec!["exec", "-u", BOT, &container, "cat", "/home/botdesk/small.txt"],
+        ),
     ];
     let mut rows = vec![];
     for (what, ours_args, anchor_name, anchor_args) in cases {

@@ -67,9 +67,27 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         engine.browser_snapshot(bot).await.unwrap();
         ours.push(t.elapsed());
         engine.release_desktop(bot).await.unwrap();
-        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--user-data-dir=/tmp/bench-anchor", "--dump-dom", "about:blank"]));
+        anchor.push(time_cmd(&[
+            "exec",
+            "-u",
+            BOT,
+            &container,
+            "chromium",
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--user-data-dir=/tmp/bench-anchor",
+            "--dump-dom",
+            "about:blank",
+        ]));
     }
-    rows.push(Row { what: "browser ready (cold Chromium, DevTools answering)", ours: median(ours), anchor_name: "`docker exec … chromium --headless --dump-dom about:blank`", anchor: median(anchor), n: N });
+    rows.push(Row {
+        what: "browser ready (cold Chromium, DevTools answering)",
+        ours: median(ours),
+        anchor_name: "`docker exec … chromium --headless --dump-dom about:blank`",
+        anchor: median(anchor),
+        n: N,
+    });
 
     // Observe latency on a busy screen (a page in Chromium).
     engine.browser_navigate(&names[0], "http://127.0.0.1:8124/").await.unwrap();
@@ -81,7 +99,13 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         ours.push(t.elapsed());
         anchor.push(time_cmd(&["exec", "-u", BOT, &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
     }
-    rows.push(Row { what: "observe (PNG, frame id, cursor, window title)", ours: median(ours), anchor_name: "`docker exec … import -window root png:-`", anchor: median(anchor), n: 20 });
+    rows.push(Row {
+        what: "observe (PNG, frame id, cursor, window title)",
+        ours: median(ours),
+        anchor_name: "`docker exec … import -window root png:-`",
+        anchor: median(anchor),
+        n: 20,
+    });
 
     // Per-action overhead of a 24-action batch vs one docker exec of xdotool per action.
     let batch: Vec<_> = (0..24).map(|i| serde_json::json!({"type": "move", "x": 100 + i * 10, "y": 100 + i})).collect();
@@ -101,7 +125,13 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         }
         anchor.push(t.elapsed() / 24);
     }
-    rows.push(Row { what: "per action, in a 24-action batch", ours: median(ours), anchor_name: "one `docker exec … xdotool` per action", anchor: median(anchor), n: N });
+    rows.push(Row {
+        what: "per action, in a 24-action batch",
+        ours: median(ours),
+        anchor_name: "one `docker exec … xdotool` per action",
+        anchor: median(anchor),
+        n: N,
+    });
 
     // Revocation: from Release to the drop of an open view connection, while the other desktop
     // shows a page and a busy loop keeps the computer's CPUs working.
@@ -129,8 +159,20 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         anchor.push(time_cmd(&["exec", "-u", BOT, &container, "true"]));
     }
     let worst = *ours.iter().max().unwrap();
-    rows.push(Row { what: "token revocation → open connection dropped, median (target ≤ 1 s)", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor.clone()), n: N });
-    rows.push(Row { what: "token revocation → open connection dropped, worst of 5", ours: worst, anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: N });
+    rows.push(Row {
+        what: "token revocation → open connection dropped, median (target ≤ 1 s)",
+        ours: median(ours),
+        anchor_name: "`docker exec CONTAINER true`",
+        anchor: median(anchor.clone()),
+        n: N,
+    });
+    rows.push(Row {
+        what: "token revocation → open connection dropped, worst of 5",
+        ours: worst,
+        anchor_name: "`docker exec CONTAINER true`",
+        anchor: median(anchor),
+        n: N,
+    });
     engine.exec(&names[0], vec!["sh".into(), "-c".into(), "pkill -x yes; true".into()], None, None, None, Default::default()).await.unwrap();
 
     // Density: desktops with Chromium open on a page within the default 2 GiB.

@@ -58,9 +58,8 @@ async fn lease_bench(dir: &std::path::Path) -> (f64, f64, f64, f64, u64, u64) {
     let anchor = leases::anchor_updates(&dir.join("anchor.db"), SECS).await;
     // Two processes × 32 tasks on one database.
     let me = std::env::current_exe().unwrap();
-    let spawn = |tag: &str| {
-        std::process::Command::new(&me).args(["--lease-worker", db.to_str().unwrap(), tag]).stdout(std::process::Stdio::piped()).spawn().unwrap()
-    };
+    let spawn =
+        |tag: &str| std::process::Command::new(&me).args(["--lease-worker", db.to_str().unwrap(), tag]).stdout(std::process::Stdio::piped()).spawn().unwrap();
     let (a, b) = (spawn("p1"), spawn("p2"));
     let (mut ops, mut cycles, mut violations, mut secs) = (0.0, 0.0, 0, 0f64);
     for child in [a, b] {
@@ -90,7 +89,13 @@ async fn cold_start(provider: &DockerProvider, image: &str, spec: &dyn Fn(usize)
         provider.destroy(&ComputerRef::from(&s), &ctx).await.unwrap();
         anchor.push(time_cmd(&["run", "--rm", "--user", "1000:1000", image, "true"]));
     }
-    Row { what: "computer cold start (create + start until ready)", ours: median(ours), anchor_name: "`docker run --rm IMAGE true`", anchor: median(anchor), n: STARTS }
+    Row {
+        what: "computer cold start (create + start until ready)",
+        ours: median(ours),
+        anchor_name: "`docker run --rm IMAGE true`",
+        anchor: median(anchor),
+        n: STARTS,
+    }
 }
 
 #[tokio::main]
@@ -108,10 +113,19 @@ async fn main() {
         match args.get(2).map(String::as_str) {
             Some("viewer") => {
                 let f = viewer::run(dir.path(), &viewer::app_binary()).await;
-                println!("throughput: {:.1} fps drawn (source {:.1}) vs noVNC {:.1} (source {:.1})", f.fps_ours, f.source_fps_ours, f.fps_anchor, f.source_fps_anchor);
+                println!(
+                    "throughput: {:.1} fps drawn (source {:.1}) vs noVNC {:.1} (source {:.1})",
+                    f.fps_ours, f.source_fps_ours, f.fps_anchor, f.source_fps_anchor
+                );
                 println!("input → pixel: {:.1} ms vs noVNC {:.1} ms", f.latency_ours, f.latency_anchor);
-                println!("idle, four screens: {:.2} % CPU, {:.0} MiB vs noVNC {:.2} %, {:.0} MiB", f.idle_cpu_ours, f.idle_mem_ours, f.idle_cpu_anchor, f.idle_mem_anchor);
-                println!("idle, four screens and one in its own window: {:.2} % CPU, {:.0} MiB vs without the window {:.2} %, {:.0} MiB", f.window_cpu, f.window_mem, f.tabs_cpu, f.tabs_mem);
+                println!(
+                    "idle, four screens: {:.2} % CPU, {:.0} MiB vs noVNC {:.2} %, {:.0} MiB",
+                    f.idle_cpu_ours, f.idle_mem_ours, f.idle_cpu_anchor, f.idle_mem_anchor
+                );
+                println!(
+                    "idle, four screens and one in its own window: {:.2} % CPU, {:.0} MiB vs without the window {:.2} %, {:.0} MiB",
+                    f.window_cpu, f.window_mem, f.tabs_cpu, f.tabs_mem
+                );
             }
             Some("checkpoint") => {
                 let f = checkpoint::run(dir.path()).await;
@@ -128,7 +142,13 @@ async fn main() {
                 let image = image_tag();
                 let provider = DockerProvider::new(DockerConfig::new(&image, format!("bench{}", uuid::Uuid::new_v4().simple())));
                 let label = provider.config().data_dir_label.clone();
-                let spec = |i: usize| ComputerSpec { id: ComputerId::new(format!("bench-{i}")), name: format!("bench-{i}"), scope: ComputerScope::Team, home_volume: format!("{label}-home-{i}"), resources: Resources::default() };
+                let spec = |i: usize| ComputerSpec {
+                    id: ComputerId::new(format!("bench-{i}")),
+                    name: format!("bench-{i}"),
+                    scope: ComputerScope::Team,
+                    home_volume: format!("{label}-home-{i}"),
+                    resources: Resources::default(),
+                };
                 let r = cold_start(&provider, &image, &spec).await;
                 say(&r);
             }
@@ -188,10 +208,28 @@ async fn main() {
 
     let ck = checkpoint::run(dir.path()).await;
     let mib_s = |d: Duration| (ck.bytes as f64 / 1_048_576.0) / d.as_secs_f64();
-    rows.push(Row { what: "workspace checkpoint out of the computer, 1 GiB incl. 10,000 small files", ours: ck.full, anchor_name: "`cp -a` of the checkpoint on the host", anchor: ck.cp_full, n: 1 });
+    rows.push(Row {
+        what: "workspace checkpoint out of the computer, 1 GiB incl. 10,000 small files",
+        ours: ck.full,
+        anchor_name: "`cp -a` of the checkpoint on the host",
+        anchor: ck.cp_full,
+        n: 1,
+    });
     rows.push(Row { what: "the same checkpoint", ours: ck.full, anchor_name: "`tar` over `docker exec` of the same home", anchor: ck.tar_full, n: 1 });
-    rows.push(Row { what: "checkpoint after one changed file (same workspace; target ≤ 300 ms)", ours: ck.one_changed, anchor_name: "`tar` over `docker exec` of the same home", anchor: ck.tar_full, n: 5 });
-    rows.push(Row { what: "workspace restore into the computer, 1 GiB incl. 10,000 small files (target ≤ 1.2× anchor)", ours: ck.restore, anchor_name: "`tar` over `docker exec` into the same computer", anchor: ck.tar_restore, n: 3 });
+    rows.push(Row {
+        what: "checkpoint after one changed file (same workspace; target ≤ 300 ms)",
+        ours: ck.one_changed,
+        anchor_name: "`tar` over `docker exec` of the same home",
+        anchor: ck.tar_full,
+        n: 5,
+    });
+    rows.push(Row {
+        what: "workspace restore into the computer, 1 GiB incl. 10,000 small files (target ≤ 1.2× anchor)",
+        ours: ck.restore,
+        anchor_name: "`tar` over `docker exec` into the same computer",
+        anchor: ck.tar_restore,
+        n: 3,
+    });
 
     let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
     let (agent_ours, agent_anchor) = agent::run().await;

@@ -198,7 +198,7 @@ fn cpu_and_memory(root: u32, secs: f64) -> (f64, f64) {
                     }
                 }
             }
-            maps.sort_by(|a, b| b.0.cmp(&a.0));
+            maps.sort_by_key(|m| std::cmp::Reverse(m.0));
             for (kib, n) in maps.iter().take(10) {
                 eprintln!("      {kib:>7} kB {n}");
             }
@@ -229,7 +229,8 @@ fn receive(listener: &std::net::TcpListener) -> serde_json::Value {
         buf.extend_from_slice(&chunk[..n]);
         let text = String::from_utf8_lossy(&buf).to_string();
         if let Some(at) = text.find("\r\n\r\n") {
-            let len: usize = text.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))).unwrap_or(0);
+            let len: usize =
+                text.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))).unwrap_or(0);
             if buf.len() >= at + 4 + len {
                 let _ = s.write_all(b"HTTP/1.1 200 OK\r\nAccess-Control-Allow-Origin: *\r\nContent-Length: 0\r\n\r\n");
                 return serde_json::from_slice(&buf[at + 4..at + 4 + len]).unwrap();
@@ -368,7 +369,12 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
         let fwd = forward(v.port, v.view_token).await;
         let wsp = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         children.0.push(
-            Command::new("websockify").args(["--web", web.to_str().unwrap(), &wsp.to_string(), &format!("127.0.0.1:{fwd}")]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("websockify (apt install websockify novnc)"),
+            Command::new("websockify")
+                .args(["--web", web.to_str().unwrap(), &wsp.to_string(), &format!("127.0.0.1:{fwd}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("websockify (apt install websockify novnc)"),
         );
         ws_ports.push(wsp);
     }
@@ -408,8 +414,23 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     let ctl = engine.take_control_screen(&bots[0]).await.unwrap();
     let fwd = forward(ctl.port, ctl.control_token.clone()).await;
     let wsp = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    children.0.push(Command::new("websockify").args(["--web", web.to_str().unwrap(), &wsp.to_string(), &format!("127.0.0.1:{fwd}")]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
-    sh(&engine, &bots[0], &format!("(DISPLAY=:{} setsid xterm -T echo -geometry 80x24+0+0 -e cat >/dev/null 2>&1 &); sleep 1.5; DISPLAY=:{} xdotool mousemove 200 150 click 1", displays[0], displays[0])).await;
+    children.0.push(
+        Command::new("websockify")
+            .args(["--web", web.to_str().unwrap(), &wsp.to_string(), &format!("127.0.0.1:{fwd}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    sh(
+        &engine,
+        &bots[0],
+        &format!(
+            "(DISPLAY=:{} setsid xterm -T echo -geometry 80x24+0+0 -e cat >/dev/null 2>&1 &); sleep 1.5; DISPLAY=:{} xdotool mousemove 200 150 click 1",
+            displays[0], displays[0]
+        ),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut c = chromium(&[wsp], "latency");
     let lat = receive(&listener);
@@ -422,7 +443,22 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     for c in engine.list_computers().await.unwrap() {
         engine.destroy_computer(&c.id).await.unwrap();
     }
-    Figures { fps_ours, fps_anchor, source_fps_ours, source_fps_anchor, latency_ours, latency_anchor, idle_cpu_ours, idle_mem_ours, idle_cpu_anchor, idle_mem_anchor, window_cpu, window_mem, tabs_cpu, tabs_mem }
+    Figures {
+        fps_ours,
+        fps_anchor,
+        source_fps_ours,
+        source_fps_anchor,
+        latency_ours,
+        latency_anchor,
+        idle_cpu_ours,
+        idle_mem_ours,
+        idle_cpu_anchor,
+        idle_mem_anchor,
+        window_cpu,
+        window_mem,
+        tabs_cpu,
+        tabs_mem,
+    }
 }
 
 async fn futures_ids(engine: &Engine, names: &[String]) -> Vec<String> {

@@ -251,7 +251,9 @@ enum ModelCmd {
         default: bool,
     },
     /// Remove a model no bot uses (and its key from the keyring).
-    Rm { id: String },
+    Rm {
+        id: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -299,13 +301,19 @@ enum BotCmd {
 enum ComputerCmd {
     Ls,
     /// Stop a computer; its disk is kept.
-    Stop { id: String },
+    Stop {
+        id: String,
+    },
     /// Remove a computer's machine; its stored workspace is kept.
-    Destroy { id: String },
+    Destroy {
+        id: String,
+    },
     /// Adopt or remove containers left by a crash (also runs at every app start).
     Reconcile,
     /// Save a running computer's workspace now (a new checkpoint version on this machine).
-    Checkpoint { id: String },
+    Checkpoint {
+        id: String,
+    },
     /// The owner's Release computer: free a reservation whose worker is gone.
     Release {
         id: String,
@@ -363,7 +371,8 @@ fn main() -> ExitCode {
 fn read_key(id: &str) -> Result<Option<String>, EngineError> {
     use std::io::{IsTerminal, Read};
     let key = if std::io::stdin().is_terminal() {
-        rpassword::prompt_password(format!("API key for {id} (hidden; empty for none): ")).map_err(|e| EngineError::invalid(format!("cannot read the key: {e}")))?
+        rpassword::prompt_password(format!("API key for {id} (hidden; empty for none): "))
+            .map_err(|e| EngineError::invalid(format!("cannot read the key: {e}")))?
     } else {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).map_err(|e| EngineError::invalid(format!("cannot read the key from stdin: {e}")))?;
@@ -405,7 +414,18 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     .iter()
                     .map(|c| {
                         let fix = c.fix.as_ref().map(|f| format!("\n      fix: {f}")).unwrap_or_default();
-                        format!("{} {:<18} {}{fix}", if !c.ok { "FAIL" } else if c.warn { "warn" } else { "ok  " }, c.name, c.detail)
+                        format!(
+                            "{} {:<18} {}{fix}",
+                            if !c.ok {
+                                "FAIL"
+                            } else if c.warn {
+                                "warn"
+                            } else {
+                                "ok  "
+                            },
+                            c.name,
+                            c.detail
+                        )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -421,21 +441,30 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             if !force && !refresh && engine.image_present().await? {
                 print(json, json!({"image": tag, "built": false, "present": true}), || format!("{tag} is already present"));
             } else {
-                let image = build_image(&engine, json, refresh).await?;
+                let image = build_image(engine, json, refresh).await?;
                 print(json, json!({"image": image, "built": true, "present": true}), || format!("built {image}"));
             }
         }
         Cmd::Bot { cmd: BotCmd::Create { name, computer, model, instructions } } => {
             let scope = ComputerScope::parse(&computer).expect("clap checked it");
             let bot = engine.create_bot(&name, scope, model.as_deref(), &instructions).await?;
-            print(json, serde_json::to_value(&bot).unwrap(), || format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name));
+            print(json, serde_json::to_value(&bot).unwrap(), || {
+                format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name)
+            });
         }
         Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url, coordinates } } => {
             let key = read_key(&id)?;
             let coordinates = coordinates.as_deref().and_then(botdesk_engine::action::CoordSpace::parse);
             let m = engine.add_model(botdesk_engine::NewModel { id, kind, model, base_url, coordinates }, key).await?;
             print(json, json!({ "model": m }), || {
-                format!("added model {} ({} {}, coordinates in {}){}", m.id, m.kind, m.model, m.coordinates.as_str(), if m.has_key { ", key in the OS keyring" } else { ", no key" })
+                format!(
+                    "added model {} ({} {}, coordinates in {}){}",
+                    m.id,
+                    m.kind,
+                    m.model,
+                    m.coordinates.as_str(),
+                    if m.has_key { ", key in the OS keyring" } else { ", no key" }
+                )
             });
         }
         Cmd::Model { cmd: ModelCmd::Prices { id, prices } } => {
@@ -443,14 +472,18 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 [] => {}
                 ["none"] => engine.set_model_prices(&id, None).await?,
                 [i, o, r, w] => {
-                    let n = |v: &str| v.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("a price is dollars per million tokens, not {v:?}")));
+                    let n = |v: &str| {
+                        v.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("a price is dollars per million tokens, not {v:?}")))
+                    };
                     engine.set_model_prices(&id, Some(botdesk_engine::Prices { input: n(i)?, output: n(o)?, cache_read: n(r)?, cache_write: n(w)? })).await?
                 }
                 _ => return Err(EngineError::invalid("give four prices (input, output, cache read, cache write, in dollars per million tokens) or none")),
             }
             let p = engine.model_prices(&id).await?;
             print(json, json!({"model": id, "prices": p}), || match p {
-                Some(p) => format!("{id}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens", p.input, p.output, p.cache_read, p.cache_write),
+                Some(p) => {
+                    format!("{id}: ${} input, ${} output, ${} cache read, ${} cache write per million tokens", p.input, p.output, p.cache_read, p.cache_write)
+                }
                 None => format!("{id}: no prices (runs show tokens only; set them with `botdesk model prices {id} INPUT OUTPUT CACHE_READ CACHE_WRITE`)"),
             });
         }
@@ -463,7 +496,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 engine.set_model_limits(&id, Some(l)).await?;
             }
             let l = engine.model_limits(&id).await?;
-            print(json, json!({"model": id, "limits": l}), || format!("{id}: a {}-token context window, up to {} output tokens per call", l.context_window, l.max_output));
+            print(json, json!({"model": id, "limits": l}), || {
+                format!("{id}: a {}-token context window, up to {} output tokens per call", l.context_window, l.max_output)
+            });
         }
         Cmd::Model { cmd: ModelCmd::Coordinates { id, space, default } } => {
             let m = match (space.as_deref().and_then(botdesk_engine::action::CoordSpace::parse), default) {
@@ -481,7 +516,17 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 }
                 models
                     .iter()
-                    .map(|m| format!("{:<20} {:<18} {:<28} {:<32} {:<7} {}", m.id, m.kind, m.model, m.base_url.as_deref().unwrap_or("-"), m.coordinates.as_str(), if m.has_key { "key" } else { "no key" }))
+                    .map(|m| {
+                        format!(
+                            "{:<20} {:<18} {:<28} {:<32} {:<7} {}",
+                            m.id,
+                            m.kind,
+                            m.model,
+                            m.base_url.as_deref().unwrap_or("-"),
+                            m.coordinates.as_str(),
+                            if m.has_key { "key" } else { "no key" }
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             });
@@ -505,12 +550,18 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 let tokens = match tokens.as_deref() {
                     None => Some(current.tokens).filter(|t| *t != botdesk_engine::Budget::DEFAULT_TOKENS),
                     Some("default") => None,
-                    Some(t) => Some(t.replace([',', '_'], "").parse::<u64>().map_err(|_| EngineError::invalid(format!("--tokens takes a number of tokens or \"default\", not {t:?}")))?),
+                    Some(t) => Some(
+                        t.replace([',', '_'], "")
+                            .parse::<u64>()
+                            .map_err(|_| EngineError::invalid(format!("--tokens takes a number of tokens or \"default\", not {t:?}")))?,
+                    ),
                 };
                 let usd = match usd.as_deref() {
                     None => current.usd,
                     Some("none") => None,
-                    Some(u) => Some(u.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("--usd takes dollars or \"none\", not {u:?}")))?),
+                    Some(u) => Some(
+                        u.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("--usd takes dollars or \"none\", not {u:?}")))?,
+                    ),
                 };
                 engine.set_bot_budget(&name, tokens, usd).await?;
             }
@@ -532,7 +583,11 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 if computers.is_empty() {
                     return "no computers yet: one is made with the first bot".into();
                 }
-                computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", "))).collect::<Vec<_>>().join("\n")
+                computers
+                    .iter()
+                    .map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             });
         }
         Cmd::Computer { cmd: ComputerCmd::Stop { id } } => {
@@ -541,7 +596,14 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Computer { cmd: ComputerCmd::Destroy { id } } => {
             let c = engine.destroy_computer(&id).await?;
-            print(json, serde_json::to_value(&c).unwrap(), || format!("destroyed computer {} ({}); its workspace is checkpointed in {} and comes back on the next use", c.name, c.id, c.home.join("current").display()));
+            print(json, serde_json::to_value(&c).unwrap(), || {
+                format!(
+                    "destroyed computer {} ({}); its workspace is checkpointed in {} and comes back on the next use",
+                    c.name,
+                    c.id,
+                    c.home.join("current").display()
+                )
+            });
         }
         Cmd::Computer { cmd: ComputerCmd::Checkpoint { id } } => {
             let r = engine.checkpoint(&id).await?;
@@ -561,7 +623,15 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Bot { cmd: BotCmd::Switch { name, to } } => {
             let r = engine.switch_bot(&name, ComputerScope::parse(&to).expect("clap checked it")).await?;
             print(json, serde_json::to_value(&r).unwrap(), || {
-                let mut out = format!("moved {} from computer {} to {} ({} file(s) copied{}); {} keeps its home", r.bot, r.from, r.to, r.copied, if r.profile { ", browser profile included" } else { "" }, r.from);
+                let mut out = format!(
+                    "moved {} from computer {} to {} ({} file(s) copied{}); {} keeps its home",
+                    r.bot,
+                    r.from,
+                    r.to,
+                    r.copied,
+                    if r.profile { ", browser profile included" } else { "" },
+                    r.from
+                );
                 for k in &r.kept_newer {
                     out.push_str(&format!("\nkept the newer {k} already on {}; the bot's older copy stays on {}", r.to, r.from));
                 }
@@ -583,7 +653,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 engine.pause_run(&bot, botdesk_engine::PAUSE_WAIT).await?;
             }
             let lease = engine.take_control(&bot).await?;
-            print(json, serde_json::to_value(&lease).unwrap(), || format!("you have control of {bot}'s screen until {} (lease {})", lease.expires_at, lease.lease_id));
+            print(json, serde_json::to_value(&lease).unwrap(), || {
+                format!("you have control of {bot}'s screen until {} (lease {})", lease.expires_at, lease.lease_id)
+            });
         }
         Cmd::Control { cmd: ControlCmd::Release { bot, skipped, note } } => {
             let Some(lease) = engine.control_of(&bot).await? else {
@@ -593,7 +665,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let resumed = engine.release_control(&bot, &lease.lease_id, result, note.as_deref()).await?;
             print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {bot}'s screen"));
         }
-        Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(&engine, &bot, ms).await,
+        Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(engine, &bot, ms).await,
         Cmd::Desktop { cmd: DesktopCmd::Open { bot } } => {
             let d = engine.open_desktop(&bot).await?;
             print(json, serde_json::to_value(&d).unwrap(), || format!("{}'s desktop is display :{} (slot {})", d.bot, d.display, d.slot));
@@ -601,7 +673,11 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Desktop { cmd: DesktopCmd::Release { bot } } => {
             let released = engine.release_desktop(&bot).await?;
             print(json, json!({"bot": bot, "released": released}), || {
-                if released { format!("released {bot}'s desktop") } else { format!("{bot} had no desktop open") }
+                if released {
+                    format!("released {bot}'s desktop")
+                } else {
+                    format!("{bot} had no desktop open")
+                }
             });
         }
         Cmd::Browser { cmd } => {
@@ -609,36 +685,39 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 BrowserCmd::Navigate { bot, url } => engine.browser_navigate(&bot, &url).await?,
                 BrowserCmd::Snapshot { bot } => engine.browser_snapshot(&bot).await?,
                 BrowserCmd::Act { bot, actions } => {
-                    let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
+                    let value: serde_json::Value =
+                        serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
                     engine.browser_act(&bot, &value).await?
                 }
             };
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
-        Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(&engine, json, &bot, port, control).await,
+        Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(engine, json, &bot, port, control).await,
         Cmd::Screenshot { bot, out, quality } => {
             let jpeg = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
             let format = if jpeg { botdesk_core::ImageFormat::Jpeg { quality } } else { botdesk_core::ImageFormat::Png };
             let obs = engine.screenshot(&bot, format).await?;
             let png = obs.image.clone().unwrap_or_default();
             std::fs::write(&out, &png).map_err(|e| EngineError::invalid(format!("cannot write {}: {e}", out.display())))?;
-            print(json, json!({"path": out, "frame_id": obs.frame_id, "width": obs.width, "height": obs.height, "cursor": obs.cursor, "active_window": obs.active_window, "bytes": png.len()}), || {
-                format!("saved {}x{} screenshot to {}", obs.width, obs.height, out.display())
-            });
+            print(
+                json,
+                json!({"path": out, "frame_id": obs.frame_id, "width": obs.width, "height": obs.height, "cursor": obs.cursor, "active_window": obs.active_window, "bytes": png.len()}),
+                || format!("saved {}x{} screenshot to {}", obs.width, obs.height, out.display()),
+            );
         }
         Cmd::Act { bot, actions, settle_ms } => {
             let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
             let (n, settled) = engine.act(&bot, &value, settle_ms).await?;
             print(json, json!({"bot": bot, "actions": n, "screen": settled}), || format!("performed {n} action(s). {}", settled.describe()));
         }
-        Cmd::Exec { bot, cwd, timeout, argv } => return exec(&engine, json, &bot, cwd, timeout, argv).await,
-        Cmd::Files { cmd } => files(&engine, json, cmd).await?,
-        Cmd::Run { bot, task } => return run_task(&engine, json, &bot, &task).await,
+        Cmd::Exec { bot, cwd, timeout, argv } => return exec(engine, json, &bot, cwd, timeout, argv).await,
+        Cmd::Files { cmd } => files(engine, json, cmd).await?,
+        Cmd::Run { bot, task } => return run_task(engine, json, &bot, &task).await,
         Cmd::Chat { bot, last } => {
             let items = engine.chat(&bot, last).await?;
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
         }
-        Cmd::Activity { bot, follow } => return activity(&engine, json, &bot, follow).await,
+        Cmd::Activity { bot, follow } => return activity(engine, json, &bot, follow).await,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -680,7 +759,11 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.map_err(io)?;
     let local = listener.local_addr().map_err(io)?;
     print(json, json!({"bot": bot, "listen": local.to_string(), "control": control}), || {
-        format!("{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}`. Ctrl-C stops.", if control { "control" } else { "view only" }, local.port())
+        format!(
+            "{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}`. Ctrl-C stops.",
+            if control { "control" } else { "view only" },
+            local.port()
+        )
     });
     loop {
         tokio::select! {
@@ -710,7 +793,9 @@ async fn build_image(engine: &Engine, json: bool, refresh: bool) -> Result<Strin
     if json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     } else {
-        bar.set_style(indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {wide_msg}").unwrap().progress_chars("=> "));
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} {wide_msg}").unwrap().progress_chars("=> "),
+        );
         bar.enable_steady_tick(Duration::from_millis(120));
     }
     let b = bar.clone();
@@ -923,7 +1008,8 @@ fn activity_line(a: &botdesk_engine::ActivityRow) -> String {
 
 /// Prints a bot's activity; with --follow keeps printing new and changed entries.
 async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Result<ExitCode, EngineError> {
-    let show = |a: &botdesk_engine::ActivityRow| if json { println!("{}", serde_json::to_string(a).unwrap_or_default()) } else { println!("{}", activity_line(a)) };
+    let show =
+        |a: &botdesk_engine::ActivityRow| if json { println!("{}", serde_json::to_string(a).unwrap_or_default()) } else { println!("{}", activity_line(a)) };
     let mut open: std::collections::BTreeMap<i64, String> = Default::default();
     let mut after = 0;
     loop {

@@ -32,7 +32,11 @@ impl Data {
     fn scripted_model(&self, id: &str, server: &botdesk_agent::scripted::ScriptedServer, wire: botdesk_agent::Wire, key: &str) {
         use std::io::Write;
         let kind = if wire == botdesk_agent::Wire::Anthropic { "anthropic" } else { "openai-compatible" };
-        let mut child = self.cmd(&["model", "add", id, "--kind", kind, "--model", "scripted", "--base-url", &server.base_url(wire)]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+        let mut child = self
+            .cmd(&["model", "add", id, "--kind", kind, "--model", "scripted", "--base-url", &server.base_url(wire)])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         child.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
         assert!(child.wait().unwrap().success());
     }
@@ -42,7 +46,8 @@ impl Data {
         all.extend_from_slice(args);
         let out = self.run(&all);
         assert!(out.status.success(), "botdesk {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("botdesk {args:?} printed no JSON object ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("botdesk {args:?} printed no JSON object ({e}): {}", String::from_utf8_lossy(&out.stdout)))
     }
 }
 
@@ -214,13 +219,9 @@ fn docker_down_is_one_clear_line_and_nothing_panics() {
     data.json(&["bot", "create", "offline"]);
     let socket = data.path().join("no-docker.sock");
     let host = format!("unix://{}", socket.display());
-    for args in [
-        vec!["exec", "offline", "--", "true"],
-        vec!["computer", "ls"],
-        vec!["computer", "stop", "team"],
-        vec!["image", "status"],
-        vec!["image", "build"],
-    ] {
+    for args in
+        [vec!["exec", "offline", "--", "true"], vec!["computer", "ls"], vec!["computer", "stop", "team"], vec!["image", "status"], vec!["image", "build"]]
+    {
         let out = data.cmd(&args).env("DOCKER_HOST", &host).output().unwrap();
         let err = stderr(&out);
         assert!(!out.status.success(), "{args:?} should fail without Docker");
@@ -399,7 +400,11 @@ fn run_on_ollama_keeps_to_its_real_window_or_says_how_to_raise_it() {
     assert!(data.run(&["bot", "create", "local", "--model", &id]).status.success());
     let out = data.run(&["run", "local", "look at the screen"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("Ollama runs scripted with a context window of 2048 tokens") && stderr(&out).contains("OLLAMA_CONTEXT_LENGTH=16384"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Ollama runs scripted with a context window of 2048 tokens") && stderr(&out).contains("OLLAMA_CONTEXT_LENGTH=16384"),
+        "{}",
+        stderr(&out)
+    );
     assert!(server.requests().is_empty(), "no model call");
     let chat = data.json(&["chat", "local"]);
     assert!(chat["messages"].as_array().unwrap().iter().any(|m| m["text"].as_str().unwrap().contains("OLLAMA_CONTEXT_LENGTH")), "{chat}");
@@ -408,7 +413,14 @@ fn run_on_ollama_keeps_to_its_real_window_or_says_how_to_raise_it() {
     let out = data.run(&["run", "local", "look again"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let chat = data.json(&["chat", "local"]);
-    assert!(chat["messages"].as_array().unwrap().iter().any(|m| m["text"].as_str().unwrap().contains("with a context window of 8192 tokens, smaller than the 32768 set")), "{chat}");
+    assert!(
+        chat["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["text"].as_str().unwrap().contains("with a context window of 8192 tokens, smaller than the 32768 set")),
+        "{chat}"
+    );
     assert_eq!(server.failures(), Vec::<String>::new());
 }
 
@@ -416,7 +428,8 @@ fn run_on_ollama_keeps_to_its_real_window_or_says_how_to_raise_it() {
 fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"})))]));
+    let server =
+        rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"})))]));
     let data = Data::new();
     let id = format!("cli-kill-{}", std::process::id());
     data.scripted_model(&id, &server, botdesk_agent::Wire::OpenAi, "");
@@ -459,6 +472,8 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
 }
 
 /// Runs the CLI to its end; returns its peak resident memory, as the kernel counted it.
+// The child is reaped by wait4 (for its rusage), not by std.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_of(mut cmd: Command) -> u64 {
     let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
     let mut status = 0;
@@ -481,7 +496,10 @@ fn a_run_printing_3_gb_leaves_the_cli_memory_flat() {
         Step::reply(Reply::call("shell", serde_json::json!({"command": "echo one line"}))),
         Step::reply(Reply::text("done")),
         Step::reply(Reply::call("shell", serde_json::json!({"command": flood, "timeout_s": 1200}))),
-        Step::check(|s| s.results.first().filter(|r| r.text.contains("of 3000000009 bytes of output")).map(|_| ()).ok_or("no byte count".into()), Reply::text("done")),
+        Step::check(
+            |s| s.results.first().filter(|r| r.text.contains("of 3000000009 bytes of output")).map(|_| ()).ok_or("no byte count".into()),
+            Reply::text("done"),
+        ),
     ]));
     let data = Data::new();
     let id = format!("cli-flood-{}", std::process::id());

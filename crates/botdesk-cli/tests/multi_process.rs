@@ -65,11 +65,7 @@ fn two_processes_one_driver_and_reclaim_after_sigkill() {
     assert!(!out.status.success(), "the dead winner's lease is still live until it expires");
 
     // After expiry (the loser's clock is 301 s later) it reclaims with fence + 1.
-    let out = botdesk(dir.path())
-        .args(["lease", "hold", "contested", "--ms", "10"])
-        .env("BOTDESK_CLOCK_OFFSET_MS", "301000")
-        .output()
-        .unwrap();
+    let out = botdesk(dir.path()).args(["lease", "hold", "contested", "--ms", "10"]).env("BOTDESK_CLOCK_OFFSET_MS", "301000").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reclaimed: Value = serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(reclaimed["fence"], 2);

@@ -113,7 +113,9 @@ impl Region {
     /// `w`×`h` screen; refused when it is empty, upside down or outside the screen.
     pub fn place([x0, y0, x1, y1]: [u32; 4], space: CoordSpace, (w, h): (u32, u32)) -> Result<Region, ActionError> {
         let px = |name: &str, v: u32, size: u32| -> Result<u32, ActionError> {
-            let p = space.to_pixel(v, size).ok_or_else(|| ActionError::Outside(format!("the region's {name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)")))?;
+            let p = space.to_pixel(v, size).ok_or_else(|| {
+                ActionError::Outside(format!("the region's {name} {v} is not from 0 to 1000 (this model gives coordinates from 0 to 1000 on each axis)"))
+            })?;
             // A region's right and bottom edges may be the screen's own.
             if p > size {
                 return Err(ActionError::Outside(format!("the region's {name} {v} is outside the screen (0 to {size} on this {w}x{h} screen)")));
@@ -122,7 +124,9 @@ impl Region {
         };
         let r = Region { x0: px("left", x0, w)?, y0: px("top", y0, h)?, x1: px("right", x1, w)?, y1: px("bottom", y1, h)? };
         if r.x1 <= r.x0 || r.y1 <= r.y0 {
-            return Err(ActionError::Outside(format!("the region [{x0}, {y0}, {x1}, {y1}] is empty: it is [left, top, right, bottom] with left < right and top < bottom")));
+            return Err(ActionError::Outside(format!(
+                "the region [{x0}, {y0}, {x1}, {y1}] is empty: it is [left, top, right, bottom] with left < right and top < bottom"
+            )));
         }
         Ok(r)
     }
@@ -216,16 +220,66 @@ pub enum Direction {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RawAction {
-    Click { x: f64, y: f64, #[serde(default)] button: Button },
-    DoubleClick { x: f64, y: f64, #[serde(default)] button: Button },
-    Move { x: f64, y: f64 },
-    Down { #[serde(default)] x: Option<f64>, #[serde(default)] y: Option<f64>, #[serde(default)] button: Button },
-    Up { #[serde(default)] x: Option<f64>, #[serde(default)] y: Option<f64>, #[serde(default)] button: Button },
-    Drag { x: f64, y: f64, to_x: f64, to_y: f64, #[serde(default)] button: Button },
-    Type { text: String },
-    Key { key: String, #[serde(default)] modifiers: Vec<String> },
-    Scroll { #[serde(default)] x: Option<f64>, #[serde(default)] y: Option<f64>, direction: Direction, #[serde(default = "one")] amount: u32 },
-    Wait { ms: u64 },
+    Click {
+        x: f64,
+        y: f64,
+        #[serde(default)]
+        button: Button,
+    },
+    DoubleClick {
+        x: f64,
+        y: f64,
+        #[serde(default)]
+        button: Button,
+    },
+    Move {
+        x: f64,
+        y: f64,
+    },
+    Down {
+        #[serde(default)]
+        x: Option<f64>,
+        #[serde(default)]
+        y: Option<f64>,
+        #[serde(default)]
+        button: Button,
+    },
+    Up {
+        #[serde(default)]
+        x: Option<f64>,
+        #[serde(default)]
+        y: Option<f64>,
+        #[serde(default)]
+        button: Button,
+    },
+    Drag {
+        x: f64,
+        y: f64,
+        to_x: f64,
+        to_y: f64,
+        #[serde(default)]
+        button: Button,
+    },
+    Type {
+        text: String,
+    },
+    Key {
+        key: String,
+        #[serde(default)]
+        modifiers: Vec<String>,
+    },
+    Scroll {
+        #[serde(default)]
+        x: Option<f64>,
+        #[serde(default)]
+        y: Option<f64>,
+        direction: Direction,
+        #[serde(default = "one")]
+        amount: u32,
+    },
+    Wait {
+        ms: u64,
+    },
 }
 
 fn one() -> u32 {
@@ -274,13 +328,10 @@ fn point(index: usize, x: Option<f64>, y: Option<f64>) -> Result<Option<(u32, u3
 
 /// Parses and checks a batch from JSON. The whole batch is refused before anything runs.
 pub fn parse_batch(json: &serde_json::Value) -> Result<Vec<Action>, ActionError> {
-    let items = json
-        .as_array()
-        .ok_or_else(|| ActionError::Bad { index: 0, why: "expected a JSON array of actions".into() })?;
+    let items = json.as_array().ok_or_else(|| ActionError::Bad { index: 0, why: "expected a JSON array of actions".into() })?;
     let mut raws = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        let raw: RawAction = serde_json::from_value(item.clone())
-            .map_err(|e| ActionError::Bad { index, why: e.to_string() })?;
+        let raw: RawAction = serde_json::from_value(item.clone()).map_err(|e| ActionError::Bad { index, why: e.to_string() })?;
         raws.push(raw);
     }
     check_batch(raws)
@@ -346,7 +397,12 @@ mod tests {
         assert_eq!(Region::place([100, 50, 300, 150], CoordSpace::Pixels, SCREEN).unwrap(), Region { x0: 100, y0: 50, x1: 300, y1: 150 });
         assert_eq!(Region::place([0, 0, 1000, 1000], CoordSpace::Thousandths, SCREEN).unwrap(), Region { x0: 0, y0: 0, x1: 1280, y1: 800 });
         assert_eq!(Region::place([0, 0, 1280, 800], CoordSpace::Pixels, SCREEN).unwrap().width(), 1280);
-        for (bad, why) in [([10, 10, 10, 20], "is empty"), ([30, 10, 20, 20], "is empty"), ([0, 0, 1281, 10], "right 1281 is outside"), ([0, 0, 10, 900], "bottom 900 is outside")] {
+        for (bad, why) in [
+            ([10, 10, 10, 20], "is empty"),
+            ([30, 10, 20, 20], "is empty"),
+            ([0, 0, 1281, 10], "right 1281 is outside"),
+            ([0, 0, 10, 900], "bottom 900 is outside"),
+        ] {
             let e = Region::place(bad, CoordSpace::Pixels, SCREEN).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
@@ -382,7 +438,10 @@ mod tests {
         place(&mut b, CoordSpace::Pixels, SCREEN).unwrap();
         assert_eq!(b[0], Action::Move { x: 1279, y: 799 });
         let mut b = batch(json!([{"type": "scroll", "x": 10, "y": 800, "direction": "down"}]));
-        assert_eq!(place(&mut b, CoordSpace::Pixels, SCREEN).unwrap_err().to_string(), "y 800 is outside the screen (y is 0 to 799 on this 1280x800 screen). Nothing was done");
+        assert_eq!(
+            place(&mut b, CoordSpace::Pixels, SCREEN).unwrap_err().to_string(),
+            "y 800 is outside the screen (y is 0 to 799 on this 1280x800 screen). Nothing was done"
+        );
         assert_eq!(CoordSpace::Thousandths.from_pixel((640, 400), SCREEN), (500, 500));
         assert_eq!(CoordSpace::default_for("Qwen2.5-VL-7B-Instruct"), CoordSpace::Thousandths);
         assert_eq!(CoordSpace::default_for("ui-tars-1.5-7b"), CoordSpace::Thousandths);

@@ -63,9 +63,7 @@ impl WorkspacePath {
             match part {
                 "" => continue,
                 "." | ".." => return Err(escapes()),
-                p if p.len() > MAX_COMPONENT => {
-                    return Err(PathError::Invalid { path: input.into(), why: "a component is longer than 255 bytes" })
-                }
+                p if p.len() > MAX_COMPONENT => return Err(PathError::Invalid { path: input.into(), why: "a component is longer than 255 bytes" }),
                 p => parts.push(p),
             }
         }

@@ -10,9 +10,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    home_stream::{LoadMode, LoadSummary},
     action::Action,
     error::SandboxError,
+    home_stream::{LoadMode, LoadSummary},
     path::WorkspacePath,
     types::{BotId, ComputerRef, ComputerSpec, MachineStatus, Provisioned},
 };
@@ -93,10 +93,7 @@ impl ExecRequest {
             return Err(SandboxError::Invalid("an argument contains a NUL byte".into()));
         }
         if !(MIN_EXEC_TIMEOUT..=MAX_EXEC_TIMEOUT).contains(&self.timeout) {
-            return Err(SandboxError::Invalid(format!(
-                "timeout must be between 1 ms and 60 min, got {} ms",
-                self.timeout.as_millis()
-            )));
+            return Err(SandboxError::Invalid(format!("timeout must be between 1 ms and 60 min, got {} ms", self.timeout.as_millis())));
         }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
@@ -144,11 +141,7 @@ impl ExecExit {
         Self { code, outcome: ExecOutcome::Exited, message: None }
     }
     pub fn timed_out(after: Duration) -> Self {
-        Self {
-            code: EXIT_TIMED_OUT,
-            outcome: ExecOutcome::TimedOut,
-            message: Some(format!("command timed out after {} ms", after.as_millis())),
-        }
+        Self { code: EXIT_TIMED_OUT, outcome: ExecOutcome::TimedOut, message: Some(format!("command timed out after {} ms", after.as_millis())) }
     }
     pub fn cancelled() -> Self {
         Self { code: EXIT_CANCELLED, outcome: ExecOutcome::Cancelled, message: Some("command aborted".into()) }
@@ -184,10 +177,15 @@ pub struct ExportEntry {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntryBody {
-    File { bytes: Bytes, executable: bool },
+    File {
+        bytes: Bytes,
+        executable: bool,
+    },
     Dir,
     /// Only links that stay inside the workspace are exported; the target is kept as written.
-    Symlink { target: String },
+    Symlink {
+        target: String,
+    },
 }
 
 pub type EntryStream = BoxStream<'static, Result<ExportEntry>>;
@@ -261,14 +259,20 @@ impl ImageFormat {
 pub enum BrowserCommand {
     /// Start the browser and wait until its DevTools answer.
     Ready,
-    Navigate { url: String },
+    Navigate {
+        url: String,
+    },
     Snapshot,
-    Act { actions: Vec<crate::browser::BrowserAction> },
+    Act {
+        actions: Vec<crate::browser::BrowserAction>,
+    },
     /// The page (as a snapshot) and the tabs, for the person's Browser pane; never starts the
     /// browser.
     View,
     /// Back (`step` < 0) or forward in the tab's history.
-    History { step: i32 },
+    History {
+        step: i32,
+    },
     Reload,
 }
 
@@ -399,12 +403,7 @@ pub struct ShellSession {
 }
 
 /// Runs a command and collects its output (for callers that do not stream).
-pub async fn exec_collect(
-    provider: &dyn SandboxProvider,
-    computer: &ComputerRef,
-    req: ExecRequest,
-    ctx: &CallCtx,
-) -> Result<(ExecExit, Vec<u8>, Vec<u8>)> {
+pub async fn exec_collect(provider: &dyn SandboxProvider, computer: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<(ExecExit, Vec<u8>, Vec<u8>)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let exit = provider.exec(computer, req, Some(tx), ctx).await?;
     let (mut out, mut err) = (Vec::new(), Vec::new());

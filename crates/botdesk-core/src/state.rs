@@ -66,7 +66,11 @@ impl RunStatus {
         }
     }
     pub fn check(self, to: Self) -> Result<(), TransitionError> {
-        if self.can_become(to) { Ok(()) } else { Err(TransitionError { what: "run", from: self.as_str(), to: to.as_str() }) }
+        if self.can_become(to) {
+            Ok(())
+        } else {
+            Err(TransitionError { what: "run", from: self.as_str(), to: to.as_str() })
+        }
     }
 }
 
@@ -101,8 +105,17 @@ pub enum RunFailure {
 
 impl RunFailure {
     pub const ALL: &'static [RunFailure] = &[
-        Self::ModelBadKey, Self::ModelUnknown, Self::ModelNoImages, Self::ModelUnavailable, Self::ModelError, Self::ContextTooSmall,
-        Self::OverBudget, Self::StepLimit, Self::ComputerStopped, Self::Interrupted, Self::NotStarted,
+        Self::ModelBadKey,
+        Self::ModelUnknown,
+        Self::ModelNoImages,
+        Self::ModelUnavailable,
+        Self::ModelError,
+        Self::ContextTooSmall,
+        Self::OverBudget,
+        Self::StepLimit,
+        Self::ComputerStopped,
+        Self::Interrupted,
+        Self::NotStarted,
     ];
     pub fn as_str(self) -> &'static str {
         match self {
@@ -153,7 +166,11 @@ impl ComputerState {
         }
     }
     pub fn check(self, to: Self) -> Result<(), TransitionError> {
-        if self.can_become(to) { Ok(()) } else { Err(TransitionError { what: "computer", from: self.as_str(), to: to.as_str() }) }
+        if self.can_become(to) {
+            Ok(())
+        } else {
+            Err(TransitionError { what: "computer", from: self.as_str(), to: to.as_str() })
+        }
     }
 }
 
@@ -227,10 +244,19 @@ mod tests {
     fn run_transitions_are_exactly_the_designed_ones() {
         use RunStatus::*;
         let allowed = [
-            (Queued, Leased), (Queued, Failed), (Queued, Cancelled),
-            (Leased, Running), (Leased, Failed), (Leased, Cancelled),
-            (Running, WaitingTakeover), (Running, Completed), (Running, Failed), (Running, Cancelled),
-            (WaitingTakeover, Running), (WaitingTakeover, Failed), (WaitingTakeover, Cancelled),
+            (Queued, Leased),
+            (Queued, Failed),
+            (Queued, Cancelled),
+            (Leased, Running),
+            (Leased, Failed),
+            (Leased, Cancelled),
+            (Running, WaitingTakeover),
+            (Running, Completed),
+            (Running, Failed),
+            (Running, Cancelled),
+            (WaitingTakeover, Running),
+            (WaitingTakeover, Failed),
+            (WaitingTakeover, Cancelled),
         ];
         for &a in RunStatus::ALL {
             for &b in RunStatus::ALL {

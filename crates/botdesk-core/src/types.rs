@@ -149,7 +149,7 @@ impl fmt::Display for Usage {
             let s = v.to_string();
             let mut out = String::new();
             for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
+                if i > 0 && (s.len() - i).is_multiple_of(3) {
                     out.push(',');
                 }
                 out.push(c);
@@ -239,10 +239,15 @@ impl Budget {
     pub fn exceeded(&self, used: &Usage, usd: Option<f64>) -> Option<String> {
         let tokens = used.prompt().saturating_add(used.output);
         if tokens >= self.tokens {
-            return Some(format!("the run reached its budget of {} tokens (it used {}); raise it with `botdesk bot budget BOT --tokens N`", self.tokens, tokens));
+            return Some(format!(
+                "the run reached its budget of {} tokens (it used {}); raise it with `botdesk bot budget BOT --tokens N`",
+                self.tokens, tokens
+            ));
         }
         match (self.usd, usd) {
-            (Some(limit), Some(spent)) if spent >= limit => Some(format!("the run reached its budget of ${limit:.2} (it spent ${spent:.4}); raise it with `botdesk bot budget BOT --usd X`")),
+            (Some(limit), Some(spent)) if spent >= limit => {
+                Some(format!("the run reached its budget of ${limit:.2} (it spent ${spent:.4}); raise it with `botdesk bot budget BOT --usd X`"))
+            }
             _ => None,
         }
     }

@@ -102,8 +102,18 @@ pub fn xdotool_runs(actions: &[Action]) -> Vec<Vec<String>> {
                 cur.extend(s(&["mouseup", xdotool_button(*button)]));
             }
             Action::Drag { x, y, to_x, to_y, button } => cur.extend(s(&[
-                "mousemove", "--sync", &x.to_string(), &y.to_string(), "mousedown", xdotool_button(*button),
-                "mousemove", "--sync", &to_x.to_string(), &to_y.to_string(), "mouseup", xdotool_button(*button),
+                "mousemove",
+                "--sync",
+                &x.to_string(),
+                &y.to_string(),
+                "mousedown",
+                xdotool_button(*button),
+                "mousemove",
+                "--sync",
+                &to_x.to_string(),
+                &to_y.to_string(),
+                "mouseup",
+                xdotool_button(*button),
             ])),
             Action::Key { key, modifiers } => {
                 let mut combo: Vec<String> = modifiers.iter().map(|m| keysym(m)).collect();
@@ -190,9 +200,8 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::r
 /// from a file a bot can rewrite: every field is checked against the data before it is used.
 pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
     let bad = |why: &str| SandboxError::Provider(format!("bad screenshot from the computer: {why}"));
-    let field = |i: usize| -> Result<u32> {
-        data.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(|| bad("short header"))
-    };
+    let field =
+        |i: usize| -> Result<u32> { data.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(|| bad("short header")) };
     let header_size = field(0)? as u64;
     let (width, height) = (field(4)?, field(5)?);
     let byte_order = field(7)?;
@@ -581,7 +590,10 @@ mod tests {
         .unwrap();
         let runs = xdotool_runs(&actions);
         assert_eq!(runs.len(), 2);
-        assert_eq!(runs[0], ["mousemove", "--sync", "10", "20", "click", "1", "key", "--clearmodifiers", "ctrl+l", "type", "--delay", "8", "--", "-héllo 世界"]);
+        assert_eq!(
+            runs[0],
+            ["mousemove", "--sync", "10", "20", "click", "1", "key", "--clearmodifiers", "ctrl+l", "type", "--delay", "8", "--", "-héllo 世界"]
+        );
         assert_eq!(runs[1], ["click", "--repeat", "3", "--delay", "10", "5", "sleep", "0.250"]);
         assert_eq!(keysym("Enter"), "Return");
         assert_eq!(keysym("PageDown"), "Next");
@@ -589,7 +601,7 @@ mod tests {
 
     #[test]
     fn xwd_pixels_decode() {
-        let mut h = vec![0u32; 25];
+        let mut h = [0u32; 25];
         h[0] = 100 + 4; // header + window name
         h[4] = 2;
         h[5] = 1;

@@ -45,9 +45,9 @@ async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args:
     let mut argv = vec!["botdesk-helper"];
     argv.extend_from_slice(args);
     let max_out = if args.first() == Some(&"list") { MAX_LISTING } else { max.max(crate::provider::QUIET_MAX) };
-    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, &argv, stdin, max_out))
-        .await
-        .map_err(|_| SandboxError::TimedOut(format!("the computer's workspace helper did not finish `{}` within {} s", args.first().unwrap_or(&""), HELPER_BOUND.as_secs())))??;
+    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, &argv, stdin, max_out)).await.map_err(|_| {
+        SandboxError::TimedOut(format!("the computer's workspace helper did not finish `{}` within {} s", args.first().unwrap_or(&""), HELPER_BOUND.as_secs()))
+    })??;
     if code != 0 {
         return Err(helper_error(path, max, code, &err));
     }
@@ -223,7 +223,7 @@ pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStrea
 async fn write_tar(entries: &mut EntryStream, input: &mut (impl tokio::io::AsyncWrite + Unpin)) -> Result<()> {
     let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
     let mut builder = tar::Builder::new(Vec::new());
-        while let Some(entry) = entries.next().await {
+    while let Some(entry) = entries.next().await {
         let entry = entry?;
         let mut h = tar::Header::new_gnu();
         match &entry.body {

@@ -89,12 +89,22 @@ pub fn uv_version() -> &'static str {
 #[serde(tag = "stage", rename_all = "snake_case")]
 pub enum BuildProgress {
     /// Fetching the uv wheel on the host.
-    FetchUv { message: String },
+    FetchUv {
+        message: String,
+    },
     /// Making the base image (debootstrap), with its log line.
-    Base { message: String },
+    Base {
+        message: String,
+    },
     /// A Dockerfile step (`step` of `total`).
-    Step { step: u32, total: u32, message: String },
-    Done { image: String },
+    Step {
+        step: u32,
+        total: u32,
+        message: String,
+    },
+    Done {
+        image: String,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -266,10 +276,7 @@ fn parse_step(line: &str) -> Option<(u32, u32, String)> {
 
 fn which(cmd: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|d| d.join(cmd))
-        .find(|p| p.is_file())
+    std::env::split_paths(&path).chain(["/usr/sbin".into(), "/sbin".into()]).map(|d| d.join(cmd)).find(|p| p.is_file())
 }
 
 /// The Debian mirror the host's apt already uses (`BOTDESK_DEBIAN_MIRROR` overrides it).

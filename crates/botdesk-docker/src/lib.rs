@@ -5,8 +5,8 @@
 pub mod desktop;
 mod files;
 mod home;
-mod network;
 pub mod image;
+mod network;
 mod provider;
 pub mod spec;
 

@@ -1,9 +1,6 @@
 use async_trait::async_trait;
 use bollard::{
-    container::{
-        CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions,
-        StopContainerOptions,
-    },
+    container::{CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions},
     exec::{CreateExecOptions, StartExecResults},
     Docker,
 };
@@ -99,10 +96,7 @@ impl DockerProvider {
     }
 
     async fn find(&self, computer: Option<&ComputerId>) -> Result<Vec<Found>> {
-        let mut label = vec![
-            format!("{}=1", spec::LABEL_MANAGED),
-            format!("{}={}", spec::LABEL_DATA_DIR, self.cfg.data_dir_label),
-        ];
+        let mut label = vec![format!("{}=1", spec::LABEL_MANAGED), format!("{}={}", spec::LABEL_DATA_DIR, self.cfg.data_dir_label)];
         if let Some(c) = computer {
             label.push(format!("{}={c}", spec::LABEL_COMPUTER));
         }
@@ -148,12 +142,7 @@ impl DockerProvider {
 
     /// Removes a container by id (used by reconcile for orphans).
     pub async fn remove_container(&self, id: &str) -> Result<()> {
-        match self
-            .client()
-            .await?
-            .remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() }))
-            .await
-        {
+        match self.client().await?.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })).await {
             Ok(()) => Ok(()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
             Err(e) => Err(docker_err(e)),
@@ -233,7 +222,14 @@ impl DockerProvider {
 
     /// [`Self::run_quiet`] as `who`, taking at most `max_out` bytes of stdout (what comes out of a
     /// computer is never taken whole on trust).
-    pub(crate) async fn run_quiet_max(&self, who: InComputer, container: &str, argv: &[&str], stdin: Option<Bytes>, max_out: u64) -> Result<(i32, Vec<u8>, Vec<u8>)> {
+    pub(crate) async fn run_quiet_max(
+        &self,
+        who: InComputer,
+        container: &str,
+        argv: &[&str],
+        stdin: Option<Bytes>,
+        max_out: u64,
+    ) -> Result<(i32, Vec<u8>, Vec<u8>)> {
         use tokio::io::AsyncWriteExt;
         let argv = argv.iter().map(|s| s.to_string()).collect();
         let (exec_id, mut output, mut input) = self.start_exec(who, container, argv, vec![], HOME, stdin.is_some(), false).await?;
@@ -365,14 +361,22 @@ impl SandboxProvider for DockerProvider {
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
-                        Found { id: r.id, computer: spec.id.to_string(), running: false, home_volume: Some(spec.home_volume.clone()), network: Some(network.clone()), removing: false }
+                        Found {
+                            id: r.id,
+                            computer: spec.id.to_string(),
+                            running: false,
+                            home_volume: Some(spec.home_volume.clone()),
+                            network: Some(network.clone()),
+                            removing: false,
+                        }
                     }
                     // Someone (the CLI beside the app) created it a moment ago: reconnect.
-                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
-                        self.find(Some(&spec.id)).await?.into_iter().next().ok_or_else(|| {
-                            SandboxError::Provider(format!("container {name} exists but carries other labels; remove it"))
-                        })?
-                    }
+                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => self
+                        .find(Some(&spec.id))
+                        .await?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| SandboxError::Provider(format!("container {name} exists but carries other labels; remove it")))?,
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }) => {
                         return Err(SandboxError::Provider(format!(
                             "the computer image {} is missing ({message}); build it with `botdesk image build`",
@@ -541,7 +545,14 @@ impl SandboxProvider for DockerProvider {
             Err(e) => return Err(e),
         };
         let entry = format!("{key}={value}");
-        self.run_checked(InComputer::Bot, &container, &["botdesk-helper", "kill-env", &entry], Duration::from_secs(30), &format!("stopping the processes tagged {entry}")).await
+        self.run_checked(
+            InComputer::Bot,
+            &container,
+            &["botdesk-helper", "kill-env", &entry],
+            Duration::from_secs(30),
+            &format!("stopping the processes tagged {entry}"),
+        )
+        .await
     }
 
     async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
@@ -568,7 +579,14 @@ impl SandboxProvider for DockerProvider {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
         self.browser_impl(c, slot, profile, command).await
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], settle_ms: u64, _ctx: &CallCtx) -> Result<botdesk_core::action::Settled> {
+    async fn act(
+        &self,
+        c: &ComputerRef,
+        slot: u32,
+        actions: &[botdesk_core::action::Action],
+        settle_ms: u64,
+        _ctx: &CallCtx,
+    ) -> Result<botdesk_core::action::Settled> {
         self.act_impl(c, slot, actions, settle_ms).await
     }
 
@@ -608,7 +626,13 @@ fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
 /// exec's own process is gone (the first kill can race its start), then once more for stragglers.
 async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
     let once = || async {
-        let opts = CreateExecOptions { cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]), user: Some(InComputer::Bot.user().to_string()), attach_stdout: Some(true), attach_stderr: Some(true), ..Default::default() };
+        let opts = CreateExecOptions {
+            cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]),
+            user: Some(InComputer::Bot.user().to_string()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
         if let Ok(exec) = docker.create_exec(container, opts).await {
             if let Ok(StartExecResults::Attached { mut output, .. }) = docker.start_exec(&exec.id, None).await {
                 while output.next().await.is_some() {}

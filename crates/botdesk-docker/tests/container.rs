@@ -47,8 +47,12 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     assert_eq!(inspect(id, "{{range .Mounts}}{{.Type}} {{.Name}} -> {{.Destination}}{{end}}"), format!("volume {} -> /home/botdesk", spec.home_volume));
     let label = Command::new("docker").args(["volume", "inspect", "-f", "{{index .Labels \"botdesk.computer\"}}", &spec.home_volume]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&label.stdout).trim(), "spec-check");
-    let script = "id -u; stat -c %u .; touch made-here; grep -E '^Cap(Prm|Eff)' /proc/self/status; ps -o uid=,comm= -C Xvfb -C fluxbox -C botdesk-gateway | sort -u";
-    let (exit, out, _) = botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", script]), &CallCtx::default()).await.unwrap();
+    let script =
+        "id -u; stat -c %u .; touch made-here; grep -E '^Cap(Prm|Eff)' /proc/self/status; ps -o uid=,comm= -C Xvfb -C fluxbox -C botdesk-gateway | sort -u";
+    let (exit, out, _) =
+        botdesk_core::exec_collect(&*provider, &ComputerRef::from(&spec), botdesk_core::ExecRequest::new(["sh", "-c", script]), &CallCtx::default())
+            .await
+            .unwrap();
     assert_eq!(exit.code, 0);
     let out = String::from_utf8_lossy(&out);
     assert!(out.starts_with("1000\n1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"), "{out}");
@@ -70,7 +74,11 @@ async fn start_script_fails_loudly_when_x_never_answers() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot fence the network (the computer needs NET_ADMIN)"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot fence the network (the computer needs NET_ADMIN)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A 1 MiB /dev/shm: Xvfb cannot write its framebuffer there, so X never answers.
     let out = Command::new("docker")
         .args(["run", "--rm", "--shm-size", "1m", "--cap-add", "NET_ADMIN", "--label", "botdesk.managed=1"])

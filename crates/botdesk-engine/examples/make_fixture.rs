@@ -27,7 +27,13 @@ async fn main() {
         Step::reply(Reply::text("Wrote solo.txt.")),
     ])
     .await;
-    let new = NewModel { id: "scripted".into(), kind: "openai-compatible".into(), model: "scripted".into(), base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)), coordinates: None };
+    let new = NewModel {
+        id: "scripted".into(),
+        kind: "openai-compatible".into(),
+        model: "scripted".into(),
+        base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
+        coordinates: None,
+    };
     engine.add_model(new, None).await.unwrap();
     engine.set_model_prices("scripted", Some(botdesk_engine::Prices { input: 1.0, output: 2.0, cache_read: 0.1, cache_write: 1.25 })).await.unwrap();
     engine.create_bot("teamie", ComputerScope::Team, Some("scripted"), "Keep notes.").await.unwrap();

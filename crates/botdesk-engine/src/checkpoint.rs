@@ -248,7 +248,14 @@ impl Engine {
                 tracing::warn!("removing a replaced checkpoint version: {e}");
             }
         });
-        let report = CheckpointReport { version, files: got.files, bytes: got.bytes, copied: got.copied, millis: started.elapsed().as_millis() as u64, skipped: got.skipped };
+        let report = CheckpointReport {
+            version,
+            files: got.files,
+            bytes: got.bytes,
+            copied: got.copied,
+            millis: started.elapsed().as_millis() as u64,
+            skipped: got.skipped,
+        };
         tracing::info!(computer = %c.id, version, files = report.files, copied = report.copied, skipped = report.skipped.len(), ms = report.millis, "checkpoint");
         Ok(report)
     }
@@ -272,7 +279,14 @@ impl Engine {
         let s = store.clone();
         let Some((version, root)) = blocking(move || Ok(home_store::current_version(&s))).await? else { return Ok(None) };
         let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: everything, mode: LoadMode::Restore }).await?;
-        Ok(Some(CheckpointReport { version, files: summary.files, bytes: summary.bytes, copied: summary.files, millis: started.elapsed().as_millis() as u64, skipped: vec![] }))
+        Ok(Some(CheckpointReport {
+            version,
+            files: summary.files,
+            bytes: summary.bytes,
+            copied: summary.files,
+            millis: started.elapsed().as_millis() as u64,
+            skipped: vec![],
+        }))
     }
 
     /// Streams part of a stored version into a running computer.

@@ -68,7 +68,14 @@ impl Engine {
         }
         if self.inner.displays.lock().unwrap().contains(&key) {
             let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
-            return Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token });
+            return Ok(DesktopView {
+                bot: bot.name.clone(),
+                computer: computer.id.to_string(),
+                display: d.slot,
+                slot: d.slot,
+                port: screen.port,
+                view_token: d.view_token,
+            });
         }
         if let Err(e) = self.inner.provider.open_desktop(&cref, &bot.id, d.slot, &d.view_token, &ctx).await {
             // Tear down whatever started; the slot is freed only if that is verified.
@@ -148,7 +155,8 @@ impl Engine {
         let shot = self.screenshot(bot, ImageFormat::Png).await?;
         let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
         let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
-        let (zw, zh, z) = action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
+        let (zw, zh, z) =
+            action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
         let out = botdesk_docker::desktop::encode_png(zw, zh, &z).map_err(EngineError::from)?;
         Ok((r, (zw, zh), out))
     }
@@ -168,7 +176,12 @@ impl Engine {
         action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        match self.inner.provider.act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id)).await {
+        match self
+            .inner
+            .provider
+            .act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id))
+            .await
+        {
             Ok(settled) => Ok((batch.len(), settled)),
             Err(e) => {
                 self.forget_display(&computer.id, view.slot);
@@ -269,7 +282,13 @@ impl Engine {
         bound_page(&mut page);
         // Cut as the page's own values are: the computer says what its tabs are.
         let cut = |v: &serde_json::Value, max: usize| v.as_str().unwrap_or("").chars().take(max).collect::<String>();
-        let tabs = v["tabs"].as_array().into_iter().flatten().take(50).map(|t| BrowserTab { title: cut(&t["title"], 300), url: cut(&t["url"], 2_000), current: t["current"] == true }).collect();
+        let tabs = v["tabs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .take(50)
+            .map(|t| BrowserTab { title: cut(&t["title"], 300), url: cut(&t["url"], 2_000), current: t["current"] == true })
+            .collect();
         Ok(BrowserView { closed: false, page: Some(page), tabs })
     }
 
@@ -316,7 +335,7 @@ impl Engine {
         let folder = self.resolve(&b, &computer, "")?;
         let req = ExecRequest::new(["sh", "-c", script, "sh", command])
             .cwd(folder)
-            .env("DISPLAY", &format!(":{}", view.slot))
+            .env("DISPLAY", format!(":{}", view.slot))
             .timeout(std::time::Duration::from_secs(20));
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let exit = self.inner.provider.exec(&cref, req, Some(tx), &CallCtx::for_bot(&b.id)).await?;
@@ -415,7 +434,8 @@ mod tests {
     fn huge_page_values_are_cut() {
         let big = "x".repeat(3_000_000);
         let long = "y".repeat(5_000);
-        let elements: Vec<_> = (0..1_000).map(|i| serde_json::json!({"role": "textbox", "name": long.clone(), "value": long.clone(), "ref": i.to_string()})).collect();
+        let elements: Vec<_> =
+            (0..1_000).map(|i| serde_json::json!({"role": "textbox", "name": long.clone(), "value": long.clone(), "ref": i.to_string()})).collect();
         let mut page = serde_json::json!({"title": big.clone(), "url": big.clone(), "text": big.clone(), "elements": elements});
         super::bound_page(&mut page);
         assert!(page.to_string().len() < 1_000_000, "{} bytes", page.to_string().len());

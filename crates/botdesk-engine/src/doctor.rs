@@ -40,7 +40,9 @@ pub const IMAGE_FRESH_DAYS: i64 = 30;
 async fn image_age_check(d: &DockerProvider, tag: &str, now_ms: i64) -> Check {
     let refresh = "rebuild it with current packages: `botdesk image build --refresh` (works offline from the Debian mirror, as the first build)";
     match d.image_age_days(tag, now_ms).await {
-        Ok(Some(days)) if days > IMAGE_FRESH_DAYS => warn("image_age", format!("the computer image's packages are {days} days old: its Chromium may miss security fixes"), refresh),
+        Ok(Some(days)) if days > IMAGE_FRESH_DAYS => {
+            warn("image_age", format!("the computer image's packages are {days} days old: its Chromium may miss security fixes"), refresh)
+        }
         Ok(Some(days)) => pass("image_age", format!("built {days} day(s) ago")),
         Ok(None) => warn("image_age", "the computer image's age is unknown", refresh),
         Err(e) => warn("image_age", e.to_string(), "check the Docker engine"),
@@ -116,10 +118,6 @@ fn display_libraries_check() -> Check {
     if missing.is_empty() {
         pass("display_libraries", "WebKitGTK 4.1 and GTK 3 are installed")
     } else {
-        fail(
-            "display_libraries",
-            format!("missing {}", missing.join(", ")),
-            "sudo apt-get install libwebkit2gtk-4.1-0 libgtk-3-0 (or run `cargo xtask run`)",
-        )
+        fail("display_libraries", format!("missing {}", missing.join(", ")), "sudo apt-get install libwebkit2gtk-4.1-0 libgtk-3-0 (or run `cargo xtask run`)")
     }
 }

@@ -32,8 +32,21 @@ use crate::{EngineError, ErrorCode, Result};
 /// Names not saved inside `.browser-profiles/`: caches, and lock files that would break the next
 /// start of the browser.
 pub(crate) const BROWSER_JUNK: &[&str] = &[
-    "Cache", "Code Cache", "GPUCache", "GrShaderCache", "ShaderCache", "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache",
-    "component_crx_cache", "extensions_crx_cache", "SingletonLock", "SingletonSocket", "SingletonCookie", "LOCK", "lockfile",
+    "Cache",
+    "Code Cache",
+    "GPUCache",
+    "GrShaderCache",
+    "ShaderCache",
+    "DawnCache",
+    "DawnGraphiteCache",
+    "DawnWebGPUCache",
+    "component_crx_cache",
+    "extensions_crx_cache",
+    "SingletonLock",
+    "SingletonSocket",
+    "SingletonCookie",
+    "LOCK",
+    "lockfile",
 ];
 pub(crate) const PROFILES: &str = ".browser-profiles";
 
@@ -160,7 +173,11 @@ fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
     let times = [t, t];
     // SAFETY: a valid C string and two timespecs; AT_SYMLINK_NOFOLLOW keeps it on the link.
     let rc = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// What a version holds, kept beside it as `v<N>.index` (written by [`commit`]): its folders,
@@ -235,11 +252,8 @@ fn walk(root: &Path, sub: &str, f: &mut dyn FnMut(&str, &fs::Metadata) -> Result
     let mut stack = vec![String::new()];
     while let Some(rel) = stack.pop() {
         let dir = if rel.is_empty() { base.clone() } else { base.join(&rel) };
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .map_err(|e| err("reading", &dir, e))?
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
+        let mut names: Vec<String> =
+            fs::read_dir(&dir).map_err(|e| err("reading", &dir, e))?.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
         names.sort();
         let mut subdirs = vec![];
         for name in names {
@@ -472,7 +486,8 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
         } else if meta.is_file() {
             let mut f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&p).map_err(|e| err("reading", &p, e))?;
             let data = extents(&f, meta.len());
-            w.write_all(&Record::File { p: rel.into(), mode: meta.mode() & 0o1777, mtime: mtime_ns(meta), size: meta.len(), data: data.clone() }.line()).map_err(io_err)?;
+            w.write_all(&Record::File { p: rel.into(), mode: meta.mode() & 0o1777, mtime: mtime_ns(meta), size: meta.len(), data: data.clone() }.line())
+                .map_err(io_err)?;
             for (off, len) in data {
                 f.seek(SeekFrom::Start(off)).map_err(|e| err("reading", &p, e))?;
                 let n = io::copy(&mut (&mut f).take(len), w).map_err(io_err)?;
@@ -578,7 +593,10 @@ mod tests {
         let m = fs::metadata(got.join("sparse.img")).unwrap();
         assert_eq!(m.len(), 64 << 20);
         assert!(m.blocks() < 1024, "the sparse file stays sparse ({} blocks)", m.blocks());
-        assert_eq!(mtime_ns(&fs::metadata(src.join("repo/.git/objects/ab/cdef")).unwrap()), mtime_ns(&fs::metadata(got.join("repo/.git/objects/ab/cdef")).unwrap()));
+        assert_eq!(
+            mtime_ns(&fs::metadata(src.join("repo/.git/objects/ab/cdef")).unwrap()),
+            mtime_ns(&fs::metadata(got.join("repo/.git/objects/ab/cdef")).unwrap())
+        );
         remove_tree(&got).unwrap();
         remove_tree(&src).unwrap();
         assert!(!got.exists());
@@ -591,7 +609,14 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let lines = |recs: &[&str]| recs.iter().map(|r| format!("{r}\n")).collect::<String>().into_bytes();
         let cases: &[(&[&str], &str)] = &[
-            (&[r#"{"t":"link","p":"a","target":"/tmp","mtime":0}"#, r#"{"t":"file","p":"a/x","mode":420,"mtime":0,"size":0,"data":[]}"#, r#"{"t":"end","entries":2}"#], "does not follow its folder"),
+            (
+                &[
+                    r#"{"t":"link","p":"a","target":"/tmp","mtime":0}"#,
+                    r#"{"t":"file","p":"a/x","mode":420,"mtime":0,"size":0,"data":[]}"#,
+                    r#"{"t":"end","entries":2}"#,
+                ],
+                "does not follow its folder",
+            ),
             (&[r#"{"t":"same","p":"passwd"}"#, r#"{"t":"end","entries":1}"#], "not a file of the previous version"),
             (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#], "without its end"),
             (&[r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":10,"data":[[0,10]]}"#, "abc"], "ended after"),

@@ -260,7 +260,10 @@ impl Engine {
             }
             // (A run that paused just now keeps its pause: the next round sees it.)
             if tokio::time::Instant::now() >= deadline && self.inner.store.withdraw_pause(&run.id, self.now()).await? {
-                return Err(EngineError::new(ErrorCode::Busy, format!("the bot did not finish its current step within {}; it goes on (Stop ends it)", crate::runs::format_span(within))));
+                return Err(EngineError::new(
+                    ErrorCode::Busy,
+                    format!("the bot did not finish its current step within {}; it goes on (Stop ends it)", crate::runs::format_span(within)),
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -486,7 +489,8 @@ impl Engine {
 
     async fn idle_now(&self, computer: &ComputerId) -> Result<bool> {
         let last = self.inner.store.last_active(computer).await?;
-        Ok(self.now() - last >= self.inner.policy.idle_suspend && !self.has_active_runs(computer).await?
+        Ok(self.now() - last >= self.inner.policy.idle_suspend
+            && !self.has_active_runs(computer).await?
             && self.inner.store.control(computer, self.now()).await?.is_none())
     }
 }

@@ -1,45 +1,45 @@
 //! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
+mod checkpoint;
 mod clipboard;
 mod desktop;
 mod doctor;
 mod error;
+mod home_store;
 mod leases;
 mod models;
 mod paths;
-mod checkpoint;
-mod home_store;
 mod runs;
+mod settings;
 mod stored;
 mod switch;
 mod terminal;
-mod settings;
 
+pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
+pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 pub use botdesk_docker::image::BuildProgress;
+pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
+pub use checkpoint::CheckpointReport;
 pub use clipboard::MAX_CLIPBOARD;
 pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
-pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices, Usage};
 pub use error::{EngineError, ErrorCode, Result};
-pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
-pub use checkpoint::CheckpointReport;
 pub use home_store::Skipped;
-pub use switch::SwitchReport;
-pub use terminal::Terminal;
+pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
+pub use models::{ModelView, NewModel, KINDS as MODEL_KINDS};
 pub use paths::DataDir;
 pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
 pub use settings::Settings;
-pub use models::{ModelView, NewModel, KINDS as MODEL_KINDS};
-pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
-pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
+pub use switch::SwitchReport;
+pub use terminal::Terminal;
 
 use botdesk_core::*;
-use checkpoint::Before;
 use botdesk_docker::{DockerConfig, DockerProvider};
 use botdesk_store::{NewBot, Store};
 use bytes::Bytes;
+use checkpoint::Before;
 use serde::Serialize;
 use std::{collections::HashSet, path::PathBuf, sync::Arc, time::Duration};
 use tokio::sync::Mutex;
@@ -189,6 +189,9 @@ pub struct Engine {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A person's open shell: its bot, its computer and its input.
+pub(crate) type OpenShell = (BotId, ComputerId, tokio::sync::mpsc::Sender<bytes::Bytes>);
+
 pub(crate) struct Inner {
     data: DataDir,
     store: Store,
@@ -220,8 +223,8 @@ pub(crate) struct Inner {
     /// Work that goes on after a call returned (removing replaced checkpoint versions);
     /// [`Engine::settle`] waits for it.
     background: tokio_util::task::TaskTracker,
-    /// The person's open shells: id → (bot, computer, input). Dropping the input ends the shell.
-    terminals: std::sync::Mutex<std::collections::HashMap<String, (BotId, ComputerId, tokio::sync::mpsc::Sender<bytes::Bytes>)>>,
+    /// The person's open shells. Dropping a shell's input ends it.
+    terminals: std::sync::Mutex<std::collections::HashMap<String, OpenShell>>,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -436,7 +439,10 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(name_or_id).await?;
         let shown = view(bot.clone(), &computer);
         if let Some(c) = self.inner.store.private_computer_of(&bot.id).await? {
-            self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
+            self.inner
+                .provider
+                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
         }
         self.inner.store.delete_bot(&bot.id).await?;
@@ -602,7 +608,10 @@ impl Engine {
         let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
         let ok = stopped.is_ok();
         let err = stopped.as_ref().err().map(|e| e.to_string());
-        self.inner.store.finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now()).await?;
+        self.inner
+            .store
+            .finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now())
+            .await?;
         stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
         self.inner.store.clear_desktops(&c.id).await?;
         match self.stored_state(&c.id).await? {
@@ -627,7 +636,10 @@ impl Engine {
             // its deletion is interrupted (the next start makes a new one from the checkpoint).
             self.inner.store.set_home_volume(&c.id, None, self.now()).await?;
             self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
-            self.inner.provider.destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await
+            self.inner
+                .provider
+                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .await
                 .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))
         }
         .await;
@@ -655,7 +667,10 @@ impl Engine {
             }
             self.ensure_running(&c).await?;
         }
-        self.checkpoint(c.id.as_str()).await.map(drop).map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))
+        self.checkpoint(c.id.as_str())
+            .await
+            .map(drop)
+            .map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))
     }
 
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {

@@ -63,7 +63,9 @@ impl NewModel {
                     return Err(EngineError::invalid("the base URL must not carry credentials; the key is asked for separately"));
                 }
             }
-            None if self.kind == "openai-compatible" => return Err(EngineError::invalid("an OpenAI-compatible model needs --base-url (e.g. http://localhost:11434/v1)")),
+            None if self.kind == "openai-compatible" => {
+                return Err(EngineError::invalid("an OpenAI-compatible model needs --base-url (e.g. http://localhost:11434/v1)"))
+            }
             None => {}
         }
         if !has_key && self.kind != "openai-compatible" {
@@ -85,7 +87,8 @@ impl Engine {
             with_entry(&new.id, move |e| e.set_password(&k)).await?;
         }
         let coordinates = new.coordinates.unwrap_or_else(|| CoordSpace::default_for(&new.model));
-        let row = ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some(), coordinates };
+        let row =
+            ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some(), coordinates };
         if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
             if key.is_some() {
                 let _ = with_entry(&new.id, |e| e.delete_credential()).await; // undo: the row did not land

@@ -20,11 +20,7 @@ impl DataDir {
         if cfg!(target_os = "macos") {
             return home.join("Library/Application Support/botdesk");
         }
-        std::env::var_os("XDG_DATA_HOME")
-            .filter(|d| !d.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| home.join(".local/share"))
-            .join("botdesk")
+        std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()).map(PathBuf::from).unwrap_or_else(|| home.join(".local/share")).join("botdesk")
     }
 
     /// Creates the folders if needed. The data directory is the person's alone (0700) and so is

@@ -61,23 +61,59 @@ pub struct ChatItem {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
-    Delta { bot: String, run_id: String, text: String },
-    Message { bot: String, item: ChatItem },
-    Tool { bot: String, run_id: String, call: ChatCall },
-    Activity { bot: String, entry: botdesk_store::ActivityRow },
+    Delta {
+        bot: String,
+        run_id: String,
+        text: String,
+    },
+    Message {
+        bot: String,
+        item: ChatItem,
+    },
+    Tool {
+        bot: String,
+        run_id: String,
+        call: ChatCall,
+    },
+    Activity {
+        bot: String,
+        entry: botdesk_store::ActivityRow,
+    },
     /// `failure`: what a failed run failed of.
-    Status { bot: String, run_id: String, status: RunStatus, error: Option<String>, failure: Option<RunFailure> },
+    Status {
+        bot: String,
+        run_id: String,
+        status: RunStatus,
+        error: Option<String>,
+        failure: Option<RunFailure>,
+    },
     /// The model's reply broke off mid-stream and is asked for again: forget its streamed text.
-    Restart { bot: String, run_id: String, why: String },
+    Restart {
+        bot: String,
+        run_id: String,
+        why: String,
+    },
     /// What one model call cost (`call`) and the run so far (`run`, and `run_usd` when the
     /// model's prices are known).
-    Usage { bot: String, run_id: String, call: Usage, run: Usage, run_usd: Option<f64> },
+    Usage {
+        bot: String,
+        run_id: String,
+        call: Usage,
+        run: Usage,
+        run_usd: Option<f64>,
+    },
 }
 
 impl RunEvent {
     pub fn bot(&self) -> &str {
         match self {
-            RunEvent::Delta { bot, .. } | RunEvent::Message { bot, .. } | RunEvent::Tool { bot, .. } | RunEvent::Activity { bot, .. } | RunEvent::Status { bot, .. } | RunEvent::Restart { bot, .. } | RunEvent::Usage { bot, .. } => bot,
+            RunEvent::Delta { bot, .. }
+            | RunEvent::Message { bot, .. }
+            | RunEvent::Tool { bot, .. }
+            | RunEvent::Activity { bot, .. }
+            | RunEvent::Status { bot, .. }
+            | RunEvent::Restart { bot, .. }
+            | RunEvent::Usage { bot, .. } => bot,
         }
     }
 }
@@ -89,7 +125,13 @@ fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
         id: row.id.clone(),
         name: row.name.clone(),
         arguments: row.arguments.clone(),
-        status: if row.result.is_none() { "running" } else if row.is_error { "error" } else { "done" },
+        status: if row.result.is_none() {
+            "running"
+        } else if row.is_error {
+            "error"
+        } else {
+            "done"
+        },
         text: s("text"),
         image: s("image"),
         attachment: s("attachment"),
@@ -178,7 +220,8 @@ impl Engine {
         let rows = self.inner.store.messages_of_runs(bot, HISTORY_RUNS).await?;
         let Some(first) = rows.first().map(|m| m.id) else { return Ok(vec![]) };
         let calls = self.inner.store.tool_calls_of(bot, first).await?;
-        let text_of = |json: &str| serde_json::from_str::<serde_json::Value>(json).ok().and_then(|v| v["text"].as_str().map(str::to_string)).unwrap_or_default();
+        let text_of =
+            |json: &str| serde_json::from_str::<serde_json::Value>(json).ok().and_then(|v| v["text"].as_str().map(str::to_string)).unwrap_or_default();
         let mut out: Vec<Message> = vec![];
         let mut run_start = 0;
         for (i, m) in rows.iter().enumerate() {
@@ -221,7 +264,8 @@ impl Engine {
 
     /// A screenshot saved for the chat (`shots/<run>/<call>.png`, relative to the data directory).
     pub async fn chat_image(&self, rel: &str) -> Result<Vec<u8>> {
-        let ok = rel.starts_with("shots/") && rel.ends_with(".png") && rel.split('/').count() == 3 && !rel.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        let ok =
+            rel.starts_with("shots/") && rel.ends_with(".png") && rel.split('/').count() == 3 && !rel.split('/').any(|c| c.is_empty() || c == "." || c == "..");
         if !ok {
             return Err(EngineError::invalid(format!("{rel:?} is not a chat screenshot")));
         }
@@ -289,7 +333,10 @@ impl Engine {
             return Err(EngineError::invalid("the task is empty"));
         }
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let model_id = bot.model.clone().ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
+        let model_id = bot
+            .model
+            .clone()
+            .ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
         let m = self.inner.store.model(&model_id).await?;
         let key = self.model_key(&model_id).await?;
         let mut config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
@@ -333,7 +380,19 @@ impl Engine {
         let cancel = CancellationToken::new();
         self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history = self.history(&bot.id).await?;
-        let host = RunHost { engine: self.clone(), bot: bot.clone(), run: run.clone(), lease: Arc::new(tokio::sync::Mutex::new(lease)), redactor, finished: Default::default(), fatal: Default::default(), stop: cancel.clone(), usage: Default::default(), coords, prices };
+        let host = RunHost {
+            engine: self.clone(),
+            bot: bot.clone(),
+            run: run.clone(),
+            lease: Arc::new(tokio::sync::Mutex::new(lease)),
+            redactor,
+            finished: Default::default(),
+            fatal: Default::default(),
+            stop: cancel.clone(),
+            usage: Default::default(),
+            coords,
+            prices,
+        };
         host.message("user", &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
@@ -378,7 +437,13 @@ impl Engine {
             };
             host.message("system", &note).await;
         }
-        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: finished.status, error: finished.error.clone(), failure: finished.failure });
+        self.emit(RunEvent::Status {
+            bot: bot.id.to_string(),
+            run_id: run.id.clone(),
+            status: finished.status,
+            error: finished.error.clone(),
+            failure: finished.failure,
+        });
         Ok(finished)
     }
 }
@@ -453,7 +518,17 @@ impl RunHost {
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem { id, run_id: self.run.id.clone(), role: role.into(), text, calls: vec![], created_at: now, usage: None, cost_usd: None, failure: None };
+                let item = ChatItem {
+                    id,
+                    run_id: self.run.id.clone(),
+                    role: role.into(),
+                    text,
+                    calls: vec![],
+                    created_at: now,
+                    usage: None,
+                    cost_usd: None,
+                    failure: None,
+                };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }
@@ -519,7 +594,10 @@ impl RunHost {
         let cref = botdesk_core::ComputerRef { id: self.bot.computer_id.clone() };
         if let Ok(status) = self.engine.inner.provider.status(&cref).await {
             if status != botdesk_core::MachineStatus::Running {
-                let why = format!("the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept", status.as_str());
+                let why = format!(
+                    "the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept",
+                    status.as_str()
+                );
                 *self.fatal.lock().unwrap() = Some(why);
                 self.stop.cancel();
             }
@@ -580,7 +658,11 @@ impl RunHost {
                     output
                 };
                 let text = format!("exit code {}{note}\n{shown}", exit.code);
-                if exit.code == 0 { ToolOutput::ok(text) } else { ToolOutput::error(text) }
+                if exit.code == 0 {
+                    ToolOutput::ok(text)
+                } else {
+                    ToolOutput::error(text)
+                }
             }
             Err(e) => {
                 self.finish_activity(entry, "error", None, &e.message).await;
@@ -594,11 +676,14 @@ impl RunHost {
         match self.engine.files_read(self.bot.id.as_str(), path, max).await {
             Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
                 Ok(text) => ToolOutput::ok(self.redactor.redact(&text)),
-                Err(_) => ToolOutput::error(format!("{path} is not UTF-8 text; read_file only returns text. Use shell (e.g. `file`, `xxd | head`) to look at binary files")),
+                Err(_) => ToolOutput::error(format!(
+                    "{path} is not UTF-8 text; read_file only returns text. Use shell (e.g. `file`, `xxd | head`) to look at binary files"
+                )),
             },
-            Err(e) if e.code == ErrorCode::TooLarge => {
-                ToolOutput::error(format!("{}. read_file returns at most {max} bytes; use shell (e.g. `head -c`, `grep`, `sed -n`) to read parts of it", e.message))
-            }
+            Err(e) if e.code == ErrorCode::TooLarge => ToolOutput::error(format!(
+                "{}. read_file returns at most {max} bytes; use shell (e.g. `head -c`, `grep`, `sed -n`) to read parts of it",
+                e.message
+            )),
             Err(e) => self.err(e),
         }
     }
@@ -707,7 +792,15 @@ impl Host for RunHost {
             Tool::Observe => self.observe().await,
             Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
                 Ok((r, (w, h), png)) => ToolOutput {
-                    text: format!("The region from ({}, {}) to ({}, {}) of the screen ({}x{} pixels), shown enlarged at {w}x{h}.", region[0], region[1], region[2], region[3], r.width(), r.height()),
+                    text: format!(
+                        "The region from ({}, {}) to ({}, {}) of the screen ({}x{} pixels), shown enlarged at {w}x{h}.",
+                        region[0],
+                        region[1],
+                        region[2],
+                        region[3],
+                        r.width(),
+                        r.height()
+                    ),
                     image: Some(Image::png(png)),
                     is_error: false,
                 },
@@ -745,7 +838,9 @@ impl Host for RunHost {
                 let r = self.write_file(&path, content, append).await;
                 let did = if append { "appended" } else { "written" };
                 self.line("write_file", &path, &r.as_ref().map(|(p, _)| format!("{size} bytes {did} to {p}")).map_err(Clone::clone)).await;
-                r.map_or_else(ToolOutput::error, |(p, total)| ToolOutput::ok(if append { format!("Appended {size} bytes to {p} (now {total} bytes).") } else { format!("Wrote {size} bytes to {p}.") }))
+                r.map_or_else(ToolOutput::error, |(p, total)| {
+                    ToolOutput::ok(if append { format!("Appended {size} bytes to {p} (now {total} bytes).") } else { format!("Wrote {size} bytes to {p}.") })
+                })
             }
             Tool::AttachFile { path, note } => {
                 let r = self.attach(&path).await;
@@ -859,11 +954,16 @@ impl RunHost {
             match self.engine.files_read(bot, path, max as u64).await {
                 Ok(old) => data.extend_from_slice(&old),
                 Err(e) if e.code == ErrorCode::NotFound => {}
-                Err(e) if e.code == ErrorCode::TooLarge => return Err(format!("{path} is over {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written")),
+                Err(e) if e.code == ErrorCode::TooLarge => {
+                    return Err(format!("{path} is over {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written"))
+                }
                 Err(e) => return Err(e.message),
             }
             if data.len() + content.len() > max {
-                return Err(format!("appending {} bytes would make {path} larger than {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written", content.len()));
+                return Err(format!(
+                    "appending {} bytes would make {path} larger than {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written",
+                    content.len()
+                ));
             }
         }
         data.extend_from_slice(content.as_bytes());
@@ -906,11 +1006,23 @@ impl RunHost {
             return self.err(e);
         }
         self.message("system", &format!("The bot needs you: {reason}")).await;
-        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some(self.redactor.redact(reason)), failure: None });
+        self.engine.emit(RunEvent::Status {
+            bot: self.bot_id(),
+            run_id: self.run.id.clone(),
+            status: RunStatus::WaitingTakeover,
+            error: Some(self.redactor.redact(reason)),
+            failure: None,
+        });
         match self.until_handed_back(cancel, None).await {
             Ok(r) => match r.takeover_result.unwrap_or(TakeoverResult::Skipped) {
-                TakeoverResult::Finished => ToolOutput::ok(format!("finished: the person did what you asked and handed the screen back.{} Look at the screen again before going on.", said(&r))),
-                TakeoverResult::Skipped => ToolOutput::ok(format!("skipped: the person handed the screen back without doing it.{} Find another way or explain what is missing.", said(&r))),
+                TakeoverResult::Finished => ToolOutput::ok(format!(
+                    "finished: the person did what you asked and handed the screen back.{} Look at the screen again before going on.",
+                    said(&r)
+                )),
+                TakeoverResult::Skipped => ToolOutput::ok(format!(
+                    "skipped: the person handed the screen back without doing it.{} Find another way or explain what is missing.",
+                    said(&r)
+                )),
             },
             Err(why) => ToolOutput::error(why),
         }
@@ -945,11 +1057,22 @@ impl RunHost {
                             tracing::warn!("ending lapsed control: {e}");
                         }
                         let why = "paused, but nobody took the bot's screen for as long as control lasts";
-                        let _ = self.engine.inner.store.transition_run(&self.run.id, RunStatus::WaitingTakeover, RunStatus::Cancelled, self.engine.now(), None, Some(why)).await;
+                        let _ = self
+                            .engine
+                            .inner
+                            .store
+                            .transition_run(&self.run.id, RunStatus::WaitingTakeover, RunStatus::Cancelled, self.engine.now(), None, Some(why))
+                            .await;
                     }
                 }
                 Ok(r) if r.status == RunStatus::Running => {
-                    self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::Running, error: None, failure: None });
+                    self.engine.emit(RunEvent::Status {
+                        bot: self.bot_id(),
+                        run_id: self.run.id.clone(),
+                        status: RunStatus::Running,
+                        error: None,
+                        failure: None,
+                    });
                     return Ok(r);
                 }
                 Ok(r) => return Err(format!("the run is {} now", r.status)),
@@ -970,8 +1093,15 @@ impl RunHost {
             tracing::warn!(run = %self.run.id, "could not pause the run: {e}");
             return None;
         }
-        self.message("system", "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.").await;
-        self.engine.emit(RunEvent::Status { bot: self.bot_id(), run_id: self.run.id.clone(), status: RunStatus::WaitingTakeover, error: Some("paused for you".into()), failure: None });
+        self.message("system", "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.")
+            .await;
+        self.engine.emit(RunEvent::Status {
+            bot: self.bot_id(),
+            run_id: self.run.id.clone(),
+            status: RunStatus::WaitingTakeover,
+            error: Some("paused for you".into()),
+            failure: None,
+        });
         let unattended = Duration::from_millis(self.engine.policy().control_ttl.max(0) as u64);
         let r = match self.until_handed_back(cancel, Some(unattended)).await {
             Ok(r) => r,
@@ -984,7 +1114,10 @@ impl RunHost {
         };
         let held = format_span(paused.elapsed());
         self.message("system", &format!("Resumed: you had the screen for {held}.{}", said(&r))).await;
-        Some(format!("The person paused you, took control of the screen for {held} and handed it back.{} The screen may have changed: look at it again before going on.", said(&r)))
+        Some(format!(
+            "The person paused you, took control of the screen for {held} and handed it back.{} The screen may have changed: look at it again before going on.",
+            said(&r)
+        ))
     }
 }
 

@@ -56,9 +56,12 @@ impl Engine {
         }
         // Holding the bot's execution lease keeps runs from starting until the switch is done.
         let holder = format!("switch:{}", std::process::id());
-        let lease = self.inner.store.claim_execution(&from.id, &bot.id, &holder, now, self.inner.policy.exec_ttl).await.map_err(|e| {
-            EngineError::from(e).context(format!("Stop the bot first: {} is busy", bot.name))
-        })?;
+        let lease = self
+            .inner
+            .store
+            .claim_execution(&from.id, &bot.id, &holder, now, self.inner.policy.exec_ttl)
+            .await
+            .map_err(|e| EngineError::from(e).context(format!("Stop the bot first: {} is busy", bot.name)))?;
         let result = self.switch_holding(&bot, &from, to).await;
         if let Err(e) = self.inner.store.release_execution(&lease).await {
             tracing::warn!("releasing the switch's execution lease: {e}");
@@ -134,7 +137,10 @@ impl Engine {
         blocking(move || match home_store::find_dir(&r, &s)? {
             Found::Folder => Ok(true),
             Found::Missing => Ok(false),
-            Found::Other => Err(EngineError::new(ErrorCode::PathEscapes, format!("{s} is not a folder in the checkpoint (a bot made it or a folder above it a link or a file); nothing was moved"))),
+            Found::Other => Err(EngineError::new(
+                ErrorCode::PathEscapes,
+                format!("{s} is not a folder in the checkpoint (a bot made it or a folder above it a link or a file); nothing was moved"),
+            )),
         })
         .await
     }

@@ -65,7 +65,8 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
 
     // Destroy: checkpoint (browser closed gracefully first), container and home volume gone.
     w.engine.destroy_computer(&bot.computer.id).await.unwrap();
-    let volumes = std::process::Command::new("docker").args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.computer={}", bot.computer.id)]).output().unwrap();
+    let volumes =
+        std::process::Command::new("docker").args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.computer={}", bot.computer.id)]).output().unwrap();
     assert!(volumes.stdout.is_empty(), "the home volume is gone");
     // Offline, the files are browsable from the checkpoint.
     assert_eq!(&w.engine.stored_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
@@ -265,7 +266,10 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     let c = canary.path();
 
     // 1. Its browser profile, then all of .browser-profiles, made links to the canary.
-    for plant in [format!("mkdir -p {home}/.browser-profiles && rm -rf {home}/.browser-profiles/{profile} && ln -s {c} {home}/.browser-profiles/{profile}"), format!("rm -rf {home}/.browser-profiles && ln -s {c} {home}/.browser-profiles")] {
+    for plant in [
+        format!("mkdir -p {home}/.browser-profiles && rm -rf {home}/.browser-profiles/{profile} && ln -s {c} {home}/.browser-profiles/{profile}"),
+        format!("rm -rf {home}/.browser-profiles && ln -s {c} {home}/.browser-profiles"),
+    ] {
         let (code, out) = w.engine.shell("planter", &plant).await.unwrap();
         assert_eq!(code, 0, "{out}");
         w.engine.checkpoint(&bot.computer.id).await.unwrap();
@@ -331,7 +335,8 @@ while time.time() < end:
     open('pipe', 'w').write('file')
 "#;
     w.engine.files_write("swapper", "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
-    let (code, out) = w.engine.shell("swapper", "mkfifo fifo-kept-out && (setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 1").await.unwrap();
+    let (code, out) =
+        w.engine.shell("swapper", "mkfifo fifo-kept-out && (setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 1").await.unwrap();
     assert_eq!(code, 0, "{out}");
     let store = || w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path().join("current");
     for _ in 0..5 {

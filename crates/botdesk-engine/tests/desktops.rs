@@ -106,7 +106,15 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let (da, db) = tokio::join!(w.engine.open_desktop("a"), w.engine.open_desktop("b"));
     let (da, db) = (da.unwrap(), db.unwrap());
     assert_ne!(da.display, db.display);
-    assert_eq!({ let mut s = [da.slot, db.slot]; s.sort(); s }, [1, 2], "lowest free slots");
+    assert_eq!(
+        {
+            let mut s = [da.slot, db.slot];
+            s.sort();
+            s
+        },
+        [1, 2],
+        "lowest free slots"
+    );
     let moves = |x: u32, y: u32| serde_json::json!([{"type": "move", "x": x, "y": y}]);
     let (ma, mb) = (moves(101, 102), moves(201, 202));
     let (ra, rb) = tokio::join!(w.engine.act("a", &ma, Some(0)), w.engine.act("b", &mb, Some(0)));
@@ -126,7 +134,17 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     // An unchanged screen returns no image to the model; a change does.
     assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_some());
     assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_none(), "unchanged screen");
-    w.engine.exec("a", vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.display)], None, None, None, CancellationToken::new()).await.unwrap();
+    w.engine
+        .exec(
+            "a",
+            vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.display)],
+            None,
+            None,
+            None,
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     wait_for_window(&w.engine, "a", "changed").await;
     let changed = w.engine.observe("a", ImageFormat::Png).await.unwrap();
     assert!(changed.image.is_some(), "a changed screen returns an image");
@@ -203,7 +221,16 @@ async fn typing_any_unicode_reaches_the_app() {
     }
     let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "wait", "ms": 10}]), None).await.unwrap();
     assert!(matches!(settled, action::Settled::Unchanged { ms } if ms >= action::SETTLE_CAP_MS), "{settled:?}");
-    assert_eq!(settled.describe(), format!("No visible change after {} ms.", match settled { action::Settled::Unchanged { ms } => ms, _ => 0 }));
+    assert_eq!(
+        settled.describe(),
+        format!(
+            "No visible change after {} ms.",
+            match settled {
+                action::Settled::Unchanged { ms } => ms,
+                _ => 0,
+            }
+        )
+    );
     let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "move", "x": 10, "y": 10}]), Some(0)).await.unwrap();
     assert_eq!(settled, action::Settled::Unwatched);
 }
@@ -314,7 +341,8 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     assert_eq!(elements.iter().map(|e| e["ref"].as_str().unwrap()).collect::<Vec<_>>(), ["e1", "e2", "e3"]);
     assert_eq!(elements[1]["value"], "********", "passwords are masked");
     assert!(!snap.to_string().contains("secret"));
-    let after = w.engine.browser_act("b", &serde_json::json!([{"action": "fill", "ref": "e1", "text": "Bob"}, {"action": "click", "ref": "e3"}])).await.unwrap();
+    let after =
+        w.engine.browser_act("b", &serde_json::json!([{"action": "fill", "ref": "e1", "text": "Bob"}, {"action": "click", "ref": "e3"}])).await.unwrap();
     assert!(text(&after).contains("hello Bob"), "{}", text(&after));
     // Bad input: clear errors, nothing done.
     assert!(w.engine.browser_navigate("a", "file:///etc/passwd").await.unwrap_err().message.contains("only http and https"));
@@ -389,7 +417,13 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
     };
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
     let as_service = |script: &str| as_service(&computer, script);
-    let header = |field: usize, value: u32| format!("python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"", d.display, field * 4);
+    let header = |field: usize, value: u32| {
+        format!(
+            "python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"",
+            d.display,
+            field * 4
+        )
+    };
 
     // What the bot tries, as itself: every one refused by the kernel.
     let gateway_pid = "$(pgrep -u botdesk-screen -f '[b]otdesk-gateway' | head -n 1)";
@@ -527,7 +561,9 @@ async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
     let far_ip = sh("far", "python3 -c 'import socket; print(socket.gethostbyname(socket.gethostname()))'".into()).await;
     sh("far", "setsid python3 -m http.server 8000 >/dev/null 2>&1 < /dev/null & sleep 1".into()).await;
     // Something comes back from both ports inside far itself (so the probe below can tell).
-    let answers = |ip: &str, port: u16| format!("python3 -c 'import socket; s = socket.create_connection((\"{ip}\", {port}), timeout=5); s.sendall(b\"GET / HTTP/1.0\\r\\n\\n\"); assert s.recv(64)'");
+    let answers = |ip: &str, port: u16| {
+        format!("python3 -c 'import socket; s = socket.create_connection((\"{ip}\", {port}), timeout=5); s.sendall(b\"GET / HTTP/1.0\\r\\n\\n\"); assert s.recv(64)'")
+    };
     for port in [8000, 7900] {
         sh("far", answers(&far_ip, port)).await;
     }
@@ -607,7 +643,10 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
         let network = docker(&["inspect", "-f", "{{.HostConfig.NetworkMode}}", &container]);
         assert!(network.starts_with("botdesk-") && network.ends_with(&c.id), "{network}");
         assert_eq!(docker(&["inspect", "-f", "{{len .NetworkSettings.Networks}}", &container]), "1", "on no other network");
-        assert_eq!(docker(&["network", "inspect", "-f", "{{index .Options \"com.docker.network.bridge.enable_icc\"}} {{len .Containers}}", &network]), "false 1");
+        assert_eq!(
+            docker(&["network", "inspect", "-f", "{{index .Options \"com.docker.network.bridge.enable_icc\"}} {{len .Containers}}", &network]),
+            "false 1"
+        );
         networks.push((c.id, network));
     }
     assert_ne!(networks[0].1, networks[1].1);

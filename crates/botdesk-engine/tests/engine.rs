@@ -35,7 +35,13 @@ async fn stdout_of(engine: &Engine, bot: &str, argv: &[&str], cwd: Option<&str>)
 async fn paths_resolve_in_the_bots_folder_exactly_as_the_bots_tools_will() {
     let (engine, _fake, _dir) = fake_engine().await;
     let a = engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
-    let local = botdesk_engine::NewModel { id: "m1".into(), kind: "openai-compatible".into(), model: "llama3.1".into(), base_url: Some("http://127.0.0.1:11434/v1".into()), coordinates: None };
+    let local = botdesk_engine::NewModel {
+        id: "m1".into(),
+        kind: "openai-compatible".into(),
+        model: "llama3.1".into(),
+        base_url: Some("http://127.0.0.1:11434/v1".into()),
+        coordinates: None,
+    };
     engine.add_model(local, None).await.unwrap(); // keyless: no keyring involved
     let p = engine.create_bot("p", ComputerScope::Private, Some("m1"), "be brief").await.unwrap();
     assert_eq!(a.folder, format!("bots/{}", a.id));
@@ -119,7 +125,10 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
     // A second pass finds nothing to remove.
     let again = engine.reconcile().await.unwrap();
     assert!(again.removed.is_empty());
-    assert!(report.volumes_removed.iter().chain(&again.volumes_removed).any(|v| v.ends_with("-corphan")), "the orphan's home volume is reaped: {report:?} {again:?}");
+    assert!(
+        report.volumes_removed.iter().chain(&again.volumes_removed).any(|v| v.ends_with("-corphan")),
+        "the orphan's home volume is reaped: {report:?} {again:?}"
+    );
     assert!(!orphan.list_volumes(None).await.unwrap().iter().any(|v| v.ends_with("-corphan")));
 
     other.destroy(&botdesk_core::ComputerRef::from(&other_spec), &Default::default()).await.unwrap();

@@ -155,13 +155,16 @@ async fn release_computer_needs_proof_that_the_worker_is_gone_or_the_owners_word
 async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_checkpoint() {
     let policy = Policy { idle_suspend: 60_000, ..Policy::default() };
     let w = world(policy).await;
-    assert!(Engine::open({
-        let mut c = EngineConfig::new(w.dir.path().join("other"), ProviderChoice::Custom(w.fake.clone()));
-        c.policy = Policy { idle_suspend: 29_999, ..Policy::default() };
-        c
-    })
-    .await
-    .is_err(), "idle suspend below 30 s is refused");
+    assert!(
+        Engine::open({
+            let mut c = EngineConfig::new(w.dir.path().join("other"), ProviderChoice::Custom(w.fake.clone()));
+            c.policy = Policy { idle_suspend: 29_999, ..Policy::default() };
+            c
+        })
+        .await
+        .is_err(),
+        "idle suspend below 30 s is refused"
+    );
     w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = botdesk_core::ComputerRef { id: botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()) };
     // Not idle yet.
@@ -214,7 +217,9 @@ async fn a_running_command_keeps_its_computer_from_idle_suspend() {
     let w = world(Policy { idle_suspend: 30_000, ..Policy::default() }).await;
     let e = w.engine.clone();
     let long = tokio::spawn(async move { e.exec("a", vec!["sleep".into(), "25".into()], None, None, None, Default::default()).await });
-    let running = || async { w.engine.exec("b", vec!["pgrep".into(), "-c".into(), "-fx".into(), "sleep 25".into()], None, None, None, Default::default()).await.unwrap().code == 0 };
+    let running = || async {
+        w.engine.exec("b", vec!["pgrep".into(), "-c".into(), "-fx".into(), "sleep 25".into()], None, None, None, Default::default()).await.unwrap().code == 0
+    };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !running().await {
         assert!(std::time::Instant::now() < deadline, "the command never started");

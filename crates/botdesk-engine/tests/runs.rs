@@ -135,7 +135,10 @@ fn element_ref(snapshot: &str, role: &str, name: &str) -> Option<String> {
 /// the form by refs (checking its cookie is its own), write a file, run a command.
 fn script(bot: &'static str, other: &'static str, key: String) -> Vec<Step> {
     vec![
-        Step::check(move |s| s.system().contains(&format!("You are {bot}")).then_some(()).ok_or("system prompt".into()), Reply::call("browser_navigate", json!({"url": format!("http://127.0.0.1:8765/?bot={bot}")}))),
+        Step::check(
+            move |s| s.system().contains(&format!("You are {bot}")).then_some(()).ok_or("system prompt".into()),
+            Reply::call("browser_navigate", json!({"url": format!("http://127.0.0.1:8765/?bot={bot}")})),
+        ),
         Step::check(|s| ok_result(s, "Press me"), Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 640, "y": 300}], "settle_ms": 600}))),
         Step::check(
             |s| {
@@ -158,13 +161,19 @@ fn script(bot: &'static str, other: &'static str, key: String) -> Vec<Step> {
             Reply::Func(Box::new(move |s: &Seen| {
                 let text = &s.results[0].text;
                 match (element_ref(text, "textbox", "who"), element_ref(text, "button", "Send")) {
-                    (Some(field), Some(send)) => Reply::call("browser_act", json!({"actions": [{"action": "fill", "ref": field, "text": format!("{bot}-form")}, {"action": "click", "ref": send}]})),
+                    (Some(field), Some(send)) => Reply::call(
+                        "browser_act",
+                        json!({"actions": [{"action": "fill", "ref": field, "text": format!("{bot}-form")}, {"action": "click", "ref": send}]}),
+                    ),
                     _ => Reply::text(&format!("no form in the snapshot: {text}")),
                 }
             })),
         ),
         Step::check(|s| ok_result(s, "thanks"), Reply::call("write_file", json!({"path": "report.txt", "content": format!("report by {bot}\n")}))),
-        Step::check(|s| ok_result(s, "Wrote 14 bytes"), Reply::call("shell", json!({"command": format!("echo key={key}; cat report.txt; echo $BOTDESK_BOT_ID >&2")}))),
+        Step::check(
+            |s| ok_result(s, "Wrote 14 bytes"),
+            Reply::call("shell", json!({"command": format!("echo key={key}; cat report.txt; echo $BOTDESK_BOT_ID >&2")})),
+        ),
         Step::check(|s| ok_result(s, "exit code 0"), Reply::text(&format!("{bot} is done."))),
     ]
 }
@@ -188,7 +197,10 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
     }
     let mut events = w.engine.run_events();
 
-    let (a, o) = tokio::join!(w.engine.run_task("ant", "Press the button, fill the form, write a report."), w.engine.run_task("oai", "Press the button, fill the form, write a report."));
+    let (a, o) = tokio::join!(
+        w.engine.run_task("ant", "Press the button, fill the form, write a report."),
+        w.engine.run_task("oai", "Press the button, fill the form, write a report.")
+    );
     let (a, o) = (a.unwrap(), o.unwrap());
     assert_eq!(ant_server.failures(), Vec::<String>::new());
     assert_eq!(oai_server.failures(), Vec::<String>::new());
@@ -274,9 +286,11 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     w.engine.files_write("refuser", "big.txt", bytes::Bytes::from(vec![b'a'; 250_001]), false).await.unwrap();
     w.engine.files_write("refuser", "exact.txt", bytes::Bytes::from(vec![b'b'; 250_000]), false).await.unwrap();
     w.engine.files_write("refuser", "bin.dat", bytes::Bytes::from_static(b"\xff\xfe\x00binary"), false).await.unwrap();
-    let err = |want: &'static str| move |s: &Seen| match s.results.first() {
-        Some(r) if r.is_error && r.text.contains(want) => Ok(()),
-        other => Err(format!("expected an error with {want:?}, got {other:?}")),
+    let err = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.is_error && r.text.contains(want) => Ok(()),
+            other => Err(format!("expected an error with {want:?}, got {other:?}")),
+        }
     };
     let batch: Vec<_> = (0..25).map(|i| json!({"type": "move", "x": 10 + i, "y": 10})).collect();
     for s in [
@@ -455,7 +469,8 @@ fn peak_rss() -> u64 {
 async fn a_command_printing_3_gb_leaves_memory_flat() {
     let mut w = world_in(Turn::Alone(ALONE.write().await)).await;
     let command = "yes | head -c 3000000000; echo; echo the end";
-    let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": command, "timeout_s": 1200}))), Step::reply(Reply::text("done"))]).await;
+    let server =
+        ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": command, "timeout_s": 1200}))), Step::reply(Reply::text("done"))]).await;
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     w.engine.create_bot("printer", ComputerScope::Team, Some(&model), "").await.unwrap();
     w.engine.shell("printer", "true").await.unwrap();
@@ -467,7 +482,11 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
     assert!(growth < 64 << 20, "peak memory grew by {} MiB", growth >> 20);
     let act = w.engine.activity("printer", 0, 10).await.unwrap();
     let shell = act.iter().find(|a| a.kind == "shell").unwrap();
-    assert!(shell.output_tail.ends_with("y\ny\n\nthe end\n") && shell.output_tail.chars().count() <= 16_000, "{:?}", &shell.output_tail[shell.output_tail.len().saturating_sub(100)..]);
+    assert!(
+        shell.output_tail.ends_with("y\ny\n\nthe end\n") && shell.output_tail.chars().count() <= 16_000,
+        "{:?}",
+        &shell.output_tail[shell.output_tail.len().saturating_sub(100)..]
+    );
     let seen = server.requests();
     let told = seen.last().unwrap().body["messages"].to_string();
     assert!(told.contains("of 3000000009 bytes of output") && told.contains("the end"), "{}", &told[told.len().saturating_sub(400)..]);
@@ -514,7 +533,10 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
         Step::check(first_result(false, "Wrote 9 bytes"), Reply::call("write_file", json!({"path": "book.md", "content": "part two\n", "append": true}))),
         Step::check(first_result(false, "(now 18 bytes)"), Reply::call("write_file", json!({"path": "new/notes.md", "content": "first\n", "append": true}))),
         Step::check(first_result(false, "(now 6 bytes)"), Reply::call("write_file", json!({"path": "link.md", "content": "x", "append": true}))),
-        Step::check(first_result(true, "escapes the computer workspace"), Reply::call("write_file", json!({"path": "pipe.md", "content": "x", "append": true}))),
+        Step::check(
+            first_result(true, "escapes the computer workspace"),
+            Reply::call("write_file", json!({"path": "pipe.md", "content": "x", "append": true})),
+        ),
         Step::check(first_result(true, "not a regular file"), Reply::text("Written.")),
     ] {
         server.push(s);
@@ -543,11 +565,16 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
         Step::check(
             |s| {
                 let p = s.system();
-                (p.contains("Coordinates are from 0 to 1000 on each axis") && p.contains("Today is 20")).then_some(()).ok_or(format!("the system prompt lacks the coordinate rule or the date: {p}"))
+                (p.contains("Coordinates are from 0 to 1000 on each axis") && p.contains("Today is 20"))
+                    .then_some(())
+                    .ok_or(format!("the system prompt lacks the coordinate rule or the date: {p}"))
             },
             Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 500, "y": 250}]})),
         ),
-        Step::check(first_result(false, "(coordinates from 0 to 1000 on each axis), cursor at (500, 250)"), Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]}))),
+        Step::check(
+            first_result(false, "(coordinates from 0 to 1000 on each axis), cursor at (500, 250)"),
+            Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]})),
+        ),
         Step::check(first_result(true, "x 1001 is not from 0 to 1000"), Reply::text("Clicked.")),
     ] {
         server.push(s);
@@ -605,7 +632,8 @@ async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
     server.push(Step::check(
         |s| {
             let body = s.body["messages"].to_string();
-            let want = ["find the number", "- shell {\\\"command\\\":\\\"echo the-answer-is-42\\\"} → ok: exit code 0", "The number is 42.", "and now double it"];
+            let want =
+                ["find the number", "- shell {\\\"command\\\":\\\"echo the-answer-is-42\\\"} → ok: exit code 0", "The number is 42.", "and now double it"];
             match want.iter().find(|w| !body.contains(*w)) {
                 None => Ok(()),
                 Some(missing) => Err(format!("{missing:?} is not in {body}")),
@@ -692,7 +720,10 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     assert_eq!(server.failures(), Vec::<String>::new());
     let chat = w.engine.chat("pausable", 20).await.unwrap();
     assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Paused:")), "{chat:#?}");
-    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")), "{chat:#?}");
+    assert!(
+        chat.iter().any(|m| m.role == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")),
+        "{chat:#?}"
+    );
     // Nothing to pause now: the take goes ahead at once.
     assert_eq!(w.engine.pause_run("pausable", Duration::from_secs(1)).await.unwrap(), None);
 }

@@ -112,10 +112,7 @@ impl SandboxProvider for Faulty {
     async fn export(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream> {
         let stream = self.inner.export(c, ctx).await?;
         match self.take(|f| matches!(f, Fault::ExportAfter(_))) {
-            Some(Fault::ExportAfter(n)) => Ok(stream
-                .take(n)
-                .chain(futures::stream::once(async { Err(SandboxError::Injected("export")) }))
-                .boxed()),
+            Some(Fault::ExportAfter(n)) => Ok(stream.take(n).chain(futures::stream::once(async { Err(SandboxError::Injected("export")) })).boxed()),
             _ => Ok(stream),
         }
     }

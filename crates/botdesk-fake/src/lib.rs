@@ -144,17 +144,12 @@ impl SandboxProvider for FakeProvider {
 
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
         req.validate()?;
-        let procs = self.with_machine(c, |m| {
-            match resolve(&m.files, &req.cwd, true)? {
-                p if p.is_root() || matches!(m.files.get(&p), Some(Node::Dir)) => Ok(m.procs.clone()),
-                p => Err(SandboxError::NotFound(p.to_string())),
-            }
+        let procs = self.with_machine(c, |m| match resolve(&m.files, &req.cwd, true)? {
+            p if p.is_root() || matches!(m.files.get(&p), Some(Node::Dir)) => Ok(m.procs.clone()),
+            p => Err(SandboxError::NotFound(p.to_string())),
         })?;
-        let mut env: HashMap<String, String> = HashMap::from([
-            ("BOTDESK_COMPUTER_ID".into(), c.id.to_string()),
-            ("HOME".into(), HOME.into()),
-            ("USER".into(), "botdesk".into()),
-        ]);
+        let mut env: HashMap<String, String> =
+            HashMap::from([("BOTDESK_COMPUTER_ID".into(), c.id.to_string()), ("HOME".into(), HOME.into()), ("USER".into(), "botdesk".into())]);
         env.extend(req.env.iter().cloned());
         let mut shell = Shell { provider: self, computer: c, cwd: req.cwd.clone(), env, out, procs, background: JoinSet::new() };
         let timeout = req.timeout;
@@ -501,7 +496,11 @@ impl Shell<'_> {
             "pgrep" if arg(1) == "-c" && arg(2) == "-fx" => {
                 let n = self.procs.lock().unwrap().iter().filter(|p| **p == argv[3..].join(" ")).count();
                 self.emit(stream, format!("{n}\n"));
-                if n > 0 { 0 } else { 1 }
+                if n > 0 {
+                    0
+                } else {
+                    1
+                }
             }
             "cat" => {
                 let Ok(p) = self.cwd.join(&arg(1)) else { return 1 };

@@ -36,8 +36,14 @@ pub type Resolve = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<Target, St
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum ConnState {
     Connecting,
-    Connected { control: bool },
-    Reconnecting { attempt: u32, retry_in_ms: u64, error: String },
+    Connected {
+        control: bool,
+    },
+    Reconnecting {
+        attempt: u32,
+        retry_in_ms: u64,
+        error: String,
+    },
     /// Nobody has watched for a while: disconnected, pixels freed, until a viewer subscribes.
     Idle,
     Closed,
@@ -61,8 +67,15 @@ impl ConnState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
     /// Absolute framebuffer coordinates and the RFB button mask (1 left, 2 middle, 4 right, 8/16 wheel).
-    Pointer { x: u16, y: u16, buttons: u8 },
-    Key { keysym: u32, down: bool },
+    Pointer {
+        x: u16,
+        y: u16,
+        buttons: u8,
+    },
+    Key {
+        keysym: u32,
+        down: bool,
+    },
     /// A full frame, e.g. after a tab was hidden.
     FullRefresh,
     /// The target changed (control taken or released): reconnect now without waiting.
@@ -406,7 +419,12 @@ impl Task {
                 let _ = self.updates.send(Update::Resized(s.width, s.height));
             }
             VncEvent::RawImage(r, data) => {
-                self.shared.fb.lock().unwrap().put_bgrx(Rect { x: r.x, y: r.y, w: r.width, h: r.height }, &data).map_err(|e| format!("bad update from the screen: {e}"))?;
+                self.shared
+                    .fb
+                    .lock()
+                    .unwrap()
+                    .put_bgrx(Rect { x: r.x, y: r.y, w: r.width, h: r.height }, &data)
+                    .map_err(|e| format!("bad update from the screen: {e}"))?;
             }
             VncEvent::Copy(dst, src) => {
                 let dst = Rect { x: dst.x, y: dst.y, w: dst.width, h: dst.height };

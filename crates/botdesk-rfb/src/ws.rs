@@ -82,6 +82,8 @@ impl FrameServer {
     }
 }
 
+// The handshake callback's error type is tungstenite's own response.
+#[allow(clippy::result_large_err)]
 async fn serve(stream: tokio::net::TcpStream, registry: Registry, secret: String) {
     let (mut key, mut viewport) = (None, None);
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {

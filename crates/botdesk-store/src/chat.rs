@@ -44,7 +44,9 @@ pub struct ActivityRow {
 
 impl Store {
     pub async fn add_message(&self, run_id: &str, role: &str, content: &str, now: i64) -> Result<i64> {
-        let done = sqlx::query!("INSERT INTO messages (run_id, role, content, created_at) VALUES (?1, ?2, ?3, ?4)", run_id, role, content, now).execute(&self.pool).await?;
+        let done = sqlx::query!("INSERT INTO messages (run_id, role, content, created_at) VALUES (?1, ?2, ?3, ?4)", run_id, role, content, now)
+            .execute(&self.pool)
+            .await?;
         Ok(done.last_insert_rowid())
     }
 
@@ -52,7 +54,12 @@ impl Store {
     pub async fn add_tool_call(&self, id: &str, run_id: &str, message_id: i64, name: &str, arguments: &str, now: i64) -> Result<()> {
         sqlx::query!(
             "INSERT INTO tool_calls (id, run_id, message_id, name, arguments, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            id, run_id, message_id, name, arguments, now
+            id,
+            run_id,
+            message_id,
+            name,
+            arguments,
+            now
         )
         .execute(&self.pool)
         .await?;
@@ -60,7 +67,9 @@ impl Store {
     }
 
     pub async fn finish_tool_call(&self, id: &str, result: &str, is_error: bool, now: i64) -> Result<()> {
-        let done = sqlx::query!("UPDATE tool_calls SET result = ?1, is_error = ?2, finished_at = ?3 WHERE id = ?4", result, is_error, now, id).execute(&self.pool).await?;
+        let done = sqlx::query!("UPDATE tool_calls SET result = ?1, is_error = ?2, finished_at = ?3 WHERE id = ?4", result, is_error, now, id)
+            .execute(&self.pool)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("tool call {id}")));
         }
@@ -119,7 +128,12 @@ impl Store {
         let b = bot.as_str();
         let done = sqlx::query!(
             "INSERT INTO activity (bot_id, run_id, kind, target, status, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-            b, run_id, kind, target, status, now
+            b,
+            run_id,
+            kind,
+            target,
+            status,
+            now
         )
         .execute(&self.pool)
         .await?;
@@ -130,7 +144,11 @@ impl Store {
     pub async fn finish_activity(&self, id: i64, status: &str, exit_code: Option<i64>, output_tail: &str, now: i64) -> Result<bool> {
         let done = sqlx::query!(
             "UPDATE activity SET status = ?1, exit_code = ?2, output_tail = ?3, updated_at = ?4 WHERE id = ?5 AND status = 'running'",
-            status, exit_code, output_tail, now, id
+            status,
+            exit_code,
+            output_tail,
+            now,
+            id
         )
         .execute(&self.pool)
         .await?;
@@ -166,30 +184,6 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{NewBot, Store};
-    use botdesk_core::ComputerScope;
-
-    #[tokio::test]
-    async fn a_late_running_never_overwrites_an_end_and_activity_reads_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
-        let (bot, _) = s.create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
-        let id = s.add_activity(&bot.id, None, "shell", "make", "running", 1).await.unwrap();
-        assert!(s.finish_activity(id, "done", Some(0), "ok", 2).await.unwrap());
-        // A second end (a late or repeated update) changes nothing.
-        assert!(!s.finish_activity(id, "running", None, "", 3).await.unwrap());
-        assert!(!s.finish_activity(id, "failed", Some(1), "late", 4).await.unwrap());
-        let rows = s.activity_of(&bot.id, 0, 10).await.unwrap();
-        assert_eq!((rows[0].status.as_str(), rows[0].exit_code, rows[0].output_tail.as_str()), ("done", Some(0), "ok"));
-        let second = s.add_activity(&bot.id, None, "write_file", "a.txt", "running", 5).await.unwrap();
-        assert_eq!(s.activity_of(&bot.id, id, 10).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
-        assert_eq!(s.latest_activity(&bot.id, 1).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
-        assert_eq!(s.latest_activity(&bot.id, 5).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id, second]);
     }
 }
 
@@ -232,7 +226,8 @@ impl Store {
     /// What each of a bot's failed runs failed of, by run id.
     pub async fn run_failures(&self, bot: &BotId) -> Result<std::collections::HashMap<String, botdesk_core::RunFailure>> {
         let b = bot.as_str();
-        let rows = sqlx::query!(r#"SELECT id AS "id!", failure AS "failure!" FROM runs WHERE bot_id = ?1 AND failure IS NOT NULL"#, b).fetch_all(&self.pool).await?;
+        let rows =
+            sqlx::query!(r#"SELECT id AS "id!", failure AS "failure!" FROM runs WHERE bot_id = ?1 AND failure IS NOT NULL"#, b).fetch_all(&self.pool).await?;
         Ok(rows.into_iter().filter_map(|r| botdesk_core::RunFailure::parse(&r.failure).map(|f| (r.id, f))).collect())
     }
 
@@ -265,7 +260,11 @@ impl Store {
                 sqlx::query!(
                     "INSERT INTO model_prices (model_id, input, output, cache_read, cache_write) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (model_id) DO UPDATE SET input = ?2, output = ?3, cache_read = ?4, cache_write = ?5",
-                    model_id, p.input, p.output, p.cache_read, p.cache_write
+                    model_id,
+                    p.input,
+                    p.output,
+                    p.cache_read,
+                    p.cache_write
                 )
                 .execute(&self.pool)
                 .await?;
@@ -279,7 +278,9 @@ impl Store {
 
     /// A model's context window and output per call, when set.
     pub async fn model_limits(&self, model_id: &str) -> Result<Option<botdesk_core::Limits>> {
-        let r = sqlx::query!(r#"SELECT context_window AS "c: i64", max_output AS "o: i64" FROM model_limits WHERE model_id = ?1"#, model_id).fetch_optional(&self.pool).await?;
+        let r = sqlx::query!(r#"SELECT context_window AS "c: i64", max_output AS "o: i64" FROM model_limits WHERE model_id = ?1"#, model_id)
+            .fetch_optional(&self.pool)
+            .await?;
         Ok(r.map(|r| botdesk_core::Limits { context_window: r.c.max(1) as u64, max_output: r.o.max(1) as u64 }))
     }
 
@@ -316,12 +317,9 @@ impl Store {
     /// Sets a bot's limits per run (None: the default tokens, no dollar limit).
     pub async fn set_bot_budget(&self, bot: &BotId, tokens: Option<u64>, usd: Option<f64>) -> Result<()> {
         let (b, t) = (bot.as_str(), tokens.map(stored));
-        sqlx::query!(
-            "INSERT INTO bot_budgets (bot_id, tokens, usd) VALUES (?1, ?2, ?3) ON CONFLICT (bot_id) DO UPDATE SET tokens = ?2, usd = ?3",
-            b, t, usd
-        )
-        .execute(&self.pool)
-        .await?;
+        sqlx::query!("INSERT INTO bot_budgets (bot_id, tokens, usd) VALUES (?1, ?2, ?3) ON CONFLICT (bot_id) DO UPDATE SET tokens = ?2, usd = ?3", b, t, usd)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -338,5 +336,29 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         Ok((usage_of(r.i, r.o, r.r, r.w), r.usd.unwrap_or(0.0), r.unknown.max(0) as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{NewBot, Store};
+    use botdesk_core::ComputerScope;
+
+    #[tokio::test]
+    async fn a_late_running_never_overwrites_an_end_and_activity_reads_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
+        let (bot, _) = s.create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
+        let id = s.add_activity(&bot.id, None, "shell", "make", "running", 1).await.unwrap();
+        assert!(s.finish_activity(id, "done", Some(0), "ok", 2).await.unwrap());
+        // A second end (a late or repeated update) changes nothing.
+        assert!(!s.finish_activity(id, "running", None, "", 3).await.unwrap());
+        assert!(!s.finish_activity(id, "failed", Some(1), "late", 4).await.unwrap());
+        let rows = s.activity_of(&bot.id, 0, 10).await.unwrap();
+        assert_eq!((rows[0].status.as_str(), rows[0].exit_code, rows[0].output_tail.as_str()), ("done", Some(0), "ok"));
+        let second = s.add_activity(&bot.id, None, "write_file", "a.txt", "running", 5).await.unwrap();
+        assert_eq!(s.activity_of(&bot.id, id, 10).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
+        assert_eq!(s.latest_activity(&bot.id, 1).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
+        assert_eq!(s.latest_activity(&bot.id, 5).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id, second]);
     }
 }

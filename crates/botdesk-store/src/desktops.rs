@@ -46,7 +46,8 @@ impl Store {
         Ok(sqlx::query_as!(
             Row,
             "SELECT computer_id, slot, bot_id, state, view_token, control_token FROM desktops WHERE computer_id = ?1 AND bot_id = ?2",
-            c, b
+            c,
+            b
         )
         .fetch_optional(&self.pool)
         .await?
@@ -89,7 +90,11 @@ impl Store {
             let inserted = sqlx::query!(
                 "INSERT INTO desktops (computer_id, slot, bot_id, state, view_token, created_at) VALUES (?1, ?2, ?3, 'assigned', ?4, ?5)
                  ON CONFLICT DO NOTHING",
-                c, slot, b, view_token, now
+                c,
+                slot,
+                b,
+                view_token,
+                now
             )
             .execute(&self.pool)
             .await?;

@@ -95,7 +95,11 @@ impl Store {
                  SET holder = excluded.holder, fence = execution_leases.fence + 1, expires_at = excluded.expires_at
                  WHERE execution_leases.expires_at <= ?5
                RETURNING fence AS "fence!: i64""#,
-            c, b, holder, expires, now
+            c,
+            b,
+            holder,
+            expires,
+            now
         )
         .fetch_optional(&self.pool)
         .await?;
@@ -118,7 +122,12 @@ impl Store {
         let done = sqlx::query!(
             "UPDATE execution_leases SET expires_at = ?1
              WHERE computer_id = ?2 AND bot_id = ?3 AND fence = ?4 AND holder = ?5 AND expires_at > ?6",
-            expires, c, b, lease.fence, lease.holder, now
+            expires,
+            c,
+            b,
+            lease.fence,
+            lease.holder,
+            now
         )
         .execute(&self.pool)
         .await?;
@@ -134,7 +143,10 @@ impl Store {
         let done = sqlx::query!(
             "UPDATE execution_leases SET holder = NULL, expires_at = 0
              WHERE computer_id = ?1 AND bot_id = ?2 AND fence = ?3 AND holder = ?4",
-            c, b, lease.fence, lease.holder
+            c,
+            b,
+            lease.fence,
+            lease.holder
         )
         .execute(&self.pool)
         .await?;
@@ -158,7 +170,9 @@ impl Store {
         let row = sqlx::query!(
             r#"SELECT holder AS "holder!", fence, expires_at FROM execution_leases
                WHERE computer_id = ?1 AND bot_id = ?2 AND holder IS NOT NULL AND expires_at > ?3"#,
-            c, b, now
+            c,
+            b,
+            now
         )
         .fetch_optional(&self.pool)
         .await?;
@@ -189,7 +203,12 @@ impl Store {
         let (b, c, q) = (bot.as_str(), computer.as_str(), RunStatus::Queued.as_str());
         sqlx::query!(
             "INSERT INTO runs (id, bot_id, computer_id, status, task, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-            id, b, c, q, task, now
+            id,
+            b,
+            c,
+            q,
+            task,
+            now
         )
         .execute(&self.pool)
         .await?;
@@ -228,7 +247,8 @@ impl Store {
         let row = sqlx::query!(
             r#"UPDATE runs SET pause_requested_at = COALESCE(pause_requested_at, ?1), updated_at = ?1
                WHERE bot_id = ?2 AND status IN ('queued', 'leased', 'running') RETURNING id AS "id!""#,
-            now, b
+            now,
+            b
         )
         .fetch_optional(&self.pool)
         .await?;
@@ -250,9 +270,10 @@ impl Store {
     /// Active (not terminal) runs of a bot.
     pub async fn active_runs(&self, bot: &BotId) -> Result<Vec<Run>> {
         let b = bot.as_str();
-        let ids = sqlx::query!(r#"SELECT id AS "id!" FROM runs WHERE bot_id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled') ORDER BY created_at"#, b)
-            .fetch_all(&self.pool)
-            .await?;
+        let ids =
+            sqlx::query!(r#"SELECT id AS "id!" FROM runs WHERE bot_id = ?1 AND status NOT IN ('completed', 'failed', 'cancelled') ORDER BY created_at"#, b)
+                .fetch_all(&self.pool)
+                .await?;
         let mut runs = vec![];
         for r in ids {
             runs.push(self.run(&r.id).await?);
@@ -272,7 +293,16 @@ impl Store {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn move_run(&self, id: &str, from: RunStatus, to: RunStatus, now: i64, fence: Option<i64>, error: Option<&str>, failure: Option<RunFailure>) -> Result<Run> {
+    async fn move_run(
+        &self,
+        id: &str,
+        from: RunStatus,
+        to: RunStatus,
+        now: i64,
+        fence: Option<i64>,
+        error: Option<&str>,
+        failure: Option<RunFailure>,
+    ) -> Result<Run> {
         from.check(to).map_err(|e| StoreError::Conflict(e.to_string()))?;
         let (f, t) = (from.as_str(), to.as_str());
         let failure = failure.map(RunFailure::as_str);
@@ -280,7 +310,13 @@ impl Store {
             "UPDATE runs SET status = ?1, updated_at = ?2, fence = COALESCE(?3, fence), error = COALESCE(?4, error),
                              failure = COALESCE(?7, failure), heartbeat_at = ?2
              WHERE id = ?5 AND status = ?6",
-            t, now, fence, error, id, f, failure
+            t,
+            now,
+            fence,
+            error,
+            id,
+            f,
+            failure
         )
         .execute(&self.pool)
         .await?;
@@ -313,7 +349,9 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let done = sqlx::query!(
             "UPDATE runs SET status = 'failed', error = ?1, updated_at = ?2 WHERE id = ?3 AND status NOT IN ('completed', 'failed', 'cancelled')",
-            reason, now, id
+            reason,
+            now,
+            id
         )
         .execute(&mut *tx)
         .await?;
@@ -334,12 +372,9 @@ impl Store {
     pub async fn transition_computer(&self, id: &ComputerId, from: ComputerState, to: ComputerState, now: i64) -> Result<()> {
         from.check(to).map_err(|e| StoreError::Conflict(e.to_string()))?;
         let (c, f, t) = (id.as_str(), from.as_str(), to.as_str());
-        let done = sqlx::query!(
-            "UPDATE computers SET state = ?1, generation = generation + 1, updated_at = ?2 WHERE id = ?3 AND state = ?4",
-            t, now, c, f
-        )
-        .execute(&self.pool)
-        .await?;
+        let done = sqlx::query!("UPDATE computers SET state = ?1, generation = generation + 1, updated_at = ?2 WHERE id = ?3 AND state = ?4", t, now, c, f)
+            .execute(&self.pool)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(stale(format!("computer {id} is no longer {from}; it was not moved to {to}")));
         }
@@ -369,7 +404,12 @@ impl Store {
                 AND NOT EXISTS (SELECT 1 FROM runs WHERE bot_id = ?4 AND status IN ('queued', 'leased', 'running'))
                 AND (NOT EXISTS (SELECT 1 FROM execution_leases WHERE computer_id = ?6 AND bot_id = ?4 AND holder IS NOT NULL AND expires_at > ?5)
                      OR EXISTS (SELECT 1 FROM runs WHERE bot_id = ?4 AND status = 'waiting_takeover'))",
-            USER, lease_id, expires, b, now, c
+            USER,
+            lease_id,
+            expires,
+            b,
+            now,
+            c
         )
         .execute(&self.pool)
         .await?;
@@ -394,11 +434,18 @@ impl Store {
         let row = sqlx::query!(
             r#"SELECT control_holder AS "holder!", control_lease_id AS "lease_id!", control_expires_at AS "expires_at!: i64", control_bot_id AS "bot_id!"
                FROM computers WHERE id = ?1 AND control_lease_id IS NOT NULL AND control_expires_at > ?2"#,
-            c, now
+            c,
+            now
         )
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| ControlLease { computer_id: computer.clone(), bot_id: BotId::new(r.bot_id), lease_id: r.lease_id, holder: r.holder, expires_at: r.expires_at }))
+        Ok(row.map(|r| ControlLease {
+            computer_id: computer.clone(),
+            bot_id: BotId::new(r.bot_id),
+            lease_id: r.lease_id,
+            holder: r.holder,
+            expires_at: r.expires_at,
+        }))
     }
 
     pub async fn renew_control(&self, computer: &ComputerId, lease_id: &str, now: i64, ttl_ms: i64) -> Result<ControlLease> {
@@ -406,7 +453,10 @@ impl Store {
         let done = sqlx::query!(
             "UPDATE computers SET control_expires_at = ?1, last_active_at = MAX(last_active_at, ?2)
              WHERE id = ?3 AND control_lease_id = ?4 AND control_expires_at > ?2",
-            expires, now, c, lease_id
+            expires,
+            now,
+            c,
+            lease_id
         )
         .execute(&self.pool)
         .await?;
@@ -462,7 +512,8 @@ impl Store {
             sqlx::query!(
                 "UPDATE computers SET control_holder = NULL, control_lease_id = NULL, control_expires_at = NULL, control_bot_id = NULL
                  WHERE id = ?1 AND control_expires_at <= ?2",
-                r.id, now
+                r.id,
+                now
             )
             .execute(&mut *tx)
             .await?;
@@ -470,12 +521,19 @@ impl Store {
                 "UPDATE runs SET status = 'cancelled', pause_requested_at = NULL, updated_at = ?1,
                         error = 'paused for the person, who did not hand the screen back before their control expired'
                  WHERE bot_id = ?2 AND status = 'waiting_takeover' AND pause_requested_at IS NOT NULL",
-                now, r.bot
+                now,
+                r.bot
             )
             .execute(&mut *tx)
             .await?;
             resume_waiting(&mut tx, &r.bot, TakeoverResult::Skipped, None, now).await?;
-            out.push(ControlLease { computer_id: ComputerId::new(r.id), bot_id: BotId::new(r.bot), lease_id: r.lease, holder: r.holder, expires_at: r.expires });
+            out.push(ControlLease {
+                computer_id: ComputerId::new(r.id),
+                bot_id: BotId::new(r.bot),
+                lease_id: r.lease,
+                holder: r.holder,
+                expires_at: r.expires,
+            });
         }
         tx.commit().await?;
         Ok(out)
@@ -496,7 +554,9 @@ impl Store {
              WHERE id = ?2 AND reservation_id IS NULL
                AND (control_lease_id IS NULL OR control_expires_at <= ?3)
                AND NOT EXISTS (SELECT 1 FROM execution_leases WHERE computer_id = ?2 AND holder IS NOT NULL AND expires_at > ?3)",
-            id, c, now
+            id,
+            c,
+            now
         )
         .execute(&mut *tx)
         .await?;
@@ -513,7 +573,14 @@ impl Store {
         sqlx::query!(
             "INSERT INTO reservations (id, computer_id, action, stage, status, owner_pid, owner_boot_id, heartbeat_at, created_at, updated_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?8)",
-            id, c, a, stage, status, owner_pid, boot_id, now
+            id,
+            c,
+            a,
+            stage,
+            status,
+            owner_pid,
+            boot_id,
+            now
         )
         .execute(&mut *tx)
         .await?;
@@ -560,9 +627,7 @@ impl Store {
     }
 
     pub async fn heartbeat_reservation(&self, id: &str, now: i64) -> Result<()> {
-        let done = sqlx::query!("UPDATE reservations SET heartbeat_at = ?1 WHERE id = ?2 AND status = 'active'", now, id)
-            .execute(&self.pool)
-            .await?;
+        let done = sqlx::query!("UPDATE reservations SET heartbeat_at = ?1 WHERE id = ?2 AND status = 'active'", now, id).execute(&self.pool).await?;
         if done.rows_affected() == 0 {
             return Err(stale(format!("reservation {id} is no longer active")));
         }
@@ -574,7 +639,8 @@ impl Store {
     pub async fn interrupt_silent_reservations(&self, silent_since: i64, now: i64) -> Result<Vec<String>> {
         let rows = sqlx::query!(
             r#"UPDATE reservations SET status = 'interrupted', updated_at = ?1 WHERE status = 'active' AND heartbeat_at <= ?2 RETURNING id AS "id!""#,
-            now, silent_since
+            now,
+            silent_since
         )
         .fetch_all(&self.pool)
         .await?;
@@ -598,16 +664,19 @@ impl Store {
         let mut tx = self.write_tx().await?;
         let done = sqlx::query!(
             "UPDATE reservations SET status = ?1, error = ?2, updated_at = ?3 WHERE id = ?4 AND status IN (?5, ?6)",
-            s, error, now, id, from_a, from_b
+            s,
+            error,
+            now,
+            id,
+            from_a,
+            from_b
         )
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
             return Err(stale(format!("reservation {id} cannot become {status} now")));
         }
-        sqlx::query!("UPDATE computers SET reservation_id = NULL, generation = generation + 1 WHERE reservation_id = ?1", id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!("UPDATE computers SET reservation_id = NULL, generation = generation + 1 WHERE reservation_id = ?1", id).execute(&mut *tx).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -618,7 +687,10 @@ async fn resume_waiting(tx: &mut sqlx::SqliteConnection, bot: &str, result: Take
     let row = sqlx::query!(
         r#"UPDATE runs SET status = 'running', takeover_result = ?1, updated_at = ?2, heartbeat_at = ?2, handback_note = ?3, pause_requested_at = NULL
          WHERE bot_id = ?4 AND status = 'waiting_takeover' RETURNING id AS "id!""#,
-        r, now, note, bot
+        r,
+        now,
+        note,
+        bot
     )
     .fetch_optional(&mut *tx)
     .await?;

@@ -6,9 +6,9 @@ mod desktops;
 mod leases;
 mod models;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};
-pub use models::ModelRow;
 pub use desktops::Desktop;
 pub use leases::*;
+pub use models::ModelRow;
 
 use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerScope};
 use serde::Serialize;
@@ -141,7 +141,14 @@ struct BotRow {
 
 impl From<BotRow> for Bot {
     fn from(r: BotRow) -> Self {
-        Bot { id: BotId::new(r.id), name: r.name, computer_id: ComputerId::new(r.computer_id), model: r.model, instructions: r.instructions, created_at: r.created_at }
+        Bot {
+            id: BotId::new(r.id),
+            name: r.name,
+            computer_id: ComputerId::new(r.computer_id),
+            model: r.model,
+            instructions: r.instructions,
+            created_at: r.created_at,
+        }
     }
 }
 
@@ -178,8 +185,13 @@ impl Store {
     /// (`VACUUM INTO` beside it); if a migration fails, the copy is put back, so the old database
     /// is as it was and the earlier version still opens it, and the error says so.
     async fn upgrade(pool: &SqlitePool, path: &Path, migrator: &sqlx::migrate::Migrator) -> Result<()> {
-        let has_table = sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'").fetch_one(pool).await? > 0;
-        let applied: HashSet<i64> = if has_table { sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations").fetch_all(pool).await?.into_iter().collect() } else { HashSet::new() };
+        let has_table =
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'").fetch_one(pool).await? > 0;
+        let applied: HashSet<i64> = if has_table {
+            sqlx::query_scalar::<_, i64>("SELECT version FROM _sqlx_migrations").fetch_all(pool).await?.into_iter().collect()
+        } else {
+            HashSet::new()
+        };
         let pending: Vec<i64> = migrator.iter().map(|m| m.version).filter(|v| !applied.contains(v)).collect();
         if pending.is_empty() || applied.is_empty() {
             // Up to date, or new: nothing to keep.
@@ -243,7 +255,13 @@ impl Store {
         let (bid, cid) = (bot.id.as_str(), bot.computer_id.as_str());
         sqlx::query!(
             "INSERT INTO bots (id, workspace_id, name, computer_id, model, instructions, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            bid, ws.id, bot.name, cid, bot.model, bot.instructions, now_ms
+            bid,
+            ws.id,
+            bot.name,
+            cid,
+            bot.model,
+            bot.instructions,
+            now_ms
         )
         .execute(&mut *tx)
         .await?;
@@ -331,9 +349,12 @@ impl Store {
     }
 
     pub async fn list_computers(&self) -> Result<Vec<Computer>> {
-        let rows = sqlx::query_as!(ComputerRow, r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers ORDER BY created_at, name"#)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query_as!(
+            ComputerRow,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers ORDER BY created_at, name"#
+        )
+        .fetch_all(&self.pool)
+        .await?;
         rows.into_iter().map(Computer::try_from).collect()
     }
 
@@ -370,7 +391,10 @@ impl Store {
         let state = state.as_str();
         sqlx::query!(
             "UPDATE computers SET state = ?1, provider_ref = COALESCE(?2, provider_ref), updated_at = ?3, generation = generation + 1 WHERE id = ?4",
-            state, provider_ref, now_ms, cid
+            state,
+            provider_ref,
+            now_ms,
+            cid
         )
         .execute(&self.pool)
         .await?;
@@ -392,7 +416,15 @@ impl Store {
 }
 
 /// Finds or creates (stopped) the computer a bot of `scope` works on, inside a transaction.
-async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: ComputerScope, bot: &BotId, bot_name: &str, provider: &str, now_ms: i64) -> Result<Computer> {
+async fn computer_for(
+    tx: &mut sqlx::SqliteConnection,
+    ws: &str,
+    scope: ComputerScope,
+    bot: &BotId,
+    bot_name: &str,
+    provider: &str,
+    now_ms: i64,
+) -> Result<Computer> {
     let bid = bot.as_str();
     let existing = match scope {
         ComputerScope::Team => sqlx::query_as!(
@@ -422,7 +454,13 @@ async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: Computer
     sqlx::query!(
         "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7)",
-        id, ws, name, scope_str, provider, owner, now_ms
+        id,
+        ws,
+        name,
+        scope_str,
+        provider,
+        owner,
+        now_ms
     )
     .execute(&mut *tx)
     .await
@@ -430,7 +468,16 @@ async fn computer_for(tx: &mut sqlx::SqliteConnection, ws: &str, scope: Computer
         sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a computer named {name:?} already exists")),
         e => e.into(),
     })?;
-    Ok(Computer { id: ComputerId::new(id.clone()), name, scope, home_key: id, provider: provider.to_string(), provider_ref: None, state: ComputerState::Stopped, home_volume: None })
+    Ok(Computer {
+        id: ComputerId::new(id.clone()),
+        name,
+        scope,
+        home_key: id,
+        provider: provider.to_string(),
+        provider_ref: None,
+        state: ComputerState::Stopped,
+        home_volume: None,
+    })
 }
 
 #[cfg(test)]
@@ -495,7 +542,11 @@ mod tests {
         assert_eq!(s.home_computer(&b, ComputerScope::Private, "fake", 4).await.unwrap().id, private.id, "its Private computer is kept");
         assert_eq!(s.list_computers().await.unwrap().len(), 2);
         assert_eq!(s.private_computer_of(&b.id).await.unwrap().map(|c| c.id), Some(private.id.clone()));
-        assert_eq!(s.delete_bot(&b.id).await.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>(), vec![private.id], "its kept Private computer goes with it");
+        assert_eq!(
+            s.delete_bot(&b.id).await.unwrap().into_iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![private.id],
+            "its kept Private computer goes with it"
+        );
         assert_eq!(s.list_computers().await.unwrap().len(), 1);
     }
 

@@ -111,7 +111,17 @@ async fn run_transitions_are_compare_and_swap() {
 async fn computer_state_transitions_are_compare_and_swap() {
     let f = fixture().await;
     use ComputerState::*;
-    for (from, to) in [(Stopped, Booting), (Booting, Running), (Running, Suspending), (Suspending, Suspended), (Suspended, Booting), (Booting, Error), (Error, Booting), (Booting, Running), (Running, Stopped)] {
+    for (from, to) in [
+        (Stopped, Booting),
+        (Booting, Running),
+        (Running, Suspending),
+        (Suspending, Suspended),
+        (Suspended, Booting),
+        (Booting, Error),
+        (Error, Booting),
+        (Booting, Running),
+        (Running, Stopped),
+    ] {
         f.s.transition_computer(&f.c, from, to, 1).await.unwrap();
     }
     let e = f.s.transition_computer(&f.c, Running, Suspending, 2).await.unwrap_err();
@@ -223,7 +233,10 @@ async fn one_driver_per_bot_a_controlled_screen_refuses_runs_and_reservations() 
     f.s.claim_execution(c, b, "run-b", 1, TTL).await.expect("another bot still runs");
     assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "Other bots are still using this computer");
     f.s.end_bot_leases(b).await.unwrap();
-    assert_eq!(msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()), "you have control of a screen on this computer; release it first");
+    assert_eq!(
+        msg(f.s.reserve(c, ReservationAction::Stop, 1, "boot", 2).await.unwrap_err()),
+        "you have control of a screen on this computer; release it first"
+    );
     f.s.release_control(c, &ctl.lease_id, TakeoverResult::Finished, None, 3).await.unwrap();
     f.s.claim_execution(c, a, "run", 4, TTL).await.unwrap();
 }

@@ -205,7 +205,11 @@ pub fn screenshot(name: &str) -> PathBuf {
 
 /// One pixel of a PNG as "r,g,b" (ImageMagick).
 pub fn pixel(png: &Path, x: i64, y: i64) -> String {
-    let out = Command::new("convert").arg(png).args(["-format", &format!("%[fx:int(255*p{{{x},{y}}}.r)],%[fx:int(255*p{{{x},{y}}}.g)],%[fx:int(255*p{{{x},{y}}}.b)]"), "info:"]).output().unwrap();
+    let out = Command::new("convert")
+        .arg(png)
+        .args(["-format", &format!("%[fx:int(255*p{{{x},{y}}}.r)],%[fx:int(255*p{{{x},{y}}}.g)],%[fx:int(255*p{{{x},{y}}}.b)]"), "info:"])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 

@@ -12,11 +12,11 @@ pub struct TransitionError {
 }
 
 macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),* $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal),* $(,)? }) => {
         $(#[$m])*
+        /// Stored and serialized as its text.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($variant),* }
+        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),* }
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),*];
             pub fn as_str(self) -> &'static str {
@@ -74,74 +74,34 @@ impl RunStatus {
     }
 }
 
-/// Why a run failed, for a front end or a script to branch on (the run's `error` says it in a
-/// sentence). Written as `MODEL_BAD_KEY` etc., like the engine's error codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum RunFailure {
-    /// The model provider refused the API key.
-    ModelBadKey,
-    /// The provider does not know the model.
-    ModelUnknown,
-    /// The model cannot read images (screenshots).
-    ModelNoImages,
-    /// The provider was overloaded, failing or unreachable after its retries.
-    ModelUnavailable,
-    /// The provider rejected a request or sent a reply that cannot be read.
-    ModelError,
-    /// The model's real context window cannot hold one step (Ollama).
-    ContextTooSmall,
-    /// The run reached its token or dollar budget.
-    OverBudget,
-    /// The run reached its step limit without finishing.
-    StepLimit,
-    /// The computer stopped under the run.
-    ComputerStopped,
-    /// The process driving the run died (its lease expired).
-    Interrupted,
-    /// The run could not start (no lease, no model, no computer).
-    NotStarted,
-}
-
-impl RunFailure {
-    pub const ALL: &'static [RunFailure] = &[
-        Self::ModelBadKey,
-        Self::ModelUnknown,
-        Self::ModelNoImages,
-        Self::ModelUnavailable,
-        Self::ModelError,
-        Self::ContextTooSmall,
-        Self::OverBudget,
-        Self::StepLimit,
-        Self::ComputerStopped,
-        Self::Interrupted,
-        Self::NotStarted,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ModelBadKey => "MODEL_BAD_KEY",
-            Self::ModelUnknown => "MODEL_UNKNOWN",
-            Self::ModelNoImages => "MODEL_NO_IMAGES",
-            Self::ModelUnavailable => "MODEL_UNAVAILABLE",
-            Self::ModelError => "MODEL_ERROR",
-            Self::ContextTooSmall => "CONTEXT_TOO_SMALL",
-            Self::OverBudget => "OVER_BUDGET",
-            Self::StepLimit => "STEP_LIMIT",
-            Self::ComputerStopped => "COMPUTER_STOPPED",
-            Self::Interrupted => "INTERRUPTED",
-            Self::NotStarted => "NOT_STARTED",
-        }
+string_enum!(
+    /// Why a run failed, for a front end or a script to branch on (the run's `error` says it in a
+    /// sentence). Written as `MODEL_BAD_KEY` etc., like the engine's error codes.
+    RunFailure {
+        /// The model provider refused the API key.
+        ModelBadKey => "MODEL_BAD_KEY",
+        /// The provider does not know the model.
+        ModelUnknown => "MODEL_UNKNOWN",
+        /// The model cannot read images (screenshots).
+        ModelNoImages => "MODEL_NO_IMAGES",
+        /// The provider was overloaded, failing or unreachable after its retries.
+        ModelUnavailable => "MODEL_UNAVAILABLE",
+        /// The provider rejected a request or sent a reply that cannot be read.
+        ModelError => "MODEL_ERROR",
+        /// The model's real context window cannot hold one step (Ollama).
+        ContextTooSmall => "CONTEXT_TOO_SMALL",
+        /// The run reached its token or dollar budget.
+        OverBudget => "OVER_BUDGET",
+        /// The run reached its step limit without finishing.
+        StepLimit => "STEP_LIMIT",
+        /// The computer stopped under the run.
+        ComputerStopped => "COMPUTER_STOPPED",
+        /// The process driving the run died (its lease expired).
+        Interrupted => "INTERRUPTED",
+        /// The run could not start (no lease, no model, no computer).
+        NotStarted => "NOT_STARTED",
     }
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|f| f.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for RunFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+);
 
 string_enum!(
     /// stopped | suspended | error → booting → running → suspending → suspended; running → stopped.
@@ -231,12 +191,29 @@ string_enum!(
 mod tests {
     use super::*;
 
-    #[test]
-    fn failures_read_back_as_written_and_serialize_alike() {
-        for &f in RunFailure::ALL {
-            assert_eq!(RunFailure::parse(f.as_str()), Some(f));
-            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.as_str()));
+    /// Every state reads back as written, and serializes (events, `--json`) as it is stored.
+    fn reads_back_and_serializes_as_written<T: Copy + PartialEq + std::fmt::Debug + Serialize + serde::de::DeserializeOwned>(
+        all: &[T],
+        text: fn(T) -> &'static str,
+        parse: fn(&str) -> Option<T>,
+    ) {
+        for &v in all {
+            assert_eq!(parse(text(v)), Some(v));
+            assert_eq!(serde_json::to_value(v).unwrap(), serde_json::json!(text(v)));
+            assert_eq!(serde_json::from_value::<T>(serde_json::json!(text(v))).unwrap(), v);
         }
+    }
+
+    #[test]
+    fn states_read_back_and_serialize_as_written() {
+        reads_back_and_serializes_as_written(RunStatus::ALL, RunStatus::as_str, RunStatus::parse);
+        reads_back_and_serializes_as_written(RunFailure::ALL, RunFailure::as_str, RunFailure::parse);
+        reads_back_and_serializes_as_written(ComputerState::ALL, ComputerState::as_str, ComputerState::parse);
+        reads_back_and_serializes_as_written(DesktopState::ALL, DesktopState::as_str, DesktopState::parse);
+        reads_back_and_serializes_as_written(ReservationAction::ALL, ReservationAction::as_str, ReservationAction::parse);
+        reads_back_and_serializes_as_written(ReservationStage::ALL, ReservationStage::as_str, ReservationStage::parse);
+        reads_back_and_serializes_as_written(ReservationStatus::ALL, ReservationStatus::as_str, ReservationStatus::parse);
+        reads_back_and_serializes_as_written(TakeoverResult::ALL, TakeoverResult::as_str, TakeoverResult::parse);
         assert_eq!(RunFailure::parse("model_bad_key"), None);
     }
 

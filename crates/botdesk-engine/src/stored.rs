@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use botdesk_core::{CallCtx, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, WorkspacePath};
+use botdesk_core::{CallCtx, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, SandboxError, WorkspacePath};
 use bytes::Bytes;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -65,7 +65,7 @@ fn entry(path: WorkspacePath, meta: &fs::Metadata, target: Option<&str>) -> Opti
     Some(FileEntry { path, kind, size: if kind == FileKind::File { meta.len() } else { 0 }, executable })
 }
 
-/// Where a workspace is read: its running computer, or its latest checkpoint (None: never saved).
+/// Where a workspace is watched: its running computer, or its latest checkpoint (None: never saved).
 enum Source {
     Live(ComputerRef),
     Stored(Option<PathBuf>),
@@ -78,7 +78,29 @@ impl Engine {
         if computer.home_volume.is_some() && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
             return Source::Live(cref);
         }
-        Source::Stored(home_store::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p))
+        Source::Stored(self.stored_root(computer))
+    }
+
+    /// Runs `live` on the bot's computer. `Ok(None)` when it is not running, or Docker is not
+    /// reachable (no error here: the caller browses the latest checkpoint instead). The call's own
+    /// lookup of the container is the only one: no status check comes first.
+    async fn live<T, F>(&self, computer: &botdesk_store::Computer, live: impl FnOnce(ComputerRef) -> F) -> Result<Option<T>>
+    where
+        F: std::future::Future<Output = std::result::Result<T, SandboxError>>,
+    {
+        if computer.home_volume.is_none() {
+            return Ok(None);
+        }
+        match live(ComputerRef { id: computer.id.clone() }).await {
+            Ok(v) => Ok(Some(v)),
+            Err(SandboxError::NotRunning(_) | SandboxError::Unavailable(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The latest checkpoint of the computer's home (None: never saved).
+    fn stored_root(&self, computer: &botdesk_store::Computer) -> Option<PathBuf> {
+        home_store::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p)
     }
 
     /// Lists a folder of the workspace (relative to the bot's folder), sorted by path.
@@ -86,14 +108,12 @@ impl Engine {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&b, &computer, path)?;
         let own = dir == self.resolve(&b, &computer, "")?;
-        let root = match self.source(&computer).await {
-            Source::Live(cref) => {
-                let mut entries = self.inner.provider.list(&cref, &dir, &CallCtx::for_bot(&b.id)).await?;
-                entries.sort_by(|a, b| a.path.cmp(&b.path));
-                return Ok((dir.to_string(), entries));
-            }
-            Source::Stored(root) => root,
-        };
+        let (ctx, at) = (CallCtx::for_bot(&b.id), &dir);
+        if let Some(mut entries) = self.live(&computer, |c| async move { self.inner.provider.list(&c, at, &ctx).await }).await? {
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            return Ok((dir.to_string(), entries));
+        }
+        let root = self.stored_root(&computer);
         blocking(move || {
             let found = root.as_ref().map(|r| locate(r, &dir));
             // A computer that never ran has no workspace yet: the bot's folder is simply empty.
@@ -127,14 +147,11 @@ impl Engine {
     pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let root = match self.source(&computer).await {
-            Source::Live(cref) => {
-                let parent = file.parent().unwrap_or_else(WorkspacePath::root);
-                let listed = self.inner.provider.list(&cref, &parent, &CallCtx::for_bot(&b.id)).await?;
-                return listed.into_iter().find(|e| e.path == file).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")));
-            }
-            Source::Stored(root) => root.ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?,
-        };
+        let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), CallCtx::for_bot(&b.id));
+        if let Some(listed) = self.live(&computer, |c| async move { self.inner.provider.list(&c, &parent, &ctx).await }).await? {
+            return listed.into_iter().find(|e| e.path == file).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")));
+        }
+        let root = self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?;
         blocking(move || {
             let (real, meta) = locate(&root, &file)?;
             let target = fs::read_link(&real).ok();
@@ -147,10 +164,11 @@ impl Engine {
     pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let root = match self.source(&computer).await {
-            Source::Live(cref) => return Ok(self.inner.provider.read(&cref, &file, max_bytes, &CallCtx::for_bot(&b.id)).await?),
-            Source::Stored(root) => root.ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?,
-        };
+        let (ctx, at) = (CallCtx::for_bot(&b.id), &file);
+        if let Some(bytes) = self.live(&computer, |c| async move { self.inner.provider.read(&c, at, max_bytes, &ctx).await }).await? {
+            return Ok(bytes);
+        }
+        let root = self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?;
         blocking(move || {
             let (real, _) = locate(&root, &file)?;
             let f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(|e| match e.raw_os_error() {

@@ -28,19 +28,19 @@ export HOME=/var/lib/botdesk-screen
 # world-writable, so no bot can put a socket of its own where a display's belongs.
 mkdir -m 0700 /tmp/botdesk-logs /tmp/botdesk-gw /tmp/botdesk-vnc /dev/shm/botdesk-fb || exit 1
 mkdir -m 0755 /tmp/.X11-unix || exit 1
-# The gateway needs no display to start, and its Python takes about as long to start as Xvfb:
-# both at once.
+# The gateway needs no display: it starts beside Xvfb, and takes its port (marking it listening)
+# before its Python has loaded; a connection made meanwhile waits in the port's backlog.
 setsid botdesk-gateway >/tmp/botdesk-logs/gateway.log 2>&1 < /dev/null &
 botdesk-display up 1 || exit 1
 i=0
 until [ -e /tmp/botdesk-gw/listening ]; do
   i=$((i + 1))
-  if [ "$i" -gt 200 ]; then
+  if [ "$i" -gt 1000 ]; then
     echo "botdesk: the screen gateway did not start; last lines of its log:" >&2
     tail -n 20 /tmp/botdesk-logs/gateway.log >&2
     exit 1
   fi
-  sleep 0.05
+  sleep 0.01
 done
 # Readable by all: the engine waits for it as the bots' user.
 umask 022

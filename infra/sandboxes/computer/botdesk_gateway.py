@@ -1,0 +1,719 @@
+"""The screen gateway: one TCP port (7900) per computer, published on the host's 127.0.0.1 only.
+
+A client sends one line, its token, then speaks to what the token grants:
+  * a view (or control) token: the raw byte stream of that display's x11vnc Unix socket. Tokens are
+    files in /tmp/botdesk-gw/tokens/<token> ("display=N kind=view socket=PATH"). Revoking a token
+    removes its file; an open connection whose token is gone is dropped within a second.
+  * the engine's agent token (BOTDESK_AGENT_TOKEN): JSON requests, one per line, each answered by one
+    JSON line (and, for screenshots, that many raw bytes):
+      {"op": "shot", "display": N}            -> {"ok": true, "len": L} + L bytes of XWD, read from
+        the display's shared-memory framebuffer (Xvfb -fbdir), no process spawned
+      {"op": "ping", "display": 0}            -> {"ok": true}
+      {"op": "revoke", "display": N[, "token": T]} -> {"ok": true, "removed": K}: N's tokens (or T) gone now
+      {"op": "extend", "display": 0, "token": T, "expires": MS} -> {"ok": true}: T now lasts
+        until MS (Unix ms); it is refused, and its connections dropped, from then on
+      {"op": "info", "display": N}            -> {"ok": true, "x": .., "y": .., "title": ".."}
+      {"op": "xdotool", "display": N, "runs": [[args], ...], "settle": {"still_ms": S, "cap_ms": C}}
+        -> {"ok": true, "settled": "still"|"changing"|"unchanged"|"unwatched", "ms": M} or
+        {"ok": false, "error": ".."}: after the runs, the framebuffer is watched until it changed
+        and then stayed the same for S ms, or for at most C ms (S = 0: not watched)
+      {"op": "browser", "display": N, "command": {...}} -> {"ok": true, "result": ..}
+        the bot's own Chromium on display N (its DevTools port 9221+N on the computer's loopback
+        only): navigate / snapshot / act, and for the person's Browser pane view (page and tabs),
+        history (back or forward) and reload, over CDP. With no browser answering: {"ok": false,
+        "code": "NO_BROWSER", ...}, and the engine starts it as the bot, then asks again (not for
+        view: a closed browser is shown as closed).
+It runs as botdesk-screen, never as a bot, and starts isolated (`python3 -I`: no user site), through
+its launcher `botdesk-gateway`, which loads this module's bytecode compiled when the image was built.
+As commands, run as the bot: `botdesk-gateway open-browser N PROFILE` starts display N's Chromium
+with ~/.browser-profiles/PROFILE and waits for DevTools; `botdesk-gateway close-browser N` closes
+it gracefully (CDP Browser.close, then TERM, then KILL) and removes its profile's Singleton files.
+The gateway answers "OK\\n" to a granted token and "ERR ...\\n" (then closes) otherwise.
+"""
+import sys
+
+# Nothing here speaks TLS: asyncio and urllib then go without ssl, a seventh of the gateway's start.
+sys.modules.setdefault("ssl", None)
+
+import asyncio, base64, fcntl, hashlib, hmac, json, os, re, signal, socket, threading, time  # noqa: E402
+
+TOKENS = "/tmp/botdesk-gw/tokens"
+AGENT_TOKEN = os.environ.get("BOTDESK_AGENT_TOKEN", "")
+TOKEN_RE = re.compile(r"^[0-9a-f]{32,128}$")
+
+
+def token_fields(token):
+    try:
+        with open(os.path.join(TOKENS, token)) as f:
+            return dict(kv.split("=", 1) for kv in f.read().split())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def token_target(token):
+    """The token's fields, or None once it is revoked or past its `expires` (Unix ms; a token
+    without one lasts until revoked). Expiry holds here, whichever process took the token and
+    whether or not any process runs when it comes."""
+    fields = token_fields(token)
+    try:
+        expires = int(fields.get("expires", "0")) if fields else 0
+    except ValueError:
+        return None
+    if fields is None or expires and time.time() * 1000 >= expires:
+        return None
+    return fields
+
+
+def extend(token, expires):
+    """Sets a token's expiry (Unix ms): control renewed."""
+    fields = token_target(token) if TOKEN_RE.match(token) else None
+    if fields is None:
+        return False
+    fields["expires"] = str(int(expires))
+    path = os.path.join(TOKENS, token)
+    with open(path + ".tmp", "w") as f:
+        f.write(" ".join(f"{k}={v}" for k, v in fields.items()) + "\n")
+    os.replace(path + ".tmp", path)
+    return True
+
+
+F_SETPIPE_SZ = 1031
+
+
+def pump(src, dst):
+    """Moves bytes from socket `src` to socket `dst` inside the kernel (splice through a pipe): a
+    full screen of raw pixels crosses the gateway without being copied through Python."""
+    r, w = os.pipe()
+    try:
+        fcntl.fcntl(w, F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        pass
+    try:
+        while n := os.splice(src.fileno(), w, 1 << 20):
+            while n:
+                n -= os.splice(r, dst.fileno(), n)
+    except OSError:
+        pass
+    finally:
+        os.close(r)
+        os.close(w)
+        # One direction ended: end the other one too.
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+# Open screen connections by token, so a revocation through the agent drops them at once.
+LIVE = {}
+
+
+def drop_live(token):
+    for s in LIVE.pop(token, ()):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def revoke(display, token=None):
+    removed = 0
+    for name in os.listdir(TOKENS):
+        if token is not None and name != token:
+            continue
+        target = token_fields(name)
+        if target is not None and (token is not None or target.get("display") == str(display)):
+            try:
+                os.remove(os.path.join(TOKENS, name))
+                removed += 1
+            except FileNotFoundError:
+                pass
+            drop_live(name)
+    return removed
+
+
+def detach(writer):
+    """The connection's socket, taken from asyncio (a blocking duplicate) for the pumps."""
+    sock = writer.get_extra_info("socket")
+    own = socket.socket(fileno=os.dup(sock.fileno()))
+    own.setblocking(True)
+    return own
+
+
+async def proxy(token, target, reader, writer):
+    up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        up.connect(target["socket"])
+    except OSError as e:
+        up.close()
+        writer.write(f"ERR screen unavailable: {e.strerror}\n".encode())
+        return
+    writer.write(b"OK\n")
+    await writer.drain()
+    early = bytes(reader._buffer)  # a client never speaks first in RFB, but nothing is lost
+    client = detach(writer)
+    writer.transport.pause_reading()
+    if early:
+        up.sendall(early)
+    live = LIVE.setdefault(token, set())
+    live.update((client, up))
+    threads = [threading.Thread(target=pump, args=pair, daemon=True) for pair in ((client, up), (up, client))]
+    for t in threads:
+        t.start()
+    # Revocation by the teardown script (the token file removed) or expiry: dropped within a
+    # second. A revocation through the agent drops the connection at once (`drop_live`).
+    while any(t.is_alive() for t in threads):
+        if token_target(token) is None:
+            drop_live(token)
+        await asyncio.sleep(0.25)
+    live.discard(client)
+    live.discard(up)
+    client.close()
+    up.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# The bot's Chromium and a minimal CDP client (RFC 6455 text frames over asyncio streams)
+
+HOME = "/home/botdesk"
+PROFILES = os.path.join(HOME, ".browser-profiles")
+PROFILE_RE = re.compile(r"^chromium-bot-[0-9a-f]{32}$")
+BROWSER_LOGS = "/tmp/botdesk-browser-logs"
+
+
+def cdp_port(display):
+    return 9221 + display
+
+
+def http_json(port, path, method="GET", timeout=2):
+    import urllib.request  # only for the browser: not imported before the gateway listens
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+async def ahttp_json(*args, **kw):
+    """http_json off the event loop (the gateway keeps serving screens meanwhile)."""
+    return await asyncio.to_thread(http_json, *args, **kw)
+
+
+class Cdp:
+    def __init__(self, reader, writer):
+        self.r, self.w, self.next_id = reader, writer, 0
+
+    @classmethod
+    async def connect(cls, ws_url):
+        rest = ws_url.split("://", 1)[1]
+        hostport, path = rest.split("/", 1)
+        host, port = hostport.split(":")
+        r, w = await asyncio.open_connection(host, int(port), limit=2 ** 24)
+        key = base64.b64encode(os.urandom(16)).decode()
+        w.write(f"GET /{path} HTTP/1.1\r\nHost: {hostport}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+        await w.drain()
+        status = await r.readline()
+        if b" 101 " not in status:
+            raise RuntimeError(f"DevTools refused the connection: {status!r}")
+        while (await r.readline()) not in (b"\r\n", b""):
+            pass
+        return cls(r, w)
+
+    def _send(self, text):
+        payload, mask = text.encode(), os.urandom(4)
+        n = len(payload)
+        head = bytes([0x81]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536
+                                else bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+        self.w.write(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+
+    async def _recv(self):
+        data = b""
+        while True:
+            h = await self.r.readexactly(2)
+            n = h[1] & 0x7F
+            if n == 126:
+                n = int.from_bytes(await self.r.readexactly(2), "big")
+            elif n == 127:
+                n = int.from_bytes(await self.r.readexactly(8), "big")
+            data += await self.r.readexactly(n)
+            if h[0] & 0x80:
+                return data.decode(errors="replace")
+
+    async def call(self, method, params=None, timeout=30):
+        self.next_id += 1
+        my = self.next_id
+        self._send(json.dumps({"id": my, "method": method, "params": params or {}}))
+        await self.w.drain()
+
+        async def wait():
+            while True:
+                msg = json.loads(await self._recv())
+                if msg.get("id") == my:
+                    if "error" in msg:
+                        raise RuntimeError(f"{method}: {msg['error'].get('message')}")
+                    return msg.get("result", {})
+        return await asyncio.wait_for(wait(), timeout)
+
+    def close(self):
+        self.w.close()
+
+
+def fix_exit_type(profile_dir):
+    """Mark the last session as exited cleanly, so no "restore pages?" bubble appears."""
+    prefs = os.path.join(profile_dir, "Default", "Preferences")
+    try:
+        with open(prefs) as f:
+            p = json.load(f)
+        p.setdefault("profile", {})["exit_type"] = "Normal"
+        p["profile"]["exited_cleanly"] = True
+        with open(prefs + ".tmp", "w") as f:
+            json.dump(p, f)
+        os.replace(prefs + ".tmp", prefs)
+    except (FileNotFoundError, ValueError):
+        pass
+
+
+class NoBrowser(Exception):
+    """Display N has no browser answering: the engine starts one, as the bot, with `open-browser`."""
+
+
+async def browser_port(display):
+    port = cdp_port(display)
+    try:
+        await ahttp_json(port, "/json/version", timeout=0.5)
+        return port
+    except OSError:
+        raise NoBrowser(f"no browser is running on :{display}") from None
+
+
+async def open_browser(display, profile):
+    """As the bot: starts its Chromium on display N with its profile (if none answers yet) and
+    waits until DevTools answers. The screen gateway never starts a bot's process itself."""
+    if not PROFILE_RE.match(profile):
+        raise RuntimeError("bad profile name")
+    try:
+        return await browser_port(display)
+    except NoBrowser:
+        pass
+    port = cdp_port(display)
+    profile_dir = os.path.join(PROFILES, profile)
+    os.makedirs(profile_dir, exist_ok=True)
+    for name in ("SingletonLock", "SingletonSocket", "SingletonCookie"):
+        try:
+            os.unlink(os.path.join(profile_dir, name))
+        except FileNotFoundError:
+            pass
+    fix_exit_type(profile_dir)
+    env = dict(os.environ, DISPLAY=f":{display}", BOTDESK_DISPLAY=str(display))
+    env.pop("BOTDESK_AGENT_TOKEN", None)
+    os.makedirs(BROWSER_LOGS, mode=0o700, exist_ok=True)
+    log = open(os.path.join(BROWSER_LOGS, f"chromium-{display}.log"), "ab")
+    await asyncio.create_subprocess_exec(
+        "chromium", f"--user-data-dir={profile_dir}", "--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={port}",
+        "--no-sandbox", "--test-type", "--disable-gpu", "--disable-software-rasterizer", "--no-first-run", "--no-default-browser-check", "--disable-session-crashed-bubble",
+        "--hide-crash-restore-bubble", "--noerrdialogs", "--disable-features=Translate,MediaRouter", "--password-store=basic",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+        "--window-position=0,0", "--window-size=1280,770", "about:blank",
+        env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            return await browser_port(display)
+        except NoBrowser:
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"Chromium on :{display} did not open its DevTools port within 20 s")
+
+
+async def page(port):
+    targets = [t for t in await ahttp_json(port, "/json/list") if t.get("type") == "page"]
+    if not targets:
+        targets = [await ahttp_json(port, "/json/new?about:blank", method="PUT")]
+    return await Cdp.connect(targets[0]["webSocketDebuggerUrl"])
+
+
+SNAPSHOT_JS = r"""
+(() => {
+  for (const e of document.querySelectorAll('[data-botdesk-ref]')) e.removeAttribute('data-botdesk-ref');
+  const sel = 'a[href],button,input:not([type=hidden]),select,textarea,[role=button],[role=link],[role=checkbox],[role=tab],[role=menuitem],[contenteditable=true],[onclick]';
+  const visible = e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; };
+  const roles = {A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox'};
+  const inputRoles = {checkbox: 'checkbox', radio: 'radio', submit: 'button', button: 'button', reset: 'button', range: 'slider'};
+  const out = [];
+  for (const e of document.querySelectorAll(sel)) {
+    if (out.length >= 80) break;
+    if (!visible(e)) continue;
+    const ref = 'e' + (out.length + 1);
+    e.setAttribute('data-botdesk-ref', ref);
+    const role = e.getAttribute('role') || roles[e.tagName] || (e.tagName === 'INPUT' ? (inputRoles[e.type] || 'textbox') : e.tagName.toLowerCase());
+    const label = e.labels && e.labels.length ? e.labels[0].innerText : '';
+    const name = (e.getAttribute('aria-label') || label || (e.tagName === 'INPUT' ? '' : e.innerText) || e.placeholder || e.title || e.name || '').trim().replace(/\s+/g, ' ').slice(0, 80);
+    let value = ('value' in e && e.tagName !== 'BUTTON' && e.tagName !== 'A') ? String(e.value) : null;
+    if (e.type === 'checkbox' || e.type === 'radio') value = e.checked ? 'checked' : 'unchecked';
+    if (e.type === 'password' && value) value = '********';
+    out.push({ref, role, name, value});
+  }
+  const text = document.body ? document.body.innerText.replace(/\n{3,}/g, '\n\n').slice(0, 6000) : '';
+  return JSON.stringify({url: location.href, title: document.title, text, elements: out});
+})()
+"""
+
+
+async def evaluate(cdp, expression):
+    r = await cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+    if "exceptionDetails" in r:
+        raise RuntimeError(r["exceptionDetails"].get("exception", {}).get("description", "script error"))
+    return r.get("result", {}).get("value")
+
+
+async def wait_loaded(cdp, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if await evaluate(cdp, "document.readyState") == "complete":
+                return
+        except RuntimeError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the page did not finish loading within 15 s")
+
+
+async def browser_command(display, command):
+    port = await browser_port(display)
+    cdp = await page(port)
+    try:
+        kind = command.get("kind")
+        if kind == "ready":
+            return {"port": port}
+        if kind == "navigate":
+            r = await cdp.call("Page.navigate", {"url": command["url"]})
+            if r.get("errorText"):
+                raise RuntimeError(f"navigation failed: {r['errorText']}")
+            await wait_loaded(cdp)
+            await cdp.call("Page.bringToFront")
+            return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        if kind == "snapshot":
+            return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        if kind == "view":
+            # What the person's Browser pane shows: the page (as the bot's snapshot) and the tabs.
+            pages = [t for t in await ahttp_json(port, "/json/list") if t.get("type") == "page"][:50]
+            tabs = [{"title": str(t.get("title", ""))[:300], "url": str(t.get("url", ""))[:2000], "current": i == 0} for i, t in enumerate(pages)]
+            return {"page": json.loads(await evaluate(cdp, SNAPSHOT_JS)), "tabs": tabs}
+        if kind == "history":
+            history = await cdp.call("Page.getNavigationHistory")
+            at = history["currentIndex"] + (1 if command["step"] > 0 else -1)
+            if not 0 <= at < len(history["entries"]):
+                raise RuntimeError("there is no page to go " + ("forward" if command["step"] > 0 else "back") + " to")
+            entry = history["entries"][at]
+            await cdp.call("Page.navigateToHistoryEntry", {"entryId": entry["id"]})
+            deadline = time.monotonic() + 15
+            while await evaluate(cdp, "location.href") != entry["url"] and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await wait_loaded(cdp)
+            return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        if kind == "reload":
+            await cdp.call("Page.reload")
+            await asyncio.sleep(0.3)
+            await wait_loaded(cdp)
+            return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        if kind == "act":
+            for i, a in enumerate(command["actions"]):
+                ref = json.dumps(f'[data-botdesk-ref="{a["ref"]}"]')
+                found = await evaluate(cdp, f"(() => {{ const e = document.querySelector({ref}); if (!e) return null; "
+                                             f"e.scrollIntoView({{block: 'center', inline: 'center'}}); const r = e.getBoundingClientRect(); "
+                                             f"return [r.left + r.width / 2, r.top + r.height / 2]; }})()")
+                if found is None:
+                    raise RuntimeError(f"action {i}: no element {a['ref']} on the page; take a new snapshot")
+                x, y = found
+                if a["action"] == "click":
+                    for t in ("mouseMoved", "mousePressed", "mouseReleased"):
+                        await cdp.call("Input.dispatchMouseEvent", {"type": t, "x": x, "y": y, "button": "left", "clickCount": 1})
+                elif a["action"] in ("fill", "type"):
+                    if a["action"] == "fill":
+                        await evaluate(cdp, f"(() => {{ const e = document.querySelector({ref}); e.focus(); "
+                                            f"if ('value' in e) {{ e.value = ''; e.dispatchEvent(new Event('input', {{bubbles: true}})); }} }})()")
+                    else:
+                        await evaluate(cdp, f"document.querySelector({ref}).focus()")
+                    await cdp.call("Input.insertText", {"text": a.get("text", "")})
+                    await evaluate(cdp, f"document.querySelector({ref}).dispatchEvent(new Event('change', {{bubbles: true}}))")
+                else:
+                    raise RuntimeError(f"action {i}: unknown action {a['action']!r}")
+            await asyncio.sleep(0.2)
+            await wait_loaded(cdp)
+            return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        raise RuntimeError(f"unknown browser command {kind!r}")
+    finally:
+        cdp.close()
+
+
+def chromium_pids(display):
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if f"BOTDESK_DISPLAY={display}".encode() in env and comm.startswith("chrom"):
+            out.append(int(pid))
+    return out
+
+
+async def close_browser(display):
+    """CDP Browser.close, then TERM, then KILL; then remove the profile's Singleton files."""
+    pids = chromium_pids(display)
+    if not pids:
+        return
+    profile_dir = None
+    try:
+        with open(f"/proc/{pids[0]}/cmdline", "rb") as f:
+            for arg in f.read().split(b"\0"):
+                if arg.startswith(b"--user-data-dir="):
+                    profile_dir = arg.split(b"=", 1)[1].decode()
+    except OSError:
+        pass
+    try:
+        version = await ahttp_json(cdp_port(display), "/json/version", timeout=1)
+        cdp = await Cdp.connect(version["webSocketDebuggerUrl"])
+        try:
+            await cdp.call("Browser.close", timeout=3)
+        except Exception:
+            pass
+        cdp.close()
+    except OSError:
+        pass
+    for sig, wait in ((None, 5), (signal.SIGTERM, 3), (signal.SIGKILL, 2)):
+        if sig:
+            for pid in chromium_pids(display):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + wait
+        while chromium_pids(display) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not chromium_pids(display):
+            break
+    if profile_dir:
+        for name in ("SingletonLock", "SingletonSocket", "SingletonCookie"):
+            try:
+                os.unlink(os.path.join(profile_dir, name))
+            except FileNotFoundError:
+                pass
+
+
+async def spare_keycodes(display):
+    """Keycodes with no keysyms: where characters missing from the keymap can be put."""
+    _, out, _ = await run(["xmodmap", "-pke"], display)
+    spare = []
+    for line in out.decode(errors="replace").splitlines():
+        parts = line.split("=", 1)
+        if len(parts) == 2 and not parts[1].strip():
+            try:
+                spare.append(int(parts[0].split()[1]))
+            except (IndexError, ValueError):
+                pass
+    return spare
+
+
+async def type_text(args, display):
+    """xdotool's own remapping of characters missing from the keymap races the application
+    (characters get lost), so map them to spare keycodes first, type, then unmap. `args` is an
+    xdotool chain ending in `type ... -- TEXT`."""
+    head, text = args[:-1], args[-1]
+    missing = sorted({c for c in text if not (" " <= c <= "~") and c not in "\n\t"})
+    spare = (await spare_keycodes(display)) if missing else []
+    if missing and not spare:
+        return await run(["xdotool"] + args, display)
+    # Pieces of the text with at most len(spare) distinct missing characters each.
+    pieces, cur, seen = [], "", set()
+    for ch in text:
+        if ch in missing and ch not in seen and len(seen) >= len(spare):
+            pieces.append((cur, seen))
+            cur, seen = "", set()
+        if ch in missing:
+            seen.add(ch)
+        cur += ch
+    pieces.append((cur, seen))
+    type_opts = head[head.index("type"):]  # "type --delay N --"
+    for i, (piece, chars) in enumerate(pieces):
+        mapping = list(zip(spare, sorted(chars)))
+        if mapping:
+            await run(["xmodmap"] + sum((["-e", f"keycode {k} = U{ord(c):04X} U{ord(c):04X}"] for k, c in mapping), []), display)
+            await asyncio.sleep(0.05)  # let clients see the new keymap
+        try:
+            code, out, err = await run(["xdotool"] + (head if i == 0 else type_opts) + [piece], display)
+        finally:
+            if mapping:
+                await asyncio.sleep(0.05)
+                await run(["xmodmap"] + sum((["-e", f"keycode {k} ="] for k, _ in mapping), []), display)
+        if code != 0:
+            return code, out, err
+    return 0, b"", b""
+
+
+async def run(args, display, stdin=None):
+    env = dict(os.environ, DISPLAY=f":{display}")
+    env.pop("BOTDESK_AGENT_TOKEN", None)
+    p = await asyncio.create_subprocess_exec(*args, env=env, stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+                                             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await p.communicate(stdin)
+    return p.returncode, out, err
+
+
+FB_DIR = "/dev/shm/botdesk-fb"
+XDISPLAYS = {}  # display number -> open Xlib connection, for cursor and title (no process per call)
+
+
+def framebuffer(display):
+    try:
+        with open(f"{FB_DIR}/{display}/Xvfb_screen0", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise RuntimeError(f"display :{display} is not running")
+
+
+def screen_digest(display):
+    return hashlib.blake2b(framebuffer(display), digest_size=16).digest()
+
+
+async def watch_screen(display, before, still_ms, cap_ms):
+    """Polls the framebuffer (every 25 ms) until it differs from `before` and then stays the same
+    for `still_ms`, or `cap_ms` passed. Returns (what it saw, ms since the batch ended)."""
+    start = time.monotonic()
+    last, changed_at = before, None
+    while True:
+        now = await asyncio.to_thread(screen_digest, display)
+        ms = int((time.monotonic() - start) * 1000)
+        if now != last:
+            last, changed_at = now, ms
+        if changed_at is not None and ms - changed_at >= still_ms:
+            return "still", ms
+        if ms >= cap_ms:
+            return ("changing" if changed_at is not None else "unchanged"), ms
+        await asyncio.sleep(0.025)
+
+
+def pointer_and_title(display):
+    from Xlib import X, display as xdisplay, error as xerror
+    for attempt in (0, 1):
+        d = XDISPLAYS.get(display)
+        try:
+            if d is None:
+                d = XDISPLAYS[display] = xdisplay.Display(f":{display}")
+            root = d.screen().root
+            p = root.query_pointer()
+            title = None
+            active = root.get_full_property(d.intern_atom("_NET_ACTIVE_WINDOW"), X.AnyPropertyType)
+            if active and active.value[0]:
+                w = d.create_resource_object("window", active.value[0])
+                name = w.get_full_property(d.intern_atom("_NET_WM_NAME"), d.intern_atom("UTF8_STRING"))
+                if name:
+                    title = name.value.decode("utf-8", "replace") if isinstance(name.value, bytes) else str(name.value)
+                else:
+                    title = w.get_wm_name()
+                    title = title.decode("latin-1") if isinstance(title, bytes) else title
+            return p.root_x, p.root_y, title
+        except xerror.BadWindow:
+            return p.root_x, p.root_y, None  # the active window closed under us
+        except Exception:  # a display that restarted since: reconnect once
+            old = XDISPLAYS.pop(display, None)
+            if old is not None:
+                try:
+                    old.close()
+                except Exception:
+                    pass
+            if attempt:
+                raise RuntimeError(f"display :{display} is not answering")
+
+
+async def agent(reader, writer):
+    writer.write(b"OK\n")
+    await writer.drain()
+    while line := await reader.readline():
+        try:
+            req = json.loads(line)
+            display = int(req["display"])
+            op = req["op"]
+            if op == "ping":
+                writer.write(b'{"ok": true}\n')
+            elif op == "revoke":
+                # Remove display N's tokens (or one token) and drop their open connections now.
+                # The transports themselves are stopped by `botdesk-display` afterwards.
+                removed = revoke(display, req.get("token"))
+                writer.write(json.dumps({"ok": True, "removed": removed}).encode() + b"\n")
+            elif op == "extend":
+                done = extend(str(req["token"]), req["expires"])
+                writer.write(json.dumps({"ok": done, "error": None if done else "unknown, revoked or expired token"}).encode() + b"\n")
+            elif op == "shot":
+                out = framebuffer(display)
+                writer.write(json.dumps({"ok": True, "len": len(out)}).encode() + b"\n" + out)
+            elif op == "info":
+                x, y, title = pointer_and_title(display)
+                writer.write(json.dumps({"ok": True, "x": x, "y": y, "title": title}).encode() + b"\n")
+            elif op == "browser":
+                result = await browser_command(display, req["command"])
+                writer.write(json.dumps({"ok": True, "result": result}).encode() + b"\n")
+            elif op == "xdotool":
+                settle = req.get("settle") or {}
+                still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
+                before = await asyncio.to_thread(screen_digest, display) if still_ms else None
+                for args in req["runs"]:
+                    args = [str(a) for a in args]
+                    if "type" in args:
+                        code, _, err = await type_text(args, display)
+                    else:
+                        code, _, err = await run(["xdotool"] + args, display)
+                    if code != 0:
+                        raise RuntimeError(f"xdotool {args[0] if args else ''} failed: {err.decode(errors='replace').strip()}")
+                settled, ms = await watch_screen(display, before, still_ms, cap_ms) if still_ms else ("unwatched", 0)
+                writer.write(json.dumps({"ok": True, "settled": settled, "ms": ms}).encode() + b"\n")
+            else:
+                raise RuntimeError(f"unknown op {op!r}")
+        except NoBrowser as e:
+            writer.write(json.dumps({"ok": False, "error": str(e), "code": "NO_BROWSER"}).encode() + b"\n")
+        except Exception as e:  # one bad request never kills the agent
+            writer.write(json.dumps({"ok": False, "error": str(e)}).encode() + b"\n")
+        await writer.drain()
+
+
+async def handle(reader, writer):
+    try:
+        line = await asyncio.wait_for(reader.readline(), 5)
+        token = line.decode(errors="replace").strip()
+        if AGENT_TOKEN and hmac.compare_digest(token, AGENT_TOKEN):
+            await agent(reader, writer)
+            return
+        target = token_target(token) if TOKEN_RE.match(token) else None
+        if target is None:
+            writer.write(b"ERR unknown or revoked token\n")
+            return
+        await proxy(token, target, reader, writer)
+    except (asyncio.TimeoutError, ConnectionError):
+        pass
+    finally:
+        try:
+            await writer.drain()
+            writer.close()
+        except Exception:
+            pass
+
+
+async def main(listening):
+    """Serves `listening`, the port the launcher took before importing this module."""
+    os.makedirs(TOKENS, exist_ok=True)
+    server = await asyncio.start_server(handle, sock=listening)
+    async with server:
+        await server.serve_forever()
+
+
+def cli(argv, listening):
+    if len(argv) == 3 and argv[1] == "close-browser":
+        asyncio.run(close_browser(int(argv[2])))
+    elif len(argv) == 4 and argv[1] == "open-browser":
+        asyncio.run(open_browser(int(argv[2]), argv[3]))
+    else:
+        asyncio.run(main(listening))
+    return 0

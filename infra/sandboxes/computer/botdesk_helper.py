@@ -1,0 +1,946 @@
+"""Workspace helper inside a Botdesk computer, run as the workspace user (through its launcher,
+`botdesk-helper`, which loads this module's bytecode compiled when the image was built).
+
+  botdesk-helper list REL            JSON array of one directory level
+  botdesk-helper mkdir REL           create a directory and its parents
+  botdesk-helper read REL MAX        raw bytes on stdout, or an error if larger than MAX
+  botdesk-helper write REL EXEC      bytes from stdin, written atomically (EXEC: 0 or 1)
+  botdesk-helper export              the whole workspace as a tar stream on stdout
+  botdesk-helper import              merge a tar stream from stdin (ending with the member
+                                     .botdesk-import-complete); nothing changes on error
+  botdesk-helper save                the whole home as a home stream on stdout (stdin: the options
+                                     line and the previous version's manifest)
+  botdesk-helper load                a home stream from stdin (after its mode line), applied only
+                                     once it ended with its end record; a JSON summary on stdout
+  botdesk-helper watch               a line on stdout whenever something in the home changes
+                                     (inotify; links never followed; at most 5 lines a second)
+  botdesk-helper kill EXEC_ID        kill every process of one exec (its whole tree)
+  botdesk-helper kill-env KEY=VALUE  stop every process tagged KEY=VALUE (TERM, then KILL)
+
+Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
+points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
+"""
+import errno, os, stat, sys, time
+
+# json, shutil and signal take longer to import than a small read takes, and `read` (every file a
+# person opens in the Files pane) needs none of them: the commands that do import them themselves.
+
+HOME = os.environ.get("BOTDESK_HELPER_HOME", "/home/botdesk")
+MAX_HOPS = 40
+STAGING_PREFIX = ".botdesk-staging-"
+LOAD_PREFIX = ".botdesk-load-"
+# The home stream's limits (botdesk_core::home_stream).
+MAX_HEADER = 16 * 1024
+MAX_PATH = 4096
+MAX_EXTENTS = 4096
+MAX_FILE = 1 << 40
+CHUNK = 1 << 20
+# The sender ends every import stream with this member; a stream cut short changes nothing.
+COMPLETE_MARKER = ".botdesk-import-complete"
+
+
+class Fail(Exception):
+    def __init__(self, code, message, **extra):
+        super().__init__(message)
+        self.code, self.message, self.extra = code, message, extra
+
+
+def escapes(rel):
+    return Fail("PATH_ESCAPES", f"{rel!r} escapes the computer workspace")
+
+
+def parts_of(rel):
+    if "\\" in rel or "\0" in rel:
+        raise escapes(rel)
+    parts = [p for p in rel.split("/") if p]
+    if rel.startswith("/") or any(p in (".", "..") for p in parts):
+        raise escapes(rel)
+    return parts
+
+
+def full(parts):
+    return "/".join([HOME] + parts)
+
+
+def symlink_dest(link_parts, target):
+    """Where a link at link_parts pointing at target lands, as parts; None if outside the home."""
+    if target.startswith("/"):
+        if target != HOME and not target.startswith(HOME + "/"):
+            return None
+        out, rest = [], target[len(HOME):]
+    else:
+        out, rest = list(link_parts[:-1]), target
+    for p in rest.split("/"):
+        if p in ("", "."):
+            continue
+        if p == "..":
+            if not out:
+                return None
+            out.pop()
+        else:
+            out.append(p)
+    return out
+
+
+def resolve(rel, follow_last=True):
+    parts, hops, i = parts_of(rel), 0, 0
+    while i < len(parts):
+        try:
+            st = os.lstat(full(parts[: i + 1]))
+        except FileNotFoundError:
+            return parts
+        if stat.S_ISLNK(st.st_mode) and (follow_last or i < len(parts) - 1):
+            hops += 1
+            dest = symlink_dest(parts[: i + 1], os.readlink(full(parts[: i + 1])))
+            if dest is None:
+                raise escapes(rel)
+            if hops > MAX_HOPS:
+                raise Fail("INVALID", f"{rel}: too many levels of symbolic links")
+            parts, i = dest + parts[i + 1:], 0
+            continue
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+            raise Fail("INVALID", f"{'/'.join(parts[: i + 1])} is not a directory")
+        i += 1
+    return parts
+
+
+def describe(parts, st):
+    """(kind, size, executable) for a listing/export row, or None to leave the entry out."""
+    if stat.S_ISLNK(st.st_mode):
+        if symlink_dest(parts, os.readlink(full(parts))) is None:
+            return None
+        return ("symlink", 0, False)
+    if stat.S_ISDIR(st.st_mode):
+        return ("dir", 0, False)
+    if stat.S_ISREG(st.st_mode):
+        return ("file", st.st_size, bool(st.st_mode & 0o100))
+    return None
+
+
+def cmd_list(rel):
+    import json
+    parts = resolve(rel)
+    path = full(parts)
+    if not os.path.isdir(path):
+        raise Fail("NOT_FOUND", f"{rel} does not exist in the computer workspace") if not os.path.lexists(path) \
+            else Fail("INVALID", f"{rel} is not a directory")
+    rows = []
+    for name in sorted(os.listdir(path)):
+        if not parts and own_staging(name):
+            continue
+        d = describe(parts + [name], os.lstat(os.path.join(path, name)))
+        if d:
+            rows.append({"name": name, "kind": d[0], "size": d[1], "executable": d[2]})
+    sys.stdout.write(json.dumps(rows))
+
+
+def cmd_mkdir(rel):
+    parts = resolve(rel)
+    cur = []
+    for p in parts:
+        cur.append(p)
+        try:
+            os.mkdir(full(cur))
+        except FileExistsError:
+            if not os.path.isdir(full(cur)):
+                raise Fail("INVALID", f"{'/'.join(cur)} is not a directory")
+
+
+def cmd_read(rel, max_bytes):
+    parts = resolve(rel)
+    try:
+        # O_NONBLOCK: a FIFO put there never hangs the read (it is refused below).
+        fd = os.open(full(parts), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise Fail("NOT_FOUND", f"{rel} does not exist in the computer workspace")
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Fail("INVALID", f"{rel} is a symbolic link that leaves the workspace")
+        raise
+    except IsADirectoryError:
+        raise Fail("INVALID", f"{rel} is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise Fail("INVALID", f"{rel} is not a regular file")
+        if st.st_size > max_bytes:
+            raise Fail("TOO_LARGE", f"{rel} is {st.st_size} bytes", size=st.st_size)
+        data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise Fail("TOO_LARGE", f"{rel} grew past the limit", size=len(data))
+    sys.stdout.buffer.write(data)
+
+
+def write_atomic(parts, data, executable):
+    if not parts:
+        raise Fail("INVALID", "cannot write to the workspace root")
+    cmd_mkdir("/".join(parts[:-1]))
+    dest = full(parts)
+    if os.path.isdir(dest) and not os.path.islink(dest):
+        raise Fail("INVALID", f"{'/'.join(parts)} is a directory")
+    tmp = os.path.join(os.path.dirname(dest), f".botdesk-tmp-{os.getpid()}-{parts[-1]}"[:255])
+    with open(tmp, "wb") as f:
+        f.write(data)
+        os.fchmod(f.fileno(), 0o755 if executable else 0o644)
+    os.replace(tmp, dest)
+
+
+def cmd_write(rel, executable):
+    write_atomic(resolve(rel), sys.stdin.buffer.read(), executable == "1")
+
+
+def walk(parts):
+    path = full(parts)
+    for name in sorted(os.listdir(path)):
+        if not parts and own_staging(name):
+            continue
+        p = parts + [name]
+        st = os.lstat(full(p))
+        d = describe(p, st)
+        if d is None:
+            continue
+        yield p, st, d[0]
+        if d[0] == "dir":
+            yield from walk(p)
+
+
+def cmd_export():
+    import tarfile  # only here and in import: it slows every other start
+
+    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        for parts, st, kind in walk([]):
+            info = tarfile.TarInfo("/".join(parts))
+            info.mtime = int(st.st_mtime)
+            if kind == "dir":
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            elif kind == "symlink":
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, os.readlink(full(parts)), 0o777
+                tar.addfile(info)
+            else:
+                info.size, info.mode = st.st_size, (0o755 if st.st_mode & 0o100 else 0o644)
+                with open(full(parts), "rb") as f:
+                    tar.addfile(info, f)
+
+
+def cmd_import():
+    import json, shutil
+    import tarfile
+
+    staging = full([f"{STAGING_PREFIX}{os.getpid()}"])
+    os.mkdir(staging)
+    summary = {"files": 0, "dirs": 0, "symlinks": 0, "bytes": 0}
+    members = []
+    complete = False
+    try:
+        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
+            for i, m in enumerate(tar):
+                if complete:
+                    raise Fail("INVALID", "the import stream continues after its end marker")
+                if m.name == COMPLETE_MARKER:
+                    complete = True
+                    continue
+                parts = parts_of(m.name)
+                if not parts:
+                    raise Fail("INVALID", "an import entry names the workspace root")
+                if m.isdir():
+                    members.append((parts, "dir", None))
+                    summary["dirs"] += 1
+                elif m.issym():
+                    if symlink_dest(parts, m.linkname) is None:
+                        raise escapes(f"{m.name} -> {m.linkname}")
+                    members.append((parts, "symlink", m.linkname))
+                    summary["symlinks"] += 1
+                elif m.isreg():
+                    staged = os.path.join(staging, str(i))
+                    with open(staged, "wb") as out:
+                        shutil.copyfileobj(tar.extractfile(m), out)
+                    os.chmod(staged, 0o755 if m.mode & 0o100 else 0o644)
+                    members.append((parts, "file", staged))
+                    summary["files"] += 1
+                    summary["bytes"] += m.size
+                else:
+                    raise Fail("INVALID", f"{m.name}: only files, directories and symlinks can be imported")
+        if not complete:
+            raise Fail("INVALID", "the import stream ended early; nothing was changed")
+        # Check every destination before changing anything.
+        planned = []
+        for parts, kind, data in members:
+            dest = resolve("/".join(parts[:-1])) + [parts[-1]]
+            existing = os.path.lexists(full(dest)) and os.lstat(full(dest))
+            if existing and (kind == "dir") != stat.S_ISDIR(existing.st_mode):
+                raise Fail("INVALID", f"{'/'.join(parts)}: a {'directory' if kind == 'dir' else 'file'} cannot replace what is there")
+            planned.append((dest, kind, data))
+        for dest, kind, data in planned:
+            cmd_mkdir("/".join(dest[:-1]))
+            if kind == "dir":
+                cmd_mkdir("/".join(dest))
+            elif kind == "symlink":
+                tmp = full(dest[:-1] + [f".botdesk-tmp-{os.getpid()}"])
+                os.symlink(data, tmp)
+                os.replace(tmp, full(dest))
+            else:
+                os.replace(data, full(dest))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    sys.stdout.write(json.dumps(summary))
+
+
+# ------------------------------------------------------------------------------------------------
+# The home stream (crates/botdesk-core/src/home_stream.rs). Walks use directory descriptors only and
+# never follow a symlink; a FIFO, socket or device is never opened.
+
+def own_staging(name):
+    return name.startswith(STAGING_PREFIX) or name.startswith(LOAD_PREFIX)
+
+
+_encoder = None
+
+
+def encode(obj):
+    """Compact JSON; one encoder for every record (json.dumps with options builds one per call)."""
+    global _encoder
+    if _encoder is None:
+        import json
+        _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+    return _encoder(obj)
+
+
+def line_of(obj):
+    return encode(obj).encode() + b"\n"
+
+
+def is_utf8(s):
+    try:
+        s.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def shown_name(name):
+    """A printable stand-in for a name that is not UTF-8, at most 255 bytes like a real name."""
+    return os.fsencode(name).decode("utf-8", "replace").encode()[:255].decode("utf-8", "ignore")
+
+
+def nameable(rel):
+    """Whether a record can carry this path: at most MAX_PATH bytes, and short enough escaped that
+    any record naming it fits a header line."""
+    size = len(rel.encode())
+    # Escaping makes a byte at most 6 long: only a long path needs the exact measure.
+    return size <= MAX_PATH and (size * 6 + 2 <= MAX_HEADER // 2 or len(line_of(rel)) <= MAX_HEADER // 2)
+
+
+def extents(fd, size):
+    if size == 0:
+        return []
+    out, pos = [], 0
+    try:
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:
+                    break
+                raise
+            end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            if end > start:
+                out.append([start, end - start])
+            pos = end
+            if len(out) > MAX_EXTENTS:
+                return [[0, size]]
+    except OSError:
+        return [[0, size]]
+    return out
+
+
+def coalesce(data, most):
+    """At most `most` extents: the smallest holes between them are sent as zeros instead."""
+    if len(data) <= most:
+        return data
+    gaps = sorted(range(1, len(data)), key=lambda i: data[i][0] - sum(data[i - 1]))
+    filled = set(gaps[: len(data) - most])
+    out = [list(data[0])]
+    for i in range(1, len(data)):
+        if i in filled:
+            out[-1][1] = sum(data[i]) - out[-1][0]
+        else:
+            out.append(list(data[i]))
+    return out
+
+
+def send_bytes(out, fd, off, length):
+    """Exactly `length` bytes from `off`: a file that got shorter meanwhile is padded with zeros."""
+    done = 0
+    while done < length:
+        chunk = os.pread(fd, min(CHUNK, length - done), off + done)
+        if not chunk:
+            chunk = bytes(min(CHUNK, length - done))
+        out.write(chunk)
+        done += len(chunk)
+
+
+class Saver:
+    def __init__(self, out, manifest, skip_under, skip_names):
+        self.out, self.manifest, self.skip_under, self.skip_names = out, manifest, skip_under, skip_names
+        self.entries = 0
+
+    def emit(self, rec):
+        self.out.write(line_of(rec))
+        self.entries += 1
+
+    def skip(self, rel, why):
+        self.emit({"t": "skipped", "p": rel, "why": why})
+
+    def walk(self, dfd, parts):
+        with os.scandir(dfd) as it:
+            names = sorted(e.name for e in it)
+        plain = {n for n in names if n.isascii() or is_utf8(n)}
+        prefix = "".join(c + "/" for c in parts)
+        # Caches and lock files of browser profiles stay behind (at any depth below skip_under).
+        skipping = parts and parts[0] == self.skip_under
+        for name in names:
+            if not parts and own_staging(name) or skipping and name in self.skip_names:
+                continue
+            if name in plain:
+                self.entry(dfd, name, parts, prefix + name)
+                continue
+            # Named by a stand-in, once: two such names (or a real one) may look alike.
+            shown = shown_name(name)
+            if shown not in plain and nameable(prefix + shown):
+                plain.add(shown)
+                self.skip(prefix + shown, "name is not UTF-8")
+
+    def entry(self, dfd, name, parts, rel):
+        if not nameable(rel):
+            return  # no record could name it (a path over 4 KiB)
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            return self.skip(rel, f"unreadable: {e.strerror}")
+        mode = st.st_mode
+        if stat.S_ISREG(mode):
+            if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode & 0o1777):
+                # Unchanged since the previous version: nothing to open. (The most common record,
+                # written without building a dict: a path string encodes as line_of would.)
+                self.out.write(b'{"t":"same","p":' + encode(rel).encode() + b"}\n")
+                self.entries += 1
+                return
+            self.file(dfd, name, rel)
+        elif stat.S_ISDIR(mode):
+            self.folder(dfd, name, parts + [name])
+        elif stat.S_ISLNK(mode):
+            self.link(dfd, name, rel, st)
+        else:
+            self.skip(rel, "fifo" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device")
+
+    def link(self, dfd, name, rel, st):
+        try:
+            target = os.readlink(name, dir_fd=dfd)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            return self.skip(rel, "changed while saved" if e.errno == errno.EINVAL else f"unreadable: {e.strerror}")
+        rec = {"t": "link", "p": rel, "target": target, "mtime": st.st_mtime_ns}
+        if not is_utf8(target):
+            self.skip(rel, "link target is not UTF-8")
+        elif len(line_of(rec)) > MAX_HEADER:
+            self.skip(rel, "link target is too long to save")
+        else:
+            self.emit(rec)
+
+    def folder(self, dfd, name, parts):
+        rel = "/".join(parts)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            changed = e.errno in (errno.ELOOP, errno.ENOTDIR)
+            return self.skip(rel, "changed while saved" if changed else f"unreadable: {e.strerror}")
+        try:
+            st = os.fstat(fd)
+            self.emit({"t": "dir", "p": rel, "mode": st.st_mode & 0o1777, "mtime": st.st_mtime_ns})
+            self.walk(fd, parts)
+        finally:
+            os.close(fd)
+
+    def file(self, dfd, name, rel):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dfd)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            changed = e.errno in (errno.ELOOP, errno.ENXIO)
+            return self.skip(rel, "changed while saved" if changed else f"unreadable: {e.strerror}")
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO, folder or device meanwhile
+                return self.skip(rel, "changed while saved")
+            self.send_file(fd, rel, st)
+        finally:
+            os.close(fd)
+
+    def send_file(self, fd, rel, st):
+        mode = st.st_mode & 0o1777
+        if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode):
+            return self.emit({"t": "same", "p": rel})
+        rec = {"t": "file", "p": rel, "mode": mode, "mtime": st.st_mtime_ns, "size": st.st_size, "data": []}
+        # The extents must fit the header line as well (a few hundred of them with long offsets).
+        room = MAX_HEADER - len(line_of(rec))
+        rec["data"] = coalesce(extents(fd, st.st_size), max(room // (2 * len(str(st.st_size)) + 4), 1))
+        self.emit(rec)
+        for off, length in rec["data"]:
+            send_bytes(self.out, fd, off, length)
+
+
+def save_input():
+    """The options line and the previous version's manifest {path: (size, mtime, mode)}."""
+    import json
+    first, _, rest = sys.stdin.buffer.read().partition(b"\n")
+    try:
+        opts = json.loads(first)
+        manifest = {p: (size, mtime, mode) for p, size, mtime, mode in (json.loads(rest) if rest.strip() else [])}
+        return opts["skip_under"], set(opts["skip_names"]), manifest
+    except (ValueError, KeyError, TypeError):
+        raise Fail("INVALID", "the save options or the manifest are not readable")
+
+
+def cmd_save():
+    skip_under, skip_names, manifest = save_input()
+    # One write per 64 KiB rather than per 8 KiB.
+    out = open(sys.stdout.fileno(), "wb", buffering=64 * 1024, closefd=False)
+    saver = Saver(out, manifest, skip_under, skip_names)
+    root = os.open(HOME, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        saver.walk(root, [])
+    finally:
+        os.close(root)
+    saver.out.write(line_of({"t": "end", "entries": saver.entries}))
+    saver.out.flush()
+
+
+def rmtree_force(path):
+    """Removes a tree, its read-only folders too; never follows a link."""
+    import shutil
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
+    os.chmod(path, stat.S_IMODE(st.st_mode) | 0o700)
+    for dirpath, dirnames, _ in os.walk(path):
+        for name in dirnames:  # opened before os.walk goes into them
+            d = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(d)
+                if stat.S_ISDIR(st.st_mode):
+                    os.chmod(d, stat.S_IMODE(st.st_mode) | 0o700)
+            except OSError:
+                pass
+    shutil.rmtree(path)
+
+
+def real_dir(parts):
+    """HOME/parts, every component a real folder (missing ones are made); a link is refused."""
+    for i in range(len(parts)):
+        p = full(parts[: i + 1])
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            os.mkdir(p, 0o755)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise Fail("PATH_ESCAPES", f"{'/'.join(parts[: i + 1])} is a symbolic link; nothing is placed through it")
+        if not stat.S_ISDIR(st.st_mode):
+            raise Fail("INVALID", f"{'/'.join(parts[: i + 1])} is not a folder")
+    return parts
+
+
+def stream_parts(rel):
+    """The components of a stream path, checked as home_stream::check_path does."""
+    if not isinstance(rel, str) or not is_utf8(rel) or len(rel.encode()) > MAX_PATH or "\0" in rel:
+        raise Fail("INVALID", f"{rel!r} is not a plain relative path")
+    parts = rel.split("/")
+    if any(c in ("", ".", "..") or len(c.encode()) > 255 for c in parts):
+        raise Fail("INVALID", f"{rel!r} is not a plain relative path")
+    return parts
+
+
+def read_line(inp):
+    import json
+    line = inp.readline(MAX_HEADER)
+    if not line:
+        raise Fail("INVALID", "the home stream ended early; nothing was changed")
+    if not line.endswith(b"\n"):
+        raise Fail("INVALID", "a home stream header is too long or cut short; nothing was changed")
+    try:
+        r = json.loads(line)
+    except ValueError:
+        raise Fail("INVALID", "a home stream header is not JSON")
+    if not isinstance(r, dict):
+        raise Fail("INVALID", "a home stream header is not a JSON object")
+    return r
+
+
+def is_int(v, lo, hi):
+    return type(v) is int and lo <= v <= hi
+
+
+def check_record(r, rel):
+    """A dir, file or link record whose fields can be acted on (home_stream::parse_header)."""
+    t = r.get("t")
+    if t not in ("dir", "file", "link"):
+        raise Fail("INVALID", f"{rel}: a {t!r} record cannot be loaded")
+    ok = is_int(r.get("mtime"), -(1 << 63), (1 << 63) - 1)
+    if t == "link":
+        target = r.get("target")
+        ok = ok and isinstance(target, str) and target != "" and is_utf8(target) and "\0" not in target \
+            and len(target.encode()) <= MAX_PATH
+    else:
+        ok = ok and is_int(r.get("mode"), 0, 0o1777)
+    if t == "file":
+        size, data = r.get("size"), r.get("data")
+        ok = ok and is_int(size, 0, MAX_FILE) and isinstance(data, list) and len(data) <= MAX_EXTENTS
+        end = 0
+        for e in data if ok else []:
+            if not (isinstance(e, list) and len(e) == 2 and is_int(e[0], end, size) and is_int(e[1], 0, size - e[0])):
+                ok = False
+                break
+            end = e[0] + e[1]
+    if not ok:
+        raise Fail("INVALID", f"{rel}: a malformed {t} record")
+
+
+# One buffer for every file a load writes (no new bytes object per chunk).
+LOAD_BUFFER = memoryview(bytearray(CHUNK))
+
+
+def write_file(inp, dest, r):
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        for pos, length in r["data"]:
+            while length:
+                n = inp.readinto(LOAD_BUFFER[: min(CHUNK, length)])
+                if not n:
+                    raise Fail("INVALID", "the home stream ended inside a file; nothing was changed")
+                done = 0
+                while done < n:
+                    done += os.pwrite(fd, LOAD_BUFFER[done:n], pos + done)
+                pos += n
+                length -= n
+        os.ftruncate(fd, r["size"])  # what no extent covers stays a hole
+        os.fchmod(fd, r["mode"])
+        os.utime(fd, ns=(r["mtime"], r["mtime"]))
+    finally:
+        os.close(fd)
+
+
+def set_dir(path, mode, mtime):
+    os.chmod(path, mode)
+    os.utime(path, ns=(mtime, mtime))
+
+
+def stage(inp, tree, summary):
+    """Writes the records up to `end` into tree. Returns the folders {rel: (mode, mtime)} and the
+    records as (kind, rel) in stream order."""
+    dirs, seen, order = {"": None}, set(), []
+    while True:
+        r = read_line(inp)
+        if r.get("t") == "end":
+            if not is_int(r.get("entries"), len(order), len(order)):
+                raise Fail("INVALID", "the home stream's end record does not count its entries")
+            break
+        rel = r.get("p")
+        check_record(r, rel)
+        parts = stream_parts(rel)
+        if "/".join(parts[:-1]) not in dirs or rel in seen:
+            raise Fail("INVALID", f"{rel} does not follow its folder, or comes twice")
+        seen.add(rel)
+        dest, t = os.path.join(tree, rel), r["t"]
+        if t == "dir":
+            os.mkdir(dest, 0o700)
+            dirs[rel] = (r["mode"], r["mtime"])
+            summary["dirs"] += 1
+        elif t == "link":
+            os.symlink(r["target"], dest)
+            os.utime(dest, ns=(r["mtime"], r["mtime"]), follow_symlinks=False)
+            summary["links"] += 1
+        else:
+            write_file(inp, dest, r)
+            summary["files"] += 1
+            summary["bytes"] += r["size"]
+        order.append((t, rel))
+    if inp.read(1):
+        raise Fail("INVALID", "the home stream goes on after its end record; nothing was changed")
+    del dirs[""]
+    # Folder modes and times last, deepest first: a read-only folder could not be filled.
+    for rel in sorted(dirs, key=lambda d: -d.count("/")):
+        set_dir(os.path.join(tree, rel), *dirs[rel])
+    return dirs, order
+
+
+def place(src, dest, folder):
+    """Moves a staged entry into place. A folder that changes parents needs write permission on
+    itself (its '..' changes), so a read-only one is opened for the move; `folder` is its
+    (mode, mtime), set again once it is there."""
+    if folder is None:
+        os.rename(src, dest)
+        return
+    os.chmod(src, folder[0] | 0o700)
+    os.rename(src, dest)
+    set_dir(dest, *folder)
+
+
+def restore(staging, tree, dirs, order):
+    for name in os.listdir(HOME):
+        if name != os.path.basename(staging):
+            rmtree_force(full([name]))
+    for t, rel in order:
+        if "/" not in rel:
+            place(os.path.join(tree, rel), full([rel]), dirs.get(rel))
+
+
+def replace(staging, tree, parts):
+    real_dir(parts[:-1])
+    dest = full(parts)
+    try:
+        st = os.lstat(dest)
+    except FileNotFoundError:
+        st = None
+    if st:  # the old one goes with the staging folder; a link is moved, never followed
+        if stat.S_ISDIR(st.st_mode):
+            os.chmod(dest, stat.S_IMODE(st.st_mode) | 0o700)
+        os.rename(dest, os.path.join(staging, "old"))
+    os.chmod(tree, 0o755)
+    os.rename(tree, dest)
+
+
+def open_up(path, opened):
+    """Lets entries be placed in one of the computer's read-only folders; its mode comes back after."""
+    mode = stat.S_IMODE(os.lstat(path).st_mode)
+    if mode & 0o300 != 0o300 and path not in opened:
+        opened[path] = mode
+        os.chmod(path, mode | 0o300)
+
+
+def merge(tree, dirs, order, prefix, summary):
+    """Places the staged entries under prefix: what is missing comes in, a file or link replaces an
+    older one, anything newer or of another kind stays and is named. Every folder written into is
+    the prefix (checked by real_dir) or one found a real folder by lstat on the way down, so no
+    link can redirect a placement."""
+    settled = set()  # staged folders moved in whole, or kept out: nothing inside is looked at again
+    opened = {}
+    try:
+        for t, rel in order:
+            parts = rel.split("/")
+            if any("/".join(parts[:i]) in settled for i in range(1, len(parts))):
+                continue
+            src, dest = os.path.join(tree, rel), full(prefix + parts)
+            try:
+                dst = os.lstat(dest)
+            except FileNotFoundError:
+                open_up(os.path.dirname(dest), opened)
+                place(src, dest, dirs.get(rel))
+                settled.add(rel)
+                continue
+            if t == "dir" and stat.S_ISDIR(dst.st_mode):
+                os.chmod(src, 0o700)  # its entries are moved out of it one by one
+                continue
+            if t != "dir" and not stat.S_ISDIR(dst.st_mode):
+                sst = os.lstat(src)
+                if stat.S_ISREG(dst.st_mode) and stat.S_ISREG(sst.st_mode) \
+                        and (dst.st_size, dst.st_mtime_ns) == (sst.st_size, sst.st_mtime_ns):
+                    continue
+                if dst.st_mtime_ns < sst.st_mtime_ns:
+                    open_up(os.path.dirname(dest), opened)
+                    os.replace(src, dest)
+                    continue
+            summary["kept_newer"].append(rel)
+            settled.add(rel)
+    finally:
+        for path, mode in opened.items():
+            os.chmod(path, mode)
+
+
+def cmd_load():
+    import json
+    inp = sys.stdin.buffer
+    how = read_line(inp)
+    kind, into = how.get("mode"), how.get("into")
+    if kind == "restore":
+        into = ""
+    if kind not in ("restore", "merge", "replace") or not isinstance(into, str):
+        raise Fail("INVALID", "unknown load mode, or one without the path it goes into")
+    if kind == "replace" and not into:
+        raise Fail("INVALID", "a replace needs the path it replaces")
+    target = stream_parts(into) if into else []
+    staging = full([f"{LOAD_PREFIX}{os.getpid()}"])
+    if os.path.lexists(staging):  # left by a killed load that had this pid
+        rmtree_force(staging)
+    os.mkdir(staging, 0o700)
+    tree = os.path.join(staging, "tree")
+    summary = {"files": 0, "dirs": 0, "links": 0, "bytes": 0, "kept_newer": []}
+    try:
+        os.mkdir(tree, 0o700)
+        dirs, order = stage(inp, tree, summary)
+        # Nothing outside the staging folder has changed up to here.
+        if not target and any("/" not in rel and own_staging(rel) for _, rel in order):
+            raise Fail("INVALID", "the home stream names the helper's own staging folders")
+        if kind == "restore":
+            restore(staging, tree, dirs, order)
+        elif kind == "merge":
+            merge(tree, dirs, order, real_dir(target), summary)
+        else:
+            replace(staging, tree, target)
+    finally:
+        try:
+            rmtree_force(staging)
+        except OSError:
+            pass
+    sys.stdout.write(json.dumps(summary))
+
+
+# ------------------------------------------------------------------------------------------------
+# Watching the home for the Files pane: inotify on every folder (never through a link), skipping
+# the computer's own churn, a line on stdout at most every 0.2 s while things change.
+
+WATCH_NOISE = {".browser-profiles", ".cache", ".config", ".local", ".pki"}
+MAX_WATCHES = 8192
+
+
+def cmd_watch():
+    import ctypes, select, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x8, 0x40, 0x80
+    IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_ISDIR = 0x100, 0x200, 0x400, 0x40000000
+    IN_ONLYDIR, IN_DONT_FOLLOW = 0x01000000, 0x02000000
+    mask = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    if fd < 0:
+        raise Fail("INVALID", "inotify is not available")
+    watched = {}
+
+    def add(path):
+        for dirpath, dirnames, _ in os.walk(path):
+            if len(watched) >= MAX_WATCHES:
+                return
+            rel = os.path.relpath(dirpath, HOME)
+            if rel.split("/")[0] in WATCH_NOISE or os.path.basename(dirpath).startswith(LOAD_PREFIX):
+                dirnames[:] = []
+                continue
+            wd = libc.inotify_add_watch(fd, os.fsencode(dirpath), mask)
+            if wd >= 0:
+                watched[wd] = dirpath
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+
+    add(HOME)
+    out = sys.stdout
+    pending, last = False, 0.0
+    while True:
+        timeout = 0.2 if pending else None
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if ready:
+            data = os.read(fd, 65536)
+            i = 0
+            while i + 16 <= len(data):
+                wd, ev, _, length = struct.unpack_from("iIII", data, i)
+                name = data[i + 16:i + 16 + length].rstrip(b"\0")
+                i += 16 + length
+                parent = watched.get(wd)
+                if parent is None:
+                    continue
+                if ev & IN_DELETE_SELF:
+                    watched.pop(wd, None)
+                if ev & IN_ISDIR and ev & (IN_CREATE | IN_MOVED_TO) and name:
+                    add(os.path.join(parent, os.fsdecode(name)))
+                if parent == HOME and os.fsdecode(name) in WATCH_NOISE:
+                    continue
+                pending = True
+        if pending and time.time() - last >= 0.2:
+            out.write("changed\n")
+            out.flush()
+            pending, last = False, time.time()
+
+
+def tagged(needle):
+    """Pids (other than this one) whose environment holds the entry `needle`."""
+    me, out = os.getpid(), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    out.append(int(pid))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return out
+
+
+def signal_all(needle, sig):
+    for pid in tagged(needle):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def cmd_kill(exec_id):
+    """Kills one exec's whole tree at once (a timeout or cancel)."""
+    import signal
+    needle = f"BOTDESK_EXEC_ID={exec_id}".encode()
+    for _ in range(100):
+        if not tagged(needle):
+            return
+        signal_all(needle, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def cmd_kill_env(entry):
+    """Stops every process tagged with `entry` (KEY=VALUE): TERM, up to 2 s, then KILL."""
+    import signal
+    needle = entry.encode()
+    signal_all(needle, signal.SIGTERM)
+    for _ in range(40):
+        if not tagged(needle):
+            return
+        time.sleep(0.05)
+    for _ in range(100):
+        signal_all(needle, signal.SIGKILL)
+        time.sleep(0.01)
+        if not tagged(needle):
+            return
+    raise Fail("INVALID", f"processes tagged {entry} survived SIGKILL")
+
+
+def error_line(**fields):
+    import json
+    return json.dumps(fields) + "\n"
+
+
+def main(argv):
+    # A home may nest folders as deep as a 4 KiB path allows (about 2,000 levels); the walks recurse.
+    sys.setrecursionlimit(10_000)
+    cmds = {
+        "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1), "read": (lambda r, m: cmd_read(r, int(m)), 2),
+        "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
+        "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
+    }
+    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        cmds[argv[1]][0](*argv[2:])
+        return 0
+    except Fail as e:
+        sys.stderr.write(error_line(code=e.code, message=e.message, **e.extra))
+        return 3
+    except OSError as e:
+        sys.stderr.write(error_line(code="IO", message=f"{e.strerror}: {e.filename}"))
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -295,8 +295,9 @@ async fn main() {
     assert_eq!(one_violations + violations, 0, "lease invariants were violated");
     md.push_str(&agent::section(&agent_ours, &agent_anchor));
     md.push_str(
-        "\nNotes:\n- Cold start includes creating the container, starting it, and waiting until Xvfb answers on display `:1` \
-         with fluxbox and the screen gateway started (the anchor starts nothing and exits at once).\n- Observe reads the display's framebuffer from shared memory \
+        "\nNotes:\n- Cold start includes making the computer's network and home volume, creating the container, starting it, and \
+         waiting until start.sh prints that it is ready: Xvfb answering on display `:1` with fluxbox started, and the screen \
+         gateway's port taken (the anchor starts nothing and exits at once).\n- Observe reads the display's framebuffer from shared memory \
          (Xvfb `-fbdir`) through the gateway on a kept-open connection, and hashes and compresses on two cores at once; \
          cursor and window title come from a kept-open X connection. Target: ≤ 25 ms and ≥ 8× faster than the anchor.\n- The exec anchor runs the Docker CLI, so it also pays a \
          process start; ours keeps one API connection.\n",

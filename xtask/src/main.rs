@@ -45,7 +45,8 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("bundle") => bundle(&args[1..]).map(|deb| say(&format!("made {}", deb.display()))),
         Some("prepare") => prepare(true),
-        _ => Err("usage: cargo xtask run | test [cargo test args] | bench | bundle [--debug] | prepare".into()),
+        Some("queries") => queries(),
+        _ => Err("usage: cargo xtask run | test [cargo test args] | bench | bundle [--debug] | prepare | queries".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -386,12 +387,13 @@ fn test(extra: &[String]) -> Result {
     prepare(true)?;
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
-    check_sqlx_cache()?;
     lint()?;
     ensure_tauri_driver()?;
-    // The package test installs the test build's package in a clean container.
-    say("building the app and the CLI, and their package");
-    status(cargo().args(["build", "-p", "botdesk-app", "-p", "botdesk-cli"]))?;
+    // One build for everything: the test build makes the app and the CLI too (with the features
+    // the tests unify; a separate `cargo build` of them would compile half the tree again). The
+    // package test installs those binaries' package in a clean container.
+    say("building every test, the app and the CLI, and their package");
+    status(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
     make_deb(&root().join("target/debug"))?;
     let as_user = test_user()?;
     let services = start_services(&mut envs, &as_user)?;
@@ -408,11 +410,11 @@ fn test(extra: &[String]) -> Result {
     test.args(["test", "--workspace", "--no-fail-fast"]);
     if !as_user.is_empty() {
         // Built as root, every test program runs as the person.
-        say(&format!("building every test, then running each as {TEST_USER} (uid {TEST_UID})"));
+        say(&format!("running every test as {TEST_USER} (uid {TEST_UID})"));
         let runner = format!("target.{}.runner={:?}", host_triple()?, as_user);
         test.args(["--config", &runner]);
     } else {
-        say("building and running every test");
+        say("running every test");
     }
     let result = status(test.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
     drop(services);
@@ -438,25 +440,90 @@ fn cargo_bin(name: &str) -> PathBuf {
     home.join("bin").join(name)
 }
 
-/// The style is enforced: rustfmt's layout (rustfmt.toml) and no clippy warning.
+/// The style is enforced (rustfmt's layout, no clippy warning), and the committed `.sqlx/` query
+/// cache must match the queries and the migrations. One compile does both: clippy checks every
+/// query against a database made from the migrations and writes what it learned into
+/// `target/sqlx-check/`, which must equal `.sqlx/` (what `cargo sqlx prepare --check` does, without
+/// a second compile of the workspace).
 fn lint() -> Result {
-    say("checking the layout (cargo fmt --check) and lints (cargo clippy -D warnings)");
+    say("checking the layout (cargo fmt --check), the lints (cargo clippy -D warnings) and the .sqlx query cache");
     status(cargo().args(["fmt", "--all", "--check"])).map_err(|e| format!("{e}: run `cargo fmt --all`"))?;
-    status(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))
+    let fresh = root().join("target/sqlx-check");
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]);
+    compile_queries(&mut clippy, &fresh)?;
+    let differs = |what: &str| format!(".sqlx/ {what}: run `cargo xtask queries` and commit .sqlx/");
+    let committed = query_files(&root().join(".sqlx"))?;
+    let learned = query_files(&fresh)?;
+    if let Some(name) = learned.keys().find(|n| !committed.contains_key(*n)) {
+        return Err(differs(&format!("lacks {name} (a query was added or changed)")));
+    }
+    for (name, text) in &committed {
+        match learned.get(name) {
+            None => return Err(differs(&format!("holds {name}, which no query uses any more"))),
+            Some(t) if t != text => return Err(differs(&format!("has an outdated {name} (not what its query gives against the migrations)"))),
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
-/// The committed `.sqlx/` query cache must match the queries and the migrations.
-fn check_sqlx_cache() -> Result {
-    if !quiet_ok(cargo().args(["sqlx", "--version"])) {
-        say("installing sqlx-cli (once)");
-        status(cargo().args(["install", "sqlx-cli", "--version", "^0.9", "--no-default-features", "--features", "sqlite", "--locked"]))?;
+/// `cargo xtask queries`: rewrites `.sqlx/` from the queries and the migrations.
+fn queries() -> Result {
+    let dir = root().join(".sqlx");
+    let mut check = cargo();
+    check.args(["check", "--workspace", "--all-targets", "--quiet"]);
+    compile_queries(&mut check, &dir)?;
+    say(&format!("wrote {} query files to .sqlx/", query_files(&dir)?.len()));
+    Ok(())
+}
+
+fn io(what: &str, e: std::io::Error) -> String {
+    format!("{what}: {e}")
+}
+
+/// Runs `compile` (a check of the workspace) with the query macros online against a database
+/// made from the migrations, saving each query's description into `out` (emptied first).
+fn compile_queries(compile: &mut Command, out: &Path) -> Result {
+    let target = root().join("target");
+    for name in query_files(out)?.keys() {
+        std::fs::remove_file(out.join(name)).map_err(|e| io(name, e))?;
     }
-    let db = root().join("target/sqlx-check.db");
+    std::fs::create_dir_all(out).map_err(|e| io("the query folder", e))?;
+    let tmp = target.join("sqlx-tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| io("target/sqlx-tmp", e))?;
+    let db = target.join("sqlx-check.db");
     let _ = std::fs::remove_file(&db);
-    let url = format!("sqlite://{}", db.display());
-    say("checking the .sqlx query cache (cargo sqlx prepare --check)");
-    status(cargo().args(["sqlx", "database", "setup", "--source", "crates/botdesk-store/migrations"]).env("DATABASE_URL", &url))?;
-    status(cargo().args(["sqlx", "prepare", "--workspace", "--check"]).env("DATABASE_URL", &url))
+    // The schema is the migrations applied in order (their file names sort by version).
+    let apply = "import sqlite3, sys, pathlib\n\
+                 c = sqlite3.connect(sys.argv[1])\n\
+                 for f in sorted(pathlib.Path(sys.argv[2]).glob('*.sql')):\n    c.executescript(f.read_text())\n\
+                 c.commit()\n";
+    status(Command::new("python3").args(["-c", apply]).arg(&db).arg(root().join("crates/botdesk-store/migrations")))?;
+    // The macros run only when their crate compiles: touching its sources makes it compile.
+    let src = root().join("crates/botdesk-store/src");
+    for entry in std::fs::read_dir(&src).map_err(|e| io("crates/botdesk-store/src", e))? {
+        let path = entry.map_err(|e| io("crates/botdesk-store/src", e))?.path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            let f = std::fs::File::options().append(true).open(&path).map_err(|e| io(&path.display().to_string(), e))?;
+            f.set_modified(std::time::SystemTime::now()).map_err(|e| io(&path.display().to_string(), e))?;
+        }
+    }
+    status(compile.env("SQLX_OFFLINE", "false").env("SQLX_OFFLINE_DIR", out).env("SQLX_TMP", &tmp).env("DATABASE_URL", format!("sqlite://{}", db.display())))
+}
+
+/// The query files (`query-<hash>.json`) in `dir` by name, with their text.
+fn query_files(dir: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    let mut files = std::collections::BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(files) };
+    for entry in entries {
+        let path = entry.map_err(|e| io(&dir.display().to_string(), e))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with("query-") && name.ends_with(".json") {
+            files.insert(name, std::fs::read_to_string(&path).map_err(|e| io(&path.display().to_string(), e))?);
+        }
+    }
+    Ok(files)
 }
 
 /// Removes containers labelled with this test run; returns how many there were.
@@ -530,7 +597,6 @@ fn bundle(args: &[String]) -> Result<PathBuf> {
 }
 
 fn make_deb(out: &Path) -> Result<PathBuf> {
-    let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
     let version = workspace_version()?;
     let arch = String::from_utf8_lossy(&Command::new("dpkg").arg("--print-architecture").output().map_err(|e| io("dpkg", e))?.stdout).trim().to_string();
     let bundle = out.join("bundle/deb");

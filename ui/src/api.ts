@@ -111,6 +111,8 @@ export interface ControlLease {
 export interface ChatCall {
   id: string;
   name: string;
+  /** The tool works on the bot's screen or browser. */
+  graphical: boolean;
   arguments: string;
   status: "running" | "done" | "error";
   text: string | null;

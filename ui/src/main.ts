@@ -401,8 +401,6 @@ function renderChat() {
   }
 }
 
-const GRAPHICAL = new Set(["computer_observe", "computer_act", "open_path", "launch_app", "browser_navigate", "browser_snapshot", "browser_act", "request_takeover"]);
-
 /** Run events from the engine: streamed text, messages, tool calls and results, statuses. */
 function onRunEvent(e: RunEvent) {
   const items = state.chats.get(e.bot);
@@ -433,7 +431,7 @@ function onRunEvent(e: RunEvent) {
     }
     case "tool": {
       // The bot's screen tab appears the moment it first uses a graphical tool.
-      if (e.call.status === "running" && GRAPHICAL.has(e.call.name) && !viewers.has(e.bot)) {
+      if (e.call.status === "running" && e.call.graphical && !viewers.has(e.bot)) {
         openScreen(e.bot, selected && state.activeTab === "overview").catch(() => {});
       }
       const all = items?.flatMap((m) => m.calls) ?? [];

@@ -99,10 +99,16 @@ fn cargo() -> Command {
 // Preparation
 
 fn prepare(for_tests: bool) -> Result {
+    prepare_without_image(for_tests)?;
+    build_image(&debug_cli()?)
+}
+
+/// Packages, the Docker engine and the UI: the image comes later (`cargo xtask test` builds it
+/// with the CLI of its test build, so the CLI is not compiled twice with different features).
+fn prepare_without_image(for_tests: bool) -> Result {
     install_packages(for_tests)?;
     ensure_docker()?;
-    build_ui()?;
-    build_image()
+    build_ui()
 }
 
 fn debian_like() -> bool {
@@ -214,10 +220,14 @@ fn build_ui() -> Result {
     status(Command::new("npm").args(["run", "--silent", "build"]).current_dir(&ui))
 }
 
-fn build_image() -> Result {
+fn debug_cli() -> Result<PathBuf> {
     status(cargo().args(["build", "--quiet", "-p", "botdesk-cli"]))?;
-    let cli = root().join("target/debug/botdesk");
-    // Builds only when the image for the current recipe is missing; shows a progress bar.
+    Ok(root().join("target/debug/botdesk"))
+}
+
+/// Builds the computer image only when the image for the current recipe is missing (with a
+/// progress bar).
+fn build_image(cli: &Path) -> Result {
     status(Command::new(cli).args(["image", "build"]))
 }
 
@@ -384,7 +394,7 @@ fn start_services(envs: &mut Vec<(String, String)>, as_user: &[String]) -> Resul
 }
 
 fn test(extra: &[String]) -> Result {
-    prepare(true)?;
+    prepare_without_image(true)?;
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
     lint()?;
@@ -394,6 +404,7 @@ fn test(extra: &[String]) -> Result {
     // package test installs those binaries' package in a clean container.
     say("building every test, the app and the CLI, and their package");
     status(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
+    build_image(&root().join("target/debug/botdesk"))?;
     make_deb(&root().join("target/debug"))?;
     let as_user = test_user()?;
     let services = start_services(&mut envs, &as_user)?;

@@ -2,8 +2,8 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::sse::Event;
 
 /// Prompt caching: breakpoints after the tools, after the system prompt and on the last block of
@@ -16,7 +16,7 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     if let Some((tool, _)) = c.dialect.computer_tool(botdesk_core::action::SCREEN) {
         tools.push(tool);
     }
-    let ours = req.tools.iter().filter(|t| !c.dialect.claude_computer() || !t.name.starts_with("computer_"));
+    let ours = req.tools.iter().filter(|t| !(c.dialect.claude_computer() && t.kind.replaced_by_claude_computer()));
     tools.extend(ours.map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn usage_with_the_cache_is_read_from_start_and_delta() {
-        let t = crate::client::fold_all(
+        let t = crate::model::fold_all(
             Fold::default(),
             &[
                 ("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_creation_input_tokens":300,"cache_read_input_tokens":4000,"output_tokens":1}}}"#),

@@ -285,14 +285,6 @@ impl Turn {
     }
 }
 
-/// A tool the model may call.
-#[derive(Debug, Clone, Serialize)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub schema: serde_json::Value,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

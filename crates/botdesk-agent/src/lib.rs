@@ -4,6 +4,7 @@
 mod anthropic;
 pub mod client;
 pub mod conversation;
+mod model;
 pub mod ollama;
 mod openai;
 mod responses;
@@ -12,7 +13,8 @@ pub mod scripted;
 mod sse;
 pub mod tools;
 
-pub use client::{Dialect, ModelClient, ModelConfig, ModelError, Retry, Wire};
+pub use client::ModelClient;
 pub use conversation::{Image, Message, ToolCall, ToolResult};
+pub use model::{Dialect, ModelConfig, ModelError, Retry, Wire};
 pub use run::{run, system_prompt, Host, RunConfig, RunEnd, ToolOutput};
 pub use tools::Tool;

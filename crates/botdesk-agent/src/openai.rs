@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::sse::Event;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn usage_comes_in_a_last_chunk_without_choices() {
-        let t = crate::client::fold_all(
+        let t = crate::model::fold_all(
             Fold::default(),
             &[
                 ("", r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#),

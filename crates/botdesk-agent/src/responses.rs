@@ -6,8 +6,8 @@
 
 use serde_json::{json, Value};
 
-use crate::client::{protocol, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::model::{protocol, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
 use crate::sse::Event;
 
 /// Output items of one turn at most (reasoning, messages, calls): more is not a reply we can use.
@@ -226,7 +226,7 @@ impl FoldTrait for Fold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::fold_all;
+    use crate::model::fold_all;
 
     #[test]
     fn a_turn_keeps_its_items_and_reads_usage_with_the_cached_part() {

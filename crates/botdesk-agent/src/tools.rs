@@ -1,13 +1,15 @@
-//! The tools a bot sees: their specs for the model, and the parse of a call into a
-//! checked [`Tool`]. A malformed call (bad JSON, unknown tool, wrong types, a limit exceeded)
-//! becomes a clear error for the model; nothing reaches the computer.
+//! The tools a bot sees, each defined once ([`ToolKind`]: its name, what the model is told, its
+//! arguments' schema, an example, whether it works on the screen), and the parse of a call into a
+//! checked, typed [`Tool`]. A malformed call (bad JSON, unknown tool, wrong types, a limit
+//! exceeded) becomes a clear error for the model; nothing reaches the computer.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use botdesk_core::{action, browser};
+use botdesk_core::action::{self, Action};
+use botdesk_core::browser::{self, BrowserAction};
 
-use crate::conversation::{ToolCall, ToolSpec};
+use crate::conversation::ToolCall;
 
 /// `read_file` returns UTF-8 text up to this size.
 pub const MAX_READ_BYTES: u64 = 250_000;
@@ -25,8 +27,9 @@ pub enum Tool {
     Zoom {
         region: [u32; 4],
     },
+    /// A checked batch, coordinates still in the model's space.
     Act {
-        actions: Value,
+        actions: Vec<Action>,
         settle_ms: Option<u64>,
     },
     Shell {
@@ -64,8 +67,173 @@ pub enum Tool {
     },
     BrowserSnapshot,
     BrowserAct {
-        actions: Value,
+        actions: Vec<BrowserAction>,
     },
+}
+
+/// One tool as the model sees it.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub kind: ToolKind,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub schema: Value,
+}
+
+/// Every tool a bot has. Each one's name, description, schema, example and whether it works on
+/// the screen are matches on this enum, so a tool added here is added everywhere or not compile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolKind {
+    /// Claude's own computer tool, declared by its dialect (see `crate::client::Dialect`) in
+    /// place of [`ToolKind::ComputerObserve`] and [`ToolKind::ComputerAct`]; its actions become
+    /// observe, zoom and act.
+    ClaudeComputer,
+    ComputerObserve,
+    ComputerAct,
+    Shell,
+    ListFiles,
+    ReadFile,
+    WriteFile,
+    AttachFile,
+    OpenPath,
+    LaunchApp,
+    RequestTakeover,
+    BrowserNavigate,
+    BrowserSnapshot,
+    BrowserAct,
+}
+
+impl ToolKind {
+    /// The tools we declare to every model, in the order it sees them.
+    pub const DECLARED: [ToolKind; 13] = [
+        ToolKind::ComputerObserve,
+        ToolKind::ComputerAct,
+        ToolKind::Shell,
+        ToolKind::ListFiles,
+        ToolKind::ReadFile,
+        ToolKind::WriteFile,
+        ToolKind::AttachFile,
+        ToolKind::OpenPath,
+        ToolKind::LaunchApp,
+        ToolKind::RequestTakeover,
+        ToolKind::BrowserNavigate,
+        ToolKind::BrowserSnapshot,
+        ToolKind::BrowserAct,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            ToolKind::ClaudeComputer => "computer",
+            ToolKind::ComputerObserve => "computer_observe",
+            ToolKind::ComputerAct => "computer_act",
+            ToolKind::Shell => "shell",
+            ToolKind::ListFiles => "list_files",
+            ToolKind::ReadFile => "read_file",
+            ToolKind::WriteFile => "write_file",
+            ToolKind::AttachFile => "attach_file",
+            ToolKind::OpenPath => "open_path",
+            ToolKind::LaunchApp => "launch_app",
+            ToolKind::RequestTakeover => "request_takeover",
+            ToolKind::BrowserNavigate => "browser_navigate",
+            ToolKind::BrowserSnapshot => "browser_snapshot",
+            ToolKind::BrowserAct => "browser_act",
+        }
+    }
+
+    /// The tool a model called by this name, if there is one.
+    pub fn named(name: &str) -> Option<ToolKind> {
+        std::iter::once(ToolKind::ClaudeComputer).chain(ToolKind::DECLARED).find(|k| k.name() == name)
+    }
+
+    /// Works on the bot's screen or its browser (the app shows the bot's screen while one runs).
+    pub const fn graphical(self) -> bool {
+        !matches!(self, ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile)
+    }
+
+    /// Claude's computer tool stands for this one when the model has it.
+    pub const fn replaced_by_claude_computer(self) -> bool {
+        matches!(self, ToolKind::ComputerObserve | ToolKind::ComputerAct)
+    }
+
+    /// A good call's arguments, shown with an error about a bad one.
+    pub const fn example(self) -> &'static str {
+        match self {
+            ToolKind::ClaudeComputer => r#"{"action":"screenshot"}"#,
+            ToolKind::ComputerObserve | ToolKind::BrowserSnapshot => "{}",
+            ToolKind::ComputerAct => r#"{"actions":[{"type":"click","x":100,"y":200}]}"#,
+            ToolKind::Shell => r#"{"command":"ls -la"}"#,
+            ToolKind::ListFiles => r#"{"path":"."}"#,
+            ToolKind::ReadFile | ToolKind::AttachFile => r#"{"path":"notes.txt"}"#,
+            ToolKind::WriteFile => r#"{"path":"notes.txt","content":"hello"}"#,
+            ToolKind::OpenPath => r#"{"target":"report.html"}"#,
+            ToolKind::LaunchApp => r#"{"command":"xterm"}"#,
+            ToolKind::RequestTakeover => r#"{"reason":"please log in to the site"}"#,
+            ToolKind::BrowserNavigate => r#"{"url":"https://example.org/"}"#,
+            ToolKind::BrowserAct => r#"{"actions":[{"action":"click","ref":"e3"}]}"#,
+        }
+    }
+
+    /// What the model is told about the tool, and its arguments' schema (none for Claude's
+    /// computer tool: its dialect declares it).
+    pub fn spec(self) -> Option<ToolSpec> {
+        let path = |d: &str| json!({"type": "string", "description": d});
+        let (description, schema) = match self {
+            ToolKind::ClaudeComputer => return None,
+            ToolKind::ComputerObserve => (
+                "Take a screenshot of your desktop. Returns the screen size, the cursor position, the active window and the screenshot; when nothing changed since your last look, no image is sent.",
+                schema(json!({}), &[]),
+            ),
+            ToolKind::ComputerAct => (
+                "Perform up to 24 mouse and keyboard actions on your desktop, then wait until the screen changed and stayed still for settle_ms (default 300; at most 3 s in all), say what it saw and return a new screenshot. Coordinates are absolute screen pixels. Each action is an object with a `type`: click, double_click, move, down, up (x, y, button left|right|middle), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20), wait (ms 0-5000).",
+                schema(
+                    json!({
+                        "actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"type": {"type": "string", "enum": ["click", "double_click", "move", "down", "up", "drag", "type", "key", "scroll", "wait"]}}, "required": ["type"]}},
+                        "settle_ms": {"type": "integer", "minimum": 0, "maximum": 5000}
+                    }),
+                    &["actions"],
+                ),
+            ),
+            ToolKind::Shell => (
+                "Run a shell command (sh -c) on your computer, in your folder unless cwd says otherwise. Returns the exit code and the output (stdout and stderr, the last 12,000 characters).",
+                schema(json!({"command": {"type": "string"}, "cwd": path("working directory, relative to your folder"), "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800}}), &["command"]),
+            ),
+            ToolKind::ListFiles => (
+                "List a folder of your workspace (relative paths are in your folder; shared/ is shared with the other bots of this computer).",
+                schema(json!({"path": path("folder, default .")}), &[]),
+            ),
+            ToolKind::ReadFile => ("Read a UTF-8 text file of at most 250,000 bytes from your workspace.", schema(json!({"path": path("file")}), &["path"])),
+            ToolKind::WriteFile => (
+                "Write a text file in your workspace (folders are created; an existing file is replaced, or with append: true added to). Write a long file in parts: the first, then the rest with append: true.",
+                schema(json!({"path": path("file"), "content": {"type": "string"}, "append": {"type": "boolean"}}), &["path", "content"]),
+            ),
+            ToolKind::AttachFile => (
+                "Show a file of your workspace to the person in the chat, e.g. your final report.",
+                schema(json!({"path": path("file"), "note": {"type": "string"}}), &["path"]),
+            ),
+            ToolKind::OpenPath => (
+                "Open a file of your workspace or an http(s) URL on your desktop (URLs open in your browser).",
+                schema(json!({"target": path("file path or URL")}), &["target"]),
+            ),
+            ToolKind::LaunchApp => ("Start a graphical program on your desktop (e.g. xterm) and return at once.", schema(json!({"command": {"type": "string"}}), &["command"])),
+            ToolKind::RequestTakeover => (
+                "Ask the person to take control of your screen (e.g. to log in or solve a captcha). Waits until they hand it back; returns finished or skipped.",
+                schema(json!({"reason": {"type": "string", "description": "what you need the person to do"}}), &["reason"]),
+            ),
+            ToolKind::BrowserNavigate => ("Open an http(s) URL in your browser (on your desktop).", schema(json!({"url": {"type": "string"}}), &["url"])),
+            ToolKind::BrowserSnapshot => (
+                "The page in your browser as text, with up to 80 interactive elements and their refs (e1, e2, ...); passwords are masked.",
+                schema(json!({}), &[]),
+            ),
+            ToolKind::BrowserAct => (
+                "Click, fill or type into elements of the page by the refs of your latest browser_snapshot, e.g. [{\"action\":\"fill\",\"ref\":\"e3\",\"text\":\"hello\"},{\"action\":\"click\",\"ref\":\"e4\"}].",
+                schema(
+                    json!({"actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"action": {"type": "string", "enum": ["click", "fill", "type"]}, "ref": {"type": "string"}, "text": {"type": "string"}}, "required": ["action", "ref"]}}}),
+                    &["actions"],
+                ),
+            ),
+        };
+        Some(ToolSpec { kind: self, name: self.name(), description, schema })
+    }
 }
 
 #[derive(Deserialize)]
@@ -144,34 +312,18 @@ struct BrowserActArgs {
     actions: Value,
 }
 
-fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall) -> Result<T, String> {
+fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall, kind: ToolKind) -> Result<T, String> {
+    let (name, example) = (kind.name(), kind.example());
     let raw = call.raw.trim();
     let value: Value = if raw.is_empty() {
         json!({})
     } else {
-        serde_json::from_str(raw)
-            .map_err(|e| format!("the arguments of {} are not valid JSON ({e}). Send one JSON object, e.g. {}", call.name, example(&call.name)))?
+        serde_json::from_str(raw).map_err(|e| format!("the arguments of {name} are not valid JSON ({e}). Send one JSON object, e.g. {example}"))?
     };
     if !value.is_object() {
-        return Err(format!("the arguments of {} must be a JSON object, e.g. {}", call.name, example(&call.name)));
+        return Err(format!("the arguments of {name} must be a JSON object, e.g. {example}"));
     }
-    serde_json::from_value(value).map_err(|e| format!("bad arguments for {}: {e}. Expected e.g. {}", call.name, example(&call.name)))
-}
-
-fn example(name: &str) -> &'static str {
-    match name {
-        "computer_act" => r#"{"actions":[{"type":"click","x":100,"y":200}]}"#,
-        "shell" => r#"{"command":"ls -la"}"#,
-        "list_files" => r#"{"path":"."}"#,
-        "read_file" | "attach_file" => r#"{"path":"notes.txt"}"#,
-        "write_file" => r#"{"path":"notes.txt","content":"hello"}"#,
-        "open_path" => r#"{"target":"report.html"}"#,
-        "launch_app" => r#"{"command":"xterm"}"#,
-        "request_takeover" => r#"{"reason":"please log in to the site"}"#,
-        "browser_navigate" => r#"{"url":"https://example.org/"}"#,
-        "browser_act" => r#"{"actions":[{"action":"click","ref":"e3"}]}"#,
-        _ => "{}",
-    }
+    serde_json::from_value(value).map_err(|e| format!("bad arguments for {name}: {e}. Expected e.g. {example}"))
 }
 
 fn nonempty(what: &str, s: String) -> Result<String, String> {
@@ -184,63 +336,59 @@ fn nonempty(what: &str, s: String) -> Result<String, String> {
 
 /// Parses and checks one call.
 pub fn parse(call: &ToolCall) -> Result<Tool, String> {
-    Ok(match call.name.as_str() {
-        // Claude's own computer-use tool (see `crate::client::Dialect`).
-        "computer" => claude_computer(&serde_json::from_str::<Value>(&call.raw).map_err(|e| format!("the arguments are not valid JSON ({e})"))?)?,
-        "computer_observe" => {
-            args::<Empty>(call)?;
+    let Some(kind) = ToolKind::named(&call.name) else {
+        let names: Vec<&str> = ToolKind::DECLARED.iter().map(|k| k.name()).collect();
+        return Err(format!("there is no tool named {:?}. The tools are: {}", call.name, names.join(", ")));
+    };
+    let batch = |actions: &Value| action::parse_batch(actions).map_err(|e| e.to_string());
+    Ok(match kind {
+        ToolKind::ClaudeComputer => claude_computer(&serde_json::from_str::<Value>(&call.raw).map_err(|e| format!("the arguments are not valid JSON ({e})"))?)?,
+        ToolKind::ComputerObserve => {
+            args::<Empty>(call, kind)?;
             Tool::Observe
         }
-        "computer_act" => {
-            let a: ActArgs = args(call)?;
-            action::parse_batch(&a.actions).map_err(|e| e.to_string())?;
+        ToolKind::ComputerAct => {
+            let a: ActArgs = args(call, kind)?;
+            let actions = batch(&a.actions)?;
             if a.settle_ms.is_some_and(|s| s > action::MAX_WAIT_MS) {
                 return Err(format!("settle_ms is at most {}. Nothing was done", action::MAX_WAIT_MS));
             }
-            Tool::Act { actions: a.actions, settle_ms: a.settle_ms }
+            Tool::Act { actions, settle_ms: a.settle_ms }
         }
-        "shell" => {
-            let a: ShellArgs = args(call)?;
+        ToolKind::Shell => {
+            let a: ShellArgs = args(call, kind)?;
             let timeout_s = a.timeout_s.unwrap_or(DEFAULT_SHELL_TIMEOUT_S);
             if timeout_s == 0 || timeout_s > MAX_SHELL_TIMEOUT_S {
                 return Err(format!("timeout_s is 1 to {MAX_SHELL_TIMEOUT_S} seconds"));
             }
             Tool::Shell { command: nonempty("command", a.command)?, cwd: a.cwd, timeout_s }
         }
-        "list_files" => Tool::ListFiles { path: args::<PathArgs>(call)?.path.unwrap_or_else(|| ".".into()) },
-        "read_file" => Tool::ReadFile { path: nonempty("path", args::<PathArgs>(call)?.path.unwrap_or_default())? },
-        "write_file" => {
-            let a: WriteArgs = args(call)?;
+        ToolKind::ListFiles => Tool::ListFiles { path: args::<PathArgs>(call, kind)?.path.unwrap_or_else(|| ".".into()) },
+        ToolKind::ReadFile => Tool::ReadFile { path: nonempty("path", args::<PathArgs>(call, kind)?.path.unwrap_or_default())? },
+        ToolKind::WriteFile => {
+            let a: WriteArgs = args(call, kind)?;
             if a.content.len() > MAX_WRITE_BYTES {
                 return Err(format!("write_file takes at most {MAX_WRITE_BYTES} bytes; this content has {}. Nothing was written", a.content.len()));
             }
             Tool::WriteFile { path: nonempty("path", a.path)?, content: a.content, append: a.append }
         }
-        "attach_file" => {
-            let a: AttachArgs = args(call)?;
+        ToolKind::AttachFile => {
+            let a: AttachArgs = args(call, kind)?;
             Tool::AttachFile { path: nonempty("path", a.path)?, note: a.note }
         }
-        "open_path" => Tool::OpenPath { target: nonempty("target", args::<TargetArgs>(call)?.target)? },
-        "launch_app" => Tool::LaunchApp { command: nonempty("command", args::<CommandArgs>(call)?.command)? },
-        "request_takeover" => Tool::RequestTakeover { reason: nonempty("reason", args::<ReasonArgs>(call)?.reason)? },
-        "browser_navigate" => {
-            let url = args::<UrlArgs>(call)?.url;
+        ToolKind::OpenPath => Tool::OpenPath { target: nonempty("target", args::<TargetArgs>(call, kind)?.target)? },
+        ToolKind::LaunchApp => Tool::LaunchApp { command: nonempty("command", args::<CommandArgs>(call, kind)?.command)? },
+        ToolKind::RequestTakeover => Tool::RequestTakeover { reason: nonempty("reason", args::<ReasonArgs>(call, kind)?.reason)? },
+        ToolKind::BrowserNavigate => {
+            let url = args::<UrlArgs>(call, kind)?.url;
             browser::check_url(&url)?;
             Tool::BrowserNavigate { url }
         }
-        "browser_snapshot" => {
-            args::<Empty>(call)?;
+        ToolKind::BrowserSnapshot => {
+            args::<Empty>(call, kind)?;
             Tool::BrowserSnapshot
         }
-        "browser_act" => {
-            let a: BrowserActArgs = args(call)?;
-            browser::parse_actions(&a.actions)?;
-            Tool::BrowserAct { actions: a.actions }
-        }
-        other => {
-            let names: Vec<&str> = specs().iter().map(|s| s.name).collect();
-            return Err(format!("there is no tool named {other:?}. The tools are: {}", names.join(", ")));
-        }
+        ToolKind::BrowserAct => Tool::BrowserAct { actions: browser::parse_actions(&args::<BrowserActArgs>(call, kind)?.actions)? },
     })
 }
 
@@ -328,60 +476,12 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
         "hold_key" => return Err("hold_key is not supported here: use key with modifiers (e.g. ctrl+c)".into()),
         other => return Err(format!("the computer tool has no action {other:?}")),
     };
-    action::parse_batch(&actions).map_err(|e| e.to_string())?;
-    Ok(Tool::Act { actions, settle_ms: None })
+    Ok(Tool::Act { actions: action::parse_batch(&actions).map_err(|e| e.to_string())?, settle_ms: None })
 }
 
+/// Every tool we declare, as the model sees it.
 pub fn specs() -> Vec<ToolSpec> {
-    let path = |d: &str| json!({"type": "string", "description": d});
-    vec![
-        ToolSpec {
-            name: "computer_observe",
-            description: "Take a screenshot of your desktop. Returns the screen size, the cursor position, the active window and the screenshot; when nothing changed since your last look, no image is sent.",
-            schema: schema(json!({}), &[]),
-        },
-        ToolSpec {
-            name: "computer_act",
-            description: "Perform up to 24 mouse and keyboard actions on your desktop, then wait until the screen changed and stayed still for settle_ms (default 300; at most 3 s in all), say what it saw and return a new screenshot. Coordinates are absolute screen pixels. Each action is an object with a `type`: click, double_click, move, down, up (x, y, button left|right|middle), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20), wait (ms 0-5000).",
-            schema: schema(
-                json!({
-                    "actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"type": {"type": "string", "enum": ["click", "double_click", "move", "down", "up", "drag", "type", "key", "scroll", "wait"]}}, "required": ["type"]}},
-                    "settle_ms": {"type": "integer", "minimum": 0, "maximum": 5000}
-                }),
-                &["actions"],
-            ),
-        },
-        ToolSpec {
-            name: "shell",
-            description: "Run a shell command (sh -c) on your computer, in your folder unless cwd says otherwise. Returns the exit code and the output (stdout and stderr, the last 12,000 characters).",
-            schema: schema(json!({"command": {"type": "string"}, "cwd": path("working directory, relative to your folder"), "timeout_s": {"type": "integer", "minimum": 1, "maximum": 1800}}), &["command"]),
-        },
-        ToolSpec { name: "list_files", description: "List a folder of your workspace (relative paths are in your folder; shared/ is shared with the other bots of this computer).", schema: schema(json!({"path": path("folder, default .")}), &[]) },
-        ToolSpec { name: "read_file", description: "Read a UTF-8 text file of at most 250,000 bytes from your workspace.", schema: schema(json!({"path": path("file")}), &["path"]) },
-        ToolSpec {
-            name: "write_file",
-            description: "Write a text file in your workspace (folders are created; an existing file is replaced, or with append: true added to). Write a long file in parts: the first, then the rest with append: true.",
-            schema: schema(json!({"path": path("file"), "content": {"type": "string"}, "append": {"type": "boolean"}}), &["path", "content"]),
-        },
-        ToolSpec { name: "attach_file", description: "Show a file of your workspace to the person in the chat, e.g. your final report.", schema: schema(json!({"path": path("file"), "note": {"type": "string"}}), &["path"]) },
-        ToolSpec { name: "open_path", description: "Open a file of your workspace or an http(s) URL on your desktop (URLs open in your browser).", schema: schema(json!({"target": path("file path or URL")}), &["target"]) },
-        ToolSpec { name: "launch_app", description: "Start a graphical program on your desktop (e.g. xterm) and return at once.", schema: schema(json!({"command": {"type": "string"}}), &["command"]) },
-        ToolSpec {
-            name: "request_takeover",
-            description: "Ask the person to take control of your screen (e.g. to log in or solve a captcha). Waits until they hand it back; returns finished or skipped.",
-            schema: schema(json!({"reason": {"type": "string", "description": "what you need the person to do"}}), &["reason"]),
-        },
-        ToolSpec { name: "browser_navigate", description: "Open an http(s) URL in your browser (on your desktop).", schema: schema(json!({"url": {"type": "string"}}), &["url"]) },
-        ToolSpec { name: "browser_snapshot", description: "The page in your browser as text, with up to 80 interactive elements and their refs (e1, e2, ...); passwords are masked.", schema: schema(json!({}), &[]) },
-        ToolSpec {
-            name: "browser_act",
-            description: "Click, fill or type into elements of the page by the refs of your latest browser_snapshot, e.g. [{\"action\":\"fill\",\"ref\":\"e3\",\"text\":\"hello\"},{\"action\":\"click\",\"ref\":\"e4\"}].",
-            schema: schema(
-                json!({"actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"action": {"type": "string", "enum": ["click", "fill", "type"]}, "ref": {"type": "string"}, "text": {"type": "string"}}, "required": ["action", "ref"]}}}),
-                &["actions"],
-            ),
-        },
-    ]
+    ToolKind::DECLARED.iter().filter_map(|k| k.spec()).collect()
 }
 
 #[cfg(test)]
@@ -424,9 +524,13 @@ mod tests {
     fn every_spec_is_an_object_schema_and_parses_its_example() {
         for s in specs() {
             assert_eq!(s.schema["type"], "object", "{}", s.name);
-            let ex = example(s.name);
-            parse(&call(s.name, ex)).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            assert_eq!(ToolKind::named(s.name), Some(s.kind));
+            parse(&call(s.name, s.kind.example())).unwrap_or_else(|e| panic!("{}: {e}", s.name));
         }
         assert_eq!(specs().len(), 13);
+        let claude = ToolKind::ClaudeComputer;
+        assert!(claude.spec().is_none() && claude.graphical() && ToolKind::named("computer") == Some(claude));
+        assert_eq!(parse(&call("computer", claude.example())).unwrap(), Tool::Observe);
+        assert!(!ToolKind::Shell.graphical() && ToolKind::BrowserAct.graphical() && ToolKind::RequestTakeover.graphical());
     }
 }

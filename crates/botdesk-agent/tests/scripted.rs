@@ -594,7 +594,7 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Done.".into()));
     let executed = host.executed.lock().unwrap().clone();
-    let batch = |v: serde_json::Value| Tool::Act { actions: v, settle_ms: None };
+    let batch = |v: serde_json::Value| Tool::Act { actions: botdesk_core::action::parse_batch(&v).unwrap(), settle_ms: None };
     assert_eq!(
         executed,
         [

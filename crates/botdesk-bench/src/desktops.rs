@@ -142,7 +142,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let d = engine.open_desktop(&names[1]).await.unwrap();
         let mut conn = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
         use std::io::{Read, Write};
-        conn.write_all(format!("{}\n", d.view_token).as_bytes()).unwrap();
+        conn.write_all(&botdesk_core::gateway::hello(&d.view_token)).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut buf = [0u8; 4096];
         assert!(conn.read(&mut buf).unwrap() > 0, "the gateway answers");

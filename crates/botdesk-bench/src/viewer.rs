@@ -261,18 +261,8 @@ async fn forward(port: u16, token: String) -> u16 {
         while let Ok((mut client, _)) = listener.accept().await {
             let token = token.clone();
             tokio::spawn(async move {
-                use tokio::io::{AsyncReadExt, AsyncWriteExt};
                 let mut up = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-                up.write_all(format!("{token}\n").as_bytes()).await.unwrap();
-                let mut line = vec![];
-                loop {
-                    let b = up.read_u8().await.unwrap();
-                    if b == b'\n' {
-                        break;
-                    }
-                    line.push(b);
-                }
-                assert_eq!(line, b"OK");
+                botdesk_core::gateway::present(&mut up, &token).await.unwrap();
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
             });
         }

@@ -779,13 +779,10 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
                 let (mut viewer, _) = accepted.map_err(io)?;
                 let token = token.clone();
                 tokio::spawn(async move {
-                    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-                    let Ok(upstream) = tokio::net::TcpStream::connect(("127.0.0.1", gateway)).await else { return };
-                    let mut upstream = tokio::io::BufReader::new(upstream);
-                    if upstream.get_mut().write_all(format!("{token}\n").as_bytes()).await.is_err() { return }
-                    let mut answer = String::new();
-                    if upstream.read_line(&mut answer).await.is_err() || answer.trim() != "OK" {
-                        eprintln!("botdesk: the gateway refused the screen: {}", answer.trim());
+                    let Ok(mut upstream) = tokio::net::TcpStream::connect(("127.0.0.1", gateway)).await else { return };
+                    // Bounded, and read byte by byte: what follows is the viewer's.
+                    if let Err(e) = tokio::time::timeout(std::time::Duration::from_secs(10), botdesk_core::gateway::present(&mut upstream, &token)).await.unwrap_or_else(|_| Err("the screen gateway did not answer within 10 s".into())) {
+                        eprintln!("botdesk: {e}");
                         return;
                     }
                     let _ = tokio::io::copy_bidirectional(&mut viewer, &mut upstream).await;

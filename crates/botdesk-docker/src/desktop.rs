@@ -11,25 +11,17 @@ use tokio::{
     net::TcpStream,
 };
 
+use botdesk_core::gateway::{self, AgentAnswer, AgentRequest, RefusalCode, Settle, MAX_ANSWER_LINE};
+
+pub use crate::gateway::new_token;
+use crate::gateway::{AgentConn, Gateway};
 use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 
-/// Where a computer's gateway listens on the host, the engine's agent token, and idle agent
-/// connections kept open: a fresh TCP connection pays slow start on every 4 MB screenshot.
-#[derive(Debug, Clone)]
-pub(crate) struct Gateway {
-    pub port: u16,
-    pub agent_token: String,
-    idle: std::sync::Arc<std::sync::Mutex<Vec<AgentConn>>>,
-}
-
-type AgentConn = BufReader<TcpStream>;
 const MAX_IDLE_AGENT_CONNS: usize = 4;
 
 /// The gateway runs inside the computer, where a bot can stop, replace or impersonate it: its
-/// answers are bounded and every request has a time bound.
+/// answers are bounded (`gateway::MAX_ANSWER_LINE` for a line) and every request has a time bound.
 ///
-/// The longest answer line (JSON; a page snapshot is the largest).
-const MAX_ANSWER_LINE: u64 = 1 << 20;
 /// The widest and tallest screen a computer may have.
 const MAX_SCREEN_SIDE: u32 = 4096;
 /// The largest XWD header (with its color map) taken from a computer.
@@ -48,26 +40,6 @@ fn agent_bound(op: &str) -> std::time::Duration {
         "revoke" => 5,
         _ => 10,
     })
-}
-
-/// The gateway's account of the screen after a batch; anything else is the gateway's fault.
-fn settled_of(answer: &Value) -> Result<action::Settled> {
-    let ms = answer["ms"].as_u64().filter(|ms| *ms <= 60_000);
-    match (answer["settled"].as_str(), ms) {
-        (Some("unwatched"), _) => Ok(action::Settled::Unwatched),
-        (Some("still"), Some(ms)) => Ok(action::Settled::Still { ms }),
-        (Some("changing"), Some(ms)) => Ok(action::Settled::Changing { ms }),
-        (Some("unchanged"), Some(ms)) => Ok(action::Settled::Unchanged { ms }),
-        _ => Err(SandboxError::Provider(format!("the screen gateway answered an action batch with {:.200}", answer.to_string()))),
-    }
-}
-
-/// A new random capability token: 128 bits as 32 hex digits.
-pub fn new_token() -> String {
-    let mut b = [0u8; 16];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("/dev/urandom is readable");
-    hex::encode(b)
 }
 
 fn xdotool_button(b: Button) -> &'static str {
@@ -173,7 +145,7 @@ pub fn keysym(name: &str) -> String {
 
 /// One answer of the gateway: a JSON line, and the body its `len` announces (at most a
 /// screenshot of the largest screen). A connection closed before anything came is `Closed`.
-async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::result::Result<(Value, Option<Vec<u8>>), AgentFailure> {
+async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::result::Result<(AgentAnswer, Option<Vec<u8>>), AgentFailure> {
     let io = |e: std::io::Error| AgentFailure::Other(SandboxError::Provider(format!("screen gateway: {e}")));
     let bad = |why: String| AgentFailure::Other(SandboxError::Provider(format!("bad answer from the computer's screen gateway: {why}")));
     let mut line = String::new();
@@ -183,11 +155,13 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::r
         Ok(_) if !line.ends_with('\n') => return Err(bad(format!("no answer line within {MAX_ANSWER_LINE} bytes"))),
         Ok(_) => {}
     }
-    let answer: Value = serde_json::from_str(&line).map_err(|e| bad(format!("{e} in {:?}", line.chars().take(200).collect::<String>())))?;
-    let body = match &answer["len"] {
-        Value::Null => None,
-        len => {
-            let len = len.as_u64().filter(|&n| n <= MAX_SHOT).ok_or_else(|| bad(format!("a body of {len} bytes (at most {MAX_SHOT})")))?;
+    let answer = AgentAnswer::parse(line.trim_end().as_bytes()).map_err(bad)?;
+    let body = match answer.len {
+        None => None,
+        Some(len) => {
+            if len > MAX_SHOT {
+                return Err(bad(format!("a body of {len} bytes (at most {MAX_SHOT})")));
+            }
             let mut buf = vec![0u8; len as usize];
             conn.read_exact(&mut buf).await.map_err(io)?;
             Some(buf)
@@ -282,8 +256,8 @@ pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8], quality: u8) -> Result<B
 }
 
 /// The gateway's refusal of a request, as an error.
-fn refused(answer: &Value) -> SandboxError {
-    SandboxError::Provider(answer["error"].as_str().unwrap_or("the desktop agent failed").to_string())
+fn refused(why: String) -> SandboxError {
+    SandboxError::Provider(why)
 }
 
 impl DockerProvider {
@@ -316,18 +290,18 @@ impl DockerProvider {
     /// One agent request; returns the JSON answer and, for screenshots, the raw bytes. An idle
     /// connection that turns out closed is replaced once by a new one; a cached gateway that no
     /// longer answers (the computer was restarted or replaced) is looked up again once.
-    async fn agent(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
+    async fn agent(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let (answer, body) = self.agent_answer(c, req).await?;
-        if answer["ok"] != true {
-            return Err(refused(&answer));
+        if let Some(why) = answer.refusal() {
+            return Err(refused(why));
         }
         Ok((answer, body))
     }
 
     /// [`Self::agent`], with a refusal (`"ok": false`) given back as an answer.
-    async fn agent_answer(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
-        let op = req["op"].as_str().unwrap_or("request").to_string();
-        let bound = agent_bound(&op);
+    async fn agent_answer(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
+        let op = req.op();
+        let bound = agent_bound(op);
         // On expiry the connection goes with the request (it is never reused).
         tokio::time::timeout(bound, self.agent_unbounded(c, req)).await.map_err(|_| {
             SandboxError::TimedOut(format!(
@@ -337,11 +311,11 @@ impl DockerProvider {
         })?
     }
 
-    async fn agent_unbounded(&self, c: &ComputerRef, req: Value) -> Result<(Value, Option<Vec<u8>>)> {
+    async fn agent_unbounded(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let g = self.gateway(c).await?;
         let idle = g.idle.lock().unwrap().pop();
         if let Some(mut conn) = idle {
-            match Self::agent_request(&mut conn, &req).await {
+            match Self::agent_request(&mut conn, req).await {
                 // Closed before it read the request (so it never ran): go on with a new connection.
                 Err(AgentFailure::Closed) => {}
                 answer => return Self::agent_done(&g, conn, answer),
@@ -356,12 +330,16 @@ impl DockerProvider {
                 (g, conn)
             }
         };
-        let answer = Self::agent_request(&mut conn, &req).await;
+        let answer = Self::agent_request(&mut conn, req).await;
         Self::agent_done(&g, conn, answer)
     }
 
     /// Keeps a healthy connection for the next request.
-    fn agent_done(g: &Gateway, conn: AgentConn, answer: std::result::Result<(Value, Option<Vec<u8>>), AgentFailure>) -> Result<(Value, Option<Vec<u8>>)> {
+    fn agent_done(
+        g: &Gateway,
+        conn: AgentConn,
+        answer: std::result::Result<(AgentAnswer, Option<Vec<u8>>), AgentFailure>,
+    ) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let (answer, body) = answer.map_err(|e| match e {
             AgentFailure::Closed => SandboxError::Provider("screen gateway: connection closed".into()),
             AgentFailure::Other(e) => e,
@@ -374,8 +352,8 @@ impl DockerProvider {
         Ok((answer, body))
     }
 
-    async fn agent_request(conn: &mut AgentConn, req: &Value) -> std::result::Result<(Value, Option<Vec<u8>>), AgentFailure> {
-        if conn.get_mut().write_all(format!("{req}\n").as_bytes()).await.is_err() {
+    async fn agent_request(conn: &mut AgentConn, req: &AgentRequest<'_>) -> std::result::Result<(AgentAnswer, Option<Vec<u8>>), AgentFailure> {
+        if conn.get_mut().write_all(&req.line()).await.is_err() {
             return Err(AgentFailure::Closed);
         }
         read_answer(conn).await
@@ -387,12 +365,7 @@ impl DockerProvider {
         let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let mut stream = BufReader::new(stream);
-        stream.get_mut().write_all(format!("{}\n", g.agent_token).as_bytes()).await.map_err(io)?;
-        let mut line = String::new();
-        (&mut stream).take(256).read_line(&mut line).await.map_err(io)?;
-        if line.trim() != "OK" {
-            return Err(SandboxError::Provider(format!("the screen gateway refused the engine: {:?}", line.trim())));
-        }
+        gateway::present(&mut stream, &g.agent_token).await.map_err(SandboxError::Provider)?;
         Ok(stream)
     }
 
@@ -416,20 +389,20 @@ impl DockerProvider {
     }
 
     pub(crate) async fn revoke_token_impl(&self, c: &ComputerRef, token: &str) -> Result<()> {
-        if let Err(e) = self.agent(c, json!({"op": "revoke", "display": 0, "token": token})).await {
+        if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: 0, token: Some(token) }).await {
             tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");
         }
         self.display_script(c, &["revoke", token]).await
     }
 
     pub(crate) async fn expire_token_impl(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
-        self.agent(c, json!({"op": "extend", "display": 0, "token": token, "expires": expires_ms})).await.map(drop)
+        self.agent(c, &AgentRequest::Extend { display: 0, token, expires: expires_ms }).await.map(drop)
     }
 
     pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32) -> Result<()> {
         // Revoke first, through the gateway itself (milliseconds, where an exec can take a second
         // under load): open connections drop within 0.25 s. `down` revokes again, then tears down.
-        if let Err(e) = self.agent(c, json!({"op": "revoke", "display": slot})).await {
+        if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: slot, token: None }).await {
             tracing::warn!("revoking display {slot} through the gateway failed ({e}); the teardown revokes it");
         }
         // The bot's browser is closed gracefully, as the bot (so its cookies are saved); what the
@@ -443,15 +416,16 @@ impl DockerProvider {
     pub(crate) async fn screen_impl(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
         // A ping proves the cached port still reaches this computer's gateway (a restarted
         // container gets a new port; `agent` looks it up again when the old one fails).
-        self.agent(c, json!({"op": "ping", "display": 0})).await?;
+        self.agent(c, &AgentRequest::Ping { display: 0 }).await?;
         let g = self.gateway(c).await?;
         Ok(ScreenAccess { port: g.port, token: token.to_string(), control })
     }
 
     pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
-        let (shot, info) = tokio::join!(self.agent(c, json!({"op": "shot", "display": slot})), self.agent(c, json!({"op": "info", "display": slot})));
+        let (shot, info) = (AgentRequest::Shot { display: slot }, AgentRequest::Info { display: slot });
+        let (shot, info) = tokio::join!(self.agent(c, &shot), self.agent(c, &info));
         let (_, raw) = shot?;
-        let (info, _) = info?;
+        let (cursor, active_window) = info?.0.pointer();
         let raw = raw.unwrap_or_default();
         // Decode, then hash and compress on two cores at once, off the async runtime.
         let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
@@ -467,33 +441,26 @@ impl DockerProvider {
         })
         .await
         .map_err(|e| SandboxError::Provider(format!("screenshot task failed: {e}")))??;
-        Ok(Observation {
-            frame_id,
-            width,
-            height,
-            cursor: (info["x"].as_u64().unwrap_or(0) as u32, info["y"].as_u64().unwrap_or(0) as u32),
-            active_window: info["title"].as_str().map(str::to_string),
-            format,
-            image: Some(image),
-        })
+        Ok(Observation { frame_id, width, height, cursor, active_window, format, image: Some(image) })
     }
 
     pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand) -> Result<Value> {
         let failed = |e: SandboxError| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
-        let request = json!({"op": "browser", "display": slot, "command": command});
-        let (answer, _) = self.agent_answer(c, request.clone()).await.map_err(failed)?;
-        let answer = if answer["code"] == "NO_BROWSER" && *command == BrowserCommand::View {
+        let request = AgentRequest::Browser { display: slot, command };
+        let (answer, _) = self.agent_answer(c, &request).await.map_err(failed)?;
+        let no_browser = answer.code == Some(RefusalCode::NoBrowser) && !answer.ok;
+        let answer = if no_browser && *command == BrowserCommand::View {
             return Ok(json!({"closed": true}));
-        } else if answer["code"] == "NO_BROWSER" {
+        } else if no_browser {
             // The gateway never starts a bot's process: the bot's Chromium starts as the bot.
             self.open_browser(c, slot, profile).await.map_err(failed)?;
-            self.agent(c, request).await.map_err(failed)?.0
-        } else if answer["ok"] != true {
-            return Err(failed(refused(&answer)));
+            self.agent(c, &request).await.map_err(failed)?.0
+        } else if let Some(why) = answer.refusal() {
+            return Err(failed(refused(why)));
         } else {
             answer
         };
-        Ok(answer["result"].clone())
+        Ok(answer.result.unwrap_or(Value::Null))
     }
 
     /// Starts display `slot`'s Chromium with the bot's `profile`, as the bot, and waits until its
@@ -508,9 +475,9 @@ impl DockerProvider {
     /// and stayed still that long, or for at most `SETTLE_CAP_MS`.
     pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64) -> Result<action::Settled> {
         let runs = xdotool_runs(actions);
-        let settle = json!({"still_ms": settle_ms, "cap_ms": action::SETTLE_CAP_MS.max(settle_ms)});
-        let (answer, _) = self.agent(c, json!({"op": "xdotool", "display": slot, "runs": runs, "settle": settle})).await?;
-        settled_of(&answer)
+        let settle = Settle { still_ms: settle_ms, cap_ms: action::SETTLE_CAP_MS.max(settle_ms) };
+        let (answer, _) = self.agent(c, &AgentRequest::Xdotool { display: slot, runs: &runs, settle }).await?;
+        answer.settled().map_err(|why| SandboxError::Provider(format!("the screen gateway answered badly: {why}")))
     }
 }
 

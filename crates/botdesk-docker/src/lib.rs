@@ -4,10 +4,12 @@
 
 pub mod desktop;
 mod files;
+mod gateway;
 mod home;
 pub mod image;
 mod network;
 mod provider;
+mod sandbox;
 pub mod spec;
 
 pub use provider::{DockerConfig, DockerProvider};

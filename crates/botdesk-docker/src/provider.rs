@@ -1,19 +1,12 @@
-use async_trait::async_trait;
 use bollard::{
-    container::{
-        AttachContainerOptions, CreateContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions,
-        StopContainerOptions,
-    },
+    container::{AttachContainerOptions, ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions},
     exec::{CreateExecOptions, StartExecResults},
     Docker,
 };
 use botdesk_core::*;
 use bytes::Bytes;
 use futures::{stream::BoxStream, StreamExt};
-use std::{
-    collections::{HashMap, HashSet},
-    time::Duration,
-};
+use std::{collections::HashMap, time::Duration};
 use tokio::{io::AsyncWrite, sync::OnceCell};
 
 use crate::{docker_err, spec, spec::InComputer};
@@ -45,7 +38,7 @@ pub struct DockerProvider {
     pub(crate) cfg: DockerConfig,
     docker: OnceCell<Docker>,
     /// Gateway port, agent token and idle agent connections per computer id.
-    pub(crate) gateways: std::sync::Mutex<HashMap<String, crate::desktop::Gateway>>,
+    pub(crate) gateways: std::sync::Mutex<HashMap<String, crate::gateway::Gateway>>,
 }
 
 /// A container found by its labels.
@@ -96,7 +89,7 @@ impl DockerProvider {
         self.find(None).await
     }
 
-    async fn find(&self, computer: Option<&ComputerId>) -> Result<Vec<Found>> {
+    pub(crate) async fn find(&self, computer: Option<&ComputerId>) -> Result<Vec<Found>> {
         let mut label = vec![format!("{}=1", spec::LABEL_MANAGED), format!("{}={}", spec::LABEL_DATA_DIR, self.cfg.data_dir_label)];
         if let Some(c) = computer {
             label.push(format!("{}={c}", spec::LABEL_COMPUTER));
@@ -118,7 +111,7 @@ impl DockerProvider {
 
     /// Waits (up to a minute) until Docker has finished removing the computer's container;
     /// returns what is left.
-    async fn wait_removed(&self, computer: &ComputerId) -> Result<Vec<Found>> {
+    pub(crate) async fn wait_removed(&self, computer: &ComputerId) -> Result<Vec<Found>> {
         for _ in 0..600 {
             let found = self.find(Some(computer)).await?;
             if !found.iter().any(|f| f.removing) {
@@ -247,7 +240,7 @@ impl DockerProvider {
         Ok((self.exec_exit_code(&exec_id).await?, out, err))
     }
 
-    async fn wait_ready(&self, container: &str) -> Result<()> {
+    pub(crate) async fn wait_ready(&self, container: &str) -> Result<()> {
         let deadline = tokio::time::Instant::now() + self.cfg.ready_timeout;
         loop {
             match self.run_quiet(container, &["test", "-e", "/tmp/.botdesk-ready"], None).await {
@@ -274,7 +267,7 @@ impl DockerProvider {
 
     /// A container's stdout and stderr from now on (attached before it starts); `None` if Docker
     /// refuses the attach (the caller then polls for the ready mark).
-    async fn attach_output(&self, container: &str) -> Option<ExecOutputStream> {
+    pub(crate) async fn attach_output(&self, container: &str) -> Option<ExecOutputStream> {
         let opts = AttachContainerOptions::<String> { stdout: Some(true), stderr: Some(true), stream: Some(true), logs: Some(false), ..Default::default() };
         let attached = self.client().await.ok()?.attach_container(container, Some(opts)).await.ok()?;
         Some(attached.output)
@@ -283,7 +276,7 @@ impl DockerProvider {
     /// Waits until a starting computer prints start.sh's ready line (no process per check, and no
     /// poll interval added to every start). Its output is only searched, never believed further:
     /// at most [`READY_OUTPUT_MAX`] of it is kept. If the stream breaks, polls instead.
-    async fn wait_ready_line(&self, container: &str, mut output: ExecOutputStream) -> Result<()> {
+    pub(crate) async fn wait_ready_line(&self, container: &str, mut output: ExecOutputStream) -> Result<()> {
         let mut seen = Vec::new();
         let watch = async {
             while let Some(chunk) = output.next().await {
@@ -312,7 +305,7 @@ impl DockerProvider {
         }
     }
 
-    async fn log_tail(&self, container: &str) -> String {
+    pub(crate) async fn log_tail(&self, container: &str) -> String {
         let Ok(docker) = self.client().await else { return String::new() };
         let opts = LogsOptions::<String> { stdout: true, stderr: true, tail: "20".into(), ..Default::default() };
         let mut logs = docker.logs(container, Some(opts));
@@ -323,7 +316,7 @@ impl DockerProvider {
         text
     }
 
-    async fn kill_exec_tree(&self, container: &str, exec_id: &str, tag: &str) {
+    pub(crate) async fn kill_exec_tree(&self, container: &str, exec_id: &str, tag: &str) {
         if let Ok(d) = self.client().await {
             kill_tagged(d, container, exec_id, tag).await;
         }
@@ -408,310 +401,9 @@ pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32
     Err(SandboxError::Provider(format!("exec {exec_id} never reported an exit code")))
 }
 
-#[async_trait]
-impl SandboxProvider for DockerProvider {
-    fn kind(&self) -> &'static str {
-        "docker"
-    }
-
-    async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
-        self.forget_gateway(&spec.id);
-        let docker = self.client().await?;
-        // Independent of each other: asked at once (a network alone takes Docker about 70 ms).
-        let ((), network, mut existing) = tokio::try_join!(self.ensure_volume(spec), self.ensure_network(spec), self.find(Some(&spec.id)))?;
-        let mut fresh = false;
-        // A container Docker is still removing (its destroy's caller was killed) holds its name:
-        // wait until it is gone, then make the computer anew.
-        if existing.iter().any(|f| f.removing) {
-            existing = self.wait_removed(&spec.id).await?;
-        }
-        let mut existing = existing.into_iter().next();
-        // A container on another home volume (one whose deletion started, or from before homes were
-        // volumes) or not on its own network (from before computers had one) is made anew: its
-        // home is on the volume, and nothing else a bot can write outlives a restart.
-        if let Some(f) = existing.take_if(|f| f.home_volume.as_deref() != Some(spec.home_volume.as_str()) || f.network.as_deref() != Some(network.as_str())) {
-            self.remove_container(&f.id).await?;
-        }
-        let found = match existing {
-            Some(f) => f,
-            None => {
-                let name = spec::container_name(&self.cfg.data_dir_label, spec);
-                let labels = spec::labels(&self.cfg.data_dir_label, spec.id.as_str(), self.cfg.test_run.as_deref());
-                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::desktop::new_token(), &network);
-                match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
-                    Ok(r) => {
-                        fresh = true;
-                        Found {
-                            id: r.id,
-                            computer: spec.id.to_string(),
-                            running: false,
-                            home_volume: Some(spec.home_volume.clone()),
-                            network: Some(network.clone()),
-                            removing: false,
-                        }
-                    }
-                    // Someone (the CLI beside the app) created it a moment ago: reconnect.
-                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => self
-                        .find(Some(&spec.id))
-                        .await?
-                        .into_iter()
-                        .next()
-                        .ok_or_else(|| SandboxError::Provider(format!("container {name} exists but carries other labels; remove it")))?,
-                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }) => {
-                        return Err(SandboxError::Provider(format!(
-                            "the computer image {} is missing ({message}); build it with `botdesk image build`",
-                            self.cfg.image
-                        )))
-                    }
-                    Err(e) => return Err(docker_err(e)),
-                }
-            }
-        };
-        // Its output, followed from before its start: ready is the moment start.sh says so.
-        let mut output = None;
-        if !found.running {
-            output = self.attach_output(&found.id).await;
-            match docker.start_container(&found.id, None::<StartContainerOptions<String>>).await {
-                Ok(()) => {}
-                // Started by someone else a moment ago: its ready line may have passed already.
-                Err(bollard::errors::Error::DockerResponseServerError { status_code: 304, .. }) => output = None,
-                // Its removal began since we looked: once it is gone, make the computer anew.
-                Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, message }) if message.contains("removal") => {
-                    self.wait_removed(&spec.id).await?;
-                    return self.provision(spec, ctx).await;
-                }
-                Err(e) => return Err(docker_err(e)),
-            }
-        }
-        match output {
-            Some(output) => self.wait_ready_line(&found.id, output).await?,
-            None => self.wait_ready(&found.id).await?,
-        }
-        Ok(Provisioned { fresh, provider_ref: found.id })
-    }
-
-    async fn prepare(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
-        let id = self.running_container(c).await?;
-        self.wait_ready(&id).await
-    }
-
-    async fn status(&self, c: &ComputerRef) -> Result<MachineStatus> {
-        Ok(match self.find(Some(&c.id)).await?.into_iter().next() {
-            None => MachineStatus::Missing,
-            Some(f) if f.running => MachineStatus::Running,
-            Some(_) => MachineStatus::Stopped,
-        })
-    }
-
-    async fn stop(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
-        self.forget_gateway(&c.id);
-        let docker = self.client().await?;
-        for f in self.find(Some(&c.id)).await? {
-            if f.running {
-                match docker.stop_container(&f.id, Some(StopContainerOptions { t: 10 })).await {
-                    Ok(()) => {}
-                    Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => {}
-                    Err(e) => return Err(docker_err(e)),
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn destroy(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
-        self.forget_gateway(&c.id);
-        for f in self.find(Some(&c.id)).await? {
-            self.remove_container(&f.id).await?;
-        }
-        for v in self.list_volumes(Some(&c.id)).await? {
-            self.remove_volume(&v).await?;
-        }
-        self.remove_networks(Some(&c.id), &HashSet::new()).await?;
-        Ok(())
-    }
-
-    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
-        let container = self.running_container(c).await?;
-        let tag = uuid::Uuid::new_v4().simple().to_string();
-        let mut env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
-        if let Some(lease) = &ctx.control {
-            env.push(format!("{CONTROL_TAG}={lease}"));
-        }
-        if let Some(n) = ctx.display {
-            env.push(format!("DISPLAY=:{n}"));
-        }
-        let argv = vec!["bash".into(), "-i".into()];
-        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Bot, &container, argv, env, &cwd.in_computer(), true, true).await?;
-        let _ = self.resize_shell(c, &exec_id, cols, rows).await;
-        let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
-        let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
-        let docker = self.client().await?.clone();
-        let id = exec_id.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            loop {
-                tokio::select! {
-                    item = output.next() => match item {
-                        Some(Ok(LogOutput::Console { message } | LogOutput::StdOut { message } | LogOutput::StdErr { message })) => {
-                            if out_tx.send(message).await.is_err() {
-                                break;
-                            }
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(_)) | None => break,
-                    },
-                    data = in_rx.recv() => match data {
-                        Some(d) => {
-                            if input.write_all(&d).await.is_err() {
-                                break;
-                            }
-                        }
-                        None => break,
-                    },
-                }
-            }
-            // The session is over (closed, or its shell exited): nothing it started lives on.
-            kill_tagged(&docker, &container, &id, &tag).await;
-        });
-        Ok(ShellSession { id: exec_id, output: out_rx, input: in_tx })
-    }
-
-    async fn resize_shell(&self, _c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
-        let docker = self.client().await?;
-        docker.resize_exec(id, bollard::exec::ResizeExecOptions { height: rows.max(1), width: cols.max(1) }).await.map_err(docker_err)
-    }
-
-    async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
-        req.validate()?;
-        let started = tokio::time::Instant::now();
-        // By name, not looked up first: the engine found it running just before, and a container
-        // that stopped since refuses the exec (NotRunning).
-        let container = spec::container_name_of(&self.cfg.data_dir_label, &c.id);
-        let tag = uuid::Uuid::new_v4().simple().to_string();
-        let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        env.push(format!("BOTDESK_EXEC_ID={tag}"));
-        if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
-            env.push(format!("DISPLAY=:{n}"));
-        }
-        if let Some(run) = &ctx.run {
-            env.push(format!("{RUN_TAG}={run}"));
-        }
-        let deadline = tokio::time::sleep_until(started + req.timeout);
-        tokio::pin!(deadline);
-        // Starting is not raced against the deadline: once Docker may have started the process we
-        // must know its exec id to kill its tree. An elapsed deadline fires right after.
-        let cwd = req.cwd.in_computer();
-        let (exec_id, mut output, _stdin) = self.start_exec(InComputer::Bot, &container, req.argv.clone(), env, &cwd, false, false).await?;
-        let stopped = loop {
-            tokio::select! {
-                item = output.next() => match item {
-                    Some(Ok(LogOutput::StdOut { message })) => send(&out, StreamKind::Stdout, message),
-                    Some(Ok(LogOutput::StdErr { message })) => send(&out, StreamKind::Stderr, message),
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => return Err(docker_err(e)),
-                    None => break None,
-                },
-                _ = &mut deadline => break Some(ExecExit::timed_out(req.timeout)),
-                _ = ctx.cancel.cancelled() => break Some(ExecExit::cancelled()),
-            }
-        };
-        match stopped {
-            None => Ok(ExecExit::exited(self.exec_exit_code(&exec_id).await?)),
-            Some(exit) => {
-                drop(output);
-                self.kill_exec_tree(&container, &exec_id, &tag).await;
-                Ok(exit)
-            }
-        }
-    }
-
-    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
-        let container = match self.running_container(c).await {
-            Ok(id) => id,
-            Err(SandboxError::NotRunning(_)) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let entry = format!("{key}={value}");
-        self.run_checked(
-            InComputer::Bot,
-            &container,
-            &["botdesk-helper", "kill-env", &entry],
-            Duration::from_secs(30),
-            &format!("stopping the processes tagged {entry}"),
-        )
-        .await
-    }
-
-    async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
-        self.open_desktop_impl(c, slot, view_token).await
-    }
-    async fn release_desktop(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<()> {
-        self.release_desktop_impl(c, slot).await
-    }
-    async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, _ctx: &CallCtx) -> Result<()> {
-        self.display_script(c, &["control", &slot.to_string(), token]).await
-    }
-    async fn expire_token_at(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
-        self.expire_token_impl(c, token, expires_ms).await
-    }
-    async fn revoke_token(&self, c: &ComputerRef, token: &str, _ctx: &CallCtx) -> Result<()> {
-        self.revoke_token_impl(c, token).await
-    }
-    async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
-        self.screen_impl(c, token, control).await
-    }
-    async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
-        self.observe_impl(c, slot, format).await
-    }
-    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
-        self.browser_impl(c, slot, profile, command).await
-    }
-    async fn act(
-        &self,
-        c: &ComputerRef,
-        slot: u32,
-        actions: &[botdesk_core::action::Action],
-        settle_ms: u64,
-        _ctx: &CallCtx,
-    ) -> Result<botdesk_core::action::Settled> {
-        self.act_impl(c, slot, actions, settle_ms).await
-    }
-
-    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {
-        crate::files::list(self, c, dir).await
-    }
-    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<()> {
-        crate::files::create_dir(self, c, dir).await
-    }
-    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, _ctx: &CallCtx) -> Result<Bytes> {
-        crate::files::read(self, c, path, max_bytes).await
-    }
-    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, _ctx: &CallCtx) -> Result<()> {
-        crate::files::write(self, c, path, data, executable).await
-    }
-    async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
-        crate::files::export(self, c).await
-    }
-    async fn import(&self, c: &ComputerRef, entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
-        crate::files::import(self, c, entries).await
-    }
-    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
-        crate::home::save_home(self, c, manifest).await
-    }
-    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
-        crate::home::load_home(self, c, mode, records).await
-    }
-}
-
-fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
-    if let Some(tx) = out {
-        let _ = tx.send(ExecOutput { stream, data });
-    }
-}
-
 /// Kills every process carrying an exec's tag (its whole tree), repeating until Docker says the
 /// exec's own process is gone (the first kill can race its start), then once more for stragglers.
-async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
+pub(crate) async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
     let once = || async {
         let opts = CreateExecOptions {
             cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]),

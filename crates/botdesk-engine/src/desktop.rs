@@ -172,7 +172,18 @@ impl Engine {
     /// [`Engine::act`] with coordinates given in `space` (a model's own); a coordinate outside
     /// the screen refuses the batch.
     pub async fn act_in(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>, space: action::CoordSpace) -> Result<(usize, action::Settled)> {
-        let mut batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
+        self.act_batch(bot, batch, settle_ms, space).await
+    }
+
+    /// [`Engine::act_in`] with a batch already parsed (a model's `computer_act`).
+    pub async fn act_batch(
+        &self,
+        bot: &str,
+        mut batch: Vec<action::Action>,
+        settle_ms: Option<u64>,
+        space: action::CoordSpace,
+    ) -> Result<(usize, action::Settled)> {
         action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
@@ -352,6 +363,11 @@ impl Engine {
     /// Click / fill / type by ref (at most 24); returns the new snapshot.
     pub async fn browser_act(&self, bot: &str, actions: &serde_json::Value) -> Result<serde_json::Value> {
         let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
+        self.browser_act_batch(bot, actions).await
+    }
+
+    /// [`Engine::browser_act`] with the actions already parsed (a model's `browser_act`).
+    pub async fn browser_act_batch(&self, bot: &str, actions: Vec<browser::BrowserAction>) -> Result<serde_json::Value> {
         self.browser(bot, BrowserCommand::Act { actions }).await
     }
 }

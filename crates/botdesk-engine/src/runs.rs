@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use botdesk_agent::tools::ToolKind;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
 use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
@@ -28,6 +29,8 @@ pub const OUTPUT_TAIL: usize = 16_000;
 pub struct ChatCall {
     pub id: String,
     pub name: String,
+    /// The tool works on the bot's screen or browser (the app shows the screen while it runs).
+    pub graphical: bool,
     pub arguments: String,
     pub status: &'static str,
     pub text: Option<String>,
@@ -118,12 +121,17 @@ impl RunEvent {
     }
 }
 
+fn graphical(tool: &str) -> bool {
+    ToolKind::named(tool).is_some_and(|k| k.graphical())
+}
+
 fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
     let result: Option<serde_json::Value> = row.result.as_deref().and_then(|r| serde_json::from_str(r).ok());
     let s = |k: &str| result.as_ref().and_then(|r| r[k].as_str()).map(str::to_string);
     ChatCall {
         id: row.id.clone(),
         name: row.name.clone(),
+        graphical: graphical(&row.name),
         arguments: row.arguments.clone(),
         status: if row.result.is_none() {
             "running"
@@ -540,9 +548,9 @@ impl RunHost {
     }
 
     /// Starts an activity entry; losing it never fails the tool.
-    async fn activity(&self, kind: &str, target: &str, status: &str) -> Option<i64> {
+    async fn activity(&self, tool: ToolKind, target: &str, status: &str) -> Option<i64> {
         let target = self.redactor.redact(target);
-        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), kind, &target, status, self.engine.now()).await {
+        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), tool.name(), &target, status, self.engine.now()).await {
             Ok(id) => {
                 self.push_activity(id).await;
                 Some(id)
@@ -564,8 +572,8 @@ impl RunHost {
     }
 
     /// A one-line entry (write_file, attach_file, open_path, launch_app).
-    async fn line(&self, kind: &str, target: &str, result: &std::result::Result<String, String>) {
-        let id = self.activity(kind, target, "running").await;
+    async fn line(&self, tool: ToolKind, target: &str, result: &std::result::Result<String, String>) {
+        let id = self.activity(tool, target, "running").await;
         match result {
             Ok(detail) => self.finish_activity(id, "done", None, detail).await,
             Err(e) => self.finish_activity(id, "error", None, e).await,
@@ -633,7 +641,7 @@ impl RunHost {
     }
 
     async fn shell(&self, command: &str, cwd: Option<&str>, timeout_s: u64, cancel: &CancellationToken) -> ToolOutput {
-        let entry = self.activity("shell", command, "running").await;
+        let entry = self.activity(ToolKind::Shell, command, "running").await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let argv = vec!["sh".into(), "-c".into(), command.into()];
         let exec = self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
@@ -806,7 +814,7 @@ impl Host for RunHost {
                 },
                 Err(e) => self.err(e),
             },
-            Tool::Act { actions, settle_ms } => match e.act_in(bot, &actions, settle_ms, self.coords).await {
+            Tool::Act { actions, settle_ms } => match e.act_batch(bot, actions, settle_ms, self.coords).await {
                 Ok((n, settled)) => {
                     let mut o = self.observe().await;
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
@@ -837,14 +845,14 @@ impl Host for RunHost {
                 let size = content.len();
                 let r = self.write_file(&path, content, append).await;
                 let did = if append { "appended" } else { "written" };
-                self.line("write_file", &path, &r.as_ref().map(|(p, _)| format!("{size} bytes {did} to {p}")).map_err(Clone::clone)).await;
+                self.line(ToolKind::WriteFile, &path, &r.as_ref().map(|(p, _)| format!("{size} bytes {did} to {p}")).map_err(Clone::clone)).await;
                 r.map_or_else(ToolOutput::error, |(p, total)| {
                     ToolOutput::ok(if append { format!("Appended {size} bytes to {p} (now {total} bytes).") } else { format!("Wrote {size} bytes to {p}.") })
                 })
             }
             Tool::AttachFile { path, note } => {
                 let r = self.attach(&path).await;
-                self.line("attach_file", &path, &r.as_ref().map(|(p, s)| format!("{p} ({s} bytes) attached")).map_err(Clone::clone)).await;
+                self.line(ToolKind::AttachFile, &path, &r.as_ref().map(|(p, s)| format!("{p} ({s} bytes) attached")).map_err(Clone::clone)).await;
                 match r {
                     Ok((p, size)) => {
                         let mut o = ToolOutput::ok(format!("Attached {p} ({size} bytes) to the chat."));
@@ -858,12 +866,12 @@ impl Host for RunHost {
             }
             Tool::OpenPath { target } => {
                 let r = e.open_path(bot, &target).await.map_err(|err| err.message);
-                self.line("open_path", &target, &r).await;
+                self.line(ToolKind::OpenPath, &target, &r).await;
                 r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::LaunchApp { command } => {
                 let r = e.launch_app(bot, &command).await.map_err(|err| err.message);
-                self.line("launch_app", &command, &r).await;
+                self.line(ToolKind::LaunchApp, &command, &r).await;
                 r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::RequestTakeover { reason } => self.takeover(&reason, cancel).await,
@@ -875,7 +883,7 @@ impl Host for RunHost {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
-            Tool::BrowserAct { actions } => match e.browser_act(bot, &actions).await {
+            Tool::BrowserAct { actions } => match e.browser_act_batch(bot, actions).await {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
@@ -915,7 +923,16 @@ impl Host for RunHost {
             if let Err(e) = self.engine.inner.store.add_tool_call(&cid, &self.run.id, id, &c.name, &args, self.engine.now()).await {
                 tracing::error!("could not store a tool call: {e}");
             }
-            let call = ChatCall { id: cid, name: c.name.clone(), arguments: args, status: "running", text: None, image: None, attachment: None };
+            let call = ChatCall {
+                id: cid,
+                name: c.name.clone(),
+                graphical: graphical(&c.name),
+                arguments: args,
+                status: "running",
+                text: None,
+                image: None,
+                attachment: None,
+            };
             self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
         }
     }
@@ -989,6 +1006,7 @@ impl RunHost {
         let call = ChatCall {
             id: cid,
             name: String::new(),
+            graphical: false,
             arguments: String::new(),
             status: if out.is_error { "error" } else { "done" },
             text: Some(out.text.clone()),

@@ -9,7 +9,6 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use serde::Serialize;
 use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,
     sync::{broadcast, mpsc},
 };
@@ -194,22 +193,8 @@ pub async fn connect(t: &Target) -> Result<VncClient, String> {
     let io = |e: std::io::Error| format!("screen gateway: {e}");
     let mut stream = TcpStream::connect(("127.0.0.1", t.port)).await.map_err(io)?;
     stream.set_nodelay(true).map_err(io)?;
-    stream.write_all(format!("{}\n", t.token).as_bytes()).await.map_err(io)?;
-    // Read the gateway's answer byte by byte: what follows belongs to the RFB handshake.
-    let mut line = Vec::new();
-    loop {
-        let b = stream.read_u8().await.map_err(|_| "the screen gateway closed the connection".to_string())?;
-        if b == b'\n' {
-            break;
-        }
-        line.push(b);
-        if line.len() > 200 {
-            return Err("the screen gateway sent a malformed answer".into());
-        }
-    }
-    if line != b"OK" {
-        return Err(format!("the screen gateway refused the token: {}", String::from_utf8_lossy(&line)));
-    }
+    // The answer is read byte by byte: what follows belongs to the RFB handshake.
+    botdesk_core::gateway::present(&mut stream, &t.token).await?;
     VncConnector::new(stream)
         .set_auth_method(async { Ok(String::new()) })
         // Raw first: the server is on this machine, and moving bytes (the gateway relays them in

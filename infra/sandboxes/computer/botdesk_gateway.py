@@ -29,6 +29,8 @@ As commands, run as the bot: `botdesk-gateway open-browser N PROFILE` starts dis
 with ~/.browser-profiles/PROFILE and waits for DevTools; `botdesk-gateway close-browser N` closes
 it gracefully (CDP Browser.close, then TERM, then KILL) and removes its profile's Singleton files.
 The gateway answers "OK\\n" to a granted token and "ERR ...\\n" (then closes) otherwise.
+The protocol is defined once on the engine's side (crates/botdesk-core/src/gateway.rs); both
+sides replay the golden fixtures in protocol.json (`self_test` here).
 """
 import sys
 
@@ -147,9 +149,9 @@ async def proxy(token, target, reader, writer):
         up.connect(target["socket"])
     except OSError as e:
         up.close()
-        writer.write(f"ERR screen unavailable: {e.strerror}\n".encode())
+        writer.write(refused(f"screen unavailable: {e.strerror}"))
         return
-    writer.write(b"OK\n")
+    writer.write(GRANTED)
     await writer.drain()
     early = bytes(reader._buffer)  # a client never speaks first in RFB, but nothing is lost
     client = detach(writer)
@@ -629,33 +631,76 @@ def pointer_and_title(display):
                 raise RuntimeError(f"display :{display} is not answering")
 
 
+# The protocol's words (the golden fixtures in protocol.json hold both sides to them).
+GRANTED = b"OK\n"
+
+
+def refused(why):
+    return f"ERR {why}\n".encode()
+
+
+# The fields each agent request needs besides `op` and `display`.
+REQUEST_FIELDS = {"ping": (), "revoke": (), "extend": ("token", "expires"), "shot": (), "info": (), "browser": ("command",), "xdotool": ("runs",)}
+
+
+def parse_request(line):
+    """One agent request line, checked: a JSON object with a known op, a display number and the
+    op's fields."""
+    req = json.loads(line)
+    if not isinstance(req, dict):
+        raise ValueError("a request is a JSON object")
+    op = req.get("op")
+    if op not in REQUEST_FIELDS:
+        raise ValueError(f"unknown op {op!r}")
+    display = req.get("display")
+    if not isinstance(display, int) or isinstance(display, bool) or display < 0:
+        raise ValueError(f"{op} needs a display number")
+    for field in REQUEST_FIELDS[op]:
+        if field not in req:
+            raise ValueError(f"{op} needs {field}")
+    return req
+
+
+def answer(ok=True, **fields):
+    return json.dumps({"ok": ok, **fields}).encode() + b"\n"
+
+
+# How each answer is made (by name, for the fixtures' replay).
+ANSWERS = {
+    "ok": lambda: answer(),
+    "revoked": lambda removed: answer(removed=removed),
+    "extended": lambda done: answer(done, error=None if done else "unknown, revoked or expired token"),
+    "shot": lambda length: answer(len=length),
+    "info": lambda x, y, title: answer(x=x, y=y, title=title),
+    "browser": lambda result: answer(result=result),
+    "settled": lambda settled, ms: answer(settled=settled, ms=ms),
+    "no_browser": lambda error: answer(False, error=error, code="NO_BROWSER"),
+    "failed": lambda error: answer(False, error=error),
+}
+
+
 async def agent(reader, writer):
-    writer.write(b"OK\n")
+    writer.write(GRANTED)
     await writer.drain()
     while line := await reader.readline():
         try:
-            req = json.loads(line)
-            display = int(req["display"])
-            op = req["op"]
+            req = parse_request(line)
+            display, op = req["display"], req["op"]
             if op == "ping":
-                writer.write(b'{"ok": true}\n')
+                writer.write(ANSWERS["ok"]())
             elif op == "revoke":
                 # Remove display N's tokens (or one token) and drop their open connections now.
                 # The transports themselves are stopped by `botdesk-display` afterwards.
-                removed = revoke(display, req.get("token"))
-                writer.write(json.dumps({"ok": True, "removed": removed}).encode() + b"\n")
+                writer.write(ANSWERS["revoked"](revoke(display, req.get("token"))))
             elif op == "extend":
-                done = extend(str(req["token"]), req["expires"])
-                writer.write(json.dumps({"ok": done, "error": None if done else "unknown, revoked or expired token"}).encode() + b"\n")
+                writer.write(ANSWERS["extended"](extend(str(req["token"]), req["expires"])))
             elif op == "shot":
                 out = framebuffer(display)
-                writer.write(json.dumps({"ok": True, "len": len(out)}).encode() + b"\n" + out)
+                writer.write(ANSWERS["shot"](len(out)) + out)
             elif op == "info":
-                x, y, title = pointer_and_title(display)
-                writer.write(json.dumps({"ok": True, "x": x, "y": y, "title": title}).encode() + b"\n")
+                writer.write(ANSWERS["info"](*pointer_and_title(display)))
             elif op == "browser":
-                result = await browser_command(display, req["command"])
-                writer.write(json.dumps({"ok": True, "result": result}).encode() + b"\n")
+                writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
             elif op == "xdotool":
                 settle = req.get("settle") or {}
                 still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
@@ -669,14 +714,39 @@ async def agent(reader, writer):
                     if code != 0:
                         raise RuntimeError(f"xdotool {args[0] if args else ''} failed: {err.decode(errors='replace').strip()}")
                 settled, ms = await watch_screen(display, before, still_ms, cap_ms) if still_ms else ("unwatched", 0)
-                writer.write(json.dumps({"ok": True, "settled": settled, "ms": ms}).encode() + b"\n")
-            else:
-                raise RuntimeError(f"unknown op {op!r}")
+                writer.write(ANSWERS["settled"](settled, ms))
         except NoBrowser as e:
-            writer.write(json.dumps({"ok": False, "error": str(e), "code": "NO_BROWSER"}).encode() + b"\n")
+            writer.write(ANSWERS["no_browser"](str(e)))
         except Exception as e:  # one bad request never kills the agent
-            writer.write(json.dumps({"ok": False, "error": str(e)}).encode() + b"\n")
+            writer.write(ANSWERS["failed"](str(e)))
         await writer.drain()
+
+
+def self_test(path):
+    """Replays the golden fixtures (protocol.json): each request line parses to itself, each
+    answer and greeting is made as written. Prints each failure; returns how many there were."""
+    with open(path) as f:
+        fixtures = json.load(f)
+    failures = []
+    for case in fixtures["requests"]:
+        try:
+            got = parse_request(json.dumps(case["line"]).encode())
+            if got != case["line"]:
+                failures.append(f"request {case['name']}: parsed as {got!r}")
+        except Exception as e:
+            failures.append(f"request {case['name']}: refused ({e})")
+    for case in fixtures["answers"]:
+        name, *args = case["make"]
+        line = ANSWERS[name](*args)
+        if not line.endswith(b"\n") or line.count(b"\n") != 1 or json.loads(line) != case["line"]:
+            failures.append(f"answer {case['name']}: made {line!r}")
+    for case in fixtures["greetings"]:
+        line = GRANTED if case["granted"] else refused(case["why"])
+        if line != case["line"].encode():
+            failures.append(f"greeting {case['name']}: made {line!r}")
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return len(failures)
 
 
 async def handle(reader, writer):
@@ -688,7 +758,7 @@ async def handle(reader, writer):
             return
         target = token_target(token) if TOKEN_RE.match(token) else None
         if target is None:
-            writer.write(b"ERR unknown or revoked token\n")
+            writer.write(refused("unknown or revoked token"))
             return
         await proxy(token, target, reader, writer)
     except (asyncio.TimeoutError, ConnectionError):

@@ -1,0 +1,23 @@
+//! Where a computer's screen gateway is: the provider caches one [`Gateway`] per computer;
+//! [`crate::desktop`] talks to it.
+
+use tokio::{io::BufReader, net::TcpStream};
+
+/// Where a computer's gateway listens on the host, the engine's agent token, and idle agent
+/// connections kept open: a fresh TCP connection pays slow start on every 4 MB screenshot.
+#[derive(Debug, Clone)]
+pub(crate) struct Gateway {
+    pub port: u16,
+    pub agent_token: String,
+    pub idle: std::sync::Arc<std::sync::Mutex<Vec<AgentConn>>>,
+}
+
+pub(crate) type AgentConn = BufReader<TcpStream>;
+
+/// A new random capability token: 128 bits as 32 hex digits.
+pub fn new_token() -> String {
+    let mut b = [0u8; 16];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("/dev/urandom is readable");
+    hex::encode(b)
+}

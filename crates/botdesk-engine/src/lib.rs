@@ -72,6 +72,24 @@ pub struct EngineConfig {
     pub policy: Policy,
     /// Hard cap on concurrent desktops per computer (`SANDBOX_TEAM_SCREEN_LIMIT`); none by default.
     pub screen_limit: Option<u32>,
+    /// Where model keys are kept.
+    pub secrets: Secrets,
+}
+
+/// Where model keys are kept.
+#[derive(Clone)]
+pub enum Secrets {
+    /// The OS keyring (Secret Service on Linux): the app and the CLI.
+    Keyring,
+    /// In this process's memory, gone with it: tests that need no keyring daemon.
+    Memory(Arc<keyring_core::CredentialStore>),
+}
+
+impl Secrets {
+    /// A new, empty in-memory store.
+    pub fn memory() -> Self {
+        Secrets::Memory(keyring_core::mock::Store::new().expect("an in-memory store"))
+    }
 }
 
 impl EngineConfig {
@@ -83,6 +101,7 @@ impl EngineConfig {
             resources: Resources::default(),
             policy: Policy::default(),
             screen_limit: std::env::var("SANDBOX_TEAM_SCREEN_LIMIT").ok().and_then(|v| v.trim().parse().ok()),
+            secrets: Secrets::Keyring,
         }
     }
 }
@@ -199,6 +218,7 @@ pub(crate) struct Inner {
     docker: Option<Arc<DockerProvider>>,
     clock: Arc<dyn Clock>,
     policy: Policy,
+    secrets: Secrets,
     /// Resources and screen limit in force (settings file, then the environment).
     limits: std::sync::RwLock<(Resources, Option<u32>)>,
     /// `SANDBOX_TEAM_SCREEN_LIMIT` from the config, which wins over the settings file.
@@ -268,6 +288,7 @@ impl Engine {
                 limits: std::sync::RwLock::new((resources, config.screen_limit.or(settings.screen_limit))),
                 screen_limit_override: config.screen_limit,
                 policy: config.policy,
+                secrets: config.secrets,
                 frames: Mutex::new(Default::default()),
                 ready: Default::default(),
                 boots: Default::default(),

@@ -19,11 +19,19 @@ fn keyring_err(e: impl std::fmt::Display) -> EngineError {
 }
 
 /// One keyring operation, off the async runtime (the keyring API blocks).
-async fn with_entry<T: Send + 'static>(id: &str, f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static) -> Result<T> {
+async fn with_entry<T: Send + 'static>(
+    secrets: &crate::Secrets,
+    id: &str,
+    f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static,
+) -> Result<T> {
     let user = format!("model:{id}");
+    let secrets = secrets.clone();
     crate::error::blocking(move || {
-        let store = zbus_secret_service_keyring_store::Store::new().map_err(keyring_err)?;
-        let entry = keyring_core::Entry::new_in_store(&(store as std::sync::Arc<keyring_core::CredentialStore>), SERVICE, &user).map_err(keyring_err)?;
+        let store: std::sync::Arc<keyring_core::CredentialStore> = match secrets {
+            crate::Secrets::Keyring => zbus_secret_service_keyring_store::Store::new().map_err(keyring_err)?,
+            crate::Secrets::Memory(store) => store,
+        };
+        let entry = keyring_core::Entry::new_in_store(&store, SERVICE, &user).map_err(keyring_err)?;
         f(entry).map_err(keyring_err)
     })
     .await
@@ -84,14 +92,15 @@ impl Engine {
             return Err(EngineError::new(ErrorCode::Conflict, format!("a model named {:?} already exists", new.id)));
         }
         if let Some(k) = key.clone() {
-            with_entry(&new.id, move |e| e.set_password(&k)).await?;
+            with_entry(&self.inner.secrets, &new.id, move |e| e.set_password(&k)).await?;
         }
         let coordinates = new.coordinates.unwrap_or_else(|| CoordSpace::default_for(&new.model));
         let row =
             ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some(), coordinates };
         if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
             if key.is_some() {
-                let _ = with_entry(&new.id, |e| e.delete_credential()).await; // undo: the row did not land
+                let _ = with_entry(&self.inner.secrets, &new.id, |e| e.delete_credential()).await;
+                // undo: the row did not land
             }
             return Err(e.into());
         }
@@ -159,7 +168,7 @@ impl Engine {
         let m = self.inner.store.model(id).await?;
         self.inner.store.remove_model(id).await?;
         if m.has_key {
-            with_entry(id, |e| match e.delete_credential() {
+            with_entry(&self.inner.secrets, id, |e| match e.delete_credential() {
                 Err(keyring_core::Error::NoEntry) => Ok(()),
                 other => other,
             })
@@ -176,7 +185,7 @@ impl Engine {
             return Ok(None);
         }
         let id = m.id.clone();
-        match with_entry(&id, |e| e.get_password()).await {
+        match with_entry(&self.inner.secrets, &id, |e| e.get_password()).await {
             Ok(k) => Ok(Some(k)),
             Err(e) => Err(e.context(format!("reading the key of model {id:?}"))),
         }

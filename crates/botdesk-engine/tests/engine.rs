@@ -158,3 +158,59 @@ async fn one_computers_boot_holds_up_no_other() {
     hold.release();
     assert_eq!(slow_run.await.unwrap(), (0, "late\n".into()));
 }
+
+/// The run loop and the tool mapping with no Docker, no X and no keyring daemon: a scripted model
+/// (over HTTP, with its key kept in memory) looks at the fake desktop, clicks on it, runs a
+/// command and writes a file; the fake records what reached the screen.
+#[tokio::test]
+async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(botdesk_fake::FakeProvider::new());
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
+    cfg.secrets = botdesk_engine::Secrets::memory();
+    let engine = Engine::open(cfg).await.unwrap();
+    let saw_image = |s: &Seen| match s.results.first() {
+        Some(r) if r.has_image && !r.is_error => Ok(()),
+        other => Err(format!("expected a screenshot, got {other:?}")),
+    };
+    let said = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if !r.is_error && r.text.contains(want) => Ok(()),
+            other => Err(format!("expected a result containing {want:?}, got {other:?}")),
+        }
+    };
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::call("computer_observe", json!({}))),
+        Step::check(saw_image, Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 100, "y": 200}, {"type": "type", "text": "hi"}]}))),
+        Step::check(said("Did 2 actions"), Reply::call("shell", json!({"command": "echo from-the-shell"}))),
+        Step::check(said("from-the-shell"), Reply::call("write_file", json!({"path": "report.md", "content": "done"}))),
+        Step::check(said("Wrote 4 bytes"), Reply::text("All done.")),
+    ])
+    .await;
+    let key = "sk-memory-0123456789";
+    let model = botdesk_engine::NewModel {
+        id: "scripted".into(),
+        kind: "openai-compatible".into(),
+        model: "scripted-1".into(),
+        base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
+        coordinates: Some(botdesk_engine::action::CoordSpace::Pixels),
+    };
+    engine.add_model(model, Some(key.into())).await.unwrap();
+    engine.create_bot("clicker", ComputerScope::Team, Some("scripted"), "").await.unwrap();
+    let run = engine.run_task("clicker", "click, then report").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, botdesk_engine::RunStatus::Completed, "{:?}", run.error);
+    assert!(server.requests().iter().all(|s| s.headers.get("authorization").map(String::as_str) == Some(&format!("Bearer {key}"))), "the key came from memory");
+    let open = fake.open_desktops();
+    let [(computer, slot)] = open.as_slice() else { panic!("one desktop, not {open:?}") };
+    use botdesk_engine::action::{Action, Button};
+    assert_eq!(
+        fake.actions(computer, *slot),
+        [Action::Click { x: 100, y: 200, button: Button::Left }, Action::Type { text: "hi".into() }],
+        "the batch reached the screen as the model gave it"
+    );
+    let report = engine.files_read("clicker", "report.md", 100).await.unwrap();
+    assert_eq!(&report[..], b"done");
+}

@@ -1,6 +1,11 @@
 //! A deterministic, in-memory [`SandboxProvider`] for engine tests, and [`Faulty`], a wrapper that
 //! injects failures into any provider.
 //!
+//! Its desktops show a fixed image (a grey screen with a dark bar along the bottom, the size of
+//! [`action::SCREEN`]) and record every action they are given ([`FakeProvider::actions`]); each
+//! batch counts as a change of the screen, so the next observation has a new frame id. It has no
+//! screen gateway: its screen port is 0, which no viewer reaches, and it has no page browser.
+//!
 //! The fake runs no programs. Its exec understands a small documented set of commands, enough for
 //! the conformance scenarios: `true`, `false`, `echo`, `printenv NAME`, `pwd`, `cat FILE`,
 //! `sleep SECS`, `ln -s TARGET LINK`, `pgrep -c -fx CMDLINE`, and `sh -c SCRIPT` where SCRIPT is
@@ -34,6 +39,35 @@ struct Machine {
     /// Command lines of live background "processes" (for `pgrep`).
     procs: Arc<Mutex<Vec<String>>>,
     generation: u64,
+    /// Open desktops by slot: the batches each has been given.
+    desktops: BTreeMap<u32, Vec<action::Action>>,
+}
+
+/// The fake screen's pixels, encoded once per format.
+fn fixed_image(format: ImageFormat) -> Bytes {
+    static PNG: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    static JPEG: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    let (w, h) = action::SCREEN;
+    let rgb = || -> Vec<u8> { (0..h).flat_map(|y| std::iter::repeat_n(if y >= h - 30 { 40 } else { 200 }, w as usize * 3)).collect() };
+    match format {
+        ImageFormat::Png => PNG
+            .get_or_init(|| {
+                let mut out = Vec::new();
+                let mut enc = png::Encoder::new(&mut out, w, h);
+                enc.set_color(png::ColorType::Rgb);
+                enc.set_depth(png::BitDepth::Eight);
+                enc.write_header().and_then(|mut wr| wr.write_image_data(&rgb())).expect("the fixed image encodes");
+                Bytes::from(out)
+            })
+            .clone(),
+        ImageFormat::Jpeg { .. } => JPEG
+            .get_or_init(|| {
+                let mut out = Vec::new();
+                jpeg_encoder::Encoder::new(&mut out, 80).encode(&rgb(), w as u16, h as u16, jpeg_encoder::ColorType::Rgb).expect("the fixed image encodes");
+                Bytes::from(out)
+            })
+            .clone(),
+    }
 }
 
 #[derive(Default)]
@@ -47,6 +81,17 @@ const MAX_HOPS: usize = 40;
 impl FakeProvider {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Every action given to `slot`'s desktop on computer `c` since it opened, in order.
+    pub fn actions(&self, c: &ComputerId, slot: u32) -> Vec<action::Action> {
+        self.machines.lock().unwrap().get(c).and_then(|m| m.desktops.get(&slot).cloned()).unwrap_or_default()
+    }
+
+    /// The computers and slots with an open desktop.
+    pub fn open_desktops(&self) -> Vec<(ComputerId, u32)> {
+        let all = self.machines.lock().unwrap();
+        all.iter().flat_map(|(c, m)| m.desktops.keys().map(move |slot| (c.clone(), *slot))).collect()
     }
 
     fn with_machine<T>(&self, c: &ComputerRef, f: impl FnOnce(&mut Machine) -> Result<T>) -> Result<T> {
@@ -133,6 +178,7 @@ impl SandboxProvider for FakeProvider {
         if let Some(m) = self.machines.lock().unwrap().get_mut(&c.id) {
             m.running = false;
             m.procs.lock().unwrap().clear();
+            m.desktops.clear();
         }
         Ok(())
     }
@@ -140,6 +186,60 @@ impl SandboxProvider for FakeProvider {
     async fn destroy(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<()> {
         self.machines.lock().unwrap().remove(&c.id);
         Ok(())
+    }
+
+    async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, _view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
+        self.with_machine(c, |m| {
+            m.desktops.entry(slot).or_default();
+            Ok(DesktopInfo { display: slot, slot })
+        })
+    }
+
+    async fn release_desktop(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<()> {
+        if let Some(m) = self.machines.lock().unwrap().get_mut(&c.id) {
+            m.desktops.remove(&slot);
+        }
+        Ok(())
+    }
+
+    async fn control_transport(&self, c: &ComputerRef, slot: u32, _token: &str, _ctx: &CallCtx) -> Result<()> {
+        self.with_machine(c, |m| m.desktops.get(&slot).map(drop).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open"))))
+    }
+
+    async fn expire_token_at(&self, c: &ComputerRef, _token: &str, _expires_ms: i64) -> Result<()> {
+        self.with_machine(c, |_| Ok(()))
+    }
+
+    async fn revoke_token(&self, _c: &ComputerRef, _token: &str, _ctx: &CallCtx) -> Result<()> {
+        Ok(())
+    }
+
+    /// There is no gateway: port 0, which no viewer can reach.
+    async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        self.with_machine(c, |_| Ok(ScreenAccess { port: 0, token: token.to_string(), control }))
+    }
+
+    async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
+        let batches =
+            self.with_machine(c, |m| m.desktops.get(&slot).map(Vec::len).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open"))))?;
+        let (width, height) = action::SCREEN;
+        Ok(Observation {
+            frame_id: format!("fake-{slot}-{batches}"),
+            width,
+            height,
+            cursor: (0, 0),
+            active_window: Some("fake desktop".into()),
+            format,
+            image: Some(fixed_image(format)),
+        })
+    }
+
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<action::Settled> {
+        self.with_machine(c, |m| {
+            let done = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
+            done.extend_from_slice(actions);
+            Ok(action::Settled::Unwatched)
+        })
     }
 
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {

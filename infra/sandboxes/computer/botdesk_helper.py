@@ -82,6 +82,32 @@ def symlink_dest(link_parts, target):
     return out
 
 
+def self_test(path):
+    """Replays the path rules' golden fixtures (paths.json, shared with the engine's WorkspacePath):
+    each path splits or escapes as written, each link lands where written. Prints each failure;
+    returns how many there were."""
+    import json
+    with open(path) as f:
+        fixtures = json.load(f)
+    failures = []
+    for case in fixtures["paths"]:
+        try:
+            got = parts_of(case["input"])
+        except Fail as e:
+            got = "escapes" if e.code == "PATH_ESCAPES" else e.code
+        want = "escapes" if case.get("escapes") else case["parts"]
+        if got != want:
+            failures.append(f"path {case['input']!r}: {got!r}, not {want!r}")
+    for case in fixtures["links"]:
+        lands = symlink_dest(parts_of(case["link"]), case["target"])
+        got = None if lands is None else "/".join(lands)
+        if got != case["lands"]:
+            failures.append(f"link {case['link']!r} -> {case['target']!r}: lands {got!r}, not {case['lands']!r}")
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return len(failures)
+
+
 def resolve(rel, follow_last=True):
     parts, hops, i = parts_of(rel), 0, 0
     while i < len(parts):

@@ -1,10 +1,11 @@
-//! The screen gateway's golden fixtures (`infra/sandboxes/computer/protocol.json`), replayed by
-//! the Rust types here and by the gateway's own code (`botdesk_gateway.self_test`) under the
-//! machine's Python: both ends speak what the fixtures write.
+//! Golden fixtures both sides of the computer's edge replay: the screen gateway's protocol
+//! (`infra/sandboxes/computer/protocol.json`; the Rust types here, the gateway's own code in the
+//! computer) and the workspace path rules (`paths.json`; `WorkspacePath` here, the helper in the
+//! computer). Each Python side runs its own `self_test` under the machine's Python.
 
 use botdesk_core::action::Settled;
 use botdesk_core::gateway::{AgentAnswer, AgentRequest, Greeting, RefusalCode, Settle};
-use botdesk_core::BrowserCommand;
+use botdesk_core::{BrowserCommand, PathError, WorkspacePath};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -12,8 +13,30 @@ fn computer_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../infra/sandboxes/computer")
 }
 
+fn fixtures_of(file: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(computer_dir().join(file)).unwrap()).unwrap()
+}
+
 fn fixtures() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(computer_dir().join("protocol.json")).unwrap()).unwrap()
+    fixtures_of("protocol.json")
+}
+
+/// Runs `module.self_test(fixtures)` from the computer's own code; its failures, if any.
+fn python_self_test(module: &str, fixtures: &str) {
+    let dir = computer_dir();
+    let out = std::process::Command::new("python3")
+        .args([
+            "-I",
+            "-B",
+            "-c",
+            "import sys, importlib; sys.path.insert(0, sys.argv[1]); sys.exit(importlib.import_module(sys.argv[2]).self_test(sys.argv[3]))",
+        ])
+        .arg(&dir)
+        .arg(module)
+        .arg(dir.join(fixtures))
+        .output()
+        .expect("python3 runs (cargo xtask test installs it)");
+    assert!(out.status.success(), "{module}'s self-test of {fixtures} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn case<'a>(fx: &'a Value, list: &str, name: &str) -> &'a Value {
@@ -80,12 +103,37 @@ fn greetings_read_as_the_fixtures_mean() {
 /// The gateway's own code makes the same answers and accepts the same requests.
 #[test]
 fn the_gateway_replays_the_same_fixtures() {
-    let dir = computer_dir();
-    let out = std::process::Command::new("python3")
-        .args(["-I", "-B", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import botdesk_gateway as g; sys.exit(g.self_test(sys.argv[2]))"])
-        .arg(&dir)
-        .arg(dir.join("protocol.json"))
-        .output()
-        .expect("python3 runs (cargo xtask test installs it)");
-    assert!(out.status.success(), "the gateway's self-test failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    python_self_test("botdesk_gateway", "protocol.json");
+}
+
+#[test]
+fn paths_split_or_escape_as_the_fixtures_say() {
+    for case in fixtures_of("paths.json")["paths"].as_array().unwrap() {
+        let input = case["input"].as_str().unwrap();
+        match WorkspacePath::parse(input) {
+            Ok(p) => {
+                let parts: Vec<&str> = p.components().collect();
+                let want: Vec<&str> =
+                    case["parts"].as_array().unwrap_or_else(|| panic!("{input:?} should escape")).iter().map(|v| v.as_str().unwrap()).collect();
+                assert_eq!(parts, want, "{input:?}");
+            }
+            Err(PathError::Escapes(_)) => assert_eq!(case["escapes"], true, "{input:?} escaped"),
+            Err(e) => panic!("{input:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn links_land_where_the_fixtures_say() {
+    for case in fixtures_of("paths.json")["links"].as_array().unwrap() {
+        let (link, target) = (case["link"].as_str().unwrap(), case["target"].as_str().unwrap());
+        let lands = WorkspacePath::parse(link).unwrap().symlink_destination(target);
+        assert_eq!(lands.as_ref().map(WorkspacePath::as_str), case["lands"].as_str(), "{link} -> {target}");
+    }
+}
+
+/// The helper's own code splits paths and follows links the same way.
+#[test]
+fn the_helper_replays_the_same_fixtures() {
+    python_self_test("botdesk_helper", "paths.json");
 }

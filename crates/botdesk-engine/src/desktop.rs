@@ -59,14 +59,14 @@ impl Engine {
         let limit = self.screen_limit();
         let (d, assigned_now) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await?;
         let ctx = CallCtx::for_bot(&bot.id);
-        let key = (computer.id.clone(), d.slot, d.view_token.clone());
+        let handle = self.handle(&computer.id);
         // For a look at the screen, a desktop opened before on a computer running since (by
         // another process, say the app beside this CLI) is taken to be up, as this process's own
         // would be: if it is not, the look fails and is tried again once it is brought up.
         if reuse == Reuse::Trusted && !assigned_now && up == crate::Up::Already {
-            self.inner.displays.lock().unwrap().insert(key.clone());
+            handle.add_display(d.slot, &d.view_token);
         }
-        if self.inner.displays.lock().unwrap().contains(&key) {
+        if handle.has_display(d.slot, &d.view_token) {
             let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
             return Ok(DesktopView {
                 bot: bot.name.clone(),
@@ -85,7 +85,7 @@ impl Engine {
             }
             return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
         }
-        self.inner.displays.lock().unwrap().insert(key);
+        handle.add_display(d.slot, &d.view_token);
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
         Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
     }
@@ -93,7 +93,7 @@ impl Engine {
     /// Forgets that this process brought the display up, so the next call sets it up again
     /// (after a failure that may mean the display died under us).
     fn forget_display(&self, computer: &ComputerId, slot: u32) {
-        self.inner.displays.lock().unwrap().retain(|(c, s, _)| !(c == computer && *s == slot));
+        self.handle(computer).forget_display(slot);
     }
 
     /// A screenshot of the bot's display; when it fails, the display is set up again once (it may

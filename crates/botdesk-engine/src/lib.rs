@@ -3,6 +3,7 @@
 
 mod checkpoint;
 mod clipboard;
+mod computer;
 mod desktop;
 mod doctor;
 mod error;
@@ -225,15 +226,9 @@ pub(crate) struct Inner {
     screen_limit_override: Option<u32>,
     /// Last frame id each bot observed (an unchanged screen returns no image).
     frames: Mutex<std::collections::HashMap<BotId, String>>,
-    /// Computers provisioned and prepared by this process, so a second call skips the set-up.
-    ready: std::sync::Mutex<HashSet<ComputerId>>,
-    /// One lock per computer, held while that computer is brought up: two calls of this process
-    /// do not boot the same computer at once, and one computer's boot holds up no other.
-    boots: std::sync::Mutex<std::collections::HashMap<ComputerId, Arc<Mutex<()>>>>,
-    /// Desktops this process has brought up (computer, slot, view token), so a graphical call
-    /// skips the set-up; forgotten on release, when the computer is set up again, and when a call
-    /// on the display fails.
-    displays: std::sync::Mutex<HashSet<(ComputerId, u32, String)>>,
+    /// Per computer: its boot lock, whether this process made it ready, its desktops brought up
+    /// here (see [`computer::ComputerHandle`]).
+    computers: computer::Computers,
     /// What happens in this process's runs.
     run_events: tokio::sync::broadcast::Sender<runs::RunEvent>,
     /// Runs of this process, to cancel them at once on Stop.
@@ -290,9 +285,7 @@ impl Engine {
                 policy: config.policy,
                 secrets: config.secrets,
                 frames: Mutex::new(Default::default()),
-                ready: Default::default(),
-                boots: Default::default(),
-                displays: Default::default(),
+                computers: Default::default(),
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
                 home_locks: Default::default(),
@@ -502,17 +495,17 @@ impl Engine {
         Ok(self.bring_up(computer).await?.0)
     }
 
-    /// The computer's own boot lock (see `Inner::boots`).
-    fn boot_lock(&self, id: &ComputerId) -> Arc<Mutex<()>> {
-        self.inner.boots.lock().unwrap().entry(id.clone()).or_default().clone()
+    /// This process's handle on a computer (its boot lock, readiness and desktops).
+    pub(crate) fn handle(&self, id: &ComputerId) -> Arc<computer::ComputerHandle> {
+        self.inner.computers.get(id)
     }
 
     /// Forgets that this process made the computer ready, so its next use prepares it again; waits
     /// for a boot of it under way here to finish first.
     pub(crate) async fn forget_ready(&self, id: &ComputerId) {
-        let boot = self.boot_lock(id);
-        let _booting = boot.lock().await;
-        self.inner.ready.lock().unwrap().remove(id);
+        let handle = self.handle(id);
+        let _booting = handle.boot.lock().await;
+        handle.set_ready(false);
     }
 
     /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
@@ -520,10 +513,9 @@ impl Engine {
     pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
         let cref = ComputerRef { id: computer.id.clone() };
         self.inner.store.touch(&computer.id, self.now()).await?;
-        let boot = self.boot_lock(&computer.id);
-        let _booting = boot.lock().await;
-        let is_ready = || self.inner.ready.lock().unwrap().contains(&computer.id);
-        if is_ready() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+        let handle = self.handle(&computer.id);
+        let _booting = handle.boot.lock().await;
+        if handle.is_ready() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
             return Ok((cref, Up::Already));
         }
         let ctx = CallCtx::default();
@@ -533,7 +525,7 @@ impl Engine {
         // this one before, made it ready, and nothing of that is undone while it runs (a bot
         // created since got its folder then). A CLI call does only its own work.
         if state == ComputerState::Running && computer.home_volume.is_some() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
-            self.inner.ready.lock().unwrap().insert(computer.id.clone());
+            handle.set_ready(true);
             return Ok((cref, Up::Already));
         }
         // The row walks stopped|suspended|error → booting → running by compare-and-swap. Losing a
@@ -588,8 +580,8 @@ impl Engine {
         if computer.scope == ComputerScope::Team {
             self.make_bot_folders(computer, &cref, &folders).await?;
         }
-        self.inner.displays.lock().unwrap().retain(|(c, _, _)| c != &computer.id);
-        self.inner.ready.lock().unwrap().insert(computer.id.clone());
+        handle.forget_displays();
+        handle.set_ready(true);
         Ok((cref, Up::Started))
     }
 

@@ -99,8 +99,8 @@ impl Engine {
             ModelView { id: new.id.clone(), kind: new.kind, model: new.model.trim().to_string(), base_url: new.base_url, has_key: key.is_some(), coordinates };
         if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
             if key.is_some() {
+                // Undo: the row did not land.
                 let _ = with_entry(&self.inner.secrets, &new.id, |e| e.delete_credential()).await;
-                // undo: the row did not land
             }
             return Err(e.into());
         }

@@ -1,0 +1,450 @@
+//! A run's host: carries out the model's tool calls on the bot's computer and records the
+//! run's messages, tool calls and activity (redacted), broadcasting each as it happens.
+
+use super::*;
+
+pub(super) struct RunHost {
+    pub(super) engine: Engine,
+    pub(super) bot: botdesk_store::Bot,
+    pub(super) run: Run,
+    pub(super) lease: Arc<tokio::sync::Mutex<ExecLease>>,
+    pub(super) redactor: Redactor,
+    /// Calls whose result is stored.
+    pub(super) finished: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Set when the run cannot go on (its computer stopped under it); the run then fails with it.
+    pub(super) fatal: std::sync::Mutex<Option<String>>,
+    pub(super) stop: CancellationToken,
+    /// What the run's model calls cost so far.
+    pub(super) usage: std::sync::Mutex<Usage>,
+    /// How the model gives screen coordinates (and is told where the cursor is).
+    pub(super) coords: action::CoordSpace,
+    /// The model's prices, when known: each call's cost is stored beside its tokens.
+    pub(super) prices: Option<botdesk_core::Prices>,
+}
+
+impl RunHost {
+    pub(super) fn bot_id(&self) -> String {
+        self.bot.id.to_string()
+    }
+
+    pub(super) async fn message(&self, role: &str, text: &str) -> i64 {
+        let text = self.redactor.redact(text);
+        let content = json!({ "text": text }).to_string();
+        let now = self.engine.now();
+        match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
+            Ok(id) => {
+                let item = ChatItem {
+                    id,
+                    run_id: self.run.id.clone(),
+                    role: role.into(),
+                    text,
+                    calls: vec![],
+                    created_at: now,
+                    usage: None,
+                    cost_usd: None,
+                    failure: None,
+                };
+                self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
+                id
+            }
+            Err(e) => {
+                tracing::error!(run = %self.run.id, "could not store a chat message: {e}");
+                0
+            }
+        }
+    }
+
+    /// Starts an activity entry; losing it never fails the tool.
+    pub(super) async fn activity(&self, tool: ToolKind, target: &str, status: &str) -> Option<i64> {
+        let target = self.redactor.redact(target);
+        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), tool.name(), &target, status, self.engine.now()).await {
+            Ok(id) => {
+                self.push_activity(id).await;
+                Some(id)
+            }
+            Err(e) => {
+                tracing::warn!("activity entry lost: {e}");
+                None
+            }
+        }
+    }
+
+    pub(super) async fn finish_activity(&self, id: Option<i64>, status: &str, exit: Option<i64>, output: &str) {
+        let Some(id) = id else { return };
+        let output = tail(&self.redactor.redact(output), OUTPUT_TAIL);
+        if let Err(e) = self.engine.inner.store.finish_activity(id, status, exit, &output, self.engine.now()).await {
+            tracing::warn!("activity update lost: {e}");
+        }
+        self.push_activity(id).await;
+    }
+
+    /// A one-line entry (write_file, attach_file, open_path, launch_app).
+    pub(super) async fn line(&self, tool: ToolKind, target: &str, result: &std::result::Result<String, String>) {
+        let id = self.activity(tool, target, "running").await;
+        match result {
+            Ok(detail) => self.finish_activity(id, "done", None, detail).await,
+            Err(e) => self.finish_activity(id, "error", None, e).await,
+        }
+    }
+
+    pub(super) async fn push_activity(&self, id: i64) {
+        if let Ok(rows) = self.engine.inner.store.activity_of(&self.bot.id, id - 1, 1).await {
+            for entry in rows {
+                self.engine.emit(RunEvent::Activity { bot: self.bot_id(), entry });
+            }
+        }
+    }
+
+    pub(super) fn err(&self, e: EngineError) -> ToolOutput {
+        let mut text = e.message;
+        if e.code == ErrorCode::MultiScreenUnavailable {
+            text.push_str(". Your shell and files still work.");
+        }
+        ToolOutput::error(text)
+    }
+
+    /// After a failed tool: if the computer itself stopped under the run (killed, crashed), the
+    /// run cannot go on; it fails with that reason instead of quietly starting a new machine.
+    pub(super) async fn check_computer(&self) {
+        let cref = botdesk_core::ComputerRef { id: self.bot.computer_id.clone() };
+        if let Ok(status) = self.engine.inner.provider.status(&cref).await {
+            if status != botdesk_core::MachineStatus::Running {
+                let why = format!(
+                    "the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept",
+                    status.as_str()
+                );
+                *self.fatal.lock().unwrap() = Some(why);
+                self.stop.cancel();
+            }
+        }
+    }
+
+    /// Saves a screenshot for the chat; returns its path relative to the data directory.
+    pub(super) async fn save_shot(&self, call_id: &str, png: &[u8]) -> Option<String> {
+        let rel = format!("shots/{}/{}.png", self.run.id, sanitize(call_id));
+        let path = self.engine.data_dir().root().join(&rel);
+        tokio::fs::create_dir_all(path.parent()?).await.ok()?;
+        tokio::fs::write(&path, png).await.ok()?;
+        Some(rel)
+    }
+
+    pub(super) async fn observe(&self) -> ToolOutput {
+        match self.engine.observe(self.bot.id.as_str(), ImageFormat::Png).await {
+            Ok(o) => {
+                let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
+                let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
+                let units = match self.coords {
+                    action::CoordSpace::Pixels => String::new(),
+                    action::CoordSpace::Thousandths => " (coordinates from 0 to 1000 on each axis)".into(),
+                };
+                let mut text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
+                if o.image.is_none() {
+                    text.push_str(" The screen has not changed since your last look (no new screenshot).");
+                }
+                ToolOutput { text, image: o.image.map(Image::png), is_error: false }
+            }
+            Err(e) => self.err(e),
+        }
+    }
+
+    pub(super) async fn shell(&self, command: &str, cwd: Option<&str>, timeout_s: u64, cancel: &CancellationToken) -> ToolOutput {
+        let entry = self.activity(ToolKind::Shell, command, "running").await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let argv = vec!["sh".into(), "-c".into(), command.into()];
+        let exec = self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
+        // Drained while the command runs, into a bounded tail: `yes` for half an hour costs nothing.
+        let drain = async {
+            let mut out = OutputTail::default();
+            while let Some(o) = rx.recv().await {
+                out.push(&o.data);
+            }
+            out
+        };
+        let (result, out) = tokio::join!(exec, drain);
+        let output = out.text(&self.redactor);
+        match result {
+            Ok(exit) => {
+                let status = if exit.code == 0 { "done" } else { "failed" };
+                self.finish_activity(entry, status, Some(exit.code as i64), &output).await;
+                let note = exit.message.map(|m| format!(" ({m})")).unwrap_or_default();
+                let shown = if out.total > out.kept.len() as u64 || output.chars().count() > botdesk_agent::conversation::MAX_TOOL_TEXT - 200 {
+                    format!("[cut: showing the last 11800 characters of {} bytes of output]\n{}", out.total, tail(&output, 11_800))
+                } else {
+                    output
+                };
+                let text = format!("exit code {}{note}\n{shown}", exit.code);
+                if exit.code == 0 {
+                    ToolOutput::ok(text)
+                } else {
+                    ToolOutput::error(text)
+                }
+            }
+            Err(e) => {
+                self.finish_activity(entry, "error", None, &e.message).await;
+                self.err(e)
+            }
+        }
+    }
+
+    pub(super) async fn read_file(&self, path: &str) -> ToolOutput {
+        let max = botdesk_agent::tools::MAX_READ_BYTES;
+        match self.engine.files_read(self.bot.id.as_str(), path, max).await {
+            Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
+                Ok(text) => ToolOutput::ok(self.redactor.redact(&text)),
+                Err(_) => ToolOutput::error(format!(
+                    "{path} is not UTF-8 text; read_file only returns text. Use shell (e.g. `file`, `xxd | head`) to look at binary files"
+                )),
+            },
+            Err(e) if e.code == ErrorCode::TooLarge => ToolOutput::error(format!(
+                "{}. read_file returns at most {max} bytes; use shell (e.g. `head -c`, `grep`, `sed -n`) to read parts of it",
+                e.message
+            )),
+            Err(e) => self.err(e),
+        }
+    }
+
+    pub(super) async fn attach(&self, path: &str) -> std::result::Result<(String, u64), String> {
+        let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
+            Some((p, n)) => (if p.is_empty() { "/" } else { p }, n),
+            None => (".", path),
+        };
+        let (dir, entries) = self.engine.files_list(self.bot.id.as_str(), parent).await.map_err(|e| e.message)?;
+        let file = entries.into_iter().find(|e| e.path.file_name() == Some(name)).ok_or_else(|| format!("{path} does not exist"))?;
+        if file.kind != botdesk_core::FileKind::File {
+            return Err(format!("{path} is not a file"));
+        }
+        let full = if dir.is_empty() || dir == "." { name.to_string() } else { format!("{}/{name}", dir.trim_end_matches('/')) };
+        Ok((full, file.size))
+    }
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[async_trait]
+impl Host for RunHost {
+    async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
+        let bot = self.bot.id.as_str();
+        let e = &self.engine;
+        let mut out = match tool {
+            Tool::Observe => self.observe().await,
+            Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
+                Ok((r, (w, h), png)) => ToolOutput {
+                    text: format!(
+                        "The region from ({}, {}) to ({}, {}) of the screen ({}x{} pixels), shown enlarged at {w}x{h}.",
+                        region[0],
+                        region[1],
+                        region[2],
+                        region[3],
+                        r.width(),
+                        r.height()
+                    ),
+                    image: Some(Image::png(png)),
+                    is_error: false,
+                },
+                Err(e) => self.err(e),
+            },
+            Tool::Act { actions, settle_ms } => match e.act_batch(bot, actions, settle_ms, self.coords).await {
+                Ok((n, settled)) => {
+                    let mut o = self.observe().await;
+                    o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
+                    o
+                }
+                Err(err) => self.err(err),
+            },
+            Tool::Shell { command, cwd, timeout_s } => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
+            Tool::ListFiles { path } => match e.files_list(bot, &path).await {
+                Ok((dir, entries)) => {
+                    let mut text = format!("{dir}:\n");
+                    for f in &entries {
+                        let name = f.path.file_name().unwrap_or(".");
+                        match f.kind {
+                            botdesk_core::FileKind::Dir => text.push_str(&format!("{name}/\n")),
+                            _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
+                        }
+                    }
+                    if entries.is_empty() {
+                        text.push_str("(empty)\n");
+                    }
+                    ToolOutput::ok(text)
+                }
+                Err(err) => self.err(err),
+            },
+            Tool::ReadFile { path } => self.read_file(&path).await,
+            Tool::WriteFile { path, content, append } => {
+                let size = content.len();
+                let r = self.write_file(&path, content, append).await;
+                let did = if append { "appended" } else { "written" };
+                self.line(ToolKind::WriteFile, &path, &r.as_ref().map(|(p, _)| format!("{size} bytes {did} to {p}")).map_err(Clone::clone)).await;
+                r.map_or_else(ToolOutput::error, |(p, total)| {
+                    ToolOutput::ok(if append { format!("Appended {size} bytes to {p} (now {total} bytes).") } else { format!("Wrote {size} bytes to {p}.") })
+                })
+            }
+            Tool::AttachFile { path, note } => {
+                let r = self.attach(&path).await;
+                self.line(ToolKind::AttachFile, &path, &r.as_ref().map(|(p, s)| format!("{p} ({s} bytes) attached")).map_err(Clone::clone)).await;
+                match r {
+                    Ok((p, size)) => {
+                        let mut o = ToolOutput::ok(format!("Attached {p} ({size} bytes) to the chat."));
+                        if let Some(n) = note {
+                            o.text.push_str(&format!(" Note: {n}"));
+                        }
+                        return self.finish(call_id, o, None, Some(p)).await;
+                    }
+                    Err(m) => ToolOutput::error(m),
+                }
+            }
+            Tool::OpenPath { target } => {
+                let r = e.open_path(bot, &target).await.map_err(|err| err.message);
+                self.line(ToolKind::OpenPath, &target, &r).await;
+                r.map_or_else(ToolOutput::error, ToolOutput::ok)
+            }
+            Tool::LaunchApp { command } => {
+                let r = e.launch_app(bot, &command).await.map_err(|err| err.message);
+                self.line(ToolKind::LaunchApp, &command, &r).await;
+                r.map_or_else(ToolOutput::error, ToolOutput::ok)
+            }
+            Tool::RequestTakeover { reason } => self.takeover(&reason, cancel).await,
+            Tool::BrowserNavigate { url } => match e.browser_navigate(bot, &url).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+            Tool::BrowserSnapshot => match e.browser_snapshot(bot).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+            Tool::BrowserAct { actions } => match e.browser_act_batch(bot, actions).await {
+                Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
+                Err(err) => self.err(err),
+            },
+        };
+        out.text = self.redactor.redact(&out.text);
+        if out.is_error {
+            self.check_computer().await;
+        }
+        let shot = match &out.image {
+            Some(img) => self.save_shot(call_id, &img.data).await,
+            None => None,
+        };
+        self.finish(call_id, out, shot, None).await
+    }
+
+    fn text_delta(&self, text: &str) {
+        self.engine.emit(RunEvent::Delta { bot: self.bot_id(), run_id: self.run.id.clone(), text: self.redactor.redact(text) });
+    }
+
+    fn restart(&self, why: &str) {
+        self.engine.emit(RunEvent::Restart { bot: self.bot_id(), run_id: self.run.id.clone(), why: self.redactor.redact(why) });
+    }
+
+    async fn note(&self, text: &str) {
+        self.message("system", text).await;
+    }
+
+    async fn between_steps(&self, cancel: &CancellationToken) -> Option<String> {
+        self.pause_if_asked(cancel).await
+    }
+
+    async fn assistant(&self, text: &str, calls: &[ToolCall]) {
+        let id = self.message("assistant", text).await;
+        for c in calls {
+            let args = self.redactor.redact(&c.raw);
+            let cid = format!("{}:{}", self.run.id, c.id);
+            if let Err(e) = self.engine.inner.store.add_tool_call(&cid, &self.run.id, id, &c.name, &args, self.engine.now()).await {
+                tracing::error!("could not store a tool call: {e}");
+            }
+            let call = ChatCall {
+                id: cid,
+                name: c.name.clone(),
+                graphical: graphical(&c.name),
+                arguments: args,
+                status: "running",
+                text: None,
+                image: None,
+                attachment: None,
+            };
+            self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
+        }
+    }
+
+    async fn usage(&self, call: &Usage) {
+        let cost = self.prices.map(|p| p.cost(call));
+        if let Err(e) = self.engine.inner.store.add_model_call(&self.run.id, call, cost, self.engine.now()).await {
+            tracing::warn!(run = %self.run.id, "a model call's usage was not stored: {e}");
+        }
+        let run = {
+            let mut total = self.usage.lock().unwrap();
+            total.add(call);
+            *total
+        };
+        let run_usd = self.prices.map(|p| p.cost(&run));
+        self.engine.emit(RunEvent::Usage { bot: self.bot_id(), run_id: self.run.id.clone(), call: *call, run, run_usd });
+    }
+
+    async fn tool_result(&self, call: &ToolCall, r: &ToolResult) {
+        // Results the host produced were stored by `finish`; calls refused before reaching the host
+        // (malformed, unknown tool) are stored here.
+        if !self.finished.lock().unwrap().contains(&call.id) {
+            let out = ToolOutput { text: self.redactor.redact(&r.text), image: None, is_error: r.is_error };
+            self.finish(&call.id, out, None, None).await;
+        }
+    }
+}
+
+impl RunHost {
+    /// `write_file`: replaces the file, or adds to its end (the file may grow to
+    /// `MAX_WRITE_BYTES` this way; it is read and written whole). Returns the path and the size.
+    pub(super) async fn write_file(&self, path: &str, content: String, append: bool) -> std::result::Result<(String, usize), String> {
+        let (bot, max) = (self.bot.id.as_str(), botdesk_agent::tools::MAX_WRITE_BYTES);
+        let mut data = Vec::new();
+        if append {
+            match self.engine.files_read(bot, path, max as u64).await {
+                Ok(old) => data.extend_from_slice(&old),
+                Err(e) if e.code == ErrorCode::NotFound => {}
+                Err(e) if e.code == ErrorCode::TooLarge => {
+                    return Err(format!("{path} is over {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written"))
+                }
+                Err(e) => return Err(e.message),
+            }
+            if data.len() + content.len() > max {
+                return Err(format!(
+                    "appending {} bytes would make {path} larger than {max} bytes: append to it with shell (e.g. cat >> {path}) instead. Nothing was written",
+                    content.len()
+                ));
+            }
+        }
+        data.extend_from_slice(content.as_bytes());
+        let total = data.len();
+        let p = self.engine.files_write(bot, path, bytes::Bytes::from(data), false).await.map_err(|e| e.message)?;
+        Ok((p, total))
+    }
+
+    /// Stores and broadcasts a tool call's result, and hands it back for the model.
+    pub(super) async fn finish(&self, call_id: &str, out: ToolOutput, image: Option<String>, attachment: Option<String>) -> ToolOutput {
+        self.finished.lock().unwrap().insert(call_id.to_string());
+        let cid = format!("{}:{}", self.run.id, call_id);
+        let mut result = json!({ "text": out.text });
+        if let Some(i) = &image {
+            result["image"] = json!(i);
+        }
+        if let Some(a) = &attachment {
+            result["attachment"] = json!(a);
+        }
+        if let Err(e) = self.engine.inner.store.finish_tool_call(&cid, &result.to_string(), out.is_error, self.engine.now()).await {
+            tracing::error!("could not store a tool result: {e}");
+        }
+        let call = ChatCall {
+            id: cid,
+            name: String::new(),
+            graphical: false,
+            arguments: String::new(),
+            status: if out.is_error { "error" } else { "done" },
+            text: Some(out.text.clone()),
+            image,
+            attachment,
+        };
+        self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
+        out
+    }
+}

@@ -1,0 +1,228 @@
+//! Runs: a task for a bot, carried out by the agent under the bot's execution lease. The run's
+//! messages, tool calls and activity are persisted (redacted) and broadcast as [`RunEvent`]s.
+//!
+//! `mod.rs` starts and drives a run; `chat.rs` is what front ends read (the chat, events, usage,
+//! activity); `host.rs` carries out the model's tool calls for a run and records them;
+//! `takeover.rs` is the person taking the screen mid-run; `output.rs` keeps a command's output.
+
+mod chat;
+mod host;
+mod output;
+mod takeover;
+
+pub use chat::{ChatCall, ChatItem, RunEvent};
+pub(crate) use takeover::format_span;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use botdesk_agent::tools::ToolKind;
+use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
+use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
+use botdesk_store::{ExecLease, Run};
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::checkpoint::Browsers;
+use crate::{Engine, EngineError, ErrorCode, Result};
+
+use chat::graphical;
+use host::RunHost;
+use output::{tail, OutputTail};
+
+/// Model calls one run may make.
+pub const MAX_STEPS: u32 = 60;
+/// Earlier chat messages given to the model with a new task.
+/// Earlier runs a new run sees (whole runs, each collapsed like old steps).
+const HISTORY_RUNS: i64 = 5;
+/// Activity keeps the last this many characters of a command's output.
+pub const OUTPUT_TAIL: usize = 16_000;
+
+/// Run secrets: the model key and secret-looking variables of this process's environment.
+fn redactor(key: Option<&str>) -> Redactor {
+    let secret_name = |n: &str| {
+        let n = n.to_ascii_uppercase();
+        ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"].iter().any(|w| n.contains(w))
+    };
+    let env = std::env::vars().filter(|(k, _)| secret_name(k)).map(|(_, v)| v);
+    Redactor::new(key.map(str::to_string).into_iter().chain(env))
+}
+
+impl Engine {
+    /// Starts a run in the background and returns its id (the app's Send).
+    pub async fn start_run(&self, bot: &str, task: &str) -> Result<String> {
+        let prepared = self.prepare_run(bot, task).await?;
+        let id = prepared.run.id.clone();
+        let engine = self.clone();
+        tokio::spawn(async move { engine.drive(prepared).await });
+        Ok(id)
+    }
+
+    /// Runs a task to its end and returns the finished run (the CLI's `run`).
+    pub async fn run_task(&self, bot: &str, task: &str) -> Result<Run> {
+        let prepared = self.prepare_run(bot, task).await?;
+        self.drive(prepared).await
+    }
+
+    /// Checks the bot's model and key, queues the run, takes the execution lease.
+    async fn prepare_run(&self, bot: &str, task: &str) -> Result<Prepared> {
+        if task.trim().is_empty() {
+            return Err(EngineError::invalid("the task is empty"));
+        }
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let model_id = bot
+            .model
+            .clone()
+            .ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
+        let m = self.inner.store.model(&model_id).await?;
+        let key = self.model_key(&model_id).await?;
+        let mut config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        if let Some(l) = self.inner.store.model_limits(&m.id).await? {
+            (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
+        }
+        let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
+        self.recover_runs().await?;
+        let run = self.create_run(bot.id.as_str(), task).await?;
+        self.own_run(&run.id).await?;
+        let (run, lease) = match self.lease_run(&run.id).await {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self.fail_queued_run(&run.id, &e.message).await;
+                return Err(e);
+            }
+        };
+        let run = self.begin_run(&run).await?;
+        // The model of a new run has seen no screen yet: its first observe carries an image.
+        self.inner.frames.lock().await.remove(&bot.id);
+        // Claude's computer tool is declared in pixels of the screen: its coordinates are those.
+        let coords = if client.config().dialect.claude_computer() { action::CoordSpace::Pixels } else { m.coordinates };
+        let day = botdesk_docker::image::stamp_of(self.now());
+        let setting = botdesk_agent::run::Setting {
+            bot: &bot.name,
+            instructions: &bot.instructions,
+            folder: &crate::view(bot.clone(), &computer).folder,
+            shared: computer.scope == botdesk_core::ComputerScope::Team,
+            today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
+            coords,
+            dialect: client.config().dialect,
+        };
+        let system = botdesk_agent::system_prompt(&setting);
+        let prices = self.inner.store.model_prices(&m.id).await?;
+        let budget = self.inner.store.bot_budget(&bot.id).await?;
+        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords, prices, budget })
+    }
+
+    async fn drive(&self, p: Prepared) -> Result<Run> {
+        let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
+        let cancel = CancellationToken::new();
+        self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
+        let history = self.history(&bot.id).await?;
+        let host = RunHost {
+            engine: self.clone(),
+            bot: bot.clone(),
+            run: run.clone(),
+            lease: Arc::new(tokio::sync::Mutex::new(lease)),
+            redactor,
+            finished: Default::default(),
+            fatal: Default::default(),
+            stop: cancel.clone(),
+            usage: Default::default(),
+            coords,
+            prices,
+        };
+        host.message("user", &run.task).await;
+        self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
+        let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
+        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
+        let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
+        watcher.abort();
+        self.inner.local_runs.lock().unwrap().remove(&run.id);
+        let fatal = host.fatal.lock().unwrap().clone();
+        let (status, error, failure) = match &end {
+            RunEnd::Completed(_) => (RunStatus::Completed, None, None),
+            RunEnd::Failed(failure, why) => (RunStatus::Failed, Some(host.redactor.redact(why)), Some(*failure)),
+            RunEnd::Cancelled if fatal.is_some() => (RunStatus::Failed, fatal, Some(RunFailure::ComputerStopped)),
+            RunEnd::Cancelled => {
+                let current = self.inner.store.run(&run.id).await?;
+                let why = current.error.unwrap_or_else(|| "stopped".into());
+                (RunStatus::Cancelled, Some(why), None)
+            }
+        };
+        let lease = host.lease.lock().await.clone();
+        let current = self.inner.store.run(&run.id).await?;
+        let finished = if current.status.is_terminal() {
+            let _ = self.inner.store.release_execution(&lease).await;
+            current
+        } else {
+            self.finish_run(&run, &lease, status, error.as_deref(), failure).await?
+        };
+        // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
+        // (A run that never touched its computer has nothing to save.)
+        let has_home = self.inner.store.computer(bot.computer_id.as_str()).await.is_ok_and(|c| c.home_volume.is_some());
+        let cref = ComputerRef { id: bot.computer_id.clone() };
+        if has_home && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
+            let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
+            let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
+            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {
+                host.message("system", &format!("The workspace could not be saved: {e}")).await;
+            }
+        }
+        if let Some(e) = &finished.error {
+            let note = match finished.status {
+                RunStatus::Cancelled => format!("Stopped: {e}"),
+                _ => format!("The run failed: {e}"),
+            };
+            host.message("system", &note).await;
+        }
+        self.emit(RunEvent::Status {
+            bot: bot.id.to_string(),
+            run_id: run.id.clone(),
+            status: finished.status,
+            error: finished.error.clone(),
+            failure: finished.failure,
+        });
+        Ok(finished)
+    }
+}
+
+struct Prepared {
+    client: ModelClient,
+    run: Run,
+    lease: ExecLease,
+    bot: botdesk_store::Bot,
+    system: String,
+    redactor: Redactor,
+    coords: action::CoordSpace,
+    prices: Option<botdesk_core::Prices>,
+    budget: botdesk_core::Budget,
+}
+
+/// Heartbeats the run's lease, and cancels the run when it was stopped (by this or another
+/// process) or its lease was lost.
+async fn watch(engine: Engine, run: Run, lease: Arc<tokio::sync::Mutex<ExecLease>>, cancel: CancellationToken) {
+    let beat = engine.policy().run_heartbeat.clamp(200, engine.policy().exec_ttl / 3);
+    let mut last_beat = engine.now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        match engine.inner.store.run(&run.id).await {
+            Ok(r) if r.status.is_terminal() => return cancel.cancel(),
+            _ => {}
+        }
+        if engine.now() - last_beat >= beat {
+            let current = lease.lock().await.clone();
+            match engine.heartbeat_run(&run, &current).await {
+                Ok(renewed) => {
+                    *lease.lock().await = renewed;
+                    last_beat = engine.now();
+                }
+                Err(e) if e.code == ErrorCode::Stale => {
+                    tracing::warn!(run = %run.id, "the run lost its execution lease: {e}");
+                    return cancel.cancel();
+                }
+                Err(e) => tracing::warn!(run = %run.id, "heartbeat failed (will retry): {e}"),
+            }
+        }
+    }
+}

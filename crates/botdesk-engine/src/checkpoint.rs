@@ -14,7 +14,6 @@
 //! before anything else runs there. Skipped: caches and lock files inside `.browser-profiles/`,
 //! and FIFOs, sockets and devices (named in the report).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io::{BufReader, BufWriter};
 use std::path::PathBuf;
@@ -154,8 +153,8 @@ impl Engine {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("computer {} is not running; its latest checkpoint is its workspace", c.name)));
         }
         let store = self.inner.data.home(&c.home_key);
-        let lock = self.home_lock(&c.home_key);
-        let _held = lock.lock().await;
+        let handle = self.handle(&c.id);
+        let _held = handle.home.lock().await;
         // Browsers run only on open desktops: with none open there is nothing to close (and no
         // exec to pay for).
         if browsers != Browsers::None && !self.inner.store.desktops_on(&c.id).await?.is_empty() {
@@ -274,8 +273,8 @@ impl Engine {
     pub(crate) async fn restore_into(&self, c: &botdesk_store::Computer, cref: &ComputerRef) -> Result<Option<CheckpointReport>> {
         let started = Instant::now();
         let store = self.inner.data.home(&c.home_key);
-        let lock = self.home_lock(&c.home_key);
-        let _held = lock.lock().await;
+        let handle = self.handle(&c.id);
+        let _held = handle.home.lock().await;
         let s = store.clone();
         let Some((version, root)) = blocking(move || Ok(home_store::current_version(&s))).await? else { return Ok(None) };
         let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: everything, mode: LoadMode::Restore }).await?;
@@ -325,12 +324,4 @@ impl Engine {
         }
         // Their desktops' browsers start again on the next browser call.
     }
-
-    pub(crate) fn home_lock(&self, key: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.inner.home_locks.lock().unwrap();
-        locks.entry(key.to_string()).or_default().clone()
-    }
 }
-
-/// Per-home locks of this process (the lock file serialises processes).
-pub(crate) type HomeLocks = std::sync::Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>;

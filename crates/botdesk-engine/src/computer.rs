@@ -1,5 +1,5 @@
-//! What this process knows and holds of one computer: its boot lock, whether this process made it
-//! ready, and the desktops it brought up there. One handle per computer, made on first use and
+//! What this process knows and holds of one computer: its boot lock, its home's lock, whether this
+//! process made it ready, and the desktops it brought up there. One handle per computer, made on first use and
 //! shared by every call on that computer; nothing here is shared between computers.
 
 use std::collections::{HashMap, HashSet};
@@ -13,6 +13,9 @@ pub(crate) struct ComputerHandle {
     /// Held while the computer is brought up: two calls of this process do not boot it at once,
     /// and its boot holds up no other computer.
     pub boot: tokio::sync::Mutex<()>,
+    /// Held while its home is checkpointed or restored: one at a time in this process (the home's
+    /// lock file keeps processes apart).
+    pub home: tokio::sync::Mutex<()>,
     /// This process provisioned and prepared it, so a second call skips the set-up.
     ready: AtomicBool,
     /// Desktops this process brought up here (slot, view token), so a graphical call skips the

@@ -226,15 +226,13 @@ pub(crate) struct Inner {
     screen_limit_override: Option<u32>,
     /// Last frame id each bot observed (an unchanged screen returns no image).
     frames: Mutex<std::collections::HashMap<BotId, String>>,
-    /// Per computer: its boot lock, whether this process made it ready, its desktops brought up
-    /// here (see [`computer::ComputerHandle`]).
+    /// Per computer: its boot lock, its home's lock, whether this process made it ready, its
+    /// desktops brought up here (see [`computer::ComputerHandle`]).
     computers: computer::Computers,
     /// What happens in this process's runs.
     run_events: tokio::sync::broadcast::Sender<runs::RunEvent>,
     /// Runs of this process, to cancel them at once on Stop.
     local_runs: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
-    /// Checkpoints and restores of one home, one at a time in this process.
-    home_locks: checkpoint::HomeLocks,
     /// Work that goes on after a call returned (removing replaced checkpoint versions);
     /// [`Engine::settle`] waits for it.
     background: tokio_util::task::TaskTracker,
@@ -288,7 +286,6 @@ impl Engine {
                 computers: Default::default(),
                 run_events: tokio::sync::broadcast::channel(4096).0,
                 local_runs: Default::default(),
-                home_locks: Default::default(),
                 background: Default::default(),
                 terminals: Default::default(),
             }),

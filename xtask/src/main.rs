@@ -479,13 +479,21 @@ fn lint() -> Result {
     Ok(())
 }
 
-/// `cargo xtask queries`: rewrites `.sqlx/` from the queries and the migrations.
+/// `cargo xtask queries`: rewrites `.sqlx/` from the queries and the migrations (only once they
+/// all compiled: a failed compile leaves `.sqlx/` as it was).
 fn queries() -> Result {
-    let dir = root().join(".sqlx");
+    let (fresh, dir) = (root().join("target/sqlx-queries"), root().join(".sqlx"));
     let mut check = cargo();
     check.args(["check", "--workspace", "--all-targets", "--quiet"]);
-    compile_queries(&mut check, &dir)?;
-    say(&format!("wrote {} query files to .sqlx/", query_files(&dir)?.len()));
+    compile_queries(&mut check, &fresh)?;
+    let learned = query_files(&fresh)?;
+    for name in query_files(&dir)?.keys() {
+        std::fs::remove_file(dir.join(name)).map_err(|e| io(name, e))?;
+    }
+    for (name, text) in &learned {
+        std::fs::write(dir.join(name), text).map_err(|e| io(name, e))?;
+    }
+    say(&format!("wrote {} query files to .sqlx/", learned.len()));
     Ok(())
 }
 
@@ -511,7 +519,8 @@ fn compile_queries(compile: &mut Command, out: &Path) -> Result {
                  for f in sorted(pathlib.Path(sys.argv[2]).glob('*.sql')):\n    c.executescript(f.read_text())\n\
                  c.commit()\n";
     status(Command::new("python3").args(["-c", apply]).arg(&db).arg(root().join("crates/botdesk-store/migrations")))?;
-    // The macros run only when their crate compiles: touching its sources makes it compile.
+    // The macros run only when their crate compiles: touching its sources makes it compile. Every
+    // query is in botdesk-store (a query elsewhere would be missed on a warm machine).
     let src = root().join("crates/botdesk-store/src");
     for entry in std::fs::read_dir(&src).map_err(|e| io("crates/botdesk-store/src", e))? {
         let path = entry.map_err(|e| io("crates/botdesk-store/src", e))?.path();

@@ -81,7 +81,9 @@ pub struct ToolSpec {
 }
 
 /// Every tool a bot has. Each one's name, description, schema, example and whether it works on
-/// the screen are matches on this enum, so a tool added here is added everywhere or not compile.
+/// the screen are exhaustive matches on this enum, so a tool added here does not compile until
+/// each is written; it is declared to models once it is in [`ToolKind::DECLARED`] (a test checks
+/// that every declared tool has a spec that parses its own example).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolKind {
     /// Claude's own computer tool, declared by its dialect (see `crate::client::Dialect`) in
@@ -147,7 +149,18 @@ impl ToolKind {
 
     /// Works on the bot's screen or its browser (the app shows the bot's screen while one runs).
     pub const fn graphical(self) -> bool {
-        !matches!(self, ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile)
+        match self {
+            ToolKind::ClaudeComputer
+            | ToolKind::ComputerObserve
+            | ToolKind::ComputerAct
+            | ToolKind::OpenPath
+            | ToolKind::LaunchApp
+            | ToolKind::RequestTakeover
+            | ToolKind::BrowserNavigate
+            | ToolKind::BrowserSnapshot
+            | ToolKind::BrowserAct => true,
+            ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile => false,
+        }
     }
 
     /// Claude's computer tool stands for this one when the model has it.

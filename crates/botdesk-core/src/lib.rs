@@ -1,7 +1,8 @@
 //! Botdesk's domain: identifiers, the [`SandboxProvider`] contract every computer backend implements,
 //! the workspace path rules every path entry point goes through, and secret redaction.
 //!
-//! This crate does no IO. Providers (`botdesk-docker`, `botdesk-fake`) implement the trait; the engine
+//! This crate opens no file, connection or process (the gateway protocol's `present` speaks over a
+//! stream its caller opened). Providers (`botdesk-docker`, `botdesk-fake`) implement the trait; the engine
 //! is the only caller.
 
 pub mod action;

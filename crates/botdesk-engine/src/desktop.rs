@@ -176,8 +176,9 @@ impl Engine {
         self.act_batch(bot, batch, settle_ms, space).await
     }
 
-    /// [`Engine::act_in`] with a batch already parsed (a model's `computer_act`).
-    pub async fn act_batch(
+    /// [`Engine::act_in`] with a batch already parsed and checked by `action::parse_batch` (a
+    /// model's `computer_act`).
+    pub(crate) async fn act_batch(
         &self,
         bot: &str,
         mut batch: Vec<action::Action>,
@@ -366,8 +367,9 @@ impl Engine {
         self.browser_act_batch(bot, actions).await
     }
 
-    /// [`Engine::browser_act`] with the actions already parsed (a model's `browser_act`).
-    pub async fn browser_act_batch(&self, bot: &str, actions: Vec<browser::BrowserAction>) -> Result<serde_json::Value> {
+    /// [`Engine::browser_act`] with the actions already parsed and checked by
+    /// `browser::parse_actions` (a model's `browser_act`).
+    pub(crate) async fn browser_act_batch(&self, bot: &str, actions: Vec<browser::BrowserAction>) -> Result<serde_json::Value> {
         self.browser(bot, BrowserCommand::Act { actions }).await
     }
 }

@@ -119,4 +119,46 @@ impl SandboxProvider for Faulty {
     async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
         self.inner.import(c, entries, ctx).await
     }
+    async fn open_desktop(&self, c: &ComputerRef, bot: &BotId, slot: u32, view_token: &str, ctx: &CallCtx) -> Result<DesktopInfo> {
+        self.inner.open_desktop(c, bot, slot, view_token, ctx).await
+    }
+    async fn release_desktop(&self, c: &ComputerRef, slot: u32, ctx: &CallCtx) -> Result<()> {
+        self.inner.release_desktop(c, slot, ctx).await
+    }
+    async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, ctx: &CallCtx) -> Result<()> {
+        self.inner.control_transport(c, slot, token, ctx).await
+    }
+    async fn expire_token_at(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
+        self.inner.expire_token_at(c, token, expires_ms).await
+    }
+    async fn revoke_token(&self, c: &ComputerRef, token: &str, ctx: &CallCtx) -> Result<()> {
+        self.inner.revoke_token(c, token, ctx).await
+    }
+    async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        self.inner.screen(c, token, control).await
+    }
+    async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, ctx: &CallCtx) -> Result<Observation> {
+        self.inner.observe(c, slot, format, ctx).await
+    }
+    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
+        self.inner.page_browser(c, slot, profile, command, ctx).await
+    }
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, ctx: &CallCtx) -> Result<action::Settled> {
+        self.inner.act(c, slot, actions, settle_ms, ctx).await
+    }
+    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
+        self.inner.open_shell(c, cwd, cols, rows, ctx).await
+    }
+    async fn resize_shell(&self, c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
+        self.inner.resize_shell(c, id, cols, rows).await
+    }
+    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
+        self.inner.kill_tagged(c, key, value).await
+    }
+    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, ctx: &CallCtx) -> Result<HomeOut> {
+        self.inner.save_home(c, manifest, ctx).await
+    }
+    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
+        self.inner.load_home(c, mode, records, ctx).await
+    }
 }

@@ -39,8 +39,8 @@ struct Machine {
     /// Command lines of live background "processes" (for `pgrep`).
     procs: Arc<Mutex<Vec<String>>>,
     generation: u64,
-    /// Open desktops by slot: the batches each has been given.
-    desktops: BTreeMap<u32, Vec<action::Action>>,
+    /// Open desktops by slot: the actions each has been given, and in how many batches.
+    desktops: BTreeMap<u32, (Vec<action::Action>, u64)>,
 }
 
 /// The fake screen's pixels, encoded once per format.
@@ -85,7 +85,7 @@ impl FakeProvider {
 
     /// Every action given to `slot`'s desktop on computer `c` since it opened, in order.
     pub fn actions(&self, c: &ComputerId, slot: u32) -> Vec<action::Action> {
-        self.machines.lock().unwrap().get(c).and_then(|m| m.desktops.get(&slot).cloned()).unwrap_or_default()
+        self.machines.lock().unwrap().get(c).and_then(|m| m.desktops.get(&slot).map(|(actions, _)| actions.clone())).unwrap_or_default()
     }
 
     /// The computers and slots with an open desktop.
@@ -220,8 +220,9 @@ impl SandboxProvider for FakeProvider {
     }
 
     async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
-        let batches =
-            self.with_machine(c, |m| m.desktops.get(&slot).map(Vec::len).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open"))))?;
+        let batches = self.with_machine(c, |m| {
+            m.desktops.get(&slot).map(|(_, batches)| *batches).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))
+        })?;
         let (width, height) = action::SCREEN;
         Ok(Observation {
             frame_id: format!("fake-{slot}-{batches}"),
@@ -236,8 +237,9 @@ impl SandboxProvider for FakeProvider {
 
     async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<action::Settled> {
         self.with_machine(c, |m| {
-            let done = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
+            let (done, batches) = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
             done.extend_from_slice(actions);
+            *batches += 1;
             Ok(action::Settled::Unwatched)
         })
     }

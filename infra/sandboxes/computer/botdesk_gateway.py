@@ -639,13 +639,33 @@ def refused(why):
     return f"ERR {why}\n".encode()
 
 
-# The fields each agent request needs besides `op` and `display`.
-REQUEST_FIELDS = {"ping": (), "revoke": (), "extend": ("token", "expires"), "shot": (), "info": (), "browser": ("command",), "xdotool": ("runs",)}
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _runs(v):
+    return isinstance(v, list) and all(isinstance(r, list) and all(isinstance(a, str) for a in r) for r in v)
+
+
+def _settle(v):
+    return isinstance(v, dict) and set(v) <= {"still_ms", "cap_ms"} and all(_int(x) for x in v.values())
+
+
+# Each agent request's fields besides `op` and `display`: (required, optional), each with its check.
+REQUEST_FIELDS = {
+    "ping": ({}, {}),
+    "revoke": ({}, {"token": lambda v: isinstance(v, str)}),
+    "extend": ({"token": lambda v: isinstance(v, str), "expires": _int}, {}),
+    "shot": ({}, {}),
+    "info": ({}, {}),
+    "browser": ({"command": lambda v: isinstance(v, dict)}, {}),
+    "xdotool": ({"runs": _runs}, {"settle": _settle}),
+}
 
 
 def parse_request(line):
-    """One agent request line, checked: a JSON object with a known op, a display number and the
-    op's fields."""
+    """One agent request line, checked: a JSON object with a known op, a display number, the op's
+    fields of the right types and no other."""
     req = json.loads(line)
     if not isinstance(req, dict):
         raise ValueError("a request is a JSON object")
@@ -653,11 +673,20 @@ def parse_request(line):
     if op not in REQUEST_FIELDS:
         raise ValueError(f"unknown op {op!r}")
     display = req.get("display")
-    if not isinstance(display, int) or isinstance(display, bool) or display < 0:
+    if not _int(display) or display < 0:
         raise ValueError(f"{op} needs a display number")
-    for field in REQUEST_FIELDS[op]:
+    required, optional = REQUEST_FIELDS[op]
+    for field, check in required.items():
         if field not in req:
             raise ValueError(f"{op} needs {field}")
+    for field, value in req.items():
+        if field in ("op", "display"):
+            continue
+        check = required.get(field) or optional.get(field)
+        if check is None:
+            raise ValueError(f"{op} takes no {field}")
+        if not check(value):
+            raise ValueError(f"{op}: {field} is not what it should be")
     return req
 
 

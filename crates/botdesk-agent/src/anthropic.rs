@@ -17,7 +17,7 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
         tools.push(tool);
     }
     let ours = req.tools.iter().filter(|t| !(c.dialect.claude_computer() && t.kind.replaced_by_claude_computer()));
-    tools.extend(ours.map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema})));
+    tools.extend(ours.map(|t| json!({"name": t.name(), "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);
     if c.prompt_cache {

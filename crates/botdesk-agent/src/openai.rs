@@ -9,7 +9,7 @@ use crate::sse::Event;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let tools: Vec<Value> =
-        req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})).collect();
+        req.tools.iter().map(|t| json!({"type": "function", "function": {"name": t.name(), "description": t.description, "parameters": t.schema}})).collect();
     let mut ms = vec![json!({"role": "system", "content": req.system})];
     ms.extend(messages(req.messages));
     // include_usage: the last chunk says what the call cost (servers that do not know it ignore it).

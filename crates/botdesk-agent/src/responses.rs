@@ -15,8 +15,11 @@ const MAX_ITEMS: usize = 256;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     // Flat function tools; not strict, as our schemas allow optional properties.
-    let tools: Vec<Value> =
-        req.tools.iter().map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.schema, "strict": false})).collect();
+    let tools: Vec<Value> = req
+        .tools
+        .iter()
+        .map(|t| json!({"type": "function", "name": t.name(), "description": t.description, "parameters": t.schema, "strict": false}))
+        .collect();
     json!({
         "model": c.model,
         "instructions": req.system,

@@ -208,7 +208,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
 /// About how many tokens one step needs: the instructions and tools, the task, a screenshot and
 /// room for a reply (a token is about 4 bytes of text; a 1280x800 screenshot about 1,400 tokens).
 fn step_tokens(cfg: &RunConfig, specs: &[crate::tools::ToolSpec], task: &str, max_tokens: u32) -> u64 {
-    let tools: usize = specs.iter().map(|t| t.name.len() + t.description.len() + t.schema.to_string().len()).sum();
+    let tools: usize = specs.iter().map(|t| t.name().len() + t.description.len() + t.schema.to_string().len()).sum();
     ((cfg.system.len() + tools + task.len()) / 4) as u64 + 1_400 + u64::from(max_tokens).min(1_024)
 }
 

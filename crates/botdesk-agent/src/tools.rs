@@ -75,9 +75,14 @@ pub enum Tool {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub kind: ToolKind,
-    pub name: &'static str,
     pub description: &'static str,
     pub schema: Value,
+}
+
+impl ToolSpec {
+    pub fn name(&self) -> &'static str {
+        self.kind.name()
+    }
 }
 
 /// Every tool a bot has. Each one's name, description, schema, example and whether it works on
@@ -245,7 +250,7 @@ impl ToolKind {
                 ),
             ),
         };
-        Some(ToolSpec { kind: self, name: self.name(), description, schema })
+        Some(ToolSpec { kind: self, description, schema })
     }
 }
 
@@ -536,9 +541,9 @@ mod tests {
     #[test]
     fn every_spec_is_an_object_schema_and_parses_its_example() {
         for s in specs() {
-            assert_eq!(s.schema["type"], "object", "{}", s.name);
-            assert_eq!(ToolKind::named(s.name), Some(s.kind));
-            parse(&call(s.name, s.kind.example())).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            assert_eq!(s.schema["type"], "object", "{}", s.name());
+            assert_eq!(ToolKind::named(s.name()), Some(s.kind));
+            parse(&call(s.name(), s.kind.example())).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
         }
         assert_eq!(specs().len(), 13);
         let claude = ToolKind::ClaudeComputer;

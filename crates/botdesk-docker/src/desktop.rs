@@ -255,11 +255,6 @@ pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8], quality: u8) -> Result<B
     Ok(Bytes::from(out))
 }
 
-/// The gateway's refusal of a request, as an error.
-fn refused(why: String) -> SandboxError {
-    SandboxError::Provider(why)
-}
-
 impl DockerProvider {
     /// The gateway's host port and the agent token, read from the container and cached per
     /// computer (a stale entry is dropped by `agent` when the gateway stops answering to it).
@@ -293,7 +288,7 @@ impl DockerProvider {
     async fn agent(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let (answer, body) = self.agent_answer(c, req).await?;
         if let Some(why) = answer.refusal() {
-            return Err(refused(why));
+            return Err(SandboxError::Provider(why));
         }
         Ok((answer, body))
     }
@@ -456,7 +451,7 @@ impl DockerProvider {
             self.open_browser(c, slot, profile).await.map_err(failed)?;
             self.agent(c, &request).await.map_err(failed)?.0
         } else if let Some(why) = answer.refusal() {
-            return Err(failed(refused(why)));
+            return Err(failed(SandboxError::Provider(why)));
         } else {
             answer
         };

@@ -1,11 +1,11 @@
 //! The one place that turns engine state into UI events. Every second: expire control whose
 //! lease ran out (the tab turns view-only by itself), renew control while the person is using the
-//! screen, and tell the UI when any bot's status changed, also when another process (the CLI)
-//! changed it on the same data directory.
+//! screen, and send the UI every bot with its state when any of them changed (a bot made, moved,
+//! or its status), also when another process (the CLI) changed it on the same data directory.
 
 use std::{sync::Arc, time::Duration};
 
-use botdesk_engine::{BotState, BotStatus, Engine};
+use botdesk_engine::{dto::BotRow, BotStatus, Engine, RunEvent};
 use tauri::{AppHandle, Emitter};
 
 use crate::screens::Screens;
@@ -14,59 +14,78 @@ use crate::screens::Screens;
 const ACTIVE: Duration = Duration::from_secs(60);
 
 pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
-    // Runs of this process stream to the chat as they happen.
+    // Runs of this process stream to the chat as they happen; a run that ends has the bots
+    // looked at again at once (its bot's state changed), not at the next second.
     let mut runs = engine.run_events();
     let to_ui = app.clone();
+    let run_ended = Arc::new(tokio::sync::Notify::new());
+    let look_now = run_ended.clone();
     tauri::async_runtime::spawn(async move {
         loop {
             match runs.recv().await {
-                Ok(ev) => drop(to_ui.emit("run-event", &ev)),
+                Ok(ev) => {
+                    let _ = to_ui.emit("run-event", &ev);
+                    if matches!(ev, RunEvent::Status { .. }) {
+                        run_ended.notify_one();
+                    }
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!("the UI missed {n} run events"),
                 Err(_) => return,
             }
         }
     });
     tauri::async_runtime::spawn(async move {
-        let mut last: Option<Vec<(String, BotState)>> = None;
+        let mut last: Option<Vec<BotRow>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut n = 0u64;
         loop {
-            tick.tick().await;
-            n += 1;
-            match engine.expire().await {
-                Ok((revoked, _)) => {
-                    for control in revoked {
-                        screens.retarget(control.bot_id.as_str());
-                    }
-                }
-                Err(e) => tracing::warn!("expiring leases: {e}"),
+            let ticked = tokio::select! {
+                _ = tick.tick() => true,
+                _ = look_now.notified() => false,
+            };
+            if ticked {
+                n += 1;
+                every_second(&engine, &screens, n).await;
             }
-            if n.is_multiple_of(30) {
-                // Idle computers are suspended (checkpointed first; never when that fails).
-                match engine.suspend_idle_computers().await {
-                    Ok(done) => done.iter().for_each(|(c, o)| tracing::info!(computer = %c, outcome = ?o, "idle suspend")),
-                    Err(e) => tracing::warn!("idle suspend: {e}"),
-                }
-            }
-            if n.is_multiple_of(10) {
-                crate::malloc::trim();
-                for bot in screens.recently_used(ACTIVE) {
-                    if let Ok(Some(lease)) = engine.control_of(&bot).await {
-                        if let Err(e) = engine.renew_control(&bot, &lease.lease_id).await {
-                            tracing::warn!("renewing control of {bot}: {e}");
-                        }
-                    }
-                }
-            }
-            let Ok(now) = engine.bot_statuses().await else { continue };
+            let Ok(now) = engine.bot_rows().await else { continue };
             if last.as_ref() != Some(&now) {
                 // Control that appeared or vanished elsewhere (the CLI) moves the session too.
-                for (bot, state) in &now {
-                    screens.follow_control(bot, state.status == BotStatus::YouHaveControl);
+                for row in &now {
+                    screens.follow_control(&row.bot.id, row.state.status == BotStatus::YouHaveControl);
                 }
                 let _ = app.emit("bots-changed", &now);
                 last = Some(now);
             }
         }
     });
+}
+
+/// Expires control whose lease ran out (the tab turns view-only by itself); every 10 s renews the
+/// control the person is using and gives memory back; every 30 s suspends idle computers.
+async fn every_second(engine: &Engine, screens: &Screens, n: u64) {
+    match engine.expire().await {
+        Ok((revoked, _)) => {
+            for control in revoked {
+                screens.retarget(control.bot_id.as_str());
+            }
+        }
+        Err(e) => tracing::warn!("expiring leases: {e}"),
+    }
+    if n.is_multiple_of(30) {
+        // Idle computers are suspended (checkpointed first; never when that fails).
+        match engine.suspend_idle_computers().await {
+            Ok(done) => done.iter().for_each(|(c, o)| tracing::info!(computer = %c, outcome = ?o, "idle suspend")),
+            Err(e) => tracing::warn!("idle suspend: {e}"),
+        }
+    }
+    if n.is_multiple_of(10) {
+        crate::malloc::trim();
+        for bot in screens.recently_used(ACTIVE) {
+            if let Ok(Some(lease)) = engine.control_of(&bot).await {
+                if let Err(e) = engine.renew_control(&bot, &lease.lease_id).await {
+                    tracing::warn!("renewing control of {bot}: {e}");
+                }
+            }
+        }
+    }
 }

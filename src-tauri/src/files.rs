@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use base64::Engine as _;
-use botdesk_engine::{ActivityRow, Engine, EngineError, ErrorCode, FileEntry, FileKind};
-use serde::Serialize;
+use botdesk_engine::dto::{ActivityRow, EngineError, ErrorCode, FileKind, Listing, Preview};
+use botdesk_engine::Engine;
 use tauri::{AppHandle, Emitter, State};
 
 type Res<T> = Result<T, EngineError>;
@@ -17,22 +17,6 @@ const TEXT_PREVIEW: u64 = 2 << 20;
 const IMAGE_PREVIEW: u64 = 10 << 20;
 /// Uploads are limited to this by default.
 pub const UPLOAD_LIMIT: u64 = 10 << 20;
-
-#[derive(Serialize)]
-pub struct Listing {
-    path: String,
-    entries: Vec<FileEntry>,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Preview {
-    Text { text: String, size: u64 },
-    Image { url: String, size: u64 },
-    Binary { size: u64 },
-    TooLarge { size: u64 },
-    Dir { size: u64 },
-}
 
 fn image_type(path: &str) -> Option<&'static str> {
     let ext = path.rsplit('.').next()?.to_ascii_lowercase();

@@ -10,29 +10,19 @@ mod screens;
 
 use std::sync::Arc;
 
-use botdesk_engine::{
-    BotState, BotStatus, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, Engine, EngineConfig, EngineError, ModelView, NewModel,
-    ProviderChoice, RunHold, Settings, SwitchReport, TakeoverResult,
+use botdesk_engine::dto::{
+    BotRow, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, ModelKind, ModelView, Settings, SettingsView,
+    SwitchReport,
 };
+use botdesk_engine::{Engine, EngineConfig, NewModel, ProviderChoice, TakeoverResult};
 use screens::Screens;
-use serde::Serialize;
 use tauri::{ipc::Channel, Manager, State};
 
 type Res<T> = Result<T, EngineError>;
 
-#[derive(Serialize)]
-struct BotRow {
-    #[serde(flatten)]
-    bot: BotView,
-    #[serde(flatten)]
-    state: BotState,
-}
-
 #[tauri::command]
 async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
-    let statuses: std::collections::HashMap<_, _> = engine.bot_statuses().await?.into_iter().collect();
-    let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
-    Ok(engine.list_bots().await?.into_iter().map(|b| BotRow { state: statuses.get(&b.id).copied().unwrap_or(idle), bot: b }).collect())
+    engine.bot_rows().await
 }
 
 #[tauri::command]
@@ -90,16 +80,6 @@ async fn set_bot_budget(engine: State<'_, Engine>, bot: String, tokens: Option<u
     engine.set_bot_budget(&bot, tokens, usd).await
 }
 
-/// What a bot's runs have cost so far, and what each may spend.
-#[derive(Serialize)]
-struct BotSpend {
-    tokens: botdesk_engine::Usage,
-    usd: f64,
-    /// Calls of models without prices (not in `usd`).
-    unpriced_calls: u64,
-    budget: botdesk_engine::Budget,
-}
-
 #[tauri::command]
 async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
     let (tokens, usd, unpriced_calls) = engine.bot_usage(&bot).await?;
@@ -124,13 +104,6 @@ async fn doctor(engine: State<'_, Engine>) -> Res<DoctorReport> {
     Ok(engine.doctor().await)
 }
 
-#[derive(Serialize)]
-struct SettingsView {
-    settings: Settings,
-    data_dir: String,
-    image: String,
-}
-
 #[tauri::command]
 async fn get_settings(engine: State<'_, Engine>) -> Res<SettingsView> {
     Ok(SettingsView { settings: engine.settings()?, data_dir: engine.data_dir().root().display().to_string(), image: engine.image_tag() })
@@ -148,7 +121,7 @@ async fn list_models(engine: State<'_, Engine>) -> Res<Vec<ModelView>> {
 
 /// Adds a model provider; the key goes to the OS keyring only.
 #[tauri::command]
-async fn add_model(engine: State<'_, Engine>, id: String, kind: String, model: String, base_url: Option<String>, key: Option<String>) -> Res<ModelView> {
+async fn add_model(engine: State<'_, Engine>, id: String, kind: ModelKind, model: String, base_url: Option<String>, key: Option<String>) -> Res<ModelView> {
     engine.add_model(NewModel { id, kind, model, base_url: base_url.filter(|u| !u.trim().is_empty()), coordinates: None }, key).await
 }
 

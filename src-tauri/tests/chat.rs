@@ -28,7 +28,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     let model_id = format!("chat-e2e-{}", std::process::id());
     let new = NewModel {
         id: model_id.clone(),
-        kind: "openai-compatible".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
         model: "scripted".into(),
         base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
         coordinates: None,

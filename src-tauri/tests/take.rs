@@ -28,7 +28,7 @@ impl Side {
     }
 
     fn shell_running(&self, bot: &str) -> bool {
-        self.rt.block_on(self.engine.activity(bot, 0, 20)).unwrap().iter().any(|a| a.kind == "shell" && a.status == "running")
+        self.rt.block_on(self.engine.activity(bot, 0, 20)).unwrap().iter().any(|a| a.kind == "shell" && a.status == botdesk_core::ActivityStatus::Running)
     }
 }
 
@@ -93,7 +93,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     let model = format!("take-e2e-{}", std::process::id());
     let new = NewModel {
         id: model.clone(),
-        kind: "openai-compatible".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
         model: "scripted".into(),
         base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
         coordinates: None,

@@ -1,4 +1,4 @@
-// Small DOM helpers shared by the views.
+// Small DOM helpers shared by the screens.
 
 export function el(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string)[]): HTMLElement {
   const e = document.createElement(tag);
@@ -13,8 +13,4 @@ export function button(label: string, attrs: Record<string, string>, onClick: ()
   return b;
 }
 
-export function humanSize(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
+export const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;

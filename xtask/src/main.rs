@@ -46,7 +46,8 @@ fn main() -> ExitCode {
         Some("bundle") => bundle(&args[1..]).map(|deb| say(&format!("made {}", deb.display()))),
         Some("prepare") => prepare(true),
         Some("queries") => queries(),
-        _ => Err("usage: cargo xtask run | test [cargo test args] | bench | bundle [--debug] | prepare | queries".into()),
+        Some("types") => types(),
+        _ => Err("usage: cargo xtask run | test [cargo test args] | bench | bundle [--debug] | prepare | queries | types".into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -476,6 +477,16 @@ fn lint() -> Result {
             Some(_) => {}
         }
     }
+    Ok(())
+}
+
+/// `cargo xtask types`: rewrites `ui/src/types.ts` from the engine's front-end types
+/// (`crates/botdesk-engine/src/dto.rs`); a test of `cargo xtask test` fails while it is stale.
+fn types() -> Result {
+    let mut write = cargo();
+    write.args(["test", "--quiet", "-p", "botdesk-engine", "--lib", "dto::tests::"]).env("BOTDESK_WRITE_TYPES", "1");
+    status(&mut write)?;
+    say("wrote ui/src/types.ts");
     Ok(())
 }
 

@@ -462,6 +462,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url, coordinates } } => {
             let key = read_key(&id)?;
             let coordinates = coordinates.as_deref().and_then(botdesk_engine::action::CoordSpace::parse);
+            let kind = botdesk_core::ModelKind::parse(&kind).expect("clap checked it");
             let m = engine.add_model(botdesk_engine::NewModel { id, kind, model, base_url, coordinates }, key).await?;
             print(json, json!({ "model": m }), || {
                 format!(
@@ -978,10 +979,10 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
             print!("{text}");
             let _ = std::io::stdout().flush();
         }
-        E::Message { item, .. } if item.role == "system" => println!("\n[{}]", item.text),
-        E::Message { item, .. } if item.role == "assistant" && !item.text.is_empty() => println!(),
+        E::Message { item, .. } if item.role == botdesk_core::MessageRole::System => println!("\n[{}]", item.text),
+        E::Message { item, .. } if item.role == botdesk_core::MessageRole::Assistant && !item.text.is_empty() => println!(),
         E::Message { .. } => {}
-        E::Tool { call, .. } if call.status == "running" => {
+        E::Tool { call, .. } if call.status == botdesk_core::CallStatus::Running => {
             names.insert(call.id.clone(), call.name.clone());
             println!("→ {} {}", call.name, call.arguments);
         }
@@ -1012,25 +1013,26 @@ fn activity_line(a: &botdesk_engine::ActivityRow) -> String {
 
 /// Prints a bot's activity; with --follow keeps printing new and changed entries.
 async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Result<ExitCode, EngineError> {
+    use botdesk_core::ActivityStatus;
     let show =
         |a: &botdesk_engine::ActivityRow| if json { println!("{}", serde_json::to_string(a).unwrap_or_default()) } else { println!("{}", activity_line(a)) };
-    let mut open: std::collections::BTreeMap<i64, String> = Default::default();
+    let mut open: std::collections::BTreeSet<i64> = Default::default();
     let mut after = 0;
     loop {
         for a in engine.activity(bot, after, 1000).await? {
             after = a.id;
             show(&a);
-            if a.status == "running" {
-                open.insert(a.id, a.status.clone());
+            if a.status == ActivityStatus::Running {
+                open.insert(a.id);
             }
         }
         if !follow {
             return Ok(ExitCode::SUCCESS);
         }
         // Entries still running are shown again when they end.
-        for (id, _) in open.clone() {
+        for id in open.clone() {
             if let Some(a) = engine.activity(bot, id - 1, 1).await?.into_iter().next() {
-                if a.status != "running" {
+                if a.status != ActivityStatus::Running {
                     show(&a);
                     open.remove(&id);
                 }

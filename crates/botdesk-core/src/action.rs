@@ -42,7 +42,7 @@ pub const MAX_WAIT_MS: u64 = 5_000;
 pub const SCREEN: (u32, u32) = (1280, 800);
 
 /// How a model gives screen coordinates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, ts_rs::TS)]
 pub enum CoordSpace {
     /// Pixels of the screenshot it was sent (the screen's own size).
     #[default]

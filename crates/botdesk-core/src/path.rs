@@ -22,8 +22,9 @@ pub enum PathError {
 
 /// A normalised path relative to the workspace root: no `.`/`..` components, no backslashes, no
 /// empty components. The empty path is the root.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default, ts_rs::TS)]
 #[serde(try_from = "String", into = "String")]
+#[ts(as = "String")]
 pub struct WorkspacePath(String);
 
 impl WorkspacePath {

@@ -151,7 +151,7 @@ impl ExecExit {
 // ---------------------------------------------------------------------------------------------
 // Files
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum FileKind {
     File,
@@ -160,7 +160,7 @@ pub enum FileKind {
 }
 
 /// One listing row. Symlinks pointing outside the workspace never appear.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct FileEntry {
     pub path: WorkspacePath,
     pub kind: FileKind,

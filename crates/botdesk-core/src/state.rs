@@ -15,7 +15,7 @@ macro_rules! string_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal),* $(,)? }) => {
         $(#[$m])*
         /// Stored and serialized as its text.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
         pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant),* }
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),*];
@@ -180,6 +180,45 @@ string_enum!(
 );
 
 string_enum!(
+    /// Who wrote a chat message: the person (a task), the bot, or Botdesk (a note).
+    MessageRole {
+        User => "user",
+        Assistant => "assistant",
+        System => "system",
+    }
+);
+
+string_enum!(
+    /// A tool call in the chat: running, or done (`error` when the tool failed).
+    CallStatus {
+        Running => "running",
+        Done => "done",
+        Error => "error",
+    }
+);
+
+string_enum!(
+    /// An activity row (a command or a tool the person sees in the Terminal pane): `failed` is a
+    /// command that exited non-zero, `error` one that could not run or a tool that failed.
+    ActivityStatus {
+        Running => "running",
+        Done => "done",
+        Failed => "failed",
+        Error => "error",
+    }
+);
+
+string_enum!(
+    /// Which API a model is called through.
+    ModelKind {
+        Anthropic => "anthropic",
+        OpenAi => "openai",
+        /// Chat Completions of any compatible server (Ollama, vLLM, LM Studio, OpenRouter, xAI).
+        OpenAiCompatible => "openai-compatible",
+    }
+);
+
+string_enum!(
     /// How the person ended a takeover the bot asked for.
     TakeoverResult {
         Finished => "finished",
@@ -214,6 +253,10 @@ mod tests {
         reads_back_and_serializes_as_written(ReservationStage::ALL, ReservationStage::as_str, ReservationStage::parse);
         reads_back_and_serializes_as_written(ReservationStatus::ALL, ReservationStatus::as_str, ReservationStatus::parse);
         reads_back_and_serializes_as_written(TakeoverResult::ALL, TakeoverResult::as_str, TakeoverResult::parse);
+        reads_back_and_serializes_as_written(MessageRole::ALL, MessageRole::as_str, MessageRole::parse);
+        reads_back_and_serializes_as_written(CallStatus::ALL, CallStatus::as_str, CallStatus::parse);
+        reads_back_and_serializes_as_written(ActivityStatus::ALL, ActivityStatus::as_str, ActivityStatus::parse);
+        reads_back_and_serializes_as_written(ModelKind::ALL, ModelKind::as_str, ModelKind::parse);
         assert_eq!(RunFailure::parse("model_bad_key"), None);
     }
 

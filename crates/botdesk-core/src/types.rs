@@ -5,7 +5,7 @@ use std::fmt;
 
 macro_rules! id_type {
     ($name:ident) => {
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ts_rs::TS)]
         #[serde(transparent)]
         pub struct $name(String);
         impl $name {
@@ -27,7 +27,7 @@ id_type!(BotId);
 id_type!(ComputerId);
 
 /// Team: one computer shared by the bots of a workspace. Private: a whole computer is one bot's home.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum ComputerScope {
     Team,
@@ -120,7 +120,7 @@ impl MachineStatus {
 
 /// Tokens of model calls, as the provider counted them. `input` is what was neither read from nor
 /// written to the provider's prompt cache; the whole prompt is `input + cache_read + cache_write`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
@@ -183,7 +183,7 @@ mod usage_tests {
 }
 
 /// A model's prices in US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Prices {
     pub input: f64,
     pub output: f64,
@@ -225,7 +225,7 @@ impl Prices {
 }
 
 /// What one run may spend: tokens (prompt, cached or not, and output) and, optionally, dollars.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Budget {
     pub tokens: u64,
     pub usd: Option<f64>,
@@ -279,7 +279,7 @@ mod cost_tests {
 }
 
 /// How much a model takes in (its context window) and is asked to give out per call, in tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Limits {
     pub context_window: u64,
     pub max_output: u64,

@@ -87,7 +87,7 @@ pub fn uv_version() -> &'static str {
 }
 
 /// What the build is doing now: real stages, not estimated percentages.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
 #[serde(tag = "stage", rename_all = "snake_case")]
 pub enum BuildProgress {
     /// Fetching the uv wheel on the host.

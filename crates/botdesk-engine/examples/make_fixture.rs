@@ -29,7 +29,7 @@ async fn main() {
     .await;
     let new = NewModel {
         id: "scripted".into(),
-        kind: "openai-compatible".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
         model: "scripted".into(),
         base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
         coordinates: None,

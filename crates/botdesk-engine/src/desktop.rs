@@ -292,6 +292,7 @@ impl Engine {
         }
         let mut page = v["page"].take();
         bound_page(&mut page);
+        let page = PageSnapshot::of(&page);
         // Cut as the page's own values are: the computer says what its tabs are.
         let cut = |v: &serde_json::Value, max: usize| v.as_str().unwrap_or("").chars().take(max).collect::<String>();
         let tabs = v["tabs"]
@@ -375,17 +376,53 @@ impl Engine {
 }
 
 /// What the person's Browser pane shows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct BrowserView {
     /// The bot's browser is not running (looking starts nothing).
     pub closed: bool,
-    /// The page as the bot's `browser_snapshot` sees it: `url`, `title`, `text`, `elements`.
-    pub page: Option<serde_json::Value>,
+    /// The page as the bot's `browser_snapshot` sees it.
+    pub page: Option<PageSnapshot>,
     /// At most 50; the one the bot works in is `current`.
     pub tabs: Vec<BrowserTab>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A page as the bot's `browser_snapshot` sees it, cut as [`bound_page`] cuts it. What the
+/// computer sent in another shape reads as empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+pub struct PageSnapshot {
+    pub url: String,
+    pub title: String,
+    pub text: String,
+    pub elements: Vec<PageElement>,
+}
+
+/// An element the bot can act on: `ref` is what `browser_act` names it by (`e12`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+pub struct PageElement {
+    #[serde(rename = "ref")]
+    #[ts(rename = "ref")]
+    pub reference: String,
+    pub role: String,
+    pub name: String,
+    pub value: Option<String>,
+}
+
+impl PageSnapshot {
+    fn of(page: &serde_json::Value) -> Self {
+        let s = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+        let elements = page["elements"].as_array().into_iter().flatten();
+        PageSnapshot {
+            url: s(&page["url"]),
+            title: s(&page["title"]),
+            text: s(&page["text"]),
+            elements: elements
+                .map(|e| PageElement { reference: s(&e["ref"]), role: s(&e["role"]), name: s(&e["name"]), value: e["value"].as_str().map(str::to_string) })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct BrowserTab {
     pub title: String,
     pub url: String,
@@ -393,7 +430,7 @@ pub struct BrowserTab {
 }
 
 /// Where the person sends the bot's browser from the Browser pane.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, ts_rs::TS)]
 #[serde(tag = "go", rename_all = "snake_case")]
 pub enum BrowserGo {
     Navigate { url: String },

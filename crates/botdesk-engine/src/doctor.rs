@@ -5,19 +5,19 @@ use serde::Serialize;
 
 use crate::paths::DataDir;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct Check {
     pub name: &'static str,
     pub ok: bool,
     pub detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub fix: Option<String>,
     /// Works, but should be seen to (an image whose packages are old).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub warn: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct DoctorReport {
     pub ok: bool,
     pub checks: Vec<Check>,

@@ -3,7 +3,7 @@ use botdesk_store::StoreError;
 use serde::Serialize;
 
 /// What a front end may branch on. Everything else is in the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     NotFound,
@@ -27,7 +27,7 @@ pub enum ErrorCode {
 }
 
 /// An engine error: a code and one clear sentence (with context) for a person.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error, ts_rs::TS)]
 #[error("{message}")]
 pub struct EngineError {
     pub code: ErrorCode,

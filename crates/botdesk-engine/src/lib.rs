@@ -6,6 +6,7 @@ mod clipboard;
 mod computer;
 mod desktop;
 mod doctor;
+pub mod dto;
 mod error;
 mod home_store;
 mod leases;
@@ -24,12 +25,12 @@ pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
 pub use checkpoint::CheckpointReport;
 pub use clipboard::MAX_CLIPBOARD;
-pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, ScreenTarget};
+pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, PageElement, PageSnapshot, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
 pub use error::{EngineError, ErrorCode, Result};
 pub use home_store::Skipped;
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
-pub use models::{ModelView, NewModel, KINDS as MODEL_KINDS};
+pub use models::{ModelView, NewModel};
 pub use paths::DataDir;
 pub use runs::{ChatCall, ChatItem, RunEvent, MAX_STEPS};
 pub use settings::Settings;
@@ -122,7 +123,7 @@ impl Clock for OffsetClock {
 }
 
 /// A bot's state as the sidebar shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum BotStatus {
     Idle,
@@ -136,7 +137,7 @@ pub enum BotStatus {
 
 /// Whether a bot's run waits for the person, and why: shown beside "You have control", where
 /// Release resumes it (and a note reaches it) and Stop ends it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum RunHold {
     /// No active run.
@@ -150,14 +151,14 @@ pub enum RunHold {
 }
 
 /// A bot's state as front ends show it: its status and what its run waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct BotState {
     pub status: BotStatus,
     pub run: RunHold,
 }
 
 /// What a front end shows for a bot.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct BotView {
     pub id: String,
     pub name: String,
@@ -168,7 +169,7 @@ pub struct BotView {
     pub folder: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct ComputerBrief {
     pub id: String,
     pub name: String,
@@ -424,6 +425,13 @@ impl Engine {
             out.push((b.id.to_string(), BotState { status, run }));
         }
         Ok(out)
+    }
+
+    /// Every bot with its state, as the app's sidebar lists them.
+    pub async fn bot_rows(&self) -> Result<Vec<dto::BotRow>> {
+        let mut states: std::collections::HashMap<_, _> = self.bot_statuses().await?.into_iter().collect();
+        let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
+        Ok(self.list_bots().await?.into_iter().map(|bot| dto::BotRow { state: states.remove(&bot.id).unwrap_or(idle), bot }).collect())
     }
 
     pub async fn list_bots(&self) -> Result<Vec<BotView>> {

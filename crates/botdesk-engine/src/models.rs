@@ -2,15 +2,12 @@
 //! OS keyring (Secret Service on Linux) under ("botdesk", "model:<id>") and nowhere else: not the
 //! database, not logs, not activity, not the CLI's arguments or output.
 
-use botdesk_core::{action::CoordSpace, Limits, Prices};
+use botdesk_core::{action::CoordSpace, Limits, ModelKind, Prices};
 use serde::Serialize;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 pub use botdesk_store::ModelRow as ModelView;
-
-/// The wire formats the agent speaks.
-pub const KINDS: &[&str] = &["anthropic", "openai", "openai-compatible"];
 
 const SERVICE: &str = "botdesk";
 
@@ -41,7 +38,7 @@ async fn with_entry<T: Send + 'static>(
 #[derive(Debug, Clone, Serialize)]
 pub struct NewModel {
     pub id: String,
-    pub kind: String,
+    pub kind: ModelKind,
     pub model: String,
     pub base_url: Option<String>,
     /// How it gives screen coordinates; None: what its family was trained on
@@ -54,9 +51,6 @@ impl NewModel {
         let id_ok = !self.id.is_empty() && self.id.len() <= 64 && self.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         if !id_ok {
             return Err(EngineError::invalid(format!("a model id is 1–64 letters, digits, '-', '_' or '.', not {:?}", self.id)));
-        }
-        if !KINDS.contains(&self.kind.as_str()) {
-            return Err(EngineError::invalid(format!("unknown kind {:?}: use anthropic, openai or openai-compatible", self.kind)));
         }
         if self.model.trim().is_empty() || self.model.len() > 200 {
             return Err(EngineError::invalid("name the model, e.g. claude-sonnet-4-5 or gpt-4o"));
@@ -71,12 +65,12 @@ impl NewModel {
                     return Err(EngineError::invalid("the base URL must not carry credentials; the key is asked for separately"));
                 }
             }
-            None if self.kind == "openai-compatible" => {
+            None if self.kind == ModelKind::OpenAiCompatible => {
                 return Err(EngineError::invalid("an OpenAI-compatible model needs --base-url (e.g. http://localhost:11434/v1)"))
             }
             None => {}
         }
-        if !has_key && self.kind != "openai-compatible" {
+        if !has_key && self.kind != ModelKind::OpenAiCompatible {
             return Err(EngineError::invalid(format!("an {} model needs an API key", self.kind)));
         }
         Ok(())
@@ -118,7 +112,7 @@ impl Engine {
     /// A model's context window and output tokens per call: as set, or its family's defaults.
     pub async fn model_limits(&self, id: &str) -> Result<Limits> {
         let m = self.inner.store.model(id).await?;
-        Ok(self.inner.store.model_limits(&m.id).await?.unwrap_or_else(|| Limits::default_for(&m.kind, &m.model)))
+        Ok(self.inner.store.model_limits(&m.id).await?.unwrap_or_else(|| Limits::default_for(m.kind.as_str(), &m.model)))
     }
 
     /// Sets (or with None, goes back to the family's defaults) a model's context window and

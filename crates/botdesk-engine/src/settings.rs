@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{EngineError, Result};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(default)]
 pub struct Settings {
     /// Memory of each computer, MiB (512–65536). Applies to computers started afterwards.

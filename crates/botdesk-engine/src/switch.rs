@@ -22,7 +22,7 @@ use crate::home_store::{self, current_version, Found, BROWSER_JUNK, PROFILES};
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// What a switch did.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, ts_rs::TS)]
 pub struct SwitchReport {
     pub bot: String,
     pub scope: ComputerScope,

@@ -37,7 +37,7 @@ async fn paths_resolve_in_the_bots_folder_exactly_as_the_bots_tools_will() {
     let a = engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
     let local = botdesk_engine::NewModel {
         id: "m1".into(),
-        kind: "openai-compatible".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
         model: "llama3.1".into(),
         base_url: Some("http://127.0.0.1:11434/v1".into()),
         coordinates: None,
@@ -192,7 +192,7 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     let key = "sk-memory-0123456789";
     let model = botdesk_engine::NewModel {
         id: "scripted".into(),
-        kind: "openai-compatible".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
         model: "scripted-1".into(),
         base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
         coordinates: Some(botdesk_engine::action::CoordSpace::Pixels),

@@ -64,8 +64,8 @@ impl World {
     async fn model_in(&mut self, server: &ScriptedServer, wire: Wire, space: action::CoordSpace) -> (String, String) {
         let id = unique("scripted");
         let key = format!("sk-e2e-{}", uuid::Uuid::new_v4().simple());
-        let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
-        let new = NewModel { id: id.clone(), kind: kind.into(), model: "scripted-1".into(), base_url: Some(server.base_url(wire)), coordinates: Some(space) };
+        let kind = if wire == Wire::Anthropic { botdesk_core::ModelKind::Anthropic } else { botdesk_core::ModelKind::OpenAiCompatible };
+        let new = NewModel { id: id.clone(), kind, model: "scripted-1".into(), base_url: Some(server.base_url(wire)), coordinates: Some(space) };
         self.engine.add_model(new, Some(key.clone())).await.unwrap();
         self.models.push(id.clone());
         (id, key)
@@ -222,12 +222,12 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
         assert_eq!(&w.engine.files_read(bot, "report.txt", 1000).await.unwrap()[..], format!("report by {bot}\n").as_bytes());
         // The chat: the task, the replies, every tool call with its result, a screenshot thumbnail.
         let chat = w.engine.chat(bot, 100).await.unwrap();
-        assert_eq!(chat[0].role, "user");
+        assert_eq!(chat[0].role.as_str(), "user");
         assert_eq!(chat.last().unwrap().text, format!("{bot} is done."));
         let calls: Vec<&ChatCall> = chat.iter().flat_map(|m| &m.calls).collect();
         let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["browser_navigate", "computer_act", "browser_snapshot", "browser_act", "write_file", "shell"]);
-        assert!(calls.iter().all(|c| c.status == "done"), "{calls:#?}");
+        assert!(calls.iter().all(|c| c.status.as_str() == "done"), "{calls:#?}");
         let shot = calls[1].image.as_ref().expect("computer_act has a screenshot");
         assert!(w.dir.path().join(shot).metadata().unwrap().len() > 1000);
         // The shell output has the key redacted, and the bot's id from its own environment.
@@ -316,7 +316,7 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     let (code, _) = w.engine.shell("refuser", "test ! -e /etc/evil").await.unwrap();
     assert_eq!(code, 0);
     let chat = w.engine.chat("refuser", 100).await.unwrap();
-    let errors = chat.iter().flat_map(|m| &m.calls).filter(|c| c.status == "error").count();
+    let errors = chat.iter().flat_map(|m| &m.calls).filter(|c| c.status.as_str() == "error").count();
     assert_eq!(errors, 8);
 }
 
@@ -332,7 +332,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let t0 = Instant::now();
     loop {
         let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
-        if act.iter().any(|a| a.kind == "shell" && a.status == "running") {
+        if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running") {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "the command never started");
@@ -347,7 +347,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
     assert_eq!(act[0].exit_code, Some(130), "{act:?}");
     let chat = w.engine.chat("sleeper", 10).await.unwrap();
-    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
+    assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
     // The lease is free: a new run can start at once.
     server.push(Step::reply(Reply::text("fine")));
     assert_eq!(w.engine.run_task("sleeper", "again").await.unwrap().status, RunStatus::Completed);
@@ -379,7 +379,7 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let chat = w.engine.chat("needy", 10).await.unwrap();
-    assert!(chat.iter().any(|m| m.role == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
+    assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
     w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     let run = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
@@ -650,7 +650,7 @@ async fn until_shell_runs(engine: &Engine, bot: &str) {
     let t0 = Instant::now();
     loop {
         let act = engine.activity(bot, 0, 10).await.unwrap();
-        if act.iter().any(|a| a.kind == "shell" && a.status == "running") {
+        if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running") {
             return;
         }
         assert!(t0.elapsed() < Duration::from_secs(90), "the command never started: {act:?}");
@@ -719,9 +719,9 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
     let chat = w.engine.chat("pausable", 20).await.unwrap();
-    assert!(chat.iter().any(|m| m.role == "system" && m.text.starts_with("Paused:")), "{chat:#?}");
+    assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Paused:")), "{chat:#?}");
     assert!(
-        chat.iter().any(|m| m.role == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")),
+        chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")),
         "{chat:#?}"
     );
     // Nothing to pause now: the take goes ahead at once.

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use botdesk_core::BotId;
+use botdesk_core::{ActivityStatus, BotId, MessageRole};
 
 use crate::{Result, Store, StoreError};
 
@@ -23,27 +23,82 @@ pub struct ToolCallRow {
 pub struct MessageRow {
     pub id: i64,
     pub run_id: String,
-    pub role: String,
+    pub role: MessageRole,
     pub content: String,
     pub created_at: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A message as SQLite holds it (the column's CHECK allows only roles `parse` knows, and `tool`,
+/// which no version wrote).
+struct MessageText {
+    id: i64,
+    run_id: String,
+    role: String,
+    content: String,
+    created_at: i64,
+}
+
+impl From<MessageText> for MessageRow {
+    fn from(m: MessageText) -> Self {
+        MessageRow {
+            id: m.id,
+            run_id: m.run_id,
+            role: MessageRole::parse(&m.role).unwrap_or(MessageRole::System),
+            content: m.content,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// What a bot did on its computer: `kind` is the tool's name, `target` its command or path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct ActivityRow {
     pub id: i64,
     pub bot_id: String,
     pub run_id: Option<String>,
     pub kind: String,
     pub target: String,
-    pub status: String,
+    pub status: ActivityStatus,
     pub exit_code: Option<i64>,
     pub output_tail: String,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
+/// An activity row as SQLite holds it (only the engine writes the status, from the enum).
+struct ActivityText {
+    id: i64,
+    bot_id: String,
+    run_id: Option<String>,
+    kind: String,
+    target: String,
+    status: String,
+    exit_code: Option<i64>,
+    output_tail: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl From<ActivityText> for ActivityRow {
+    fn from(a: ActivityText) -> Self {
+        ActivityRow {
+            id: a.id,
+            bot_id: a.bot_id,
+            run_id: a.run_id,
+            kind: a.kind,
+            target: a.target,
+            status: ActivityStatus::parse(&a.status).unwrap_or(ActivityStatus::Error),
+            exit_code: a.exit_code,
+            output_tail: a.output_tail,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
 impl Store {
-    pub async fn add_message(&self, run_id: &str, role: &str, content: &str, now: i64) -> Result<i64> {
+    pub async fn add_message(&self, run_id: &str, role: MessageRole, content: &str, now: i64) -> Result<i64> {
+        let role = role.as_str();
         let done = sqlx::query!("INSERT INTO messages (run_id, role, content, created_at) VALUES (?1, ?2, ?3, ?4)", run_id, role, content, now)
             .execute(&self.pool)
             .await?;
@@ -80,7 +135,7 @@ impl Store {
     pub async fn messages_of(&self, bot: &BotId, limit: i64) -> Result<Vec<MessageRow>> {
         let b = bot.as_str();
         let mut rows = sqlx::query_as!(
-            MessageRow,
+            MessageText,
             r#"SELECT m.id AS "id!", m.run_id, m.role, m.content, m.created_at FROM messages m JOIN runs r ON r.id = m.run_id
                WHERE r.bot_id = ?1 ORDER BY m.id DESC LIMIT ?2"#,
             b,
@@ -89,14 +144,14 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.reverse();
-        Ok(rows)
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// The messages of a bot's latest `runs` runs that have any, oldest first.
     pub async fn messages_of_runs(&self, bot: &BotId, runs: i64) -> Result<Vec<MessageRow>> {
         let b = bot.as_str();
-        Ok(sqlx::query_as!(
-            MessageRow,
+        let rows = sqlx::query_as!(
+            MessageText,
             r#"SELECT m.id AS "id!", m.run_id, m.role, m.content, m.created_at FROM messages m
                WHERE m.run_id IN (SELECT r.id FROM runs r WHERE r.bot_id = ?1 AND EXISTS (SELECT 1 FROM messages x WHERE x.run_id = r.id)
                                   ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?2)
@@ -105,7 +160,8 @@ impl Store {
             runs
         )
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// Tool calls of the messages from `first_message` on, of one bot.
@@ -124,8 +180,9 @@ impl Store {
     }
 
     /// Starts an activity entry (status `running`, or already final for one-line entries).
-    pub async fn add_activity(&self, bot: &BotId, run_id: Option<&str>, kind: &str, target: &str, status: &str, now: i64) -> Result<i64> {
+    pub async fn add_activity(&self, bot: &BotId, run_id: Option<&str>, kind: &str, target: &str, status: ActivityStatus, now: i64) -> Result<i64> {
         let b = bot.as_str();
+        let status = status.as_str();
         let done = sqlx::query!(
             "INSERT INTO activity (bot_id, run_id, kind, target, status, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
             b,
@@ -141,7 +198,8 @@ impl Store {
     }
 
     /// Ends an entry. Only a `running` entry changes, so a late update never overwrites an end.
-    pub async fn finish_activity(&self, id: i64, status: &str, exit_code: Option<i64>, output_tail: &str, now: i64) -> Result<bool> {
+    pub async fn finish_activity(&self, id: i64, status: ActivityStatus, exit_code: Option<i64>, output_tail: &str, now: i64) -> Result<bool> {
+        let status = status.as_str();
         let done = sqlx::query!(
             "UPDATE activity SET status = ?1, exit_code = ?2, output_tail = ?3, updated_at = ?4 WHERE id = ?5 AND status = 'running'",
             status,
@@ -159,7 +217,7 @@ impl Store {
     pub async fn latest_activity(&self, bot: &BotId, limit: i64) -> Result<Vec<ActivityRow>> {
         let b = bot.as_str();
         let mut rows = sqlx::query_as!(
-            ActivityRow,
+            ActivityText,
             r#"SELECT id AS "id!", bot_id, run_id, kind, target, status, exit_code, output_tail, created_at, updated_at
                FROM activity WHERE bot_id = ?1 ORDER BY id DESC LIMIT ?2"#,
             b,
@@ -168,14 +226,14 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.reverse();
-        Ok(rows)
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 
     /// A bot's activity entries with an id above `after`, oldest first.
     pub async fn activity_of(&self, bot: &BotId, after: i64, limit: i64) -> Result<Vec<ActivityRow>> {
         let b = bot.as_str();
-        Ok(sqlx::query_as!(
-            ActivityRow,
+        let rows = sqlx::query_as!(
+            ActivityText,
             r#"SELECT id AS "id!", bot_id, run_id, kind, target, status, exit_code, output_tail, created_at, updated_at
                FROM activity WHERE bot_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3"#,
             b,
@@ -183,7 +241,8 @@ impl Store {
             limit
         )
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
     }
 }
 
@@ -342,21 +401,21 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use crate::{NewBot, Store};
-    use botdesk_core::ComputerScope;
+    use botdesk_core::{ActivityStatus::*, ComputerScope};
 
     #[tokio::test]
     async fn a_late_running_never_overwrites_an_end_and_activity_reads_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
         let (bot, _) = s.create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
-        let id = s.add_activity(&bot.id, None, "shell", "make", "running", 1).await.unwrap();
-        assert!(s.finish_activity(id, "done", Some(0), "ok", 2).await.unwrap());
+        let id = s.add_activity(&bot.id, None, "shell", "make", Running, 1).await.unwrap();
+        assert!(s.finish_activity(id, Done, Some(0), "ok", 2).await.unwrap());
         // A second end (a late or repeated update) changes nothing.
-        assert!(!s.finish_activity(id, "running", None, "", 3).await.unwrap());
-        assert!(!s.finish_activity(id, "failed", Some(1), "late", 4).await.unwrap());
+        assert!(!s.finish_activity(id, Running, None, "", 3).await.unwrap());
+        assert!(!s.finish_activity(id, Failed, Some(1), "late", 4).await.unwrap());
         let rows = s.activity_of(&bot.id, 0, 10).await.unwrap();
         assert_eq!((rows[0].status.as_str(), rows[0].exit_code, rows[0].output_tail.as_str()), ("done", Some(0), "ok"));
-        let second = s.add_activity(&bot.id, None, "write_file", "a.txt", "running", 5).await.unwrap();
+        let second = s.add_activity(&bot.id, None, "write_file", "a.txt", Running, 5).await.unwrap();
         assert_eq!(s.activity_of(&bot.id, id, 10).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
         assert_eq!(s.latest_activity(&bot.id, 1).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [second]);
         assert_eq!(s.latest_activity(&bot.id, 5).await.unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [id, second]);

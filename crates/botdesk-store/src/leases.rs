@@ -43,7 +43,7 @@ pub struct Run {
     pub handback_note: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct ControlLease {
     pub computer_id: ComputerId,
     pub bot_id: BotId,

@@ -4,10 +4,10 @@ use serde::Serialize;
 
 use crate::{Result, Store, StoreError};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 pub struct ModelRow {
     pub id: String,
-    pub kind: String,
+    pub kind: botdesk_core::ModelKind,
     pub model: String,
     pub base_url: Option<String>,
     pub has_key: bool,
@@ -26,19 +26,21 @@ struct Row {
 
 impl From<Row> for ModelRow {
     fn from(r: Row) -> Self {
-        // The column's CHECK allows only what `parse` knows.
+        // The columns' CHECKs allow only what `parse` knows.
         let coordinates = botdesk_core::action::CoordSpace::parse(&r.coordinates).unwrap_or_default();
-        ModelRow { id: r.id, kind: r.kind, model: r.model, base_url: r.base_url, has_key: r.has_key, coordinates }
+        let kind = botdesk_core::ModelKind::parse(&r.kind).unwrap_or(botdesk_core::ModelKind::OpenAiCompatible);
+        ModelRow { id: r.id, kind, model: r.model, base_url: r.base_url, has_key: r.has_key, coordinates }
     }
 }
 
 impl Store {
     pub async fn add_model(&self, m: &ModelRow, now: i64) -> Result<()> {
         let coordinates = m.coordinates.as_str();
+        let kind = m.kind.as_str();
         sqlx::query!(
             "INSERT INTO models (id, kind, model, base_url, has_key, coordinates, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             m.id,
-            m.kind,
+            kind,
             m.model,
             m.base_url,
             m.has_key,

@@ -3,14 +3,14 @@
 use super::*;
 
 /// A tool call in the chat. `status` is running, done or error.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct ChatCall {
     pub id: String,
     pub name: String,
     /// The tool works on the bot's screen or browser (the app shows the screen while it runs).
     pub graphical: bool,
     pub arguments: String,
-    pub status: &'static str,
+    pub status: CallStatus,
     pub text: Option<String>,
     /// A screenshot, relative to the data directory (`shots/…`).
     pub image: Option<String>,
@@ -19,27 +19,30 @@ pub struct ChatCall {
 }
 
 /// One chat message: the person's task, the bot's reply (with its tool calls) or a note.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct ChatItem {
     pub id: i64,
     pub run_id: String,
-    pub role: String,
+    pub role: MessageRole,
     pub text: String,
     pub calls: Vec<ChatCall>,
     pub created_at: i64,
     /// On the last message of a run: what the run's model calls cost so far, in tokens and (when
     /// its model's prices are known) dollars.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub usage: Option<Usage>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub cost_usd: Option<f64>,
     /// On the last message of a failed run: what it failed of.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub failure: Option<RunFailure>,
 }
 
 /// What happens in runs, for front ends. `bot` is the bot id.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     Delta {
@@ -112,11 +115,11 @@ pub(super) fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
         graphical: graphical(&row.name),
         arguments: row.arguments.clone(),
         status: if row.result.is_none() {
-            "running"
+            CallStatus::Running
         } else if row.is_error {
-            "error"
+            CallStatus::Error
         } else {
-            "done"
+            CallStatus::Done
         },
         text: s("text"),
         image: s("image"),
@@ -196,10 +199,10 @@ impl Engine {
                 run_start = out.len();
             }
             let text = text_of(&m.content);
-            match m.role.as_str() {
-                "user" => out.push(Message::user(text)),
-                "system" => out.push(Message::user(format!("(Note from Botdesk: {text})"))),
-                "assistant" => {
+            match m.role {
+                MessageRole::User => out.push(Message::user(text)),
+                MessageRole::System => out.push(Message::user(format!("(Note from Botdesk: {text})"))),
+                MessageRole::Assistant => {
                     let mine: Vec<&botdesk_store::ToolCallRow> = calls.iter().filter(|c| c.message_id == m.id).collect();
                     let mut blocks = if text.is_empty() { vec![] } else { vec![Block::Text(text)] };
                     let mut results = vec![];
@@ -219,7 +222,6 @@ impl Engine {
                         out.push(Message { role: Role::User, blocks: results });
                     }
                 }
-                _ => {}
             }
             let run_ends = rows.get(i + 1).is_none_or(|n| n.run_id != m.run_id);
             if run_ends {

@@ -27,23 +27,13 @@ impl RunHost {
         self.bot.id.to_string()
     }
 
-    pub(super) async fn message(&self, role: &str, text: &str) -> i64 {
+    pub(super) async fn message(&self, role: MessageRole, text: &str) -> i64 {
         let text = self.redactor.redact(text);
         let content = json!({ "text": text }).to_string();
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem {
-                    id,
-                    run_id: self.run.id.clone(),
-                    role: role.into(),
-                    text,
-                    calls: vec![],
-                    created_at: now,
-                    usage: None,
-                    cost_usd: None,
-                    failure: None,
-                };
+                let item = ChatItem { id, run_id: self.run.id.clone(), role, text, calls: vec![], created_at: now, usage: None, cost_usd: None, failure: None };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }
@@ -55,7 +45,7 @@ impl RunHost {
     }
 
     /// Starts an activity entry; losing it never fails the tool.
-    pub(super) async fn activity(&self, tool: ToolKind, target: &str, status: &str) -> Option<i64> {
+    pub(super) async fn activity(&self, tool: ToolKind, target: &str, status: ActivityStatus) -> Option<i64> {
         let target = self.redactor.redact(target);
         match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), tool.name(), &target, status, self.engine.now()).await {
             Ok(id) => {
@@ -69,7 +59,7 @@ impl RunHost {
         }
     }
 
-    pub(super) async fn finish_activity(&self, id: Option<i64>, status: &str, exit: Option<i64>, output: &str) {
+    pub(super) async fn finish_activity(&self, id: Option<i64>, status: ActivityStatus, exit: Option<i64>, output: &str) {
         let Some(id) = id else { return };
         let output = tail(&self.redactor.redact(output), OUTPUT_TAIL);
         if let Err(e) = self.engine.inner.store.finish_activity(id, status, exit, &output, self.engine.now()).await {
@@ -80,10 +70,10 @@ impl RunHost {
 
     /// A one-line entry (write_file, attach_file, open_path, launch_app).
     pub(super) async fn line(&self, tool: ToolKind, target: &str, result: &std::result::Result<String, String>) {
-        let id = self.activity(tool, target, "running").await;
+        let id = self.activity(tool, target, ActivityStatus::Running).await;
         match result {
-            Ok(detail) => self.finish_activity(id, "done", None, detail).await,
-            Err(e) => self.finish_activity(id, "error", None, e).await,
+            Ok(detail) => self.finish_activity(id, ActivityStatus::Done, None, detail).await,
+            Err(e) => self.finish_activity(id, ActivityStatus::Error, None, e).await,
         }
     }
 
@@ -148,7 +138,7 @@ impl RunHost {
     }
 
     pub(super) async fn shell(&self, command: &str, cwd: Option<&str>, timeout_s: u64, cancel: &CancellationToken) -> ToolOutput {
-        let entry = self.activity(ToolKind::Shell, command, "running").await;
+        let entry = self.activity(ToolKind::Shell, command, ActivityStatus::Running).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let argv = vec!["sh".into(), "-c".into(), command.into()];
         let exec = self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
@@ -164,7 +154,7 @@ impl RunHost {
         let output = out.text(&self.redactor);
         match result {
             Ok(exit) => {
-                let status = if exit.code == 0 { "done" } else { "failed" };
+                let status = if exit.code == 0 { ActivityStatus::Done } else { ActivityStatus::Failed };
                 self.finish_activity(entry, status, Some(exit.code as i64), &output).await;
                 let note = exit.message.map(|m| format!(" ({m})")).unwrap_or_default();
                 let shown = if out.total > out.kept.len() as u64 || output.chars().count() > botdesk_agent::conversation::MAX_TOOL_TEXT - 200 {
@@ -180,7 +170,7 @@ impl RunHost {
                 }
             }
             Err(e) => {
-                self.finish_activity(entry, "error", None, &e.message).await;
+                self.finish_activity(entry, ActivityStatus::Error, None, &e.message).await;
                 self.err(e)
             }
         }
@@ -339,7 +329,7 @@ impl Host for RunHost {
     }
 
     async fn note(&self, text: &str) {
-        self.message("system", text).await;
+        self.message(MessageRole::System, text).await;
     }
 
     async fn between_steps(&self, cancel: &CancellationToken) -> Option<String> {
@@ -347,7 +337,7 @@ impl Host for RunHost {
     }
 
     async fn assistant(&self, text: &str, calls: &[ToolCall]) {
-        let id = self.message("assistant", text).await;
+        let id = self.message(MessageRole::Assistant, text).await;
         for c in calls {
             let args = self.redactor.redact(&c.raw);
             let cid = format!("{}:{}", self.run.id, c.id);
@@ -359,7 +349,7 @@ impl Host for RunHost {
                 name: c.name.clone(),
                 graphical: graphical(&c.name),
                 arguments: args,
-                status: "running",
+                status: CallStatus::Running,
                 text: None,
                 image: None,
                 attachment: None,
@@ -439,7 +429,7 @@ impl RunHost {
             name: String::new(),
             graphical: false,
             arguments: String::new(),
-            status: if out.is_error { "error" } else { "done" },
+            status: if out.is_error { CallStatus::Error } else { CallStatus::Done },
             text: Some(out.text.clone()),
             image,
             attachment,

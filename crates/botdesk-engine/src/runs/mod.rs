@@ -19,7 +19,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botdesk_agent::tools::ToolKind;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{action, ComputerRef, ImageFormat, MachineStatus, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
+use botdesk_core::{
+    action, ActivityStatus, CallStatus, ComputerRef, ImageFormat, MachineStatus, MessageRole, Redactor, RunFailure, RunStatus, TakeoverResult, Usage,
+};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -78,7 +80,7 @@ impl Engine {
             .ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
         let m = self.inner.store.model(&model_id).await?;
         let key = self.model_key(&model_id).await?;
-        let mut config = ModelConfig::new(&m.kind, &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let mut config = ModelConfig::new(m.kind.as_str(), &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
         if let Some(l) = self.inner.store.model_limits(&m.id).await? {
             (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
         }
@@ -132,7 +134,7 @@ impl Engine {
             coords,
             prices,
         };
-        host.message("user", &run.task).await;
+        host.message(MessageRole::User, &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
         let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
@@ -166,7 +168,7 @@ impl Engine {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
             if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {
-                host.message("system", &format!("The workspace could not be saved: {e}")).await;
+                host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
             }
         }
         if let Some(e) = &finished.error {
@@ -174,7 +176,7 @@ impl Engine {
                 RunStatus::Cancelled => format!("Stopped: {e}"),
                 _ => format!("The run failed: {e}"),
             };
-            host.message("system", &note).await;
+            host.message(MessageRole::System, &note).await;
         }
         self.emit(RunEvent::Status {
             bot: bot.id.to_string(),

@@ -10,7 +10,7 @@ impl RunHost {
         if let Err(e) = self.wait_for_person().await {
             return self.err(e);
         }
-        self.message("system", &format!("The bot needs you: {reason}")).await;
+        self.message(MessageRole::System, &format!("The bot needs you: {reason}")).await;
         self.engine.emit(RunEvent::Status {
             bot: self.bot_id(),
             run_id: self.run.id.clone(),
@@ -98,8 +98,11 @@ impl RunHost {
             tracing::warn!(run = %self.run.id, "could not pause the run: {e}");
             return None;
         }
-        self.message("system", "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.")
-            .await;
+        self.message(
+            MessageRole::System,
+            "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.",
+        )
+        .await;
         self.engine.emit(RunEvent::Status {
             bot: self.bot_id(),
             run_id: self.run.id.clone(),
@@ -118,7 +121,7 @@ impl RunHost {
             }
         };
         let held = format_span(paused.elapsed());
-        self.message("system", &format!("Resumed: you had the screen for {held}.{}", said(&r))).await;
+        self.message(MessageRole::System, &format!("Resumed: you had the screen for {held}.{}", said(&r))).await;
         Some(format!(
             "The person paused you, took control of the screen for {held} and handed it back.{} The screen may have changed: look at it again before going on.",
             said(&r)

@@ -1,0 +1,139 @@
+// The selected bot: its header with control, a notice, and the workspace (chat, screens, dock);
+// in a screen's own window, only the bar and the screen.
+import { dismissNotice, release, stop, switchComputer, takeControl } from "../actions";
+import { $, button, el } from "../dom";
+import { initials, STATUS } from "../format";
+import { bot, live, SOLO, state } from "../store";
+import type { BotRow } from "../types";
+import { chat } from "./chat";
+import { computer, screenBar } from "./computer";
+import { dock } from "./dock";
+
+export function renderMain() {
+  const main = $("main");
+  const b = bot(state.selected);
+  if (!b) {
+    main.replaceChildren(
+      el(
+        "div",
+        { class: "empty-state" },
+        el("h1", {}, state.bots.length ? "Pick a bot" : "Welcome to Botdesk"),
+        el(
+          "p",
+          {},
+          state.bots.length
+            ? "Choose a bot on the left to see its chat, its screen and its files."
+            : "Each bot gets its own Linux desktop, browser and workspace folder on this laptop. Create your first bot with the + button.",
+        ),
+      ),
+    );
+    return;
+  }
+  // Drawing anew moves the live viewer into the new layout; the keyboard stays where it was.
+  const focused = document.activeElement;
+  $("app").classList.toggle("focus", state.focus && live.viewers.has(state.activeTab));
+  if (SOLO) main.replaceChildren(soloBar(b), controlNotice(b), soloScreen(b));
+  else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer(b)), dock(b));
+  if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
+  // A field drawn anew (the note for the bot) keeps the keyboard too.
+  const again = focused instanceof HTMLInputElement && !focused.isConnected && focused.id ? document.getElementById(focused.id) : null;
+  if (again instanceof HTMLInputElement) {
+    again.focus();
+    again.setSelectionRange(again.value.length, again.value.length);
+  }
+}
+
+/** The bar of a screen in its own window: the bot, its state, and control. */
+function soloBar(b: BotRow): HTMLElement {
+  document.title = `${b.name} — Botdesk`;
+  return el("header", { class: "bot-header solo-bar" }, el("span", { class: "avatar" }, initials(b.name)), el("h1", {}, b.name), el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]), controlActions(b));
+}
+
+function soloScreen(b: BotRow): HTMLElement {
+  const body = el("div", { class: "tab-body" });
+  const v = live.viewers.get(b.id);
+  if (v) {
+    body.append(screenBar(v), v.el);
+    v.setVisible(true);
+  } else body.append(el("div", { class: "open-card" }, el("p", {}, `Opening ${b.name}'s screen…`)));
+  return el("section", { class: "computer" }, body);
+}
+
+function header(b: BotRow): HTMLElement {
+  return el(
+    "header",
+    { class: "bot-header" },
+    el("span", { class: "avatar large" }, initials(b.name)),
+    el(
+      "div",
+      { class: "title" },
+      el("h1", {}, b.name),
+      el(
+        "p",
+        { class: "muted" },
+        b.computer.scope === "team" ? `Team computer ${b.computer.name} · folder ${b.folder} · ` : `Private computer ${b.computer.name} · the whole home is its folder · `,
+        button(
+          b.computer.scope === "team" ? "Move to a Private computer" : "Move to the Team computer",
+          { class: "inline-link", id: "switch-computer", title: "Both homes are kept. The bot's files and browser logins come along; nothing newer is overwritten." },
+          () => switchComputer(b),
+        ),
+      ),
+    ),
+    el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]),
+    controlActions(b),
+  );
+}
+
+/** Stop, Take control (pausing a running bot) or Release with a note for the bot. */
+function controlActions(b: BotRow): HTMLElement {
+  const controlling = b.status === "you_have_control";
+  const paused = controlling && b.run === "paused_for_you";
+  const asked = controlling && b.run === "asked_for_you";
+  const actions = el("div", { class: "actions" });
+  if (b.run !== "none") {
+    actions.append(button("Stop", { class: "danger", id: "stop-bot" }, () => stop(b.id)));
+  }
+  if (asked) {
+    actions.append(button("Hand back, not done", { class: "ghost", id: "release-skipped", title: "Release without doing what the bot asked" }, () => release(b.id, true)));
+  }
+  if (paused || asked) {
+    const note = el("input", { id: "handback-note", type: "text", maxlength: "2000", placeholder: "Note for the bot (optional)", "aria-label": "Note for the bot" }) as HTMLInputElement;
+    note.value = state.notes.get(b.id) ?? "";
+    note.addEventListener("input", () => state.notes.set(b.id, note.value));
+    actions.append(note);
+  }
+  if (controlling) {
+    actions.append(button("Release", { class: "primary", id: "control-button", "data-control": "release", title: paused ? "Hand the screen back: the bot goes on with its task" : "Hand the screen back" }, () => release(b.id)));
+  } else if (b.status === "pausing" || (b.status === "running" && state.pausing.has(b.id))) {
+    const wait = button("Pausing…", { class: "primary", id: "control-button", "data-control": "pausing", title: "The bot finishes its current step, then you get control" }, () => {});
+    wait.disabled = true;
+    actions.append(wait);
+  } else if (b.status === "running") {
+    actions.append(button("Pause and take control", { class: "primary", id: "control-button", "data-control": "pause", title: "The bot finishes its current step and waits; Release hands the screen back and it goes on" }, () => takeControl(b.id, true)));
+  } else {
+    actions.append(button("Take control", { class: "primary", id: "control-button", "data-control": "take" }, () => takeControl(b.id)));
+  }
+  return actions;
+}
+
+function controlNotice(b: BotRow): HTMLElement {
+  const e = state.controlError;
+  const box = el("div", { class: "notice", id: "control-notice" });
+  const moved = state.switched;
+  if ((!e || e.bot !== b.id) && moved?.bot === b.id) {
+    box.classList.add("info");
+    box.append(el("span", { id: "switch-note" }, moved.text), button("Dismiss", { class: "ghost" }, () => dismissNotice("switched")));
+    return box;
+  }
+  if (!e || e.bot !== b.id) {
+    box.hidden = true;
+    return box;
+  }
+  box.append(el("span", {}, e.code === "BOT_RUNNING" ? `${b.name} is working on a task. Pause it to take control (it goes on when you release), or stop it.` : e.message));
+  if (e.code === "BOT_RUNNING") {
+    box.append(button("Pause and take control", { class: "primary", id: "notice-pause" }, () => takeControl(b.id, true)));
+    box.append(button("Stop the bot", { class: "danger", id: "notice-stop" }, () => stop(b.id)));
+  }
+  box.append(button("Dismiss", { class: "ghost" }, () => dismissNotice("error")));
+  return box;
+}

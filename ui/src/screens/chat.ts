@@ -1,0 +1,131 @@
+// The chat column: the bot's messages with their tool calls and screenshots, the streamed reply,
+// what its runs cost, and the task box.
+import { sendTask } from "../actions";
+import { button, el } from "../dom";
+import { shortTokens, usageText } from "../format";
+import { bot, state } from "../store";
+import type { BotRow, ChatCall, ChatItem, RunFailure } from "../types";
+import { modal, openBudget, openSettings } from "./settings";
+
+export function chat(b: BotRow): HTMLElement {
+  const list = el("div", { class: "messages", id: "messages", "aria-live": "polite" });
+  const items = state.chats.get(b.id);
+  if (!items) {
+    list.append(el("p", { class: "muted" }, "Loading the chat…"));
+  } else if (items.length === 0) {
+    list.append(el("p", { class: "muted" }, b.model ? `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works.` : `${b.name} has no model yet: add one in Settings → Models, then create a bot with it.`));
+  }
+  for (const m of items ?? []) list.append(message(m));
+  const live = state.live.get(b.id);
+  if (live) list.append(el("div", { class: "msg assistant streaming", id: "live-reply" }, live));
+  if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
+
+  const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
+  input.value = state.drafts.get(b.id) ?? "";
+  input.disabled = !b.model;
+  input.addEventListener("input", () => state.drafts.set(b.id, input.value));
+  const send = () => {
+    const task = input.value.trim();
+    if (task) sendTask(b.id, task);
+  };
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) {
+      e.preventDefault();
+      send();
+    }
+  });
+  const composer = el("form", { class: "composer" }, input, button("Send", { class: "primary", id: "send-task", type: "button" }, send));
+  const err = state.sendError.get(b.id);
+  const spend = state.spend.get(b.id);
+  const spent =
+    spend && spend.tokens.output > 0
+      ? el(
+          "span",
+          { class: "spent", title: `All runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}. Each run may spend ${spend.budget.tokens.toLocaleString("en-US")} tokens${spend.budget.usd ? ` or $${spend.budget.usd.toFixed(2)}` : ""} (botdesk bot budget).` },
+          ` · all runs ${shortTokens(spend.tokens.input + spend.tokens.cache_read + spend.tokens.cache_write)} in, ${shortTokens(spend.tokens.output)} out${spend.unpriced_calls ? "" : `, $${spend.usd.toFixed(2)}`}`,
+        )
+      : "";
+  const budget = button("Budget…", { class: "ghost small", id: "edit-budget", title: "What each run of this bot may spend" }, () => openBudget(b));
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), budget), list);
+  if (err) section.append(el("p", { class: "error send-error" }, err));
+  section.append(composer);
+  requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
+  return section;
+}
+
+function message(m: ChatItem): HTMLElement {
+  const box = el("div", { class: `msg ${m.role}`, "data-message": String(m.id) });
+  if (m.text) box.append(el("div", { class: "text" }, m.text));
+  for (const c of m.calls) box.append(toolCall(c));
+  if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)));
+  const fix = m.failure && failureFix(m.failure);
+  if (fix) box.append(el("div", { class: "row failure-fix", "data-failure": m.failure! }, fix));
+  return box;
+}
+
+/** What the person can do about a failed run, where the app has the place to do it. */
+function failureFix(f: RunFailure): HTMLElement | null {
+  switch (f) {
+    case "MODEL_BAD_KEY":
+    case "MODEL_UNKNOWN":
+    case "MODEL_NO_IMAGES":
+      return button("Open Settings → Models", { class: "small" }, () => openSettings());
+    case "OVER_BUDGET": {
+      const b = bot(state.selected);
+      return b ? button("Raise the budget…", { class: "small" }, () => openBudget(b)) : null;
+    }
+    default:
+      return null;
+  }
+}
+
+/** A tool call, compact: name and its main argument; the result opens on click. */
+function toolCall(c: ChatCall): HTMLElement {
+  let summary = "";
+  try {
+    const a = JSON.parse(c.arguments || "{}");
+    summary = a.command ?? a.path ?? a.url ?? a.target ?? a.reason ?? (a.actions ? `${a.actions.length} action${a.actions.length === 1 ? "" : "s"}` : "");
+  } catch {
+    summary = c.arguments;
+  }
+  const details = el("details", { class: `call ${c.status}`, "data-call": c.id });
+  details.append(el("summary", {}, el("span", { class: "dot" }), el("code", {}, c.name), " ", el("span", { class: "arg" }, String(summary).slice(0, 120))));
+  if (c.arguments && c.arguments !== "{}") details.append(el("pre", { class: "args" }, c.arguments));
+  if (c.text) details.append(el("pre", { class: "result" }, c.text));
+  const wrap = el("div", { class: "call-wrap" }, details);
+  if (c.attachment) wrap.append(el("div", { class: "attachment" }, "📎 ", c.attachment));
+  const shot = c.image ? state.shots.get(c.image) : null;
+  if (shot) {
+    const img = el("img", { class: "thumb", alt: `Screenshot after ${c.name}`, title: "Screenshot (click to enlarge)", src: shot });
+    img.addEventListener("click", () => modal("Screenshot", el("img", { class: "full-shot", src: shot, alt: "Screenshot" })));
+    wrap.append(img);
+  }
+  return wrap;
+}
+
+/** Draws only the chat column again, keeping the person's typing and focus in the task box. */
+export function renderChat(): boolean {
+  const b = bot(state.selected);
+  const old = document.querySelector("section.chat");
+  if (!b || !old) return false;
+  const typing = document.activeElement?.id === "task-input" ? (document.activeElement as HTMLTextAreaElement) : null;
+  const [start, end] = typing ? [typing.selectionStart, typing.selectionEnd] : [0, 0];
+  old.replaceWith(chat(b));
+  if (typing) {
+    const input = document.getElementById("task-input") as HTMLTextAreaElement;
+    input.focus();
+    input.setSelectionRange(start, end);
+  }
+  return true;
+}
+
+/** The streamed reply alone (many times a second while the model writes). */
+export function renderLiveReply(): boolean {
+  const text = state.live.get(state.selected ?? "");
+  const live = document.getElementById("live-reply");
+  if (!live || !text) return renderChat();
+  live.textContent = text;
+  const list = document.getElementById("messages");
+  if (list) list.scrollTop = list.scrollHeight;
+  return true;
+}

@@ -1,0 +1,226 @@
+// The modal windows: Settings (computers, data, models with their prices and limits) and a bot's
+// budget. They keep their own form state, read what they show when they open, and save through
+// the api on submit.
+import { api, errorMessage } from "../api";
+import { loadSpend } from "../actions";
+import { $, button, el } from "../dom";
+import { usageText } from "../format";
+import type { BotRow, CoordSpace, Limits, ModelKind, ModelRow, Prices } from "../types";
+
+export function modal(title: string, ...body: Node[]): HTMLElement {
+  const root = $("modal");
+  const close = button("×", { class: "modal-close", "aria-label": "Close" }, () => (root.hidden = true));
+  const box = el("div", { class: "modal", role: "dialog", "aria-label": title }, el("header", {}, el("h2", {}, title), close), ...body);
+  root.replaceChildren(box);
+  root.hidden = false;
+  return box;
+}
+
+export async function openSettings() {
+  const view = await api.getSettings();
+  const s = view.settings;
+  const field = (label: string, input: HTMLElement, hint: string) => el("label", { class: "field" }, el("span", {}, label), input, el("small", {}, hint));
+  const mem = el("input", { type: "number", min: "512", max: "65536", step: "256", value: String(s.memory_mib), id: "set-memory" }) as HTMLInputElement;
+  const cpus = el("input", { type: "number", min: "0.5", max: "64", step: "0.5", value: String(s.cpus), id: "set-cpus" }) as HTMLInputElement;
+  const limit = el("input", { type: "number", min: "1", max: "16", placeholder: "no limit", value: s.screen_limit ? String(s.screen_limit) : "", id: "set-limit" }) as HTMLInputElement;
+  const msg = el("p", { class: "muted", id: "settings-message" });
+  const form = el(
+    "form",
+    { class: "settings" },
+    el("h3", {}, "Computers"),
+    field("Memory (MiB)", mem, "Each computer's memory; applies to computers started after saving."),
+    field("CPUs", cpus, "Each computer's CPU share."),
+    field("Screen limit", limit, "At most this many bot desktops at once on one computer. Empty: no limit."),
+    el("h3", {}, "Data"),
+    el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
+    el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
+    el("div", { class: "row" }, el("button", { type: "submit", class: "primary" }, "Save")),
+    msg,
+  );
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null });
+      msg.textContent = "Saved.";
+      msg.className = "ok-text";
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal("Settings", form, el("h3", {}, "Models"), await modelsSection());
+}
+
+/** What each run of a bot may spend: tokens (the default when empty) and dollars (no limit when
+ *  empty), with what its runs have spent so far. A run that reaches either stops with a message. */
+export async function openBudget(b: BotRow) {
+  const spend = await api.botSpend(b.id).catch(() => null);
+  const now = spend?.budget;
+  const tokens = el("input", { type: "number", min: "1", step: "1", name: "tokens", id: "budget-tokens", placeholder: "2000000 (the default)", value: now ? String(now.tokens) : "" }) as HTMLInputElement;
+  const usd = el("input", { type: "number", min: "0.01", step: "any", name: "usd", id: "budget-usd", placeholder: "no dollar limit", value: now?.usd != null ? String(now.usd) : "" }) as HTMLInputElement;
+  const msg = el("p", { class: "muted", id: "budget-message" }, spend ? `So far, all runs: ${usageText(spend.tokens, spend.unpriced_calls ? null : spend.usd)}.` : "");
+  const form = el(
+    "form",
+    { class: "settings budget-form" },
+    el("label", { class: "field" }, el("span", {}, "Tokens per run"), tokens, el("small", {}, "Input, cache and output tokens together. Empty: the default, 2,000,000.")),
+    el("label", { class: "field" }, el("span", {}, "Dollars per run"), usd, el("small", {}, "Counted with the model's prices (Settings → Models). Empty: no dollar limit.")),
+    el("button", { type: "submit", class: "primary" }, "Save budget"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const saved = await api.setBotBudget(b.id, tokens.value ? Number(tokens.value) : null, usd.value ? Number(usd.value) : null);
+      tokens.value = String(saved.tokens);
+      msg.textContent = `Saved: each run of ${b.name} may spend ${saved.tokens.toLocaleString("en-US")} tokens${saved.usd != null ? ` or $${saved.usd.toFixed(2)}` : ""}, whichever comes first.`;
+      msg.className = "ok";
+      await loadSpend(b.id);
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal(`Budget of ${b.name}`, form);
+}
+
+/** A model's context window, output per call and coordinate space, saved or back to its family's defaults. */
+function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLElement {
+  const num = (name: keyof Limits, label: string, hint: string) =>
+    el("label", { class: "price" }, el("span", {}, label), el("input", { type: "number", min: "1", step: "1", name, value: String(now[name]), required: "", title: hint }));
+  const coords = el(
+    "select",
+    { name: "coordinates" },
+    el("option", { value: "pixels", ...(m.coordinates === "pixels" ? { selected: "" } : {}) }, "pixels of the screenshot"),
+    el("option", { value: "0-1000", ...(m.coordinates === "0-1000" ? { selected: "" } : {}) }, "0–1000 on each axis"),
+  ) as HTMLSelectElement;
+  const msg = el("p", { class: "muted" }, "Tokens. A local server may run a model with a smaller window than it could take: give the one it runs.");
+  const form = el(
+    "form",
+    { class: "limits-form", "data-limits-for": m.id },
+    num("context_window", "Context window", "Tokens the model takes in per call"),
+    num("max_output", "Output per call", "Tokens the model may give out per call"),
+    el("label", { class: "price" }, el("span", {}, "Coordinates"), coords),
+    el("button", { type: "submit", class: "primary" }, "Save"),
+    button("Family defaults", { class: "ghost", type: "button" }, async () => {
+      try {
+        await api.setModelLimits(m.id, null);
+        await api.setModelCoordinates(m.id, null);
+        await done();
+      } catch (e) {
+        fail(e);
+      }
+    }),
+    msg,
+  ) as HTMLFormElement;
+  const fail = (e: unknown) => {
+    msg.textContent = errorMessage(e);
+    msg.className = "error";
+  };
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const v = (n: string) => Number((form.elements.namedItem(n) as HTMLInputElement).value);
+    try {
+      await api.setModelLimits(m.id, { context_window: v("context_window"), max_output: v("max_output") });
+      await api.setModelCoordinates(m.id, coords.value as CoordSpace);
+      await done();
+    } catch (err) {
+      fail(err);
+    }
+  });
+  return form;
+}
+
+/** A model's four prices (dollars per million tokens), saved or cleared. */
+function pricesForm(id: string, now: Prices | null, done: () => Promise<void>): HTMLElement {
+  const input = (name: keyof Prices, label: string) =>
+    el("label", { class: "price" }, el("span", {}, label), el("input", { type: "number", min: "0", step: "0.01", name, value: now ? String(now[name]) : "", required: "" }));
+  const msg = el("p", { class: "muted" }, "Dollars per million tokens, from the provider's price list.");
+  const form = el(
+    "form",
+    { class: "prices-form", "data-prices-for": id },
+    input("input", "Input"),
+    input("output", "Output"),
+    input("cache_read", "Cache read"),
+    input("cache_write", "Cache write"),
+    el("button", { type: "submit", class: "primary" }, "Save prices"),
+    button("No prices", { class: "ghost", type: "button" }, () => save(null)),
+    msg,
+  ) as HTMLFormElement;
+  const save = async (p: Prices | null) => {
+    try {
+      await api.setModelPrices(id, p);
+      await done();
+    } catch (e) {
+      msg.textContent = errorMessage(e);
+      msg.className = "error";
+    }
+  };
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const v = (n: string) => Number((form.elements.namedItem(n) as HTMLInputElement).value);
+    save({ input: v("input"), output: v("output"), cache_read: v("cache_read"), cache_write: v("cache_write") });
+  });
+  return form;
+}
+
+/** Model providers: the list, and a form whose key goes to the system keyring only. */
+async function modelsSection(): Promise<HTMLElement> {
+  const box = el("section", { class: "models", id: "models" });
+  /** Reads the models with their prices and limits, then draws them. */
+  const reload = async () => {
+    const models = await api.listModels();
+    const known = await Promise.all(models.map(async (m) => ({ m, prices: await api.modelPrices(m.id).catch(() => null), limits: await api.modelLimits(m.id).catch(() => null) })));
+    drawModels(box, known, reload);
+  };
+  await reload();
+  return box;
+}
+
+function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | null; limits: Limits | null }[], reload: () => Promise<void>) {
+  const list = el("ul", { class: "model-list" });
+  const note = el("p", { class: "muted" }, "The key is kept in the system keyring, never in the data directory.");
+  if (models.length === 0) list.append(el("li", { class: "muted" }, "No model yet. Bots need one to work on tasks."));
+  for (const { m, prices, limits } of models) {
+    const rm = button("Remove", { class: "ghost" }, async () => {
+      try {
+        await api.removeModel(m.id);
+        await reload();
+      } catch (e) {
+        note.textContent = errorMessage(e);
+        note.className = "error";
+      }
+    });
+    const priced = prices ? `$${prices.input} in / $${prices.output} out per million tokens` : "no prices (runs show tokens only)";
+    const edit = button("Prices", { class: "ghost", "data-edit-prices": m.id }, () => item.querySelector(".prices-form") || item.append(pricesForm(m.id, prices, reload)));
+    const sized = limits ? `${limits.context_window.toLocaleString("en-US")}-token window, up to ${limits.max_output.toLocaleString("en-US")} out per call` : "";
+    const editLimits = button("Limits", { class: "ghost", "data-edit-limits": m.id }, () => limits && (item.querySelector(".limits-form") || item.append(limitsForm(m, limits, reload))));
+    const about = el(
+      "div",
+      { class: "model-about" },
+      el("strong", {}, m.id),
+      el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"} · coordinates ${m.coordinates}`),
+      el("div", { class: "muted model-prices" }, priced),
+      el("div", { class: "muted model-limits" }, sized),
+    );
+    const item = el("li", { "data-model": m.id }, about, edit, editLimits, rm);
+    list.append(item);
+  }
+  const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;
+  const kind = el("select", { id: "model-kind" }, el("option", { value: "anthropic" }, "Anthropic"), el("option", { value: "openai" }, "OpenAI"), el("option", { value: "openai-compatible" }, "OpenAI-compatible (Ollama, vLLM, LM Studio, OpenRouter, xAI)")) as HTMLSelectElement;
+  const model = el("input", { placeholder: "model, e.g. claude-sonnet-4-5", id: "model-name" }) as HTMLInputElement;
+  const url = el("input", { placeholder: "base URL (OpenAI-compatible only)", id: "model-url" }) as HTMLInputElement;
+  const key = el("input", { type: "password", placeholder: "API key (empty for a local server)", id: "model-key", autocomplete: "off" }) as HTMLInputElement;
+  const add = el("form", { class: "model-form" }, id, kind, model, url, key, el("button", { type: "submit", class: "primary" }, "Add model"), note);
+  add.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      await api.addModel(id.value.trim(), kind.value as ModelKind, model.value.trim(), url.value.trim() || null, key.value || null);
+      key.value = "";
+      await reload();
+    } catch (err) {
+      note.textContent = errorMessage(err);
+      note.className = "error";
+    }
+  });
+  box.replaceChildren(list, add);
+}

@@ -1,0 +1,87 @@
+// The sidebar: the bots with their states, the new-bot form, and the health of the set-up.
+import { api, errorMessage } from "../api";
+import { createBot, select } from "../actions";
+import { $, el } from "../dom";
+import { initials, STATUS } from "../format";
+import { state } from "../store";
+import type { ComputerScope } from "../types";
+import { firstRun } from "./firstrun";
+
+export function renderBots() {
+  const list = $("bot-list");
+  list.replaceChildren();
+  if (state.botsError) {
+    list.append(el("li", { class: "error" }, state.botsError));
+    return;
+  }
+  if (state.bots.length === 0) list.append(el("li", { class: "empty" }, "No bots yet. Press + to create one."));
+  for (const b of state.bots) {
+    const item = el(
+      "li",
+      { class: "bot" + (b.id === state.selected ? " selected" : ""), "data-bot": b.id, "data-status": b.status, tabindex: "0" },
+      el("span", { class: "avatar" }, initials(b.name)),
+      el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, b.name), el("span", { class: "bot-sub" }, STATUS[b.status])),
+      el("span", { class: `status ${b.status}`, title: STATUS[b.status] }),
+    );
+    item.addEventListener("click", () => select(b.id));
+    item.addEventListener("keydown", (e) => (e as KeyboardEvent).key === "Enter" && select(b.id));
+    list.append(item);
+  }
+}
+
+export function renderHealth() {
+  const footer = $("health");
+  const report = state.health;
+  if (!report) {
+    footer.replaceChildren(el("span", { class: "muted" }, "Checking Docker…"));
+    return;
+  }
+  const names: Record<string, string> = { docker: "Docker", image: "Computer image", image_age: "Image freshness", keyring: "Keyring" };
+  footer.replaceChildren(
+    ...report.checks
+      .filter((c) => c.name in names)
+      .map((c) => {
+        const check = el(
+          "div",
+          { class: "check " + (!c.ok ? "bad" : c.warn ? "warn" : "ok"), title: c.fix ? `${c.detail}\nFix: ${c.fix}` : c.detail },
+          el("span", { class: "dot" }),
+          names[c.name]!,
+        );
+        // What needs seeing to opens the set-up steps.
+        if (!c.ok || c.warn) check.addEventListener("click", () => firstRun(report));
+        return check;
+      }),
+  );
+}
+
+/** The new-bot form of index.html: a name, a model and Team or Private. */
+export function setupNewBot() {
+  const form = $<HTMLFormElement>("new-bot-form");
+  const name = $<HTMLInputElement>("new-bot-name");
+  const error = $("new-bot-error");
+  const model = $<HTMLSelectElement>("new-bot-model");
+  const open = async (show: boolean) => {
+    form.hidden = !show;
+    error.hidden = true;
+    if (!show) return;
+    name.focus();
+    const models = await api.listModels().catch(() => []);
+    model.replaceChildren(
+      ...(models.length ? models.map((m) => el("option", { value: m.id }, `${m.id} (${m.model})`)) : [el("option", { value: "" }, "No model yet (add one in Settings)")]),
+    );
+  };
+  $("new-bot").addEventListener("click", () => open(form.hidden));
+  $("new-bot-cancel").addEventListener("click", () => open(false));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const scope = (form.querySelector("input[name=scope]:checked") as HTMLInputElement).value as ComputerScope;
+    try {
+      await createBot(name.value.trim(), scope, model.value || null);
+      name.value = "";
+      open(false);
+    } catch (err) {
+      error.textContent = errorMessage(err);
+      error.hidden = false;
+    }
+  });
+}

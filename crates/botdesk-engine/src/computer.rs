@@ -1,12 +1,19 @@
-//! What this process knows and holds of one computer: its boot lock, its home's lock, whether this
-//! process made it ready, and the desktops it brought up there. One handle per computer, made on first use and
-//! shared by every call on that computer; nothing here is shared between computers.
+//! One computer: what this process knows and holds of it (its handle: its boot lock, its home's
+//! lock, whether this process made it ready, and the desktops it brought up there; one handle per
+//! computer, made on first use and shared by every call on that computer, nothing shared between
+//! computers), and its lifecycle: bringing it up, stopping, destroying, reconciling.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use botdesk_core::ComputerId;
+use std::path::PathBuf;
+
+use botdesk_core::*;
+use serde::Serialize;
+
+use crate::checkpoint::Before;
+use crate::{leases, Engine, EngineError, ErrorCode, Result};
 
 #[derive(Default)]
 pub(crate) struct ComputerHandle {
@@ -22,6 +29,8 @@ pub(crate) struct ComputerHandle {
     /// set-up; forgotten on release, when the computer is set up again, and when a call on the
     /// display fails.
     displays: Mutex<HashSet<(u32, String)>>,
+    /// The frame id each bot here last observed (an unchanged screen returns no image).
+    frames: Mutex<HashMap<BotId, String>>,
 }
 
 impl ComputerHandle {
@@ -49,6 +58,16 @@ impl ComputerHandle {
     pub fn forget_displays(&self) {
         self.displays.lock().unwrap().clear();
     }
+
+    /// Records the frame the bot observes; true when it is the one it saw last.
+    pub fn saw_frame(&self, bot: &BotId, frame_id: &str) -> bool {
+        self.frames.lock().unwrap().insert(bot.clone(), frame_id.to_string()).as_deref() == Some(frame_id)
+    }
+
+    /// The bot's next observation carries an image (a new run, a released desktop).
+    pub fn forget_frame(&self, bot: &BotId) {
+        self.frames.lock().unwrap().remove(bot);
+    }
 }
 
 /// The handles of this process, by computer.
@@ -58,5 +77,299 @@ pub(crate) struct Computers(Mutex<HashMap<ComputerId, Arc<ComputerHandle>>>);
 impl Computers {
     pub fn get(&self, id: &ComputerId) -> Arc<ComputerHandle> {
         self.0.lock().unwrap().entry(id.clone()).or_default().clone()
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Lifecycle
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ComputerView {
+    pub id: String,
+    pub name: String,
+    pub scope: ComputerScope,
+    /// What the provider reports now (`running`, `stopped`, `missing`), or the stored state when
+    /// the provider cannot be reached.
+    pub status: MachineStatus,
+    /// The lifecycle state recorded in the database (stopped, booting, running, suspending,
+    /// suspended, error).
+    pub state: ComputerState,
+    pub bots: Vec<String>,
+    /// The home store: the workspace's checkpoints (`current` is the latest).
+    pub home: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReconcileReport {
+    /// Containers matched to a computer in the database.
+    pub adopted: Vec<String>,
+    /// Containers of this data directory with no computer in the database, removed.
+    pub removed: Vec<String>,
+    /// Home volumes of this data directory that are no computer's home (left by an interrupted
+    /// destroy or start), removed.
+    pub volumes_removed: Vec<String>,
+    /// Networks of this data directory whose computer is gone, removed.
+    pub networks_removed: Vec<String>,
+}
+
+/// Whether [`Engine::bring_up`] found the computer up or started it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Up {
+    /// Made ready earlier (by this process or another) and running since: what was set up in it
+    /// then (folders, displays) is there.
+    Already,
+    /// Started (or prepared again) by this call: nothing set up in it before is assumed.
+    Started,
+}
+
+impl Engine {
+    fn spec(&self, c: &botdesk_store::Computer, home_volume: String) -> ComputerSpec {
+        ComputerSpec { id: c.id.clone(), name: c.name.clone(), scope: c.scope, home_volume, resources: self.inner.limits.resources() }
+    }
+
+    /// A new home volume's name: this data directory's label, the computer and a random part, so
+    /// a volume whose deletion started is never taken for its successor.
+    fn new_home_volume(&self, c: &botdesk_store::Computer) -> String {
+        format!("botdesk-{}-{}-{}", &self.inner.data.label()[..8], c.id, &uuid::Uuid::new_v4().simple().to_string()[..8])
+    }
+
+    pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
+        let mut out = vec![];
+        for c in self.inner.store.list_computers().await? {
+            out.push(self.computer_view(c).await?);
+        }
+        Ok(out)
+    }
+
+    /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
+    pub(crate) async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
+        Ok(self.bring_up(computer).await?.0)
+    }
+
+    /// This process's handle on a computer (its boot lock, readiness and desktops).
+    pub(crate) fn handle(&self, id: &ComputerId) -> Arc<ComputerHandle> {
+        self.inner.computers.get(id)
+    }
+
+    /// Forgets that this process made the computer ready, so its next use prepares it again; waits
+    /// for a boot of it under way here to finish first.
+    pub(crate) async fn forget_ready(&self, id: &ComputerId) {
+        let handle = self.handle(id);
+        let _booting = handle.boot.lock().await;
+        handle.set_ready(false);
+    }
+
+    /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
+    /// earlier, by this process or another) or was started now.
+    pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
+        let cref = ComputerRef { id: computer.id.clone() };
+        self.inner.store.touch(&computer.id, self.now()).await?;
+        let handle = self.handle(&computer.id);
+        let _booting = handle.boot.lock().await;
+        if handle.is_ready() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+            return Ok((cref, Up::Already));
+        }
+        let ctx = CallCtx::default();
+        let starting = |e: SandboxError| EngineError::from(e).context(format!("starting computer {}", computer.name));
+        let mut state = self.stored_state(&computer.id).await?;
+        // Recorded running (only a finished start records it) and running: another process, or
+        // this one before, made it ready, and nothing of that is undone while it runs (a bot
+        // created since got its folder then). A CLI call does only its own work.
+        if state == ComputerState::Running && computer.home_volume.is_some() && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+            handle.set_ready(true);
+            return Ok((cref, Up::Already));
+        }
+        // The row walks stopped|suspended|error → booting → running by compare-and-swap. Losing a
+        // swap means another process (the app beside the CLI) is booting it: provisioning is
+        // idempotent, so both go on and one of them records `running`.
+        let now = self.now();
+        if state == ComputerState::Suspending {
+            return Err(EngineError::new(ErrorCode::Busy, format!("computer {} is being suspended; try again in a moment", computer.name)));
+        }
+        if state == ComputerState::Running && self.inner.provider.status(&cref).await? != MachineStatus::Running {
+            self.swap(&computer.id, ComputerState::Running, ComputerState::Stopped, now).await?;
+            state = ComputerState::Stopped;
+        }
+        if state != ComputerState::Running && state != ComputerState::Booting {
+            self.swap(&computer.id, state, ComputerState::Booting, now).await?;
+        }
+        // A computer without a whole home volume (new, destroyed, or one whose deletion started)
+        // gets a new one, restored from the latest checkpoint before anything runs there.
+        let computer = &self.inner.store.computer(computer.id.as_str()).await?;
+        let (volume, new_home) = match &computer.home_volume {
+            Some(v) => (v.clone(), false),
+            None => (self.new_home_volume(computer), true),
+        };
+        let provisioned = async {
+            let p = self.inner.provider.provision(&self.spec(computer, volume.clone()), &ctx).await?;
+            self.inner.provider.prepare(&cref, &ctx).await?;
+            if new_home {
+                if let Some(r) = self.restore_into(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("restoring its workspace: {e}")))? {
+                    tracing::info!(computer = %computer.id, version = r.version, files = r.files, ms = r.millis, "workspace restored");
+                }
+                self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+            }
+            let mut folders = HashSet::new();
+            if computer.scope == ComputerScope::Team {
+                self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
+                folders = self.make_bot_folders(computer, &cref, &folders).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+            }
+            Ok::<_, SandboxError>((p, folders))
+        }
+        .await;
+        let (p, folders) = match provisioned {
+            Ok(p) => p,
+            Err(e) => {
+                self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
+                return Err(starting(e));
+            }
+        };
+        self.swap(&computer.id, ComputerState::Booting, ComputerState::Running, self.now()).await?;
+        self.inner.store.set_computer_state(&computer.id, ComputerState::Running, Some(&p.provider_ref), self.now()).await?;
+        // A bot created while this start ran saw the computer not yet running, so left its folder
+        // to the start: made now (it was created before this read, which follows `running`).
+        if computer.scope == ComputerScope::Team {
+            self.make_bot_folders(computer, &cref, &folders).await?;
+        }
+        handle.forget_displays();
+        handle.set_ready(true);
+        Ok((cref, Up::Started))
+    }
+
+    /// Makes the folders of the computer's bots not in `done`; returns the bots it now has.
+    async fn make_bot_folders(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, done: &HashSet<BotId>) -> Result<HashSet<BotId>> {
+        let bots = self.inner.store.bots_on(&computer.id).await?;
+        for bot in bots.iter().filter(|b| !done.contains(&b.id)) {
+            // A bot that replaced its own folder (with a link, say) breaks only its own work.
+            if let Err(e) = self.inner.provider.create_dir(cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
+                tracing::warn!(bot = %bot.id, "the bot's folder could not be made: {e}");
+            }
+        }
+        Ok(bots.into_iter().map(|b| b.id).collect())
+    }
+
+    pub(crate) async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {
+        Ok(self.inner.store.computer(id.as_str()).await?.state)
+    }
+
+    /// A compare-and-swap of the computer's state; losing it to another process is fine.
+    pub(crate) async fn swap(&self, id: &ComputerId, from: ComputerState, to: ComputerState, now: i64) -> Result<()> {
+        match self.inner.store.transition_computer(id, from, to, now).await {
+            Ok(()) | Err(botdesk_store::StoreError::Stale(_)) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Stops a computer and keeps its disk. Refused while bots hold live execution leases on it
+    /// ("Other bots are still using this computer") or while it is reserved.
+    pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
+        let c = self.inner.store.computer(id_or_name).await?;
+        // Never stop a computer whose checkpoint failed: it keeps running and the error is returned.
+        self.checkpoint_before(&c, Before::Stop).await?;
+        let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        self.forget_ready(&c.id).await;
+        self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
+        let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
+        let ok = stopped.is_ok();
+        let err = stopped.as_ref().err().map(|e| e.to_string());
+        self.inner
+            .store
+            .finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now())
+            .await?;
+        stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
+        self.inner.store.clear_desktops(&c.id).await?;
+        match self.stored_state(&c.id).await? {
+            ComputerState::Running => self.swap(&c.id, ComputerState::Running, ComputerState::Stopped, self.now()).await?,
+            ComputerState::Booting => self.swap(&c.id, ComputerState::Booting, ComputerState::Stopped, self.now()).await?,
+            _ => {}
+        }
+        self.computer_view(c).await
+    }
+
+    /// Removes the machine and its home volume, after a checkpoint (refused when the checkpoint
+    /// fails). Fenced like stop: it takes the computer's reservation, so it is refused while a bot
+    /// holds a lease there. The home store keeps the workspace: the next use restores it.
+    pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
+        let c = self.inner.store.computer(id_or_name).await?;
+        let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        let destroyed = async {
+            self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
+            self.checkpoint_before(&c, Before::Destroy).await?;
+            self.forget_ready(&c.id).await;
+            // The fence: from here on the old volume is never used or checkpointed again, even if
+            // its deletion is interrupted (the next start makes a new one from the checkpoint).
+            self.inner.store.set_home_volume(&c.id, None, self.now()).await?;
+            self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
+            self.inner
+                .provider
+                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .await
+                .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))
+        }
+        .await;
+        let status = if destroyed.is_ok() { ReservationStatus::Completed } else { ReservationStatus::Failed };
+        let msg = destroyed.as_ref().err().map(|e| e.message.clone());
+        self.inner.store.finish_reservation(&res.id, status, msg.as_deref(), self.now()).await?;
+        destroyed?;
+        self.inner.store.clear_desktops(&c.id).await?;
+        self.inner.store.set_computer_state(&c.id, ComputerState::Stopped, None, self.now()).await?;
+        self.computer_view(c).await
+    }
+
+    /// A checkpoint before stopping, suspending or destroying a computer that has a home. A
+    /// stopped computer's home is saved only before it is destroyed (it is started for that: a
+    /// computer that stopped by itself may hold work its last checkpoint has not).
+    pub(crate) async fn checkpoint_before(&self, c: &botdesk_store::Computer, doing: Before) -> Result<()> {
+        let c = self.inner.store.computer(c.id.as_str()).await?;
+        if c.home_volume.is_none() {
+            return Ok(());
+        }
+        let running = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await? == MachineStatus::Running;
+        if !running {
+            if doing != Before::Destroy {
+                return Ok(());
+            }
+            self.ensure_running(&c).await?;
+        }
+        self.checkpoint(c.id.as_str())
+            .await
+            .map(drop)
+            .map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))
+    }
+
+    async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
+        let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
+        let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
+        let state = self.inner.store.computer(c.id.as_str()).await?.state;
+        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status, state, bots })
+    }
+
+    /// After a crash: every container labelled with this data directory is adopted when the
+    /// database knows its computer, and removed when it does not (it can only be left over from a
+    /// computer whose row is gone, e.g. a bot removed while Docker was down). Containers of other
+    /// data directories are never touched.
+    pub async fn reconcile(&self) -> Result<ReconcileReport> {
+        let docker = match &self.inner.docker {
+            Some(d) => d,
+            None => return Ok(ReconcileReport::default()),
+        };
+        let computers = self.inner.store.list_computers().await?;
+        let known: HashSet<String> = computers.iter().map(|c| c.id.to_string()).collect();
+        let homes: HashSet<String> = computers.into_iter().filter_map(|c| c.home_volume).collect();
+        let mut report = ReconcileReport::default();
+        for found in docker.list_managed().await? {
+            if known.contains(&found.computer) {
+                let state = if found.running { ComputerState::Running } else { ComputerState::Stopped };
+                self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.id), self.now()).await?;
+                report.adopted.push(found.computer);
+            } else {
+                docker.remove_container(&found.id).await?;
+                report.removed.push(found.computer);
+            }
+        }
+        // A volume in use (a computer starting in another process) is left for the next time.
+        report.volumes_removed = docker.remove_volumes_except(&homes).await?;
+        report.networks_removed = docker.remove_networks(None, &known).await?;
+        Ok(report)
     }
 }

@@ -120,7 +120,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
-        self.inner.frames.lock().await.remove(&bot.id);
+        self.handle(&computer.id).forget_frame(&bot.id);
         let cref = ComputerRef { id: computer.id.clone() };
         let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
         self.inner.store.finish_release_desktop(&computer.id, d.slot, result.is_ok()).await?;
@@ -133,11 +133,9 @@ impl Engine {
     pub async fn observe(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let mut obs = self.observe_of(&bot, &computer, format).await?;
-        let mut frames = self.inner.frames.lock().await;
-        if frames.get(&bot.id) == Some(&obs.frame_id) {
+        if self.handle(&computer.id).saw_frame(&bot.id, &obs.frame_id) {
             obs.image = None;
         }
-        frames.insert(bot.id, obs.frame_id.clone());
         Ok(obs)
     }
 

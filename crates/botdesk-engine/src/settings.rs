@@ -68,6 +68,33 @@ impl Settings {
     }
 }
 
+/// The settings in force in this process: a computer's resources and the screen limit, from the
+/// settings file; a screen limit given in the configuration (`SANDBOX_TEAM_SCREEN_LIMIT`) wins.
+pub(crate) struct InForce {
+    now: std::sync::RwLock<(botdesk_core::Resources, Option<u32>)>,
+    screen_limit_override: Option<u32>,
+}
+
+impl InForce {
+    pub fn new(resources: botdesk_core::Resources, screen_limit_override: Option<u32>, file: &Settings) -> Self {
+        InForce { now: std::sync::RwLock::new((resources, screen_limit_override.or(file.screen_limit))), screen_limit_override }
+    }
+
+    pub fn apply(&self, s: &Settings) {
+        let mut now = self.now.write().unwrap();
+        s.apply(&mut now.0);
+        now.1 = self.screen_limit_override.or(s.screen_limit);
+    }
+
+    pub fn resources(&self) -> botdesk_core::Resources {
+        self.now.read().unwrap().0
+    }
+
+    pub fn screen_limit(&self) -> Option<u32> {
+        self.now.read().unwrap().1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

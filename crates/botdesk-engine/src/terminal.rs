@@ -7,6 +7,13 @@ use bytes::Bytes;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
+/// A person's open shell: its bot, its computer and its input (dropping the input ends it).
+type OpenShell = (BotId, botdesk_core::ComputerId, tokio::sync::mpsc::Sender<Bytes>);
+
+/// The person's open shells, by id.
+#[derive(Default)]
+pub(crate) struct Terminals(std::sync::Mutex<std::collections::HashMap<String, OpenShell>>);
+
 /// An open shell: its id and what it prints. Closed by [`Engine::close_terminals`] or when its
 /// shell exits (the output then ends).
 pub struct Terminal {
@@ -27,14 +34,14 @@ impl Engine {
         let display = self.display_of(&computer.id, &b.id).await?;
         let ctx = CallCtx { control: Some(control.lease_id), display, ..CallCtx::for_bot(&b.id) };
         let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &ctx).await?;
-        self.inner.terminals.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
+        self.inner.terminals.0.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
         Ok(Terminal { id: s.id, output: s.output })
     }
 
     /// Keys typed into a shell. Refused once control is gone.
     pub async fn terminal_input(&self, id: &str, data: Bytes) -> Result<()> {
         let (bot, input) = {
-            let t = self.inner.terminals.lock().unwrap();
+            let t = self.inner.terminals.0.lock().unwrap();
             let (bot, _, input) = t.get(id).ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
             (bot.clone(), input.clone())
         };
@@ -50,18 +57,18 @@ impl Engine {
     }
 
     pub async fn terminal_resize(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
-        let computer = self.inner.terminals.lock().unwrap().get(id).map(|(_, c, _)| c.clone());
+        let computer = self.inner.terminals.0.lock().unwrap().get(id).map(|(_, c, _)| c.clone());
         let computer = computer.ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
         Ok(self.inner.provider.resize_shell(&ComputerRef { id: computer }, id, cols, rows).await?)
     }
 
     pub fn close_terminal(&self, id: &str) {
-        self.inner.terminals.lock().unwrap().remove(id);
+        self.inner.terminals.0.lock().unwrap().remove(id);
     }
 
     /// Closes every shell of a bot (its processes are killed). Returns how many there were.
     pub fn close_terminals(&self, bot: &BotId) -> usize {
-        let mut t = self.inner.terminals.lock().unwrap();
+        let mut t = self.inner.terminals.0.lock().unwrap();
         let before = t.len();
         t.retain(|_, (b, _, _)| b != bot);
         before - t.len()
@@ -69,7 +76,7 @@ impl Engine {
 
     /// Shells of bots whose control has ended (released or expired here or in another process).
     pub async fn close_orphan_terminals(&self) -> Result<usize> {
-        let bots: Vec<BotId> = self.inner.terminals.lock().unwrap().values().map(|(b, _, _)| b.clone()).collect();
+        let bots: Vec<BotId> = self.inner.terminals.0.lock().unwrap().values().map(|(b, _, _)| b.clone()).collect();
         let mut closed = 0;
         for b in bots {
             if self.control_of(b.as_str()).await?.is_none() {

@@ -130,17 +130,17 @@ pub(super) fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
 impl Engine {
     /// Follow every run of this process.
     pub fn run_events(&self) -> tokio::sync::broadcast::Receiver<RunEvent> {
-        self.inner.run_events.subscribe()
+        self.inner.runs.events.subscribe()
     }
 
     pub(super) fn emit(&self, ev: RunEvent) {
-        let _ = self.inner.run_events.send(ev);
+        let _ = self.inner.runs.events.send(ev);
     }
 
     /// Cancels a run of this process at once (its command gets exit 130). Runs of another process
     /// see the `cancelled` status at their next check.
     pub(crate) fn cancel_local_run(&self, run_id: &str) {
-        if let Some(t) = self.inner.local_runs.lock().unwrap().get(run_id) {
+        if let Some(t) = self.inner.runs.cancels.lock().unwrap().get(run_id) {
             t.cancel();
         }
     }

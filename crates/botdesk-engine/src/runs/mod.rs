@@ -34,6 +34,18 @@ use chat::graphical;
 use host::RunHost;
 use output::{tail, OutputTail};
 
+/// This process's runs: what happens in them, and how to cancel each at once (on Stop).
+pub(crate) struct LocalRuns {
+    pub events: tokio::sync::broadcast::Sender<RunEvent>,
+    pub cancels: std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>,
+}
+
+impl Default for LocalRuns {
+    fn default() -> Self {
+        LocalRuns { events: tokio::sync::broadcast::channel(4096).0, cancels: Default::default() }
+    }
+}
+
 /// Model calls one run may make.
 pub const MAX_STEPS: u32 = 60;
 /// Earlier chat messages given to the model with a new task.
@@ -97,14 +109,14 @@ impl Engine {
         };
         let run = self.begin_run(&run).await?;
         // The model of a new run has seen no screen yet: its first observe carries an image.
-        self.inner.frames.lock().await.remove(&bot.id);
+        self.handle(&bot.computer_id).forget_frame(&bot.id);
         // Claude's computer tool is declared in pixels of the screen: its coordinates are those.
         let coords = if client.config().dialect.claude_computer() { action::CoordSpace::Pixels } else { m.coordinates };
         let day = botdesk_docker::image::stamp_of(self.now());
         let setting = botdesk_agent::run::Setting {
             bot: &bot.name,
             instructions: &bot.instructions,
-            folder: &crate::view(bot.clone(), &computer).folder,
+            folder: &crate::bots::view(bot.clone(), &computer).folder,
             shared: computer.scope == botdesk_core::ComputerScope::Team,
             today: &format!("{}-{}-{}", &day[..4], &day[4..6], &day[6..]),
             coords,
@@ -119,7 +131,7 @@ impl Engine {
     async fn drive(&self, p: Prepared) -> Result<Run> {
         let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
         let cancel = CancellationToken::new();
-        self.inner.local_runs.lock().unwrap().insert(run.id.clone(), cancel.clone());
+        self.inner.runs.cancels.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history = self.history(&bot.id).await?;
         let host = RunHost {
             engine: self.clone(),
@@ -140,7 +152,7 @@ impl Engine {
         let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
-        self.inner.local_runs.lock().unwrap().remove(&run.id);
+        self.inner.runs.cancels.lock().unwrap().remove(&run.id);
         let fatal = host.fatal.lock().unwrap().clone();
         let (status, error, failure) = match &end {
             RunEnd::Completed(_) => (RunStatus::Completed, None, None),

@@ -1,0 +1,211 @@
+//! Bots: making, listing and removing them, and each bot's state as front ends show it, computed
+//! from the shared database (so a run or a takeover started by another process shows up too).
+
+use botdesk_core::*;
+use botdesk_store::NewBot;
+use serde::Serialize;
+
+use crate::{dto, Engine, EngineError, Result};
+
+/// A bot's state as the sidebar shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum BotStatus {
+    Idle,
+    Running,
+    /// The person asked the run to pause; it finishes its current step first.
+    Pausing,
+    WaitingForYou,
+    YouHaveControl,
+    Error,
+}
+
+/// Whether a bot's run waits for the person, and why: shown beside "You have control", where
+/// Release resumes it (and a note reaches it) and Stop ends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum RunHold {
+    /// No active run.
+    None,
+    /// A run is working (or queued).
+    Working,
+    /// The run asked for the person (`request_takeover`).
+    AskedForYou,
+    /// The person paused the run to take the screen.
+    PausedForYou,
+}
+
+/// A bot's state as front ends show it: its status and what its run waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+pub struct BotState {
+    pub status: BotStatus,
+    pub run: RunHold,
+}
+
+/// What a front end shows for a bot.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct BotView {
+    pub id: String,
+    pub name: String,
+    pub computer: ComputerBrief,
+    pub model: Option<String>,
+    pub instructions: String,
+    /// The bot's own folder in the workspace (`bots/<id>` on a Team computer, `.` on a Private one).
+    pub folder: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct ComputerBrief {
+    pub id: String,
+    pub name: String,
+    pub scope: ComputerScope,
+}
+
+const MAX_BOT_NAME: usize = 64;
+
+fn check_bot_name(name: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.');
+    if name.is_empty() || name.chars().count() > MAX_BOT_NAME || !name.chars().all(ok_char) || name.starts_with([' ', '.', '-']) || name.ends_with(' ') {
+        return Err(EngineError::invalid(format!(
+            "{name:?} is not a valid bot name: use 1 to {MAX_BOT_NAME} letters, digits, spaces, '-', '_' or '.', starting with a letter or digit"
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub async fn create_bot(&self, name: &str, scope: ComputerScope, model: Option<&str>, instructions: &str) -> Result<BotView> {
+        check_bot_name(name)?;
+        if let Some(m) = model {
+            self.inner.store.model(m).await?; // a bot names a model that exists
+        }
+        let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind() };
+        let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
+        // A Team computer that is already up gets the new bot's folder now (whichever process
+        // started it); otherwise on its next start.
+        // (A start under way makes it after recording `running`: see `bring_up`.)
+        if computer.scope == ComputerScope::Team && self.stored_state(&computer.id).await? == ComputerState::Running {
+            let cref = ComputerRef { id: computer.id.clone() };
+            if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
+                // Recorded as not running, the next use of the computer prepares it again (and
+                // makes the folder); the container itself is left as it is.
+                tracing::info!(bot = %bot.id, "the new bot's folder waits for the computer's next preparation: {e}");
+                self.forget_ready(&computer.id).await;
+                let _ = self.swap(&computer.id, ComputerState::Running, ComputerState::Stopped, self.now()).await;
+            }
+        }
+        Ok(view(bot, &computer))
+    }
+
+    /// What the sidebar shows for each bot, computed from the shared database (so a run or a
+    /// takeover started by another process shows up too).
+    pub async fn bot_statuses(&self) -> Result<Vec<(String, BotState)>> {
+        let now = self.now();
+        let computers = self.inner.store.list_computers().await?;
+        let mut out = vec![];
+        for b in self.inner.store.list_bots().await? {
+            let runs = self.inner.store.active_runs(&b.id).await?;
+            let control = self.inner.store.control(&b.computer_id, now).await?.filter(|c| c.bot_id == b.id);
+            let broken = computers.iter().any(|c| c.id == b.computer_id && c.state == ComputerState::Error);
+            let status = if control.is_some() {
+                BotStatus::YouHaveControl
+            } else if runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
+                BotStatus::WaitingForYou
+            } else if runs.iter().any(|r| r.pause_requested_at.is_some()) {
+                BotStatus::Pausing
+            } else if !runs.is_empty() {
+                BotStatus::Running
+            } else if broken {
+                BotStatus::Error
+            } else {
+                BotStatus::Idle
+            };
+            let waiting = runs.iter().find(|r| r.status == RunStatus::WaitingTakeover);
+            let run = match (waiting, runs.is_empty()) {
+                (Some(r), _) if r.pause_requested_at.is_some() => RunHold::PausedForYou,
+                (Some(_), _) => RunHold::AskedForYou,
+                (None, true) => RunHold::None,
+                (None, false) => RunHold::Working,
+            };
+            out.push((b.id.to_string(), BotState { status, run }));
+        }
+        Ok(out)
+    }
+
+    /// Every bot with its state, as the app's sidebar lists them.
+    pub async fn bot_rows(&self) -> Result<Vec<dto::BotRow>> {
+        let mut states: std::collections::HashMap<_, _> = self.bot_statuses().await?.into_iter().collect();
+        let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
+        Ok(self.list_bots().await?.into_iter().map(|bot| dto::BotRow { state: states.remove(&bot.id).unwrap_or(idle), bot }).collect())
+    }
+
+    pub async fn list_bots(&self) -> Result<Vec<BotView>> {
+        let computers = self.inner.store.list_computers().await?;
+        let bots = self.inner.store.list_bots().await?;
+        Ok(bots
+            .into_iter()
+            .filter_map(|b| {
+                let c = computers.iter().find(|c| c.id == b.computer_id)?;
+                Some(view(b, c))
+            })
+            .collect())
+    }
+
+    pub async fn bot(&self, name_or_id: &str) -> Result<BotView> {
+        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+        Ok(view(bot, &computer))
+    }
+
+    /// Removes a bot. Its Private computer goes with it, also one kept from a switch to Team (its
+    /// container is destroyed; its workspace stays on disk). On a Team computer the bot's folder
+    /// stays too.
+    pub async fn remove_bot(&self, name_or_id: &str) -> Result<BotView> {
+        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+        let shown = view(bot.clone(), &computer);
+        if let Some(c) = self.inner.store.private_computer_of(&bot.id).await? {
+            self.inner
+                .provider
+                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .await
+                .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
+        }
+        self.inner.store.delete_bot(&bot.id).await?;
+        Ok(shown)
+    }
+
+    pub(crate) async fn bot_and_computer(&self, name_or_id: &str) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
+        let bot = self.inner.store.bot(name_or_id).await?;
+        let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
+        Ok((bot, computer))
+    }
+}
+
+pub(crate) fn view(bot: botdesk_store::Bot, c: &botdesk_store::Computer) -> BotView {
+    let folder = match c.scope {
+        ComputerScope::Team => path::bot_folder(&bot.id).to_string(),
+        ComputerScope::Private => ".".into(),
+    };
+    BotView {
+        id: bot.id.to_string(),
+        name: bot.name,
+        computer: ComputerBrief { id: c.id.to_string(), name: c.name.clone(), scope: c.scope },
+        model: bot.model,
+        instructions: bot.instructions,
+        folder,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bot_names() {
+        for ok in ["alpha", "Research bot 2", "a.b_c-d", "Ünïcode"] {
+            check_bot_name(ok).unwrap();
+        }
+        for bad in ["", " x", "x ", ".hidden", "-x", "a/b", "a\\b", "x\n", &"x".repeat(65)] {
+            assert!(check_bot_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -102,13 +102,30 @@ export type BrowserTab = { title: string, url: string, current: boolean, };
  */
 export type BrowserGo = { "go": "navigate", url: string, } | { "go": "back" } | { "go": "forward" } | { "go": "reload" };
 
-export type Check = { name: string, ok: boolean, detail: string, fix?: string, 
+export type Check = { 
+/**
+ * `docker`, `image`, … and `host NAME` for each Docker host on another machine.
+ */
+name: string, ok: boolean, detail: string, fix?: string, 
 /**
  * Works, but should be seen to (an image whose packages are old).
  */
 warn: boolean, };
 
 export type DoctorReport = { ok: boolean, checks: Array<Check>, };
+
+/**
+ * A Docker host as front ends show it.
+ */
+export type HostView = { name: string, 
+/**
+ * `tcp://HOST:PORT`; for `local`, the engine's socket.
+ */
+url: string, 
+/**
+ * The folder holding `ca.pem`, `cert.pem` and `key.pem` (none for `local`).
+ */
+tls_dir: string | null, };
 
 export type Settings = { 
 /**

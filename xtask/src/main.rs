@@ -409,6 +409,7 @@ fn test(extra: &[String]) -> Result {
     make_deb(&root().join("target/debug"))?;
     let as_user = test_user()?;
     let services = start_services(&mut envs, &as_user)?;
+    let remote = RemoteEngine::start(&mut envs, &as_user)?;
     user_dir("e2e", &as_user)?;
     // The app tests start tauri-driver: a copy where the test user can run it.
     let tools = user_dir("test-tools", &as_user)?;
@@ -429,6 +430,7 @@ fn test(extra: &[String]) -> Result {
         say("running every test");
     }
     let result = status(test.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(remote);
     drop(services);
     let leftovers = sweep_containers(&run_id);
     result?;
@@ -436,6 +438,175 @@ fn test(extra: &[String]) -> Result {
         0 => Ok(()),
         n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// A Docker engine on "another machine": a second dockerd in a network namespace of its own (with
+// a veth pair to this one), listening only on its own address with mutual TLS, with private
+// `/home` and `/tmp` so nothing of this machine's can be bind-mounted by accident. Everything is
+// per run (names, subnet, folders), so two runs on one machine do not meet, and all of it goes
+// when the tests end.
+
+struct RemoteEngine {
+    netns: String,
+    veth: String,
+    root: PathBuf,
+    pidfile: PathBuf,
+    child: Option<Child>,
+}
+
+impl RemoteEngine {
+    /// Starts it and tells the tests where it is: `BOTDESK_TEST_REMOTE_URL`, and in
+    /// `BOTDESK_TEST_REMOTE_TLS` a folder with `good/` (certificates it trusts), `wrong-ca/` (a CA
+    /// that did not sign it) and `wrong-client/` (a client certificate it does not trust).
+    fn start(envs: &mut Vec<(String, String)>, as_user: &[String]) -> Result<RemoteEngine> {
+        if !is_root() {
+            return Err("the tests of Docker hosts on other machines start a second dockerd in a network namespace: run `cargo xtask test` as root (the tests themselves run as an unprivileged user)".into());
+        }
+        let pid = std::process::id();
+        let k = pid % 250 + 1;
+        let (here, there) = (format!("10.231.{k}.1"), format!("10.231.{k}.2"));
+        let mut e = RemoteEngine {
+            netns: format!("botdesk-remote-{pid}"),
+            veth: format!("bdr{}", pid % 100_000),
+            // Outside /tmp and /home, which the engine sees as empty folders of its own.
+            root: PathBuf::from(format!("/var/lib/botdesk-remote-{pid}")),
+            pidfile: PathBuf::from(format!("/run/botdesk-remote-{pid}.pid")),
+            child: None,
+        };
+        say(&format!("starting a second Docker engine at tcp://{there}:2376 (network namespace {})", e.netns));
+        let ip = |args: &[&str]| status(Command::new("ip").args(args));
+        let inside = |args: &[&str]| status(Command::new("nsenter").arg(format!("--net=/run/netns/{}", e.netns)).args(args));
+        ip(&["netns", "add", &e.netns])?;
+        let peer = format!("{}p", e.veth);
+        ip(&["link", "add", &e.veth, "type", "veth", "peer", "name", &peer])?;
+        ip(&["link", "set", &peer, "netns", &e.netns])?;
+        ip(&["addr", "add", &format!("{here}/24"), "dev", &e.veth])?;
+        ip(&["link", "set", &e.veth, "up"])?;
+        inside(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])?;
+        inside(&["ip", "link", "set", &peer, "up"])?;
+        inside(&["ip", "link", "set", "lo", "up"])?;
+        inside(&["ip", "route", "add", "default", "via", &here])?;
+        // Certificates: the engine's (naming its address) under its root; the clients' where the
+        // test user reads them.
+        let server = e.root.join("tls");
+        std::fs::create_dir_all(&server).map_err(|err| err.to_string())?;
+        let clients = root().join("target/remote-tls");
+        let _ = std::fs::remove_dir_all(&clients);
+        make_certificates(&server, &clients, &there)?;
+        user_dir("remote-tls", as_user)?;
+        let script = format!(
+            "mount -t tmpfs none /home && mount -t tmpfs none /tmp && exec dockerd --data-root {root}/data --exec-root {root}/exec \
+             --pidfile {pidfile} -H tcp://{there}:2376 --tlsverify --tlscacert {tls}/ca.pem --tlscert {tls}/server-cert.pem --tlskey {tls}/server-key.pem",
+            root = e.root.display(),
+            pidfile = e.pidfile.display(),
+            tls = server.display(),
+        );
+        let log = std::fs::File::create(root().join("target/remote-dockerd.log")).map_err(|err| err.to_string())?;
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", e.netns))
+            .args(["unshare", "-m", "--propagation", "private", "sh", "-c", &script])
+            .stdout(log.try_clone().map_err(|err| err.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|err| format!("cannot start the second dockerd: {err}"))?;
+        e.child = Some(child);
+        let good = clients.join("good");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let url = format!("tcp://{there}:2376");
+        while !quiet_ok(
+            Command::new("docker")
+                .args(["--tlsverify", "-H", &url])
+                .arg("--tlscacert")
+                .arg(good.join("ca.pem"))
+                .arg("--tlscert")
+                .arg(good.join("cert.pem"))
+                .arg("--tlskey")
+                .arg(good.join("key.pem"))
+                .arg("version"),
+        ) {
+            if Instant::now() > deadline {
+                return Err("the second dockerd did not answer within 60 s; see target/remote-dockerd.log".into());
+            }
+            sleep(Duration::from_millis(200));
+        }
+        envs.push(("BOTDESK_TEST_REMOTE_URL".into(), url));
+        envs.push(("BOTDESK_TEST_REMOTE_TLS".into(), clients.display().to_string()));
+        Ok(e)
+    }
+}
+
+impl Drop for RemoteEngine {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(&self.pidfile) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        if let Some(mut c) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["link", "del", &self.veth]).stderr(Stdio::null()).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.netns]).stderr(Stdio::null()).status();
+        let _ = std::fs::remove_dir_all(&self.root);
+        let _ = std::fs::remove_file(&self.pidfile);
+    }
+}
+
+/// A test CA with a server certificate for `address` (in `server`) and, in `clients`: `good/`
+/// (that CA and a client certificate it signed), `wrong-ca/` (another CA, so the server is not
+/// trusted) and `wrong-client/` (a client certificate of another CA, which the server refuses).
+fn make_certificates(server: &Path, clients: &Path, address: &str) -> Result {
+    let openssl = |dir: &Path, args: &[&str]| status(Command::new("openssl").current_dir(dir).args(args).stderr(Stdio::null()));
+    let ca = |dir: &Path, name: &str| {
+        openssl(
+            dir,
+            &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", &format!("/CN={name}")],
+        )
+    };
+    let sign = |dir: &Path, ca_dir: &Path, key: &str, cert: &str, subject: &str, ext: &str| -> Result {
+        std::fs::write(dir.join("ext.cnf"), ext).map_err(|e| e.to_string())?;
+        openssl(dir, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", "req.csr", "-subj", subject])?;
+        let (ca_cert, ca_key) = (ca_dir.join("ca.pem"), ca_dir.join("ca-key.pem"));
+        status(
+            Command::new("openssl")
+                .current_dir(dir)
+                .args(["x509", "-req", "-in", "req.csr", "-CA"])
+                .arg(&ca_cert)
+                .arg("-CAkey")
+                .arg(&ca_key)
+                .args(["-CAcreateserial", "-out", cert, "-days", "2", "-extfile", "ext.cnf"])
+                .stderr(Stdio::null()),
+        )
+    };
+    let (good, wrong_ca, wrong_client, other) = (clients.join("good"), clients.join("wrong-ca"), clients.join("wrong-client"), clients.join("other-ca"));
+    for d in [&good, &wrong_ca, &wrong_client, &other] {
+        std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+    }
+    ca(server, "botdesk test CA")?;
+    sign(
+        server,
+        server,
+        "server-key.pem",
+        "server-cert.pem",
+        &format!("/CN={address}"),
+        &format!("subjectAltName=IP:{address}\nextendedKeyUsage=serverAuth\n"),
+    )?;
+    sign(&good, server, "key.pem", "cert.pem", "/CN=botdesk test client", "extendedKeyUsage=clientAuth\n")?;
+    std::fs::copy(server.join("ca.pem"), good.join("ca.pem")).map_err(|e| e.to_string())?;
+    ca(&other, "another CA")?;
+    sign(&wrong_client, &other, "key.pem", "cert.pem", "/CN=a stranger", "extendedKeyUsage=clientAuth\n")?;
+    std::fs::copy(server.join("ca.pem"), wrong_client.join("ca.pem")).map_err(|e| e.to_string())?;
+    std::fs::copy(other.join("ca.pem"), wrong_ca.join("ca.pem")).map_err(|e| e.to_string())?;
+    for f in ["cert.pem", "key.pem"] {
+        std::fs::copy(good.join(f), wrong_ca.join(f)).map_err(|e| e.to_string())?;
+    }
+    // The other CA's key is no one's business after signing.
+    std::fs::remove_dir_all(&other).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// The app tests drive the real window through tauri-driver (which runs WebKitWebDriver).

@@ -40,6 +40,12 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ModelCmd,
     },
+    /// Docker hosts: this machine's engine (`local`) and engines on other machines, reached over
+    /// TCP with mutual TLS.
+    Host {
+        #[command(subcommand)]
+        cmd: HostCmd,
+    },
     /// The computers bots run on.
     Computer {
         #[command(subcommand)]
@@ -200,6 +206,22 @@ enum ImageCmd {
     },
     /// Show the image tag and whether it is present.
     Status,
+}
+
+#[derive(Subcommand)]
+enum HostCmd {
+    /// Add a Docker engine on another machine, once it answers: `botdesk host add NAME
+    /// tcp://HOST:2376 --tls-dir DIR` (DIR holds ca.pem, cert.pem and key.pem, as DOCKER_CERT_PATH).
+    Add {
+        name: String,
+        url: String,
+        #[arg(long)]
+        tls_dir: std::path::PathBuf,
+    },
+    /// The hosts, `local` first.
+    Ls,
+    /// Forget a host (its certificates stay where they are).
+    Rm { name: String },
 }
 
 #[derive(Subcommand)]
@@ -538,6 +560,24 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     .collect::<Vec<_>>()
                     .join("\n")
             });
+        }
+        Cmd::Host { cmd: HostCmd::Add { name, url, tls_dir } } => {
+            let (host, said) = engine.add_host(&name, &url, &tls_dir).await?;
+            print(json, json!({ "host": host, "engine": said }), || format!("added host {name}: {said} answers at {url}"));
+        }
+        Cmd::Host { cmd: HostCmd::Ls } => {
+            let hosts = engine.list_hosts().await?;
+            print(json, json!({ "hosts": hosts }), || {
+                hosts
+                    .iter()
+                    .map(|h| format!("{:<16} {}{}", h.name, h.url, h.tls_dir.as_ref().map(|d| format!("  (certificates in {d})")).unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Cmd::Host { cmd: HostCmd::Rm { name } } => {
+            engine.remove_host(&name).await?;
+            print(json, json!({ "removed": name }), || format!("removed host {name}"));
         }
         Cmd::Model { cmd: ModelCmd::Rm { id } } => {
             engine.remove_model(&id).await?;

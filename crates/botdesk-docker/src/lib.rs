@@ -9,6 +9,7 @@ mod home;
 pub mod image;
 mod network;
 mod provider;
+pub mod remote;
 mod sandbox;
 pub mod spec;
 

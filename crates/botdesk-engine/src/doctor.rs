@@ -7,7 +7,8 @@ use crate::paths::DataDir;
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct Check {
-    pub name: &'static str,
+    /// `docker`, `image`, … and `host NAME` for each Docker host on another machine.
+    pub name: String,
     pub ok: bool,
     pub detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,14 +24,14 @@ pub struct DoctorReport {
     pub checks: Vec<Check>,
 }
 
-fn pass(name: &'static str, detail: impl Into<String>) -> Check {
-    Check { name, ok: true, detail: detail.into(), fix: None, warn: false }
+pub(crate) fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: true, detail: detail.into(), fix: None, warn: false }
 }
-fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { name, ok: false, detail: detail.into(), fix: Some(fix.into()), warn: false }
+pub(crate) fn fail(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: false, detail: detail.into(), fix: Some(fix.into()), warn: false }
 }
-fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
-    Check { name, ok: true, detail: detail.into(), fix: Some(fix.into()), warn: true }
+fn warn(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    Check { name: name.into(), ok: true, detail: detail.into(), fix: Some(fix.into()), warn: true }
 }
 
 /// An image older than this is flagged: its Chromium (run without its sandbox) misses fixes.

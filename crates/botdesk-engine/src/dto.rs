@@ -9,6 +9,7 @@ use ts_rs::{Config, TS};
 pub use crate::desktop::{BrowserGo, BrowserTab, BrowserView, PageElement, PageSnapshot};
 pub use crate::doctor::{Check, DoctorReport};
 pub use crate::error::{EngineError, ErrorCode};
+pub use crate::hosts::HostView;
 pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
@@ -120,6 +121,7 @@ pub fn typescript() -> String {
         BrowserGo,
         Check,
         DoctorReport,
+        HostView,
         Settings,
         SettingsView,
         ModelKind,

@@ -10,6 +10,7 @@ mod doctor;
 pub mod dto;
 mod error;
 mod home_store;
+mod hosts;
 mod leases;
 mod models;
 mod paths;
@@ -34,6 +35,7 @@ pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, 
 pub use doctor::{Check, DoctorReport};
 pub use error::{EngineError, ErrorCode, Result};
 pub use home_store::Skipped;
+pub use hosts::{HostView, LOCAL as LOCAL_HOST};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use models::{ModelView, NewModel};
 pub use paths::DataDir;
@@ -258,7 +260,12 @@ impl Engine {
         self.docker()?.build_image(&opts, progress).await.map_err(|e| EngineError::from(e).context("building the computer image"))
     }
 
+    /// Every check a person needs before the first bot runs, the Docker hosts on other machines
+    /// included.
     pub async fn doctor(&self) -> DoctorReport {
-        doctor::run(self.inner.docker.as_deref(), &self.inner.data, self.now()).await
+        let mut report = doctor::run(self.inner.docker.as_deref(), &self.inner.data, self.now()).await;
+        report.checks.extend(self.check_hosts().await);
+        report.ok = report.checks.iter().all(|c| c.ok);
+        report
     }
 }

@@ -3,10 +3,12 @@
 
 mod chat;
 mod desktops;
+mod hosts;
 mod leases;
 mod models;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};
 pub use desktops::Desktop;
+pub use hosts::HostRow;
 pub use leases::*;
 pub use models::ModelRow;
 

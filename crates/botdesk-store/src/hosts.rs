@@ -1,0 +1,41 @@
+//! Docker engines on other machines, by name (`botdesk host add`). No secret is kept here: the
+//! certificates stay in their folder, which only its path names.
+
+use serde::Serialize;
+
+use crate::{Result, Store, StoreError};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostRow {
+    pub name: String,
+    /// `tcp://HOST:PORT`.
+    pub url: String,
+    /// The folder holding `ca.pem`, `cert.pem` and `key.pem`.
+    pub tls_dir: String,
+    pub created_at: i64,
+}
+
+impl Store {
+    pub async fn add_host(&self, h: &HostRow) -> Result<()> {
+        sqlx::query!("INSERT INTO hosts (name, url, tls_dir, created_at) VALUES (?1, ?2, ?3, ?4)", h.name, h.url, h.tls_dir, h.created_at)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| match e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => StoreError::Conflict(format!("a host named {:?} already exists", h.name)),
+                e => e.into(),
+            })?;
+        Ok(())
+    }
+
+    pub async fn list_hosts(&self) -> Result<Vec<HostRow>> {
+        Ok(sqlx::query_as!(HostRow, r#"SELECT name AS "name!", url, tls_dir, created_at FROM hosts ORDER BY name"#).fetch_all(&self.pool).await?)
+    }
+
+    pub async fn remove_host(&self, name: &str) -> Result<()> {
+        let done = sqlx::query!("DELETE FROM hosts WHERE name = ?1", name).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("host {name:?} (see `botdesk host ls`)")));
+        }
+        Ok(())
+    }
+}

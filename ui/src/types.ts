@@ -298,7 +298,7 @@ export type Preview = { "kind": "text", text: string, size: number, } | { "kind"
 /**
  * What the build is doing now: real stages, not estimated percentages.
  */
-export type BuildProgress = { "stage": "fetch_uv", message: string, } | { "stage": "base", message: string, } | { "stage": "step", step: number, total: number, message: string, } | { "stage": "done", image: string, };
+export type BuildProgress = { "stage": "fetch_uv", message: string, } | { "stage": "base", message: string, } | { "stage": "step", step: number, total: number, message: string, } | { "stage": "send", host: string, sent: number, total: number, } | { "stage": "done", image: string, };
 
 /**
  * What a front end may branch on. Everything else is in the message.

@@ -206,6 +206,9 @@ enum ImageCmd {
     },
     /// Show the image tag and whether it is present.
     Status,
+    /// Send the computer image to a Docker host on another machine, as one stream (the host never
+    /// pulls from a registry); nothing is sent when it has the image already.
+    Send { host: String },
 }
 
 #[derive(Subcommand)]
@@ -460,6 +463,19 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     .join("\n")
             });
             return Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        }
+        Cmd::Image { cmd: ImageCmd::Send { host } } => {
+            let (bar, progress) = image_progress(json);
+            let sent = engine.send_image(&host, &progress).await;
+            bar.finish_and_clear();
+            let (tag, sent) = (engine.image_tag(), sent?);
+            print(json, json!({"image": tag, "host": host, "sent": sent}), || {
+                if sent {
+                    format!("sent {tag} to {host}")
+                } else {
+                    format!("{host} has {tag} already")
+                }
+            });
         }
         Cmd::Image { cmd: ImageCmd::Status } => {
             let (tag, present) = (engine.image_tag(), engine.image_present().await?);
@@ -833,7 +849,8 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
     }
 }
 
-async fn build_image(engine: &Engine, json: bool, refresh: bool) -> Result<String, EngineError> {
+/// A progress bar for an image's build or its sending (JSON lines with --json).
+fn image_progress(json: bool) -> (indicatif::ProgressBar, impl Fn(BuildProgress) + Send + Sync) {
     let bar = indicatif::ProgressBar::new(0);
     if json {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -856,9 +873,19 @@ async fn build_image(engine: &Engine, json: bool, refresh: bool) -> Result<Strin
                 b.set_position(step as u64);
                 b.set_message(message.chars().take(100).collect::<String>());
             }
+            BuildProgress::Send { host, sent, total } => {
+                b.set_length(total);
+                b.set_position(sent);
+                b.set_message(format!("sending to {host}: {} of {} MiB", sent >> 20, total >> 20));
+            }
             BuildProgress::Done { image } => b.set_message(format!("done: {image}")),
         }
     };
+    (bar, progress)
+}
+
+async fn build_image(engine: &Engine, json: bool, refresh: bool) -> Result<String, EngineError> {
+    let (bar, progress) = image_progress(json);
     let result = engine.build_image(refresh, &progress).await;
     bar.finish_and_clear();
     result

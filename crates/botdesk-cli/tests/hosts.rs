@@ -53,6 +53,33 @@ fn a_host_on_another_machine_is_added_checked_listed_and_removed() {
     assert_eq!(hosts["hosts"][1]["url"], url.as_str());
     assert_eq!(hosts["hosts"][1]["tls_dir"], good);
 
+    // The computer image goes there as one stream, with its progress; the host then has it (it
+    // never pulled it from anywhere), and a second send finds it there.
+    let out = botdesk(d, &["--json", "image", "send", "far"]);
+    assert!(out.status.success(), "image send: {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (last, progress) = lines.split_last().unwrap();
+    assert_eq!(last["sent"], true, "{last}");
+    let tag = last["image"].as_str().unwrap().to_string();
+    let sent: Vec<u64> = progress.iter().filter(|p| p["progress"]["stage"] == "send").map(|p| p["progress"]["sent"].as_u64().unwrap()).collect();
+    assert!(sent.len() > 10 && sent.windows(2).all(|w| w[0] < w[1]), "progress as it goes: {} reports", sent.len());
+    assert!(*sent.last().unwrap() > 100 << 20, "the whole image went: {} bytes", sent.last().unwrap());
+    let inspect = Command::new("docker")
+        .args(["--tlsverify", "-H", &url])
+        .arg("--tlscacert")
+        .arg(Path::new(good).join("ca.pem"))
+        .arg("--tlscert")
+        .arg(Path::new(good).join("cert.pem"))
+        .arg("--tlskey")
+        .arg(Path::new(good).join("key.pem"))
+        .args(["image", "inspect", "--format", "{{.Id}}", &tag])
+        .output()
+        .unwrap();
+    assert!(inspect.status.success(), "the host has {tag}: {}", String::from_utf8_lossy(&inspect.stderr));
+    let again = json(d, &["image", "send", "far"]);
+    assert_eq!(again["sent"], false, "{again}");
+    assert!(String::from_utf8_lossy(&botdesk(d, &["image", "send", "nowhere"]).stderr).contains("not found"));
+
     // doctor checks it.
     let report: Value = serde_json::from_slice(&botdesk(d, &["--json", "doctor"]).stdout).unwrap();
     let far = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == "host far").unwrap_or_else(|| panic!("no check of far: {report}"));

@@ -104,6 +104,12 @@ pub enum BuildProgress {
         total: u32,
         message: String,
     },
+    /// Sending the image to a Docker host on another machine: `sent` of about `total` bytes.
+    Send {
+        host: String,
+        sent: u64,
+        total: u64,
+    },
     Done {
         image: String,
     },

@@ -107,6 +107,59 @@ impl RemoteEngine {
     }
 }
 
+/// How long the image's stream may stand still (nothing read here, or nothing taken there)
+/// before the transfer is given up.
+pub const SEND_STALL: Duration = Duration::from_secs(60);
+
+/// Sends an image from `local` to `remote` as one stream (`docker save` into `docker load`, never
+/// whole in memory: at most a few chunks are in flight), reporting bytes sent of about `total`.
+/// Nothing is pulled from a registry. Returns false when the host had the image already.
+pub async fn send_image(local: &Docker, remote: &Docker, tag: &str, progress: &(dyn Fn(u64, u64) + Send + Sync)) -> Result<bool, String> {
+    use futures::StreamExt;
+    let total = local.inspect_image(tag).await.map_err(|e| format!("the image {tag} is not here: {e}"))?.size.unwrap_or(0).max(0) as u64;
+    if remote.inspect_image(tag).await.is_ok() {
+        return Ok(false);
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(4);
+    let mut export = local.export_image(tag);
+    let read = async move {
+        let mut sent = 0u64;
+        loop {
+            match tokio::time::timeout(SEND_STALL, export.next()).await {
+                Err(_) => return Err(format!("reading the image here stood still for {} s", SEND_STALL.as_secs())),
+                Ok(None) => return Ok(sent),
+                Ok(Some(Err(e))) => return Err(format!("reading the image here failed: {e}")),
+                Ok(Some(Ok(chunk))) => {
+                    sent += chunk.len() as u64;
+                    match tokio::time::timeout(SEND_STALL, tx.send(chunk)).await {
+                        Err(_) => return Err(format!("the host took nothing for {} s", SEND_STALL.as_secs())),
+                        Ok(Err(_)) => return Err("the host stopped taking the image".into()),
+                        Ok(Ok(())) => progress(sent, total.max(sent)),
+                    }
+                }
+            }
+        }
+    };
+    let body = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let load = async {
+        let mut answers = remote.import_image_stream(bollard::image::ImportImageOptions { quiet: true }, body, None);
+        while let Some(answer) = answers.next().await {
+            match answer {
+                Ok(info) if info.error.is_some() => return Err(format!("the host could not load the image: {}", info.error.unwrap_or_default())),
+                Ok(_) => {}
+                Err(e) => return Err(format!("the host could not load the image: {e}")),
+            }
+        }
+        Ok(())
+    };
+    let (read, load) = tokio::join!(read, load);
+    // What went wrong here explains what went wrong there (a cut stream is an unreadable image).
+    read?;
+    load?;
+    remote.inspect_image(tag).await.map_err(|e| format!("the host does not show the image after loading it: {e}"))?;
+    Ok(true)
+}
+
 /// What a failed request says about the host, from the error and its causes.
 fn classify(e: &bollard::errors::Error) -> HostProblem {
     // The innermost cause says it best ("invalid peer certificate: UnknownIssuer"); the whole

@@ -9,7 +9,7 @@ use botdesk_store::HostRow;
 use serde::Serialize;
 
 use crate::doctor::{fail, pass, Check};
-use crate::{Engine, EngineError, ErrorCode, Result};
+use crate::{BuildProgress, Engine, EngineError, ErrorCode, Result};
 
 /// The name of the engine on this machine.
 pub const LOCAL: &str = "local";
@@ -66,6 +66,30 @@ impl Engine {
         let mut out = vec![HostView { name: LOCAL.into(), url: socket, tls_dir: None }];
         out.extend(self.inner.store.list_hosts().await?.iter().map(view));
         Ok(out)
+    }
+
+    /// Sends the computer image to a host on another machine as one stream, with its progress
+    /// (the host never pulls from a registry). False: the host had it already.
+    pub async fn send_image(&self, host: &str, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<bool> {
+        if host == LOCAL {
+            return Err(EngineError::invalid("the image is built on `local` (`botdesk image build`); send it to a host on another machine"));
+        }
+        let hosts = self.inner.store.list_hosts().await?;
+        let h = hosts
+            .iter()
+            .find(|h| h.name == host)
+            .ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("host {host:?} (see `botdesk host ls`) was not found")))?;
+        let remote = RemoteEngine { url: h.url.clone(), tls_dir: h.tls_dir.clone().into() }.client().map_err(|p| problem(host, &h.url, &p))?;
+        let docker = self.docker()?;
+        let tag = self.image_tag();
+        if !docker.image_present(&tag).await? {
+            return Err(EngineError::new(ErrorCode::NotFound, format!("the computer image {tag} is not built here yet: run `botdesk image build` first")));
+        }
+        let local = docker.client().await?;
+        let report = |sent, total| progress(BuildProgress::Send { host: host.to_string(), sent, total });
+        botdesk_docker::remote::send_image(local, &remote, &tag, &report)
+            .await
+            .map_err(|e| EngineError::new(ErrorCode::DockerUnavailable, format!("host {host}: sending the computer image {tag} failed: {e}")))
     }
 
     pub async fn remove_host(&self, name: &str) -> Result<()> {

@@ -20,7 +20,7 @@ export function firstRun(report: DoctorReport) {
     const fill = bar.firstElementChild as HTMLElement;
     const show = (p: BuildProgress) => {
       if (p.stage === "step") fill.style.width = `${Math.round((100 * p.step) / p.total)}%`;
-      stage.textContent = p.stage === "done" ? `Built ${p.image}.` : p.message;
+      stage.textContent = p.stage === "done" ? `Built ${p.image}.` : p.stage === "send" ? `Sending to ${p.host}…` : p.message;
     };
     try {
       await api.buildImage(show, !!stale);

@@ -11,8 +11,8 @@ mod screens;
 use std::sync::Arc;
 
 use botdesk_engine::dto::{
-    BotRow, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, ModelKind, ModelView, Settings, SettingsView,
-    SwitchReport,
+    BotRow, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, HostView, ModelKind, ModelView, Settings,
+    SettingsView, SwitchReport,
 };
 use botdesk_engine::{Engine, EngineConfig, NewModel, ProviderChoice, TakeoverResult};
 use screens::Screens;
@@ -112,6 +112,11 @@ async fn get_settings(engine: State<'_, Engine>) -> Res<SettingsView> {
 #[tauri::command]
 async fn save_settings(engine: State<'_, Engine>, settings: Settings) -> Res<Settings> {
     engine.save_settings(&settings)
+}
+
+#[tauri::command]
+async fn list_hosts(engine: State<'_, Engine>) -> Res<Vec<HostView>> {
+    engine.list_hosts().await
 }
 
 #[tauri::command]
@@ -344,6 +349,7 @@ fn main() {
             doctor,
             get_settings,
             save_settings,
+            list_hosts,
             list_models,
             add_model,
             remove_model,

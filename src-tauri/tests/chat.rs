@@ -154,6 +154,10 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // Settings → Models: this model has no prices; the person gives it some, and the engine
     // costs later calls with them.
     d.click("#open-settings");
+    // Settings shows the Docker hosts too: this machine's engine first.
+    d.wait_js("the hosts in Settings", "return document.querySelector('#hosts li')?.dataset.host === 'local'", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("13b-settings-hosts.png");
     let row = format!("#models li[data-model=\"{model_id}\"]");
     d.wait_js(
         "the model in Settings without prices",

@@ -3,7 +3,7 @@
 // the api; the only one that opens or closes screens and shells.
 import { api, errorCode, errorMessage } from "./api";
 import { el } from "./dom";
-import { applyBots, bot, changed, Dock, live, state } from "./store";
+import { applyBots, bot, changed, Dock, KEEP_ACTIVITY, live, state } from "./store";
 import type { BotRow, BrowserGo, ChatItem, ComputerScope, RunEvent } from "./types";
 import { Viewer } from "./viewer";
 
@@ -297,7 +297,7 @@ function syncDock() {
 
 async function loadActivity(id: string) {
   try {
-    state.activity.set(id, (await api.activity(id)).slice(-300));
+    state.activity.set(id, (await api.activity(id)).slice(-KEEP_ACTIVITY));
   } catch (e) {
     state.activity.set(id, []);
     console.warn("activity", errorMessage(e));

@@ -18,6 +18,7 @@ import type {
   DoctorReport,
   EngineError,
   ErrorCode,
+  HostView,
   Limits,
   Listing,
   ModelKind,
@@ -72,6 +73,8 @@ export const api = {
     progress.onmessage = onProgress;
     return invoke<string>("build_image", { refresh, progress });
   },
+  /** The Docker hosts: `local` first. */
+  listHosts: () => invoke<HostView[]>("list_hosts"),
   listModels: () => invoke<ModelRow[]>("list_models"),
   modelPrices: (id: string) => invoke<Prices | null>("model_prices", { id }),
   setModelPrices: (id: string, prices: Prices | null) => invoke<void>("set_model_prices", { id, prices }),

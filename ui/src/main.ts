@@ -20,6 +20,11 @@ onChange((parts) => {
   if (parts.has("bots") && !SOLO) renderBots();
   if (parts.has("health") && !SOLO) renderHealth();
   if (parts.has("main")) return renderMain();
+  // A screen's own window shows neither the chat nor the dock.
+  if (SOLO) {
+    if (parts.has("screen-bar")) renderScreenBar();
+    return;
+  }
   // The smaller parts fall back to the whole when they are not on the page.
   const drawn = (parts.has("chat") ? renderChat() : true) && (parts.has("dock") ? renderDock() : true);
   if (!drawn) return renderMain();

@@ -48,7 +48,25 @@ export async function openSettings() {
       msg.className = "error";
     }
   });
-  modal("Settings", form, el("h3", {}, "Models"), await modelsSection());
+  modal("Settings", form, el("h3", {}, "Docker hosts"), await hostsSection(), el("h3", {}, "Models"), await modelsSection());
+}
+
+/** The Docker engines bots' computers can run on: this machine's, and those added with the CLI. */
+async function hostsSection(): Promise<HTMLElement> {
+  const hosts = await api.listHosts().catch(() => []);
+  const list = el("ul", { class: "model-list host-list", id: "hosts" });
+  for (const h of hosts) {
+    const where = h.tls_dir ? `${h.url} · certificates in ${h.tls_dir}` : `this machine's engine (${h.url})`;
+    list.append(el("li", { "data-host": h.name }, el("div", { class: "model-about" }, el("strong", {}, h.name), el("span", { class: "muted" }, ` ${where}`))));
+  }
+  const how = el(
+    "p",
+    { class: "muted" },
+    "Add a Docker host on another machine with ",
+    el("code", {}, "botdesk host add NAME tcp://HOST:2376 --tls-dir DIR"),
+    " (mutual TLS; botdesk doctor checks it). Bots' computers run on this machine for now.",
+  );
+  return el("section", { class: "hosts" }, list, how);
 }
 
 /** What each run of a bot may spend: tokens (the default when empty) and dollars (no limit when

@@ -1,13 +1,13 @@
 //! One computer: what this process knows and holds of it (its handle: its boot lock, its home's
-//! lock, whether this process made it ready, and the desktops it brought up there; one handle per
-//! computer, made on first use and shared by every call on that computer, nothing shared between
-//! computers), and its lifecycle: bringing it up, stopping, destroying, reconciling.
+//! lock, whether this process made it ready, the desktops it brought up there and the frame each
+//! bot there last observed; one handle per computer, made on first use and shared by every call on
+//! that computer, nothing shared between computers), and its lifecycle: bringing it up, stopping,
+//! destroying, reconciling.
 
 use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-use std::path::PathBuf;
 
 use botdesk_core::*;
 use serde::Serialize;

@@ -24,15 +24,17 @@ async fn a_failed_upgrade_leaves_the_old_database_as_it_was() {
     let path = dir.path().join("botdesk.db");
     let all = migrator();
     let last = all.iter().last().unwrap().version;
-    // A database of two versions ago, with data, and a column the last migration adds already
-    // there (as a hand edit might leave it): the next migration applies, the last one fails.
+    // A database from two versions before the migration that adds `runs.handback_note`, with
+    // data, and that column already there (as a hand edit might leave it): the next migration
+    // applies, that one fails, and the later ones never run.
+    let breaks = all.iter().find(|m| m.sql.as_str().contains("ADD COLUMN handback_note")).expect("a migration adds handback_note").version;
     let p = pool(&path).await;
-    all.run_to(last - 2, &p).await.unwrap();
+    all.run_to(breaks - 2, &p).await.unwrap();
     sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ('w1', 'mine', 1)").execute(&p).await.unwrap();
     sqlx::query("ALTER TABLE runs ADD COLUMN handback_note TEXT").execute(&p).await.unwrap();
     p.close().await;
     let before = contents(&path).await;
-    assert_eq!(before.1.last(), Some(&(last - 2)));
+    assert_eq!(before.1.last(), Some(&(breaks - 2)));
 
     let e = match Store::open(&path).await {
         Err(e) => e,

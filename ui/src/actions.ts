@@ -50,7 +50,7 @@ export function select(id: string) {
   showTab(live.viewers.has(id) ? id : "overview", id);
 }
 
-/** Shows a tab: a bot's screen, or the overview (with the bot `id` selected beside it). */
+/** Shows a tab: a bot's screen, or the overview (with `bot` selected beside it). */
 export function showTab(tab: string, id: string | null = tab === "overview" ? state.selected : tab) {
   state.activeTab = tab;
   state.selected = id;

@@ -42,7 +42,7 @@ export const state = {
   /** Chat per bot id (loaded when first shown), streamed text of the running reply, send errors. */
   chats: new Map<string, ChatItem[]>(),
   live: new Map<string, string>(),
-  /** Run events that changed a bot's chat: a chat read from the backend while one came is read again. */
+  /** Run events applied per bot: a chat read from the backend while events came is read again. */
   chatEvents: new Map<string, number>(),
   sendError: new Map<string, string>(),
   drafts: new Map<string, string>(),
@@ -125,7 +125,7 @@ function flush() {
  *  status or run changed, which actions follow up on. */
 export function applyBots(rows: BotRow[]): BotRow[] {
   const before = new Map(state.bots.map((b) => [b.id, b]));
-  const same = JSON.stringify(rows) === JSON.stringify(state.bots) && state.botsError === null;
+  const same = JSON.stringify(rows) === JSON.stringify(state.bots);
   state.bots = rows;
   state.botsError = null;
   if (state.selected && !rows.some((b) => b.id === state.selected)) state.selected = null;
@@ -140,8 +140,7 @@ export function applyBots(rows: BotRow[]): BotRow[] {
 export function applyRunEvent(e: RunEvent) {
   const items = state.chats.get(e.bot);
   const shown = state.selected === e.bot;
-  // What changes the stored chat (not streamed text, not activity) makes a chat being read stale.
-  if (["message", "tool", "status", "usage"].includes(e.type)) state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
+  state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
   switch (e.type) {
     case "delta":
       state.live.set(e.bot, (state.live.get(e.bot) ?? "") + e.text);

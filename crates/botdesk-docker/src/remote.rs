@@ -181,6 +181,10 @@ fn classify(e: &bollard::errors::Error) -> HostProblem {
         HostProblem::UnknownHost
     } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") || lower.contains("alert") {
         HostProblem::Tls(text)
+    } else if lower.contains("connection was not ready") || lower.contains("connection reset") || lower.contains("connection closed before message completed") {
+        // TLS 1.3: a host that refuses our certificate may close the connection after its side of
+        // the handshake, before the request; the alert saying why does not always arrive first.
+        HostProblem::Tls(format!("the host closed the connection at once ({text}); it may not trust cert.pem"))
     } else if lower.contains("timed out") {
         HostProblem::NoAnswer
     } else {

@@ -9,7 +9,11 @@ export type ComputerId = string;
  */
 export type ComputerScope = "team" | "private";
 
-export type ComputerBrief = { id: string, name: string, scope: ComputerScope, };
+export type ComputerBrief = { id: string, name: string, scope: ComputerScope, 
+/**
+ * The Docker host it runs on (`local`: this machine).
+ */
+host: string, };
 
 /**
  * What a front end shows for a bot.

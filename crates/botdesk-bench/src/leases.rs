@@ -1,7 +1,7 @@
 //! Lease throughput: claim + renew + release cycles on the real SQLite database, in one process
 //! and in two processes × 32 tasks contending for the same bots, counting invariant violations.
 
-use botdesk_core::{BotId, ComputerId, ComputerScope};
+use botdesk_core::{BotId, ComputerId, ComputerScope, HostName};
 use botdesk_store::{NewBot, Store, StoreError};
 use std::{
     path::Path,
@@ -28,7 +28,10 @@ pub async fn setup(db: &Path) -> (Store, ComputerId, Vec<BotId>) {
     let mut computer = None;
     for i in 0..BOTS {
         let name = format!("bench{i}");
-        let (b, c) = s.create_bot(NewBot { name: &name, scope: ComputerScope::Team, model: None, instructions: "", provider: "bench" }, 0).await.unwrap();
+        let (b, c) = s
+            .create_bot(NewBot { name: &name, scope: ComputerScope::Team, model: None, instructions: "", provider: "bench", host: HostName::local() }, 0)
+            .await
+            .unwrap();
         bots.push(b.id);
         computer = Some(c.id);
     }

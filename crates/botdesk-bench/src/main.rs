@@ -148,6 +148,7 @@ async fn main() {
                     scope: ComputerScope::Team,
                     home_volume: format!("{label}-home-{i}"),
                     resources: Resources::default(),
+                    host: botdesk_core::HostName::local(),
                 };
                 let r = cold_start(&provider, &image, &spec).await;
                 say(&r);
@@ -179,6 +180,7 @@ async fn main() {
         scope: ComputerScope::Team,
         home_volume: format!("{}-home-{i}", provider.config().data_dir_label),
         resources: Resources::default(),
+        host: botdesk_core::HostName::local(),
     };
     let mut rows = vec![];
 

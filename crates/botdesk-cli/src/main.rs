@@ -288,6 +288,9 @@ enum BotCmd {
         /// team (shared with the workspace's other bots) or private (a whole computer of its own).
         #[arg(long, default_value = "team", value_parser = ["team", "private"])]
         computer: String,
+        /// The Docker host its computer runs on (see `botdesk host ls`); `local` is this machine.
+        #[arg(long, default_value = "local")]
+        host: String,
         /// Model id (see `botdesk model list`).
         #[arg(long)]
         model: Option<String>,
@@ -490,11 +493,12 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 print(json, json!({"image": image, "built": true, "present": true}), || format!("built {image}"));
             }
         }
-        Cmd::Bot { cmd: BotCmd::Create { name, computer, model, instructions } } => {
+        Cmd::Bot { cmd: BotCmd::Create { name, computer, host, model, instructions } } => {
             let scope = ComputerScope::parse(&computer).expect("clap checked it");
-            let bot = engine.create_bot(&name, scope, model.as_deref(), &instructions).await?;
+            let bot = engine.create_bot_on(&name, scope, &host, model.as_deref(), &instructions).await?;
             print(json, serde_json::to_value(&bot).unwrap(), || {
-                format!("created bot {} ({}) on the {} computer {}", bot.name, bot.id, computer, bot.computer.name)
+                let on = if host == "local" { String::new() } else { format!(" on host {host}") };
+                format!("created bot {} ({}) on the {} computer {}{on}", bot.name, bot.id, computer, bot.computer.name)
             });
         }
         Cmd::Model { cmd: ModelCmd::Add { id, kind, model, base_url, coordinates } } => {
@@ -605,7 +609,13 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 if bots.is_empty() {
                     return "no bots yet: botdesk bot create NAME".into();
                 }
-                bots.iter().map(|b| format!("{:<24} {:<14} {:<8} {}", b.name, b.id, b.computer.scope.as_str(), b.computer.name)).collect::<Vec<_>>().join("\n")
+                bots.iter()
+                    .map(|b| {
+                        let on = if b.computer.host == "local" { String::new() } else { format!(" (host {})", b.computer.host) };
+                        format!("{:<24} {:<14} {:<8} {}{on}", b.name, b.id, b.computer.scope.as_str(), b.computer.name)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
             });
         }
         Cmd::Bot { cmd: BotCmd::Budget { name, tokens, usd } } => {

@@ -129,3 +129,132 @@ fn a_host_on_another_machine_is_added_checked_listed_and_removed() {
     assert!(String::from_utf8_lossy(&botdesk(d, &["host", "rm", "local"]).stderr).contains("cannot be removed"));
     assert!(String::from_utf8_lossy(&botdesk(d, &["host", "rm", "far"]).stderr).contains("not found"));
 }
+
+/// Destroys every computer of a data directory when the test ends (also on a failed assertion).
+struct Cleanup<'a>(&'a Path);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&botdesk(self.0, &["--json", "computer", "ls"]).stdout) {
+            for c in v["computers"].as_array().into_iter().flatten() {
+                let _ = botdesk(self.0, &["computer", "destroy", c["id"].as_str().unwrap()]);
+            }
+        }
+    }
+}
+
+/// The containers of a computer on the second engine (found by its label there).
+fn containers_there(url: &str, tls: &Path, computer: &str) -> String {
+    let good = tls.join("good");
+    let out = Command::new("docker")
+        .args(["--tlsverify", "-H", url])
+        .arg("--tlscacert")
+        .arg(good.join("ca.pem"))
+        .arg("--tlscert")
+        .arg(good.join("cert.pem"))
+        .arg("--tlskey")
+        .arg(good.join("key.pem"))
+        .args(["ps", "-a", "-q", "--filter", &format!("label=botdesk.computer={computer}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker ps there: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_bot_works_on_a_computer_on_another_machine() {
+    use std::io::{Read, Write};
+    let (url, tls) = remote();
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path();
+    let _cleanup = Cleanup(d);
+    json(d, &["host", "add", "far", &url, "--tls-dir", tls.join("good").to_str().unwrap()]);
+    let sent = botdesk(d, &["image", "send", "far"]);
+    assert!(sent.status.success(), "image send: {}", String::from_utf8_lossy(&sent.stderr));
+
+    // A Private computer on that host: made there, not here.
+    let bot = json(d, &["bot", "create", "farbot", "--computer", "private", "--host", "far"]);
+    assert_eq!(bot["computer"]["host"], "far", "{bot}");
+    let computer = bot["computer"]["id"].as_str().unwrap().to_string();
+    let out = botdesk(d, &["exec", "farbot", "--", "sh", "-c", "echo hello from $(hostname); id -u"]);
+    assert!(out.status.success(), "exec: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello from botdesk\n1000\n");
+    assert!(!containers_there(&url, &tls, &computer).is_empty(), "the computer runs on the second engine");
+    let here = Command::new("docker").args(["ps", "-a", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&here.stdout).trim(), "", "and not on this machine's");
+
+    // Files go there and come back through the Docker API.
+    std::fs::write(d.join("note.txt"), b"written from the laptop").unwrap();
+    json(d, &["files", "put", "farbot", d.join("note.txt").to_str().unwrap(), "notes/note.txt"]);
+    assert_eq!(botdesk(d, &["files", "cat", "farbot", "notes/note.txt"]).stdout, b"written from the laptop");
+
+    // The screen: screenshots and actions through the relay (no port opened there), and a stock
+    // VNC client's handshake through a forwarded port.
+    let shot = d.join("far.png");
+    let s = json(d, &["screenshot", "farbot", shot.to_str().unwrap()]);
+    assert_eq!((s["width"].as_u64(), s["height"].as_u64()), (Some(1280), Some(800)), "{s}");
+    assert!(std::fs::read(&shot).unwrap().starts_with(b"\x89PNG"));
+    let acted = json(d, &["act", "farbot", r#"[{"type":"move","x":640,"y":400}]"#]);
+    assert_eq!(acted["actions"], 1, "{acted}");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut forward = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(d)
+        .args(["screen", "forward", "farbot", "--port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut viewer = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "the forward never listened: {e}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    viewer.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut greeting = [0u8; 12];
+    viewer.read_exact(&mut greeting).unwrap();
+    assert_eq!(&greeting, b"RFB 003.008\n");
+    viewer.write_all(b"RFB 003.008\n").unwrap();
+    let mut n = [0u8; 1];
+    viewer.read_exact(&mut n).unwrap();
+    let mut types = vec![0u8; n[0] as usize];
+    viewer.read_exact(&mut types).unwrap();
+    assert!(types.contains(&1), "security None offered: {types:?}");
+    viewer.write_all(&[1]).unwrap();
+    let mut result = [0u8; 4];
+    viewer.read_exact(&mut result).unwrap();
+    assert_eq!(result, [0, 0, 0, 0], "security accepted");
+    viewer.write_all(&[1]).unwrap(); // ClientInit: shared
+    let mut init = [0u8; 4];
+    viewer.read_exact(&mut init).unwrap();
+    assert_eq!((u16::from_be_bytes([init[0], init[1]]), u16::from_be_bytes([init[2], init[3]])), (1280, 800), "ServerInit names the screen");
+    drop(viewer);
+    let _ = forward.kill();
+    let _ = forward.wait();
+
+    // A destroyed computer comes back on that host from its checkpoint, which is on this machine.
+    let destroyed = json(d, &["computer", "destroy", &computer]);
+    let home = PathBuf::from(destroyed["home"].as_str().unwrap());
+    assert_eq!(std::fs::read(home.join("current/notes/note.txt")).unwrap(), b"written from the laptop", "the checkpoint is here");
+    assert_eq!(containers_there(&url, &tls, &computer), "", "destroyed there");
+    // (Reading a file of a computer that is not running reads its checkpoint; a command starts it.)
+    assert_eq!(botdesk(d, &["files", "cat", "farbot", "notes/note.txt"]).stdout, b"written from the laptop", "browsable offline");
+    assert_eq!(botdesk(d, &["exec", "farbot", "--", "cat", "notes/note.txt"]).stdout, b"written from the laptop", "restored there");
+    assert!(!containers_there(&url, &tls, &computer).is_empty());
+
+    // Each host has its own Team computer.
+    let team = json(d, &["bot", "create", "farteam", "--host", "far"]);
+    assert_eq!((team["computer"]["name"].as_str(), team["computer"]["host"].as_str()), (Some("team-far"), Some("far")), "{team}");
+    let local = json(d, &["bot", "create", "hometeam"]);
+    assert_eq!((local["computer"]["name"].as_str(), local["computer"]["host"].as_str()), (Some("team"), Some("local")), "{local}");
+
+    // A host with computers on it is not removed; an unknown host gets no bot.
+    let out = botdesk(d, &["host", "rm", "far"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("still has computers") && err.contains("private-farbot") && err.contains("team-far"), "{err}");
+    let out = botdesk(d, &["bot", "create", "lost", "--host", "nowhere"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("host \"nowhere\""), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -261,7 +261,7 @@ pub async fn stop_destroy_idempotent(t: &Target) {
     pv.destroy(&c, &ctx()).await.unwrap();
     pv.destroy(&c, &ctx()).await.unwrap();
     assert_eq!(pv.status(&c).await.unwrap(), MachineStatus::Missing);
-    let unknown = ComputerRef { id: ComputerId::new("never-created") };
+    let unknown = ComputerRef::local(ComputerId::new("never-created"));
     pv.stop(&unknown, &ctx()).await.unwrap();
     pv.destroy(&unknown, &ctx()).await.unwrap();
     assert!(pv.provision(&spec, &ctx()).await.unwrap().fresh, "after destroy the next provision is fresh");

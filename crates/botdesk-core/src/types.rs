@@ -25,6 +25,18 @@ macro_rules! id_type {
 }
 id_type!(BotId);
 id_type!(ComputerId);
+id_type!(HostName);
+
+impl HostName {
+    /// The name of the Docker engine on this machine.
+    pub const LOCAL: &'static str = "local";
+    pub fn local() -> Self {
+        Self::new(Self::LOCAL)
+    }
+    pub fn is_local(&self) -> bool {
+        self.0 == Self::LOCAL
+    }
+}
 
 /// Team: one computer shared by the bots of a workspace. Private: a whole computer is one bot's home.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -77,17 +89,28 @@ pub struct ComputerSpec {
     /// A computer found with another home volume is made anew on this one.
     pub home_volume: String,
     pub resources: Resources,
+    /// The Docker host it runs on ([`HostName::local`] for this machine's engine).
+    pub host: HostName,
 }
 
 /// A computer as the provider knows it: found again by id (the docker provider by its labels).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComputerRef {
     pub id: ComputerId,
+    /// The Docker host it runs on.
+    pub host: HostName,
+}
+
+impl ComputerRef {
+    /// A computer on this machine's engine.
+    pub fn local(id: ComputerId) -> Self {
+        Self { id, host: HostName::local() }
+    }
 }
 
 impl From<&ComputerSpec> for ComputerRef {
     fn from(s: &ComputerSpec) -> Self {
-        Self { id: s.id.clone() }
+        Self { id: s.id.clone(), host: s.host.clone() }
     }
 }
 

@@ -271,13 +271,19 @@ impl DockerProvider {
             .into_iter()
             .find_map(|e| e.strip_prefix("BOTDESK_AGENT_TOKEN=").map(str::to_string))
             .ok_or_else(|| SandboxError::Provider("this computer predates screen support: destroy it and open the bot again".into()))?;
-        let port = info
-            .network_settings
-            .and_then(|n| n.ports)
-            .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
-            .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
-            .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
-        let g = Gateway { port, agent_token, idle: Default::default() };
+        let g = if self.cfg.remote.is_some() {
+            // The port published there is on that machine's loopback: reached through a relay.
+            let relay = crate::relay::Relay::start(self.client().await?.clone(), id).await?;
+            Gateway { port: relay.port, agent_token, idle: Default::default(), relay: Some(std::sync::Arc::new(relay)) }
+        } else {
+            let port = info
+                .network_settings
+                .and_then(|n| n.ports)
+                .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
+                .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
+                .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
+            Gateway { port, agent_token, idle: Default::default(), relay: None }
+        };
         self.gateways.lock().unwrap().insert(c.id.to_string(), g.clone());
         Ok(g)
     }

@@ -10,6 +10,10 @@ pub(crate) struct Gateway {
     pub port: u16,
     pub agent_token: String,
     pub idle: std::sync::Arc<std::sync::Mutex<Vec<AgentConn>>>,
+    /// On a host on another machine, `port` is this relay's (see [`crate::relay`]); it stops
+    /// once the gateway is forgotten and its last user is done (held, never read).
+    #[allow(dead_code)]
+    pub relay: Option<std::sync::Arc<crate::relay::Relay>>,
 }
 
 pub(crate) type AgentConn = BufReader<TcpStream>;

@@ -9,6 +9,7 @@ mod home;
 pub mod image;
 mod network;
 mod provider;
+mod relay;
 pub mod remote;
 mod sandbox;
 pub mod spec;

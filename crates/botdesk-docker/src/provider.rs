@@ -21,6 +21,8 @@ pub struct DockerConfig {
     pub test_run: Option<String>,
     /// How long to wait for a started computer to report ready.
     pub ready_timeout: Duration,
+    /// The engine on another machine these computers run on; None: the engine on this one.
+    pub remote: Option<crate::remote::RemoteHost>,
 }
 
 impl DockerConfig {
@@ -30,6 +32,7 @@ impl DockerConfig {
             data_dir_label: data_dir_label.into(),
             test_run: std::env::var("BOTDESK_TEST_RUN").ok().filter(|s| !s.is_empty()),
             ready_timeout: Duration::from_secs(30),
+            remote: None,
         }
     }
 }
@@ -71,6 +74,10 @@ impl DockerProvider {
     pub async fn client(&self) -> Result<&Docker> {
         self.docker
             .get_or_try_init(|| async {
+                if let Some(r) = &self.cfg.remote {
+                    // Nothing is sent yet: a host that does not answer fails the call that needed it.
+                    return r.engine.client().map_err(|p| SandboxError::Unavailable(p.line(r.name.as_str(), &r.engine.url)));
+                }
                 tokio::time::timeout(Duration::from_secs(5), connect())
                     .await
                     .map_err(|_| SandboxError::Unavailable(crate::unreachable_message("no answer within 5 s")))?

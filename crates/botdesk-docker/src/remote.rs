@@ -20,6 +20,13 @@ pub struct RemoteEngine {
     pub tls_dir: PathBuf,
 }
 
+/// A named engine on another machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteHost {
+    pub name: botdesk_core::HostName,
+    pub engine: RemoteEngine,
+}
+
 /// Why a host cannot be used, each with what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostProblem {

@@ -62,10 +62,13 @@ impl SandboxProvider for DockerProvider {
                         .next()
                         .ok_or_else(|| SandboxError::Provider(format!("container {name} exists but carries other labels; remove it")))?,
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }) => {
-                        return Err(SandboxError::Provider(format!(
-                            "the computer image {} is missing ({message}); build it with `botdesk image build`",
-                            self.cfg.image
-                        )))
+                        return Err(SandboxError::Provider(match &self.cfg.remote {
+                            Some(r) => format!(
+                                "host {}: it does not have the computer image {} ({message}); send it there with `botdesk image send {}`",
+                                r.name, self.cfg.image, r.name
+                            ),
+                            None => format!("the computer image {} is missing ({message}); build it with `botdesk image build`", self.cfg.image),
+                        }))
                     }
                     Err(e) => return Err(docker_err(e)),
                 }

@@ -18,6 +18,7 @@ async fn fake_target() -> Target {
             scope: ComputerScope::Team,
             home_volume: format!("fake-{name}"),
             resources: Resources::default(),
+            host: botdesk_core::HostName::local(),
         }),
         guard: None,
     }

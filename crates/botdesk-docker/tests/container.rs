@@ -20,6 +20,7 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
         scope: ComputerScope::Team,
         home_volume: format!("{}-spec-check", provider.config().data_dir_label),
         resources: Resources::default(),
+        host: botdesk_core::HostName::local(),
     };
     let p = provider.provision(&spec, &CallCtx::default()).await.unwrap();
     let id = &p.provider_ref;

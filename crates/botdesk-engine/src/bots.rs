@@ -59,6 +59,8 @@ pub struct ComputerBrief {
     pub id: String,
     pub name: String,
     pub scope: ComputerScope,
+    /// The Docker host it runs on (`local`: this machine).
+    pub host: String,
 }
 
 const MAX_BOT_NAME: usize = 64;
@@ -74,18 +76,28 @@ fn check_bot_name(name: &str) -> Result<()> {
 }
 
 impl Engine {
+    /// A new bot on this machine's engine.
     pub async fn create_bot(&self, name: &str, scope: ComputerScope, model: Option<&str>, instructions: &str) -> Result<BotView> {
+        self.create_bot_on(name, scope, HostName::LOCAL, model, instructions).await
+    }
+
+    /// A new bot whose computer is on `host` (`local`, or a host of `botdesk host add`): the Team
+    /// computer of that host, or a Private computer there.
+    pub async fn create_bot_on(&self, name: &str, scope: ComputerScope, host: &str, model: Option<&str>, instructions: &str) -> Result<BotView> {
         check_bot_name(name)?;
         if let Some(m) = model {
             self.inner.store.model(m).await?; // a bot names a model that exists
         }
-        let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind() };
+        if host != HostName::LOCAL {
+            self.inner.store.host(host).await?; // a host that was added
+        }
+        let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind(), host: HostName::new(host) };
         let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
         // A Team computer that is already up gets the new bot's folder now (whichever process
         // started it); otherwise on its next start.
         // (A start under way makes it after recording `running`: see `bring_up`.)
         if computer.scope == ComputerScope::Team && self.stored_state(&computer.id).await? == ComputerState::Running {
-            let cref = ComputerRef { id: computer.id.clone() };
+            let cref = computer.cref();
             if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
                 // Recorded as not running, the next use of the computer prepares it again (and
                 // makes the folder); the container itself is left as it is.
@@ -165,7 +177,7 @@ impl Engine {
         if let Some(c) = self.inner.store.private_computer_of(&bot.id).await? {
             self.inner
                 .provider
-                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .destroy(&c.cref(), &CallCtx::default())
                 .await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
         }
@@ -188,7 +200,7 @@ pub(crate) fn view(bot: botdesk_store::Bot, c: &botdesk_store::Computer) -> BotV
     BotView {
         id: bot.id.to_string(),
         name: bot.name,
-        computer: ComputerBrief { id: c.id.to_string(), name: c.name.clone(), scope: c.scope },
+        computer: ComputerBrief { id: c.id.to_string(), name: c.name.clone(), scope: c.scope, host: c.host.to_string() },
         model: bot.model,
         instructions: bot.instructions,
         folder,

@@ -148,7 +148,7 @@ impl Engine {
         if c.home_volume.is_none() {
             return Err(EngineError::new(ErrorCode::NotFound, format!("computer {} has no workspace yet", c.name)));
         }
-        let cref = ComputerRef { id: c.id.clone() };
+        let cref = c.cref();
         if self.inner.provider.status(&cref).await? != MachineStatus::Running {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("computer {} is not running; its latest checkpoint is its workspace", c.name)));
         }

@@ -124,7 +124,12 @@ pub(crate) enum Up {
 
 impl Engine {
     fn spec(&self, c: &botdesk_store::Computer, home_volume: String) -> ComputerSpec {
-        ComputerSpec { id: c.id.clone(), name: c.name.clone(), scope: c.scope, home_volume, resources: self.inner.limits.resources() }
+        ComputerSpec { id: c.id.clone(), name: c.name.clone(), scope: c.scope, home_volume, resources: self.inner.limits.resources(), host: c.host.clone() }
+    }
+
+    /// How the provider finds a computer known only by id (its host is in the database).
+    pub(crate) async fn cref_of(&self, id: &ComputerId) -> Result<ComputerRef> {
+        Ok(self.inner.store.computer(id.as_str()).await?.cref())
     }
 
     /// A new home volume's name: this data directory's label, the computer and a random part, so
@@ -162,7 +167,7 @@ impl Engine {
     /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
     /// earlier, by this process or another) or was started now.
     pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         self.inner.store.touch(&computer.id, self.now()).await?;
         let handle = self.handle(&computer.id);
         let _booting = handle.boot.lock().await;
@@ -269,7 +274,7 @@ impl Engine {
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         self.forget_ready(&c.id).await;
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
-        let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
+        let stopped = self.inner.provider.stop(&c.cref(), &CallCtx::default()).await;
         let ok = stopped.is_ok();
         let err = stopped.as_ref().err().map(|e| e.to_string());
         self.inner
@@ -302,7 +307,7 @@ impl Engine {
             self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
             self.inner
                 .provider
-                .destroy(&ComputerRef { id: c.id.clone() }, &CallCtx::default())
+                .destroy(&c.cref(), &CallCtx::default())
                 .await
                 .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))
         }
@@ -324,7 +329,7 @@ impl Engine {
         if c.home_volume.is_none() {
             return Ok(());
         }
-        let running = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await? == MachineStatus::Running;
+        let running = self.inner.provider.status(&c.cref()).await? == MachineStatus::Running;
         if !running {
             if doing != Before::Destroy {
                 return Ok(());
@@ -338,7 +343,7 @@ impl Engine {
     }
 
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
-        let status = self.inner.provider.status(&ComputerRef { id: c.id.clone() }).await?;
+        let status = self.inner.provider.status(&c.cref()).await?;
         let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
         let state = self.inner.store.computer(c.id.as_str()).await?.state;
         Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status, state, bots })

@@ -101,7 +101,7 @@ impl Engine {
     /// gateway that does not answer would only make the caller wait twice.
     async fn observe_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, format: ImageFormat) -> Result<Observation> {
         let ctx = CallCtx::for_bot(&bot.id);
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         let view = self.desktop_of(bot, computer, Reuse::Trusted).await?;
         match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
             Ok(obs) => Ok(obs),
@@ -121,7 +121,7 @@ impl Engine {
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
         self.handle(&computer.id).forget_frame(&bot.id);
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
         self.inner.store.finish_release_desktop(&computer.id, d.slot, result.is_ok()).await?;
         result.map_err(|e| EngineError::from(e).context(format!("releasing {}'s desktop (its slot stays reserved)", bot.name)))?;
@@ -186,12 +186,7 @@ impl Engine {
         action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        match self
-            .inner
-            .provider
-            .act(&ComputerRef { id: computer.id.clone() }, view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id))
-            .await
-        {
+        match self.inner.provider.act(&computer.cref(), view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id)).await {
             Ok(settled) => Ok((batch.len(), settled)),
             Err(e) => {
                 self.forget_display(&computer.id, view.slot);
@@ -206,7 +201,7 @@ impl Engine {
         let lease = self.take_control(bot_name).await?;
         let (bot, computer) = self.bot_and_computer(bot_name).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         let d = self.inner.store.desktop_of(&computer.id, &bot.id).await?.ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released"))?;
         let token = match d.control_token {
             Some(t) => t,
@@ -243,7 +238,7 @@ impl Engine {
         if let Some(d) = self.inner.store.desktop_of(computer, bot).await? {
             if let Some(t) = d.control_token {
                 self.inner.store.set_control_token(computer, d.slot, None).await?;
-                match self.inner.provider.revoke_token(&ComputerRef { id: computer.clone() }, &t, &CallCtx::for_bot(bot)).await {
+                match self.inner.provider.revoke_token(&self.cref_of(computer).await?, &t, &CallCtx::for_bot(bot)).await {
                     Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -258,7 +253,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         let profile = browser::profile_name(&bot.id);
-        let mut page = self.inner.provider.page_browser(&ComputerRef { id: computer.id }, view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?;
+        let mut page = self.inner.provider.page_browser(&computer.cref(), view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?;
         bound_page(&mut page);
         Ok(page)
     }
@@ -341,7 +336,7 @@ impl Engine {
     pub async fn launch_app(&self, bot: &str, command: &str) -> Result<String> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&b, &computer).await?;
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         let script = r#"cmd="$1"; set -- $1; command -v "$1" >/dev/null 2>&1 || { echo "there is no program named $1 on this computer" >&2; exit 127; }; setsid -f sh -c "$cmd" >/dev/null 2>&1 </dev/null"#;
         let folder = self.resolve(&b, &computer, "")?;
         let req = ExecRequest::new(["sh", "-c", script, "sh", command])

@@ -96,7 +96,11 @@ impl Engine {
         if name == LOCAL {
             return Err(EngineError::invalid("`local` is the Docker engine on this machine; it cannot be removed"));
         }
-        Ok(self.inner.store.remove_host(name).await?)
+        self.inner.store.remove_host(name).await?;
+        if let Some(r) = &self.inner.router {
+            r.forget(name);
+        }
+        Ok(())
     }
 
     /// One check per host on another machine, all at once (each within its time bound).

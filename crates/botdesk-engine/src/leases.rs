@@ -153,7 +153,7 @@ impl Engine {
     /// its tag), before its bot is handed on.
     async fn stop_leftovers(&self, run_id: &str) {
         let Ok(run) = self.inner.store.run(run_id).await else { return };
-        let cref = ComputerRef { id: run.computer_id.clone() };
+        let Ok(cref) = self.cref_of(&run.computer_id).await else { return };
         if let Err(e) = self.inner.provider.kill_tagged(&cref, botdesk_core::RUN_TAG, run_id).await {
             tracing::warn!(run = run_id, "stopping what an interrupted run left running: {e}");
         }
@@ -282,7 +282,7 @@ impl Engine {
         let lease = self.inner.store.renew_control(&computer, lease_id, self.now(), self.inner.policy.control_ttl).await?;
         // Its screen token lasts as long, inside the computer.
         if let Some(token) = self.inner.store.desktop_of(&computer, &bot_id).await?.and_then(|d| d.control_token) {
-            match self.inner.provider.expire_token_at(&ComputerRef { id: computer.clone() }, &token, lease.expires_at).await {
+            match self.inner.provider.expire_token_at(&self.cref_of(&computer).await?, &token, lease.expires_at).await {
                 Ok(()) | Err(SandboxError::NotRunning(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -311,8 +311,11 @@ impl Engine {
     /// its tag), also those a process that died had opened. A failure is logged: the shells'
     /// input is already refused.
     async fn end_control_shells(&self, computer: &ComputerId, lease_id: &str) {
-        let cref = ComputerRef { id: computer.clone() };
-        if let Err(e) = self.inner.provider.kill_tagged(&cref, botdesk_core::CONTROL_TAG, lease_id).await {
+        let killed = match self.cref_of(computer).await {
+            Ok(cref) => self.inner.provider.kill_tagged(&cref, botdesk_core::CONTROL_TAG, lease_id).await.map_err(EngineError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = killed {
             tracing::warn!(computer = %computer, "stopping the shells of an ended control: {e}");
         }
     }
@@ -441,7 +444,7 @@ impl Engine {
         if state == ComputerState::Running {
             self.inner.store.transition_computer(&c.id, ComputerState::Running, ComputerState::Suspending, self.now()).await?;
         }
-        let stopped = self.inner.provider.stop(&ComputerRef { id: c.id.clone() }, &CallCtx::default()).await;
+        let stopped = self.inner.provider.stop(&c.cref(), &CallCtx::default()).await;
         match stopped {
             Ok(()) => {
                 if state == ComputerState::Running {

@@ -14,6 +14,7 @@ mod hosts;
 mod leases;
 mod models;
 mod paths;
+mod route;
 mod runs;
 mod settings;
 mod stored;
@@ -133,7 +134,10 @@ pub(crate) struct Inner {
     data: DataDir,
     store: Store,
     provider: Arc<dyn SandboxProvider>,
+    /// The engine on this machine (image builds, doctor, reconcile).
     docker: Option<Arc<DockerProvider>>,
+    /// Which host each computer's calls go to (the provider above, when Docker is used).
+    router: Option<Arc<route::HostRouter>>,
     clock: Arc<dyn Clock>,
     policy: Policy,
     secrets: Secrets,
@@ -158,12 +162,13 @@ impl Engine {
     pub async fn open(config: EngineConfig) -> Result<Self> {
         let data = DataDir::open(config.data_dir)?;
         let store = Store::open(&data.db()).await.map_err(|e| EngineError::from(e).context(format!("opening {}", data.db().display())))?;
-        let (provider, docker): (Arc<dyn SandboxProvider>, _) = match config.provider {
+        let (provider, docker, router): (Arc<dyn SandboxProvider>, _, _) = match config.provider {
             ProviderChoice::Docker => {
                 let d = Arc::new(DockerProvider::new(DockerConfig::new(botdesk_docker::image::image_tag(), data.label())));
-                (d.clone(), Some(d))
+                let r = Arc::new(route::HostRouter::new(d.clone(), store.clone()));
+                (r.clone(), Some(d), Some(r))
             }
-            ProviderChoice::Custom(p) => (p, None),
+            ProviderChoice::Custom(p) => (p, None, None),
         };
         config.policy.validate()?;
         let settings = Settings::load(&data.settings())?;
@@ -177,6 +182,7 @@ impl Engine {
                 store,
                 provider,
                 docker,
+                router,
                 clock: config.clock,
                 limits: settings::InForce::new(resources, config.screen_limit, &settings),
                 policy: config.policy,

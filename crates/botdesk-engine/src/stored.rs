@@ -73,7 +73,7 @@ enum Source {
 
 impl Engine {
     async fn source(&self, computer: &botdesk_store::Computer) -> Source {
-        let cref = ComputerRef { id: computer.id.clone() };
+        let cref = computer.cref();
         // Docker being down is no error here: the checkpoint is browsed instead.
         if computer.home_volume.is_some() && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
             return Source::Live(cref);
@@ -91,7 +91,7 @@ impl Engine {
         if computer.home_volume.is_none() {
             return Ok(None);
         }
-        match live(ComputerRef { id: computer.id.clone() }).await {
+        match live(computer.cref()).await {
             Ok(v) => Ok(Some(v)),
             Err(SandboxError::NotRunning(_) | SandboxError::Unavailable(_)) => Ok(None),
             Err(e) => Err(e.into()),

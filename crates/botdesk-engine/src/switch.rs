@@ -13,7 +13,7 @@
 //! stopped-checked and its execution lease is held, so no run starts meanwhile.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{browser::profile_name, path, ComputerRef, ComputerScope, MachineStatus};
+use botdesk_core::{browser::profile_name, path, ComputerScope, MachineStatus};
 use serde::Serialize;
 
 use crate::checkpoint::{everything, Browsers, Sending};
@@ -69,7 +69,7 @@ impl Engine {
         let report = result.map_err(|e| e.context(format!("moving {} to {target}", bot.name)))?;
         // A Private computer left without its bot stops; its disk and checkpoint are kept, and
         // the bot gets it back when it switches again.
-        let cref = ComputerRef { id: from.id.clone() };
+        let cref = from.cref();
         if from.scope == ComputerScope::Private && self.inner.provider.status(&cref).await? == MachineStatus::Running {
             if let Err(e) = self.stop_computer(from.id.as_str()).await {
                 tracing::warn!("stopping {} after its bot moved: {e}", from.name);
@@ -81,7 +81,7 @@ impl Engine {
     async fn switch_holding(&self, bot: &botdesk_store::Bot, from: &botdesk_store::Computer, to: ComputerScope) -> Result<SwitchReport> {
         // 1. The home it leaves: its browser closed gracefully and a checkpoint (while it runs: a
         // stopped computer's latest checkpoint is its home), its desktop released.
-        let from_ref = ComputerRef { id: from.id.clone() };
+        let from_ref = from.cref();
         if from.home_volume.is_some() && self.inner.provider.status(&from_ref).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&from.id, &bot.id).await?.map(|d| d.slot);
             self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay)).await?;
@@ -106,7 +106,7 @@ impl Engine {
         // 3. The home it joins: found or created, and started (a new one restored from its
         // checkpoint). The work is streamed into it: the host reads only its own checkpoint, the
         // computer places the files, and neither follows a link.
-        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), self.now()).await?;
+        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), &from.host, self.now()).await?;
         let dest_ref = self.ensure_running(&dest).await?;
         let (mut copied, mut kept_newer) = (0, vec![]);
         if let (Some(root), true) = (&root, carry_work) {

@@ -2,7 +2,7 @@
 //! the bot's folder). Only while the person holds control of the bot's screen; release or expiry
 //! closes every shell of that bot, and everything started in them dies with it.
 
-use botdesk_core::{BotId, CallCtx, ComputerRef};
+use botdesk_core::{BotId, CallCtx};
 use bytes::Bytes;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
@@ -59,7 +59,7 @@ impl Engine {
     pub async fn terminal_resize(&self, id: &str, cols: u16, rows: u16) -> Result<()> {
         let computer = self.inner.terminals.0.lock().unwrap().get(id).map(|(_, c, _)| c.clone());
         let computer = computer.ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
-        Ok(self.inner.provider.resize_shell(&ComputerRef { id: computer }, id, cols, rows).await?)
+        Ok(self.inner.provider.resize_shell(&self.cref_of(&computer).await?, id, cols, rows).await?)
     }
 
     pub fn close_terminal(&self, id: &str) {

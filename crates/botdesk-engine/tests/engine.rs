@@ -71,7 +71,7 @@ async fn bots_are_validated_listed_and_removed() {
     assert_eq!(engine.create_bot("ONE", ComputerScope::Team, None, "").await.unwrap_err().code, ErrorCode::Conflict);
     let solo = engine.create_bot("solo", ComputerScope::Private, None, "").await.unwrap();
     stdout_of(&engine, "solo", &["true"], None).await;
-    let solo_ref = botdesk_core::ComputerRef { id: ComputerId::new(&solo.computer.id) };
+    let solo_ref = botdesk_core::ComputerRef::local(ComputerId::new(&solo.computer.id));
     assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Running);
     engine.remove_bot("solo").await.unwrap();
     assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Missing, "a Private bot's machine goes with it");
@@ -108,6 +108,7 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
         scope: ComputerScope::Team,
         home_volume: format!("botdesk-{}-corphan", engine.data_dir().label()),
         resources: Resources::default(),
+        host: botdesk_core::HostName::local(),
     };
     orphan.provision(&spec, &Default::default()).await.unwrap();
     // A container of another data directory must survive.

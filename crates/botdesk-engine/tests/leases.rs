@@ -166,7 +166,7 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
         "idle suspend below 30 s is refused"
     );
     w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-    let computer = botdesk_core::ComputerRef { id: botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()) };
+    let computer = botdesk_core::ComputerRef::local(botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()));
     // Not idle yet.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
     w.advance(60_000);

@@ -11,6 +11,7 @@ async fn fake() -> Target {
             scope: ComputerScope::Team,
             home_volume: format!("fake-{name}"),
             resources: Resources::default(),
+            host: botdesk_core::HostName::local(),
         }),
         guard: None,
     }

@@ -401,13 +401,16 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use crate::{NewBot, Store};
-    use botdesk_core::{ActivityStatus::*, ComputerScope};
+    use botdesk_core::{ActivityStatus::*, ComputerScope, HostName};
 
     #[tokio::test]
     async fn a_late_running_never_overwrites_an_end_and_activity_reads_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
-        let (bot, _) = s.create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
+        let (bot, _) = s
+            .create_bot(NewBot { name: "a", scope: ComputerScope::Team, model: None, instructions: "", provider: "fake", host: HostName::local() }, 0)
+            .await
+            .unwrap();
         let id = s.add_activity(&bot.id, None, "shell", "make", Running, 1).await.unwrap();
         assert!(s.finish_activity(id, Done, Some(0), "ok", 2).await.unwrap());
         // A second end (a late or repeated update) changes nothing.

@@ -31,7 +31,19 @@ impl Store {
         Ok(sqlx::query_as!(HostRow, r#"SELECT name AS "name!", url, tls_dir, created_at FROM hosts ORDER BY name"#).fetch_all(&self.pool).await?)
     }
 
+    pub async fn host(&self, name: &str) -> Result<HostRow> {
+        sqlx::query_as!(HostRow, r#"SELECT name AS "name!", url, tls_dir, created_at FROM hosts WHERE name = ?1"#, name)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(format!("host {name:?} (see `botdesk host ls`)")))
+    }
+
+    /// Refused while computers are on the host (their homes are there).
     pub async fn remove_host(&self, name: &str) -> Result<()> {
+        let on: Vec<String> = sqlx::query_scalar!(r#"SELECT name AS "name!" FROM computers WHERE host = ?1 ORDER BY name"#, name).fetch_all(&self.pool).await?;
+        if !on.is_empty() {
+            return Err(StoreError::Conflict(format!("host {name:?} still has computers ({}): move their bots elsewhere or delete them first", on.join(", "))));
+        }
         let done = sqlx::query!("DELETE FROM hosts WHERE name = ?1", name).execute(&self.pool).await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("host {name:?} (see `botdesk host ls`)")));

@@ -12,7 +12,7 @@ pub use hosts::HostRow;
 pub use leases::*;
 pub use models::ModelRow;
 
-use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerScope};
+use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerRef, ComputerScope, HostName};
 use serde::Serialize;
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -66,6 +66,15 @@ pub struct Computer {
     pub state: ComputerState,
     /// The volume holding its whole home (None: none yet, or its deletion started).
     pub home_volume: Option<String>,
+    /// The Docker host it runs on.
+    pub host: HostName,
+}
+
+impl Computer {
+    /// How the provider finds it.
+    pub fn cref(&self) -> ComputerRef {
+        ComputerRef { id: self.id.clone(), host: self.host.clone() }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -85,6 +94,8 @@ pub struct NewBot<'a> {
     pub model: Option<&'a str>,
     pub instructions: &'a str,
     pub provider: &'a str,
+    /// The host a new computer goes on (an existing one is kept where it is).
+    pub host: HostName,
 }
 
 #[derive(Clone)]
@@ -114,6 +125,7 @@ struct ComputerRow {
     provider_ref: Option<String>,
     state: String,
     home_volume: Option<String>,
+    host: String,
 }
 
 impl TryFrom<ComputerRow> for Computer {
@@ -128,6 +140,7 @@ impl TryFrom<ComputerRow> for Computer {
             provider_ref: r.provider_ref,
             state: ComputerState::parse(&r.state).ok_or_else(|| StoreError::Conflict(format!("unknown computer state {}", r.state)))?,
             home_volume: r.home_volume,
+            host: HostName::new(r.host),
         })
     }
 }
@@ -245,7 +258,7 @@ impl Store {
             return Err(StoreError::Conflict(format!("a bot named {:?} already exists", new.name)));
         }
         let bot_id = BotId::new(format!("b{}", new_id()));
-        let computer = computer_for(&mut tx, &ws.id, new.scope, &bot_id, new.name, new.provider, now_ms).await?;
+        let computer = computer_for(&mut tx, &ws.id, new.scope, (&bot_id, new.name), new.provider, &new.host, now_ms).await?;
         let bot = Bot {
             id: bot_id,
             name: new.name.to_string(),
@@ -273,10 +286,10 @@ impl Store {
 
     /// The computer `bot` would work on with `scope`: the workspace's Team computer, or the bot's
     /// own Private computer (kept from an earlier switch). Created, stopped, when there is none.
-    pub async fn home_computer(&self, bot: &Bot, scope: ComputerScope, provider: &str, now_ms: i64) -> Result<Computer> {
+    pub async fn home_computer(&self, bot: &Bot, scope: ComputerScope, provider: &str, host: &HostName, now_ms: i64) -> Result<Computer> {
         let ws = self.default_workspace(now_ms).await?;
         let mut tx = self.write_tx().await?;
-        let c = computer_for(&mut tx, &ws.id, scope, &bot.id, &bot.name, provider, now_ms).await?;
+        let c = computer_for(&mut tx, &ws.id, scope, (&bot.id, &bot.name), provider, host, now_ms).await?;
         tx.commit().await?;
         Ok(c)
     }
@@ -297,7 +310,7 @@ impl Store {
         let bid = bot.as_str();
         sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
             bid
         )
         .fetch_optional(&self.pool)
@@ -333,7 +346,7 @@ impl Store {
         sqlx::query!("DELETE FROM bots WHERE id = ?1", bid).execute(&mut *tx).await?;
         let rows = sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers WHERE scope = 'private' AND owner_bot = ?1
                AND NOT EXISTS (SELECT 1 FROM bots WHERE computer_id = computers.id)"#,
             bid
         )
@@ -353,7 +366,7 @@ impl Store {
     pub async fn list_computers(&self) -> Result<Vec<Computer>> {
         let rows = sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers ORDER BY created_at, name"#
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers ORDER BY created_at, name"#
         )
         .fetch_all(&self.pool)
         .await?;
@@ -364,7 +377,7 @@ impl Store {
     pub async fn computer(&self, id_or_name: &str) -> Result<Computer> {
         sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE id = ?1 OR name = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers WHERE id = ?1 OR name = ?1"#,
             id_or_name
         )
         .fetch_optional(&self.pool)
@@ -417,28 +430,31 @@ impl Store {
     }
 }
 
-/// Finds or creates (stopped) the computer a bot of `scope` works on, inside a transaction.
+/// Finds or creates (stopped) the computer a bot (id, name) of `scope` works on, inside a
+/// transaction: a new one goes on `host`.
 async fn computer_for(
     tx: &mut sqlx::SqliteConnection,
     ws: &str,
     scope: ComputerScope,
-    bot: &BotId,
-    bot_name: &str,
+    (bot, bot_name): (&BotId, &str),
     provider: &str,
+    host: &HostName,
     now_ms: i64,
 ) -> Result<Computer> {
     let bid = bot.as_str();
+    let host_name = host.as_str();
     let existing = match scope {
         ComputerScope::Team => sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE workspace_id = ?1 AND scope = 'team'"#,
-            ws
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers WHERE workspace_id = ?1 AND scope = 'team' AND host = ?2"#,
+            ws,
+            host_name
         )
         .fetch_optional(&mut *tx)
         .await?,
         ComputerScope::Private => sqlx::query_as!(
             ComputerRow,
-            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
+            r#"SELECT id AS "id!", name, scope, home_key, provider, provider_ref, state, home_volume, host FROM computers WHERE scope = 'private' AND owner_bot = ?1"#,
             bid
         )
         .fetch_optional(&mut *tx)
@@ -449,20 +465,23 @@ async fn computer_for(
     }
     let id = format!("c{}", new_id());
     let (name, owner) = match scope {
-        ComputerScope::Team => ("team".to_string(), None),
+        // One Team computer per host: `team` here, `team-NAME` on host NAME.
+        ComputerScope::Team if host.is_local() => ("team".to_string(), None),
+        ComputerScope::Team => (format!("team-{host}"), None),
         ComputerScope::Private => (format!("private-{}", bot_name.to_lowercase()), Some(bid)),
     };
     let scope_str = scope.as_str();
     sqlx::query!(
-        "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7)",
+        "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at, host)
+         VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7, ?8)",
         id,
         ws,
         name,
         scope_str,
         provider,
         owner,
-        now_ms
+        now_ms,
+        host_name
     )
     .execute(&mut *tx)
     .await
@@ -479,6 +498,7 @@ async fn computer_for(
         provider_ref: None,
         state: ComputerState::Stopped,
         home_volume: None,
+        host: host.clone(),
     })
 }
 
@@ -492,7 +512,7 @@ mod tests {
     }
 
     fn new(name: &str, scope: ComputerScope) -> NewBot<'_> {
-        NewBot { name, scope, model: None, instructions: "", provider: "fake" }
+        NewBot { name, scope, model: None, instructions: "", provider: "fake", host: HostName::local() }
     }
 
     #[tokio::test]
@@ -533,15 +553,15 @@ mod tests {
     async fn a_bot_switched_between_team_and_private_keeps_one_private_computer_that_goes_with_it() {
         let (s, _d) = store().await;
         let (b, team) = s.create_bot(new("b", ComputerScope::Team), 1).await.unwrap();
-        let private = s.home_computer(&b, ComputerScope::Private, "fake", 2).await.unwrap();
+        let private = s.home_computer(&b, ComputerScope::Private, "fake", &HostName::local(), 2).await.unwrap();
         assert_eq!((private.scope, private.name.as_str()), (ComputerScope::Private, "private-b"));
         s.move_bot(&b.id, &team.id, &private.id).await.unwrap();
         assert!(matches!(s.move_bot(&b.id, &team.id, &private.id).await, Err(StoreError::Stale(_))), "a second move from the old computer is stale");
         let b = s.bot("b").await.unwrap();
-        assert_eq!(s.home_computer(&b, ComputerScope::Team, "fake", 3).await.unwrap().id, team.id, "the one Team computer");
+        assert_eq!(s.home_computer(&b, ComputerScope::Team, "fake", &HostName::local(), 3).await.unwrap().id, team.id, "the one Team computer");
         s.move_bot(&b.id, &private.id, &team.id).await.unwrap();
         let b = s.bot("b").await.unwrap();
-        assert_eq!(s.home_computer(&b, ComputerScope::Private, "fake", 4).await.unwrap().id, private.id, "its Private computer is kept");
+        assert_eq!(s.home_computer(&b, ComputerScope::Private, "fake", &HostName::local(), 4).await.unwrap().id, private.id, "its Private computer is kept");
         assert_eq!(s.list_computers().await.unwrap().len(), 2);
         assert_eq!(s.private_computer_of(&b.id).await.unwrap().map(|c| c.id), Some(private.id.clone()));
         assert_eq!(

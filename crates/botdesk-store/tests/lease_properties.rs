@@ -58,7 +58,10 @@ async fn run_case(ops: Vec<Op>) {
     let mut computer = None;
     for i in 0..BOTS {
         let name = format!("bot{i}");
-        let (b, c) = s.create_bot(NewBot { name: &name, scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
+        let (b, c) = s
+            .create_bot(NewBot { name: &name, scope: ComputerScope::Team, model: None, instructions: "", provider: "fake", host: HostName::local() }, 0)
+            .await
+            .unwrap();
         bots.push(b.id);
         computer = Some(c.id);
     }

@@ -19,7 +19,10 @@ async fn fixture() -> Fixture {
     let mut bots = vec![];
     let mut c = None;
     for name in ["a", "b", "c"] {
-        let (bot, comp) = s.create_bot(NewBot { name, scope: ComputerScope::Team, model: None, instructions: "", provider: "fake" }, 0).await.unwrap();
+        let (bot, comp) = s
+            .create_bot(NewBot { name, scope: ComputerScope::Team, model: None, instructions: "", provider: "fake", host: HostName::local() }, 0)
+            .await
+            .unwrap();
         bots.push(bot.id);
         c = Some(comp.id);
     }

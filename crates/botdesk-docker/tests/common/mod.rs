@@ -56,6 +56,7 @@ pub async fn docker_target() -> Target {
             scope: ComputerScope::Team,
             home_volume: format!("{label}-{name}"),
             resources: Resources::default(),
+            host: botdesk_core::HostName::local(),
         }),
         guard: Some(Box::new(cleanup)),
     }

@@ -96,7 +96,7 @@ impl RunHost {
     /// After a failed tool: if the computer itself stopped under the run (killed, crashed), the
     /// run cannot go on; it fails with that reason instead of quietly starting a new machine.
     pub(super) async fn check_computer(&self) {
-        let cref = botdesk_core::ComputerRef { id: self.bot.computer_id.clone() };
+        let Ok(cref) = self.engine.cref_of(&self.bot.computer_id).await else { return };
         if let Ok(status) = self.engine.inner.provider.status(&cref).await {
             if status != botdesk_core::MachineStatus::Running {
                 let why = format!(

@@ -19,9 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botdesk_agent::tools::ToolKind;
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{
-    action, ActivityStatus, CallStatus, ComputerRef, ImageFormat, MachineStatus, MessageRole, Redactor, RunFailure, RunStatus, TakeoverResult, Usage,
-};
+use botdesk_core::{action, ActivityStatus, CallStatus, ImageFormat, MachineStatus, MessageRole, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;
@@ -174,9 +172,12 @@ impl Engine {
         };
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
         // (A run that never touched its computer has nothing to save.)
-        let has_home = self.inner.store.computer(bot.computer_id.as_str()).await.is_ok_and(|c| c.home_volume.is_some());
-        let cref = ComputerRef { id: bot.computer_id.clone() };
-        if has_home && matches!(self.inner.provider.status(&cref).await, Ok(MachineStatus::Running)) {
+        let with_home = self.inner.store.computer(bot.computer_id.as_str()).await.ok().filter(|c| c.home_volume.is_some());
+        let running = match &with_home {
+            Some(c) => matches!(self.inner.provider.status(&c.cref()).await, Ok(MachineStatus::Running)),
+            None => false,
+        };
+        if running {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
             if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {

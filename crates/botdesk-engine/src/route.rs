@@ -1,0 +1,167 @@
+//! Computers on several Docker hosts: one Docker provider per host, each call sent to the one
+//! its computer's host names ([`ComputerRef::host`]). `local` is the engine on this machine; the
+//! others come from `botdesk host add` and are connected on first use, so a host that is down
+//! fails only the calls for its own computers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use botdesk_core::action::{Action, Settled};
+use botdesk_core::home_stream::{LoadMode, LoadSummary};
+use botdesk_core::*;
+use botdesk_docker::remote::{RemoteEngine, RemoteHost};
+use botdesk_docker::{DockerConfig, DockerProvider};
+use botdesk_store::Store;
+use bytes::Bytes;
+
+pub(crate) struct HostRouter {
+    local: Arc<DockerProvider>,
+    store: Store,
+    /// Providers of hosts on other machines, made on first use.
+    remotes: Mutex<HashMap<HostName, (RemoteHost, Arc<DockerProvider>)>>,
+}
+
+impl HostRouter {
+    pub fn new(local: Arc<DockerProvider>, store: Store) -> Self {
+        Self { local, store, remotes: Default::default() }
+    }
+
+    /// The provider of a host; a host that is not (or no longer) known is one clear line.
+    async fn on(&self, host: &HostName) -> Result<Arc<DockerProvider>> {
+        if host.is_local() {
+            return Ok(self.local.clone());
+        }
+        if let Some((_, p)) = self.remotes.lock().unwrap().get(host) {
+            return Ok(p.clone());
+        }
+        let row = self.store.host(host.as_str()).await.map_err(|_| {
+            SandboxError::Unavailable(format!(
+                "host {host}: not known here (was it removed?); add it again with `botdesk host add {host} tcp://HOST:2376 --tls-dir DIR`"
+            ))
+        })?;
+        let remote = RemoteHost { name: host.clone(), engine: RemoteEngine { url: row.url, tls_dir: row.tls_dir.into() } };
+        let cfg = DockerConfig { remote: Some(remote.clone()), ..self.local.config().clone() };
+        let p = Arc::new(DockerProvider::new(cfg));
+        Ok(self.remotes.lock().unwrap().entry(host.clone()).or_insert((remote, p)).1.clone())
+    }
+
+    /// Forgets a host's connection (it was removed, or its address changed).
+    pub fn forget(&self, host: &str) {
+        self.remotes.lock().unwrap().remove(&HostName::new(host));
+    }
+
+    /// An engine that cannot be reached is said as one line naming the host and why: the host is
+    /// checked again (within its time bound) to tell a refused connection, a certificate, an
+    /// unknown name and silence apart.
+    async fn said(&self, host: &HostName, e: SandboxError) -> SandboxError {
+        let SandboxError::Unavailable(detail) = &e else { return e };
+        let Some((remote, _)) = self.remotes.lock().unwrap().get(host).cloned() else { return e };
+        match remote.engine.check().await {
+            Err(p) => SandboxError::Unavailable(p.line(host.as_str(), &remote.engine.url)),
+            Ok(_) => SandboxError::Unavailable(format!(
+                "host {host}: the connection to {} broke ({}); it answers again now, so try again",
+                remote.engine.url,
+                detail.chars().take(300).collect::<String>()
+            )),
+        }
+    }
+}
+
+/// Calls `$method` on the provider of `$c`'s host, naming the host when it cannot be reached.
+macro_rules! routed {
+    ($self:ident, $host:expr, $method:ident($($arg:expr),*)) => {{
+        let host = $host;
+        let p = $self.on(host).await?;
+        match p.$method($($arg),*).await {
+            Ok(v) => Ok(v),
+            Err(e) if host.is_local() => Err(e),
+            Err(e) => Err($self.said(host, e).await),
+        }
+    }};
+}
+
+#[async_trait]
+impl SandboxProvider for HostRouter {
+    fn kind(&self) -> &'static str {
+        self.local.kind()
+    }
+    async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
+        routed!(self, &spec.host, provision(spec, ctx))
+    }
+    async fn prepare(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, prepare(c, ctx))
+    }
+    async fn status(&self, c: &ComputerRef) -> Result<MachineStatus> {
+        routed!(self, &c.host, status(c))
+    }
+    async fn stop(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, stop(c, ctx))
+    }
+    async fn destroy(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, destroy(c, ctx))
+    }
+    async fn open_desktop(&self, c: &ComputerRef, bot: &BotId, slot: u32, view_token: &str, ctx: &CallCtx) -> Result<DesktopInfo> {
+        routed!(self, &c.host, open_desktop(c, bot, slot, view_token, ctx))
+    }
+    async fn release_desktop(&self, c: &ComputerRef, slot: u32, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, release_desktop(c, slot, ctx))
+    }
+    async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, control_transport(c, slot, token, ctx))
+    }
+    async fn expire_token_at(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
+        routed!(self, &c.host, expire_token_at(c, token, expires_ms))
+    }
+    async fn revoke_token(&self, c: &ComputerRef, token: &str, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, revoke_token(c, token, ctx))
+    }
+    async fn screen(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
+        routed!(self, &c.host, screen(c, token, control))
+    }
+    async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, ctx: &CallCtx) -> Result<Observation> {
+        routed!(self, &c.host, observe(c, slot, format, ctx))
+    }
+    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
+        routed!(self, &c.host, page_browser(c, slot, profile, command, ctx))
+    }
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, ctx: &CallCtx) -> Result<Settled> {
+        routed!(self, &c.host, act(c, slot, actions, settle_ms, ctx))
+    }
+    async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
+        routed!(self, &c.host, open_shell(c, cwd, cols, rows, ctx))
+    }
+    async fn resize_shell(&self, c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
+        routed!(self, &c.host, resize_shell(c, id, cols, rows))
+    }
+    async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
+        routed!(self, &c.host, exec(c, req, out, ctx))
+    }
+    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
+        routed!(self, &c.host, kill_tagged(c, key, value))
+    }
+    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
+        routed!(self, &c.host, list(c, dir, ctx))
+    }
+    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, create_dir(c, dir, ctx))
+    }
+    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, ctx: &CallCtx) -> Result<Bytes> {
+        routed!(self, &c.host, read(c, path, max_bytes, ctx))
+    }
+    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, write(c, path, data, executable, ctx))
+    }
+    async fn export(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream> {
+        routed!(self, &c.host, export(c, ctx))
+    }
+    async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
+        routed!(self, &c.host, import(c, entries, ctx))
+    }
+    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, ctx: &CallCtx) -> Result<HomeOut> {
+        routed!(self, &c.host, save_home(c, manifest, ctx))
+    }
+    async fn load_home(&self, c: &ComputerRef, mode: &LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<LoadSummary> {
+        routed!(self, &c.host, load_home(c, mode, records, ctx))
+    }
+}

@@ -67,6 +67,10 @@ copied: number,
  */
 kept_newer: Array<string>, 
 /**
+ * The Docker host the bot works on now.
+ */
+host: string, 
+/**
  * Whether a browser profile came along.
  */
 profile: boolean, };

@@ -311,6 +311,9 @@ enum BotCmd {
         name: String,
         #[arg(value_parser = ["team", "private"])]
         to: String,
+        /// Onto a computer of this Docker host (default: the host the bot is on).
+        #[arg(long)]
+        host: Option<String>,
     },
     /// Show or set what each of a bot's runs may spend (a run stops cleanly at its budget), and
     /// what its runs have cost so far.
@@ -694,11 +697,15 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let cancelled = engine.stop_bot(&name).await?;
             print(json, json!({"bot": name, "cancelled_runs": cancelled}), || format!("stopped {name}; cancelled {} run(s)", cancelled.len()));
         }
-        Cmd::Bot { cmd: BotCmd::Switch { name, to } } => {
-            let r = engine.switch_bot(&name, ComputerScope::parse(&to).expect("clap checked it")).await?;
+        Cmd::Bot { cmd: BotCmd::Switch { name, to, host } } => {
+            let r = engine.switch_bot_to(&name, ComputerScope::parse(&to).expect("clap checked it"), host.as_deref()).await?;
             print(json, serde_json::to_value(&r).unwrap(), || {
+                if r.from == r.to {
+                    return format!("moved {}'s computer {} to host {}, with its home", r.bot, r.to, r.host);
+                }
+                let on = if r.host == "local" { String::new() } else { format!(" on host {}", r.host) };
                 let mut out = format!(
-                    "moved {} from computer {} to {} ({} file(s) copied{}); {} keeps its home",
+                    "moved {} from computer {} to {}{on} ({} file(s) copied{}); {} keeps its home",
                     r.bot,
                     r.from,
                     r.to,

@@ -250,6 +250,31 @@ fn a_bot_works_on_a_computer_on_another_machine() {
     let local = json(d, &["bot", "create", "hometeam"]);
     assert_eq!((local["computer"]["name"].as_str(), local["computer"]["host"].as_str()), (Some("team"), Some("local")), "{local}");
 
+    // Switches between hosts: a Private computer moves whole (here and back), a bot's folder goes
+    // from one host's Team computer to another's, and from a Team computer there to a Private one
+    // here.
+    let sw = json(d, &["bot", "switch", "farbot", "private", "--host", "local"]);
+    assert_eq!((sw["to"].as_str(), sw["host"].as_str()), (Some("private-farbot"), Some("local")), "{sw}");
+    assert_eq!(containers_there(&url, &tls, &computer), "", "nothing left there");
+    let out = botdesk(d, &["exec", "farbot", "--", "cat", "notes/note.txt"]);
+    assert_eq!(out.stdout, b"written from the laptop", "here now: {}", String::from_utf8_lossy(&out.stderr));
+    let here = Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    assert_ne!(String::from_utf8_lossy(&here.stdout).trim(), "", "running on this machine");
+    let sw = json(d, &["bot", "switch", "farbot", "private", "--host", "far"]);
+    assert_eq!(sw["host"], "far", "{sw}");
+    assert_eq!(botdesk(d, &["exec", "farbot", "--", "cat", "notes/note.txt"]).stdout, b"written from the laptop", "and back there");
+    let out = botdesk(d, &["bot", "switch", "farbot", "private", "--host", "far"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already works on a Private computer of host far"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    std::fs::write(d.join("plan.txt"), b"the plan").unwrap();
+    json(d, &["files", "put", "hometeam", d.join("plan.txt").to_str().unwrap(), "plan.txt"]);
+    let sw = json(d, &["bot", "switch", "hometeam", "team", "--host", "far"]);
+    assert_eq!((sw["from"].as_str(), sw["to"].as_str(), sw["copied"].as_u64()), (Some("team"), Some("team-far"), Some(1)), "{sw}");
+    assert_eq!(botdesk(d, &["exec", "hometeam", "--", "cat", "plan.txt"]).stdout, b"the plan", "on the Team computer there");
+    let sw = json(d, &["bot", "switch", "hometeam", "private", "--host", "local"]);
+    assert_eq!((sw["from"].as_str(), sw["to"].as_str(), sw["host"].as_str()), (Some("team-far"), Some("private-hometeam"), Some("local")), "{sw}");
+    assert_eq!(botdesk(d, &["exec", "hometeam", "--", "cat", "plan.txt"]).stdout, b"the plan", "on its Private computer here");
+
     // A host with computers on it is not removed; an unknown host gets no bot.
     let out = botdesk(d, &["host", "rm", "far"]);
     assert_eq!(out.status.code(), Some(1));

@@ -7,13 +7,17 @@
 //! - Private → Team: the visible entries at its Private home's root go into `bots/<id>/`.
 //! - Either way its browser profile comes along whole (logins and cookies included).
 //!
+//! - Between hosts (`--host`): to the Team computer of the other host, the bot's folder comes
+//!   along the same way; a Private computer moves whole: its latest checkpoint (on this machine)
+//!   becomes its home on the other host, and its old container and volume are removed.
+//!
 //! Nothing is deleted and nothing newer is overwritten: a file the joined home already has is
 //! replaced only by a newer copy; where the joined home's copy is newer it stays, the bot's copy
 //! stays in the home it left, and the report names the file. Before any of this the bot is
 //! stopped-checked and its execution lease is held, so no run starts meanwhile.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{browser::profile_name, path, ComputerScope, MachineStatus};
+use botdesk_core::{browser::profile_name, path, ComputerScope, HostName, MachineStatus};
 use serde::Serialize;
 
 use crate::checkpoint::{everything, Browsers, Sending};
@@ -34,6 +38,8 @@ pub struct SwitchReport {
     /// Files the joined home had in a newer version: kept; the bot's older copy stays in the
     /// home it left. Paths relative to the bot's folder.
     pub kept_newer: Vec<String>,
+    /// The Docker host the bot works on now.
+    pub host: String,
     /// Whether a browser profile came along.
     pub profile: bool,
 }
@@ -42,9 +48,19 @@ impl Engine {
     /// Moves a bot to the Team computer or to its own Private computer, keeping both homes.
     /// Refused while the bot runs or the person has control of it.
     pub async fn switch_bot(&self, bot: &str, to: ComputerScope) -> Result<SwitchReport> {
+        self.switch_bot_to(bot, to, None).await
+    }
+
+    /// [`Engine::switch_bot`] onto a computer of `host` (None: the host the bot is on).
+    pub async fn switch_bot_to(&self, bot: &str, to: ComputerScope, host: Option<&str>) -> Result<SwitchReport> {
         let (bot, from) = self.bot_and_computer(bot).await?;
-        let target = if to == ComputerScope::Team { "the Team computer" } else { "a Private computer" };
-        if from.scope == to {
+        let host = HostName::new(host.unwrap_or(from.host.as_str()));
+        if !host.is_local() {
+            self.inner.store.host(host.as_str()).await?;
+        }
+        let on = if host.is_local() { String::new() } else { format!(" of host {host}") };
+        let target = if to == ComputerScope::Team { format!("the Team computer{on}") } else { format!("a Private computer{on}") };
+        if from.scope == to && from.host == host {
             return Err(EngineError::new(ErrorCode::Invalid, format!("{} already works on {target}", bot.name)));
         }
         let now = self.now();
@@ -54,23 +70,31 @@ impl Engine {
         if self.inner.store.control(&from.id, now).await?.is_some_and(|c| c.bot_id == bot.id) {
             return Err(EngineError::new(ErrorCode::Busy, format!("Release control of {} first", bot.name)));
         }
-        // Holding the bot's execution lease keeps runs from starting until the switch is done.
-        let holder = format!("switch:{}", std::process::id());
-        let lease = self
-            .inner
-            .store
-            .claim_execution(&from.id, &bot.id, &holder, now, self.inner.policy.exec_ttl)
-            .await
-            .map_err(|e| EngineError::from(e).context(format!("Stop the bot first: {} is busy", bot.name)))?;
-        let result = self.switch_holding(&bot, &from, to).await;
-        if let Err(e) = self.inner.store.release_execution(&lease).await {
-            tracing::warn!("releasing the switch's execution lease: {e}");
-        }
+        let result = if (from.scope, to) == (ComputerScope::Private, ComputerScope::Private) {
+            // Its computer moves whole; the destroy's reservation of it keeps runs from starting
+            // (and a run that started meanwhile refuses the move, which then changes nothing).
+            self.move_private(&bot, &from, &host).await
+        } else {
+            // Holding the bot's execution lease keeps runs from starting until the switch is done.
+            let holder = format!("switch:{}", std::process::id());
+            let lease = self
+                .inner
+                .store
+                .claim_execution(&from.id, &bot.id, &holder, now, self.inner.policy.exec_ttl)
+                .await
+                .map_err(|e| EngineError::from(e).context(format!("Stop the bot first: {} is busy", bot.name)))?;
+            let result = self.switch_holding(&bot, &from, to, &host).await;
+            if let Err(e) = self.inner.store.release_execution(&lease).await {
+                tracing::warn!("releasing the switch's execution lease: {e}");
+            }
+            result
+        };
         let report = result.map_err(|e| e.context(format!("moving {} to {target}", bot.name)))?;
         // A Private computer left without its bot stops; its disk and checkpoint are kept, and
         // the bot gets it back when it switches again.
         let cref = from.cref();
-        if from.scope == ComputerScope::Private && self.inner.provider.status(&cref).await? == MachineStatus::Running {
+        let left = report.to != from.name;
+        if left && from.scope == ComputerScope::Private && self.inner.provider.status(&cref).await? == MachineStatus::Running {
             if let Err(e) = self.stop_computer(from.id.as_str()).await {
                 tracing::warn!("stopping {} after its bot moved: {e}", from.name);
             }
@@ -78,7 +102,42 @@ impl Engine {
         Ok(report)
     }
 
-    async fn switch_holding(&self, bot: &botdesk_store::Bot, from: &botdesk_store::Computer, to: ComputerScope) -> Result<SwitchReport> {
+    /// A Private computer moves to another host whole: its browser closed and its home
+    /// checkpointed here, its container and volume removed there, and its next start (now, on the
+    /// new host) restores that checkpoint.
+    async fn move_private(&self, bot: &botdesk_store::Bot, c: &botdesk_store::Computer, host: &HostName) -> Result<SwitchReport> {
+        if c.home_volume.is_some() && self.inner.provider.status(&c.cref()).await? == MachineStatus::Running {
+            let slot = self.inner.store.desktop_of(&c.id, &bot.id).await?.map(|d| d.slot);
+            self.checkpoint_closing(c.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay)).await?;
+        }
+        self.release_desktop(bot.id.as_str()).await?;
+        self.move_computer(c, host).await?;
+        let moved = self.inner.store.computer(c.id.as_str()).await?;
+        self.ensure_running(&moved).await?;
+        tracing::info!(bot = %bot.id, computer = %c.name, from = %c.host, to = %host, "computer moved between hosts");
+        Ok(SwitchReport {
+            bot: bot.name.clone(),
+            scope: ComputerScope::Private,
+            from: c.name.clone(),
+            to: c.name.clone(),
+            copied: 0,
+            kept_newer: vec![],
+            profile: false,
+            host: host.to_string(),
+        })
+    }
+
+    /// Moves a computer that has no bot running to `host`: its home stays as its latest
+    /// checkpoint here (taken now), and its machine on the old host is destroyed.
+    async fn move_computer(&self, c: &botdesk_store::Computer, host: &HostName) -> Result<()> {
+        if c.host == *host {
+            return Ok(());
+        }
+        self.destroy_computer(c.id.as_str()).await.map_err(|e| e.context(format!("moving computer {} to host {host}", c.name)))?;
+        Ok(self.inner.store.set_computer_host(&c.id, host).await?)
+    }
+
+    async fn switch_holding(&self, bot: &botdesk_store::Bot, from: &botdesk_store::Computer, to: ComputerScope, host: &HostName) -> Result<SwitchReport> {
         // 1. The home it leaves: its browser closed gracefully and a checkpoint (while it runs: a
         // stopped computer's latest checkpoint is its home), its desktop released.
         let from_ref = from.cref();
@@ -92,9 +151,12 @@ impl Engine {
         // anything moves (a link where its folder or profile should be refuses the switch).
         let folder = path::bot_folder(&bot.id).to_string();
         let profile = format!("{PROFILES}/{}", profile_name(&bot.id));
-        let (sub, into, keep): (&str, &str, fn(&str) -> bool) = match to {
-            ComputerScope::Private => (&folder, "", everything),
-            ComputerScope::Team => ("", &folder, visible),
+        let (sub, into, keep): (&str, &str, fn(&str) -> bool) = match (from.scope, to) {
+            (ComputerScope::Team, ComputerScope::Private) => (&folder, "", everything),
+            (ComputerScope::Private, ComputerScope::Team) => ("", &folder, visible),
+            // Between the Team computers of two hosts.
+            (ComputerScope::Team, ComputerScope::Team) => (&folder, &folder, everything),
+            (ComputerScope::Private, ComputerScope::Private) => unreachable!("a Private computer moves whole (move_private)"),
         };
         let s = self.inner.data.home(&from.home_key);
         let root = blocking(move || Ok(current_version(&s).map(|(_, p)| p))).await?;
@@ -106,7 +168,13 @@ impl Engine {
         // 3. The home it joins: found or created, and started (a new one restored from its
         // checkpoint). The work is streamed into it: the host reads only its own checkpoint, the
         // computer places the files, and neither follows a link.
-        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), &from.host, self.now()).await?;
+        // A Private computer the bot kept on another host comes to this one first.
+        if to == ComputerScope::Private {
+            if let Some(kept) = self.inner.store.private_computer_of(&bot.id).await? {
+                self.move_computer(&kept, host).await?;
+            }
+        }
+        let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), host, self.now()).await?;
         let dest_ref = self.ensure_running(&dest).await?;
         let (mut copied, mut kept_newer) = (0, vec![]);
         if let (Some(root), true) = (&root, carry_work) {
@@ -126,7 +194,16 @@ impl Engine {
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
         self.forget_ready(&dest.id).await;
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
-        Ok(SwitchReport { bot: bot.name.clone(), scope: to, from: from.name.clone(), to: dest.name, copied, kept_newer, profile: carry_profile })
+        Ok(SwitchReport {
+            bot: bot.name.clone(),
+            scope: to,
+            from: from.name.clone(),
+            to: dest.name,
+            copied,
+            kept_newer,
+            profile: carry_profile,
+            host: host.to_string(),
+        })
     }
 
     /// Whether `sub` of a checkpoint is a folder to carry: false when it is missing; an error when

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use botdesk_core::{ComputerId, HostName};
+
 use crate::{Result, Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,6 +38,17 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?
             .ok_or_else(|| StoreError::NotFound(format!("host {name:?} (see `botdesk host ls`)")))
+    }
+
+    /// Puts a computer on another host; only one without a machine (its home volume cleared by
+    /// a destroy), so nothing is left running where it was.
+    pub async fn set_computer_host(&self, computer: &ComputerId, host: &HostName) -> Result<()> {
+        let (c, h) = (computer.as_str(), host.as_str());
+        let done = sqlx::query!("UPDATE computers SET host = ?1 WHERE id = ?2 AND home_volume IS NULL", h, c).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Stale(format!("computer {computer} still has a home volume (or is gone): destroy it before it moves")));
+        }
+        Ok(())
     }
 
     /// Refused while computers are on the host (their homes are there).

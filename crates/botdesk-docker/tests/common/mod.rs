@@ -61,3 +61,47 @@ pub async fn docker_target() -> Target {
         guard: Some(Box::new(cleanup)),
     }
 }
+
+/// The second Docker engine `cargo xtask test` starts "on another machine" (a network namespace
+/// of its own, reached over TCP with mutual TLS), with the computer image sent there once per
+/// test program.
+pub async fn remote_provider() -> (Arc<DockerProvider>, Cleanup) {
+    use botdesk_docker::remote::{RemoteEngine, RemoteHost};
+    static SENT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    let url = std::env::var("BOTDESK_TEST_REMOTE_URL")
+        .expect("BOTDESK_TEST_REMOTE_URL is unset: run the tests with `cargo xtask test`, which starts a second Docker engine");
+    let tls = std::env::var("BOTDESK_TEST_REMOTE_TLS").expect("BOTDESK_TEST_REMOTE_TLS is unset: run the tests with `cargo xtask test`");
+    let engine = RemoteEngine { url, tls_dir: std::path::Path::new(&tls).join("good") };
+    SENT.get_or_init(|| async {
+        let (local, _guard) = docker_provider().await;
+        let remote = engine.client().unwrap();
+        botdesk_docker::remote::send_image(local.client().await.unwrap(), &remote, &image_tag(), &|_, _| {})
+            .await
+            .expect("sending the image to the second engine");
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let label = format!("test{}", uuid::Uuid::new_v4().simple());
+    let mut cfg = DockerConfig::new(image_tag(), label);
+    cfg.remote = Some(RemoteHost { name: botdesk_core::HostName::new("far"), engine });
+    let provider = Arc::new(DockerProvider::new(cfg));
+    assert!(provider.engine_version().await.unwrap().len() > 1);
+    (provider.clone(), Cleanup { provider, dir })
+}
+
+pub async fn remote_target() -> Target {
+    let (provider, cleanup) = remote_provider().await;
+    let label = provider.config().data_dir_label.clone();
+    Target {
+        provider: provider.clone(),
+        make_spec: Box::new(move |name| ComputerSpec {
+            id: ComputerId::new(name),
+            name: name.to_string(),
+            scope: ComputerScope::Team,
+            home_volume: format!("{label}-{name}"),
+            resources: Resources::default(),
+            host: botdesk_core::HostName::new("far"),
+        }),
+        guard: Some(Box::new(cleanup)),
+    }
+}

@@ -283,3 +283,142 @@ fn a_bot_works_on_a_computer_on_another_machine() {
     let out = botdesk(d, &["bot", "create", "lost", "--host", "nowhere"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("host \"nowhere\""), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A TCP link to the second engine that the test can cut and restore: the host "dropping off the
+/// network" and coming back, on the same address.
+struct Link {
+    port: u16,
+    target: std::net::SocketAddr,
+    /// Set to stop the current listener; the open connections, to cut them.
+    state: std::sync::Arc<std::sync::Mutex<(std::sync::Arc<std::sync::atomic::AtomicBool>, Vec<std::net::TcpStream>)>>,
+}
+
+impl Link {
+    fn start(url: &str) -> Link {
+        let target = url.trim_start_matches("tcp://").parse().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let link = Link { port, target, state: Default::default() };
+        link.up();
+        link
+    }
+
+    fn up(&self) {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind(("127.0.0.1", self.port)).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.state.lock().unwrap().0 = stop.clone();
+        let (state, target) = (self.state.clone(), self.target);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(down) = conn else { continue };
+                let Ok(up) = std::net::TcpStream::connect(target) else { continue };
+                state.lock().unwrap().1.extend([down.try_clone().unwrap(), up.try_clone().unwrap()]);
+                for (mut from, mut to) in [(down.try_clone().unwrap(), up.try_clone().unwrap()), (up, down)] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+    }
+
+    /// Nothing answers any more, and every open connection breaks.
+    fn cut(&self) {
+        let mut state = self.state.lock().unwrap();
+        state.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port)); // wakes the listener, which then closes
+        for c in state.1.drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn scripted_model(d: &Path, id: &str, server: &botdesk_agent::scripted::ScriptedServer) {
+    use std::io::Write;
+    let mut child = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(d)
+        .args(["model", "add", id, "--kind", "openai-compatible", "--model", "scripted", "--base-url", &server.base_url(botdesk_agent::Wire::OpenAi)])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_host_that_drops_mid_run_fails_that_run_and_the_next_use_reconnects() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    let (url, tls) = remote();
+    let data = tempfile::tempdir().unwrap();
+    let d = data.path();
+    let _cleanup = Cleanup(d);
+    let link = Link::start(&url);
+    let flaky_url = format!("tcp://127.0.0.1:{}", link.port);
+    json(d, &["host", "add", "flaky", &flaky_url, "--tls-dir", tls.join("good").to_str().unwrap()]);
+    let sent = botdesk(d, &["image", "send", "flaky"]);
+    assert!(sent.status.success(), "image send: {}", String::from_utf8_lossy(&sent.stderr));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let far = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo safe > keep.txt"}))),
+        Step::reply(Reply::text("kept")),
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo started; sleep 300", "timeout_s": 600}))),
+    ]));
+    let near = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo steady"}))),
+        Step::reply(Reply::text("steady")),
+    ]));
+    scripted_model(d, "far-model", &far);
+    scripted_model(d, "near-model", &near);
+    json(d, &["bot", "create", "flaky", "--computer", "private", "--host", "flaky", "--model", "far-model"]);
+    json(d, &["bot", "create", "steady", "--model", "near-model"]);
+
+    // A run there completes, and its checkpoint is here.
+    let out = botdesk(d, &["run", "flaky", "keep something"]);
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+
+    // The next run's command is running there when the host drops off the network.
+    let run = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(d)
+        .args(["run", "flaky", "wait a long time"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !String::from_utf8_lossy(&botdesk(d, &["activity", "flaky"]).stdout).contains("[running]") {
+        assert!(std::time::Instant::now() < deadline, "the run's command never started");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    link.cut();
+    let out = run.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "the run fails: {said}");
+    assert!(said.contains("Docker host cannot be reached") && said.contains("host flaky"), "clearly, naming the host: {said}");
+
+    // Its lease is free, its files are safe in the checkpoint here, and the other bot goes on.
+    let bots = json(d, &["bot", "list"]);
+    let flaky = bots["bots"].as_array().unwrap().iter().find(|b| b["name"] == "flaky").unwrap().clone();
+    let computers = json(d, &["computer", "ls"]);
+    let home = computers["computers"].as_array().unwrap().iter().find(|c| c["name"] == "private-flaky").unwrap()["home"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read(Path::new(&home).join("current/keep.txt")).unwrap(), b"safe\n", "{flaky}");
+    let held = json(d, &["lease", "hold", "flaky", "--ms", "100"]);
+    assert!(held["fence"].as_u64().is_some(), "the lease was freed: {held}");
+    let out = botdesk(d, &["run", "steady", "go on"]);
+    assert!(out.status.success(), "the bot here goes on: {}", String::from_utf8_lossy(&out.stderr));
+
+    // While it is gone, each use says so in one line; once it is back, the next use reconnects.
+    let out = botdesk(d, &["exec", "flaky", "--", "cat", "keep.txt"]);
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert!(!out.status.success() && err.lines().count() == 1 && err.contains("host flaky"), "{err}");
+    link.up();
+    let out = botdesk(d, &["exec", "flaky", "--", "cat", "keep.txt"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "safe\n", "{}", String::from_utf8_lossy(&out.stderr));
+}

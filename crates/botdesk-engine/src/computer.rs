@@ -97,6 +97,11 @@ pub struct ComputerView {
     pub bots: Vec<String>,
     /// The home store: the workspace's checkpoints (`current` is the latest).
     pub home: PathBuf,
+    /// The Docker host it runs on (`local`: this machine).
+    pub host: String,
+    /// Why its host could not be asked (then `status` is what the database last recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -343,10 +348,27 @@ impl Engine {
     }
 
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
-        let status = self.inner.provider.status(&c.cref()).await?;
+        let (status, unreachable) = match self.inner.provider.status(&c.cref()).await {
+            Ok(s) => (s, None),
+            Err(SandboxError::Unavailable(why)) => {
+                let recorded = if c.state == ComputerState::Running { MachineStatus::Running } else { MachineStatus::Stopped };
+                (recorded, Some(why))
+            }
+            Err(e) => return Err(e.into()),
+        };
         let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
         let state = self.inner.store.computer(c.id.as_str()).await?.state;
-        Ok(ComputerView { home: self.inner.data.home(&c.home_key), id: c.id.to_string(), name: c.name, scope: c.scope, status, state, bots })
+        Ok(ComputerView {
+            home: self.inner.data.home(&c.home_key),
+            id: c.id.to_string(),
+            name: c.name,
+            scope: c.scope,
+            status,
+            state,
+            bots,
+            host: c.host.to_string(),
+            unreachable,
+        })
     }
 
     /// After a crash: every container labelled with this data directory is adopted when the

@@ -93,20 +93,24 @@ impl RunHost {
         ToolOutput::error(text)
     }
 
-    /// After a failed tool: if the computer itself stopped under the run (killed, crashed), the
-    /// run cannot go on; it fails with that reason instead of quietly starting a new machine.
+    /// After a failed tool: if the computer itself stopped under the run (killed, crashed), or
+    /// its Docker host cannot be reached (a host on another machine dropped), the run cannot go
+    /// on; it fails with that reason instead of quietly starting a new machine.
     pub(super) async fn check_computer(&self) {
         let Ok(cref) = self.engine.cref_of(&self.bot.computer_id).await else { return };
-        if let Ok(status) = self.engine.inner.provider.status(&cref).await {
-            if status != botdesk_core::MachineStatus::Running {
-                let why = format!(
-                    "the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept",
-                    status.as_str()
-                );
-                *self.fatal.lock().unwrap() = Some(why);
-                self.stop.cancel();
-            }
-        }
+        let why = match self.engine.inner.provider.status(&cref).await {
+            Ok(botdesk_core::MachineStatus::Running) => return,
+            Ok(status) => format!(
+                "the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept",
+                status.as_str()
+            ),
+            Err(botdesk_core::SandboxError::Unavailable(line)) => format!(
+                "the computer's Docker host cannot be reached: {line}. The run stopped; the files are safe as of the last checkpoint, and the next use reconnects once the host answers"
+            ),
+            Err(_) => return,
+        };
+        *self.fatal.lock().unwrap() = Some(why);
+        self.stop.cancel();
     }
 
     /// Saves a screenshot for the chat; returns its path relative to the data directory.

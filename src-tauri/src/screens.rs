@@ -19,7 +19,7 @@ fn resolver(engine: Engine, bot: String) -> Resolve {
         let (engine, bot) = (engine.clone(), bot.clone());
         Box::pin(async move {
             let t = engine.screen_target(&bot).await.map_err(|e| e.message)?;
-            Ok(Target { port: t.port, token: t.token, control: t.control })
+            Ok(Target { port: t.port, token: t.token, control: t.control, compressed: t.compressed })
         })
     })
 }

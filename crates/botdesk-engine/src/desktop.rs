@@ -23,13 +23,15 @@ pub struct ControlView {
     pub control_token: String,
 }
 
-/// A screen capability for a VNC client: the gateway's loopback port, a token, and whether it
-/// is a control token.
+/// A screen capability for a VNC client: the gateway's loopback port, a token, whether it is a
+/// control token, and whether the screen is across a network (its computer is on a host on
+/// another machine: ask for a compressed encoding).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScreenTarget {
     pub port: u16,
     pub token: String,
     pub control: bool,
+    pub compressed: bool,
 }
 
 /// A new random capability token (128 bits, hex).
@@ -227,10 +229,10 @@ impl Engine {
         }
         if self.control_of(bot).await?.is_some() {
             let c = self.take_control_screen(bot).await?;
-            return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true });
+            return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true, compressed: !computer.host.is_local() });
         }
         let v = self.open_desktop(bot).await?;
-        Ok(ScreenTarget { port: v.port, token: v.view_token, control: false })
+        Ok(ScreenTarget { port: v.port, token: v.view_token, control: false, compressed: !computer.host.is_local() })
     }
 
     /// Revokes the control transport of the bot's screen (on release or expiry of control).

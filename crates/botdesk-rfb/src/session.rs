@@ -18,12 +18,14 @@ use vnc::{ClientKeyEvent, ClientMouseEvent, PixelFormat, VncClient, VncConnector
 use crate::framebuffer::{Framebuffer, Rect};
 
 /// Where to connect: the gateway's loopback port and a token; `control` says the token is a
-/// control capability (input is forwarded only then).
+/// control capability (input is forwarded only then); `compressed` that the screen is across a
+/// network (a computer on another machine), so a compressed encoding is asked for first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub port: u16,
     pub token: String,
     pub control: bool,
+    pub compressed: bool,
 }
 
 /// Asked for the current target before every (re)connect, so a session follows control being
@@ -102,6 +104,8 @@ pub struct Shared {
     pub last_input: std::sync::Mutex<Option<std::time::Instant>>,
     /// Told when a viewer subscribes (an idle session wakes up, a paused one asks for updates).
     watched: tokio::sync::Notify,
+    /// Bytes received from the screen over all connections (what the encoding costs the link).
+    pub bytes_in: Arc<std::sync::atomic::AtomicU64>,
 }
 
 pub struct Session {
@@ -141,6 +145,7 @@ impl Session {
             state: std::sync::Mutex::new(ConnState::Connecting),
             last_input: Default::default(),
             watched: Default::default(),
+            bytes_in: Default::default(),
         });
         let (input, input_rx) = mpsc::channel(1024);
         let (updates, _) = broadcast::channel(256);
@@ -190,18 +195,31 @@ enum Ended {
 
 /// Connects to the gateway, presents the token and completes the RFB handshake.
 pub async fn connect(t: &Target) -> Result<VncClient, String> {
+    connect_counting(t, Default::default()).await
+}
+
+/// [`connect`], adding the bytes received to `bytes_in`.
+pub async fn connect_counting(t: &Target, bytes_in: Arc<std::sync::atomic::AtomicU64>) -> Result<VncClient, String> {
     let io = |e: std::io::Error| format!("screen gateway: {e}");
     let mut stream = TcpStream::connect(("127.0.0.1", t.port)).await.map_err(io)?;
     stream.set_nodelay(true).map_err(io)?;
     // The answer is read byte by byte: what follows belongs to the RFB handshake.
     botdesk_core::gateway::present(&mut stream, &t.token).await?;
-    VncConnector::new(stream)
-        .set_auth_method(async { Ok(String::new()) })
+    // The server takes the first encoding of this list it knows for each update.
+    let encodings = if t.compressed {
+        // Across a network a whole raw screen is 4 MB (1280×800×4): ZRLE (zlib over run-length
+        // tiles) sends a typical desktop in a small fraction of that, losslessly.
+        [VncEncoding::Zrle, VncEncoding::Tight, VncEncoding::CopyRect, VncEncoding::Raw]
+    } else {
         // Raw first: the server is on this machine, and moving bytes (the gateway relays them in
-        // the kernel) costs less than Tight's analysis and zlib on both sides.
-        .add_encoding(VncEncoding::Raw)
-        .add_encoding(VncEncoding::CopyRect)
-        .add_encoding(VncEncoding::Tight)
+        // the kernel) costs less than compressing and decompressing them on both sides.
+        [VncEncoding::Raw, VncEncoding::CopyRect, VncEncoding::Tight, VncEncoding::Zrle]
+    };
+    let mut connector = VncConnector::new(Counted { inner: stream, bytes_in }).set_auth_method(async { Ok(String::new()) });
+    for e in encodings {
+        connector = connector.add_encoding(e);
+    }
+    connector
         // No cursor-shape encoding: the server then draws the pointer into the frames, so
         // everyone watching sees where it is, in every view, whoever moves it (the bot's
         // xdotool or the person).
@@ -244,7 +262,7 @@ impl Task {
                 _ = self.stop.cancelled() => break,
                 r = tokio::time::timeout(CONNECT_TIMEOUT, async {
                     let target = resolve.await?;
-                    let client = connect(&target).await?;
+                    let client = connect_counting(&target, self.shared.bytes_in.clone()).await?;
                     Ok::<_, String>((client, target))
                 }) => r.unwrap_or_else(|_| Err("the screen did not answer within 5 s".into())),
             };
@@ -434,6 +452,34 @@ impl Task {
         if !rects.is_empty() {
             let _ = self.updates.send(Update::Rects(rects));
         }
+    }
+}
+
+/// A stream that counts the bytes read from it.
+struct Counted {
+    inner: TcpStream,
+    bytes_in: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        this.bytes_in.fetch_add((buf.filled().len() - before) as u64, std::sync::atomic::Ordering::Relaxed);
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>, data: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
 

@@ -41,7 +41,7 @@ fn resolver(engine: Engine, bot: &'static str) -> Resolve {
         let engine = engine.clone();
         Box::pin(async move {
             let t = engine.screen_target(bot).await.map_err(|e| e.message)?;
-            Ok(Target { port: t.port, token: t.token, control: t.control })
+            Ok(Target { port: t.port, token: t.token, control: t.control, compressed: t.compressed })
         })
     })
 }
@@ -205,4 +205,45 @@ async fn frames_input_control_and_reconnect() {
     })
     .await;
     registry.lock().unwrap().clear();
+}
+
+/// A computer on another machine (the second Docker engine `cargo xtask test` starts): its screen
+/// comes through the relay, compressed, and control input goes back the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_screen_on_another_machine_comes_compressed() {
+    let url = std::env::var("BOTDESK_TEST_REMOTE_URL").expect("BOTDESK_TEST_REMOTE_URL is unset: run the tests with `cargo xtask test`");
+    let tls = std::path::PathBuf::from(std::env::var("BOTDESK_TEST_REMOTE_TLS").expect("BOTDESK_TEST_REMOTE_TLS is unset")).join("good");
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let w = World { engine: engine.clone(), _dir: dir };
+    engine.add_host("far", &url, &tls).await.unwrap();
+    engine.send_image("far", &|_| {}).await.unwrap();
+    engine.create_bot_on("r", ComputerScope::Private, "far", None, "").await.unwrap();
+    let d = engine.open_desktop("r").await.unwrap();
+    assert!(engine.screen_target("r").await.unwrap().compressed, "a screen across a network asks for compression");
+    sh(&engine, "r", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.display)).await;
+
+    let s = Session::spawn_with(resolver(engine.clone(), "r"), Duration::from_millis(500));
+    let _watching = s.subscribe();
+    until("connected view-only", || s.state() == ConnState::Connected { control: false }).await;
+    until("the root colour", || s.shared.fb.lock().unwrap().width == 1280 && pixel(&s, 900, 200) == [0x12, 0x34, 0x56]).await;
+    let bytes = s.shared.bytes_in.load(std::sync::atomic::Ordering::Relaxed);
+    // Raw, the first whole screen alone would be 1280×800×4 = 4,096,000 bytes.
+    assert!(bytes < 1_000_000, "the whole screen came compressed: {bytes} bytes");
+
+    engine.take_control_screen("r").await.unwrap();
+    s.retarget();
+    until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
+    assert!(s.send(Input::Pointer { x: 321, y: 123, buttons: 0 }));
+    let t = std::time::Instant::now();
+    loop {
+        let loc = sh(&engine, "r", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+        if loc.contains("X=321\n") && loc.contains("Y=123\n") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "control input never arrived: {loc}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(s);
+    drop(w);
 }

@@ -26,8 +26,8 @@ async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
 }
 
 #[tauri::command]
-async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope, model: Option<String>) -> Res<BotView> {
-    engine.create_bot(&name, scope, model.as_deref().filter(|m| !m.is_empty()), "").await
+async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScope, model: Option<String>, host: Option<String>) -> Res<BotView> {
+    engine.create_bot_on(&name, scope, host.as_deref().unwrap_or("local"), model.as_deref().filter(|m| !m.is_empty()), "").await
 }
 
 #[tauri::command]

@@ -39,8 +39,8 @@ export function afterBotsChanged(moved: BotRow[]) {
   syncDock();
 }
 
-export async function createBot(name: string, scope: ComputerScope, model: string | null) {
-  const b = await api.createBot(name, scope, model);
+export async function createBot(name: string, scope: ComputerScope, model: string | null, host: string) {
+  const b = await api.createBot(name, scope, model, host);
   await refresh();
   select(b.id);
 }

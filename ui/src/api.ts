@@ -43,7 +43,7 @@ export function errorCode(e: unknown): ErrorCode | null {
 
 export const api = {
   listBots: () => invoke<BotRow[]>("list_bots"),
-  createBot: (name: string, scope: ComputerScope, model: string | null) => invoke<BotView>("create_bot", { name, scope, model }),
+  createBot: (name: string, scope: ComputerScope, model: string | null, host: string) => invoke<BotView>("create_bot", { name, scope, model, host }),
   chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),
   botSpend: (bot: string) => invoke<BotSpend>("bot_spend", { bot }),
   sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),

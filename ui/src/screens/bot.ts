@@ -72,6 +72,7 @@ function header(b: BotRow): HTMLElement {
         "p",
         { class: "muted" },
         b.computer.scope === "team" ? `Team computer ${b.computer.name} · folder ${b.folder} · ` : `Private computer ${b.computer.name} · the whole home is its folder · `,
+        b.computer.host === "local" ? "" : `on host ${b.computer.host} · `,
         button(
           b.computer.scope === "team" ? "Move to a Private computer" : "Move to the Team computer",
           { class: "inline-link", id: "switch-computer", title: "Both homes are kept. The bot's files and browser logins come along; nothing newer is overwritten." },

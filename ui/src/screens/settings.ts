@@ -64,7 +64,9 @@ async function hostsSection(): Promise<HTMLElement> {
     { class: "muted" },
     "Add a Docker host on another machine with ",
     el("code", {}, "botdesk host add NAME tcp://HOST:2376 --tls-dir DIR"),
-    " (mutual TLS; botdesk doctor checks it). Bots' computers run on this machine for now.",
+    " (mutual TLS; botdesk doctor checks it). A new bot's form then offers it; ",
+    el("code", {}, "botdesk bot switch NAME private --host NAME"),
+    " moves a bot there with its files.",
   );
   return el("section", { class: "hosts" }, list, how);
 }

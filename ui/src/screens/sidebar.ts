@@ -54,20 +54,26 @@ export function renderHealth() {
   );
 }
 
-/** The new-bot form of index.html: a name, a model and Team or Private. */
+/** The new-bot form of index.html: a name, a model, Team or Private, and (once hosts on other
+ *  machines were added) the Docker host its computer runs on. */
 export function setupNewBot() {
   const form = $<HTMLFormElement>("new-bot-form");
   const name = $<HTMLInputElement>("new-bot-name");
   const error = $("new-bot-error");
   const model = $<HTMLSelectElement>("new-bot-model");
+  const host = $<HTMLSelectElement>("new-bot-host");
   const open = async (show: boolean) => {
     form.hidden = !show;
     error.hidden = true;
     if (!show) return;
     name.focus();
-    const models = await api.listModels().catch(() => []);
+    const [models, hosts] = await Promise.all([api.listModels().catch(() => []), api.listHosts().catch(() => [])]);
     model.replaceChildren(
       ...(models.length ? models.map((m) => el("option", { value: m.id }, `${m.id} (${m.model})`)) : [el("option", { value: "" }, "No model yet (add one in Settings)")]),
+    );
+    host.hidden = hosts.length < 2;
+    host.replaceChildren(
+      ...hosts.map((h) => el("option", { value: h.name }, h.name === "local" ? "On this machine" : `On host ${h.name} (${h.url.replace("tcp://", "")})`)),
     );
   };
   $("new-bot").addEventListener("click", () => open(form.hidden));
@@ -76,7 +82,7 @@ export function setupNewBot() {
     e.preventDefault();
     const scope = (form.querySelector("input[name=scope]:checked") as HTMLInputElement).value as ComputerScope;
     try {
-      await createBot(name.value.trim(), scope, model.value || null);
+      await createBot(name.value.trim(), scope, model.value || null, host.value || "local");
       name.value = "";
       open(false);
     } catch (err) {

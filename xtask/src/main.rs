@@ -33,7 +33,7 @@ const RUN_PACKAGES: &[&str] = &[
 /// Packages a command adds to the list (the benchmarks' anchors).
 static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
 /// The benchmarks' anchors beyond the test packages.
-const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium"];
+const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-ping", "iproute2"];
 /// Extra packages the tests need: a display, screenshots, a Secret Service keyring.
 const TEST_PACKAGES: &[&str] = &["xvfb", "imagemagick", "xdotool", "x11-utils", "x11-xkb-utils", "dbus", "dbus-x11", "gnome-keyring", "webkit2gtk-driver"];
 
@@ -911,6 +911,10 @@ fn bench(extra: &[String]) -> Result {
     status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench", "-p", "botdesk-cli"]))?;
     let mut envs = vec![];
     let services = start_services(&mut envs, &[])?;
+    // A computer on another machine: the second engine, over a link the bench shapes.
+    let remote = RemoteEngine::start(&mut envs, &[])?;
+    envs.push(("BOTDESK_BENCH_LINK_VETH".into(), remote.veth.clone()));
+    envs.push(("BOTDESK_BENCH_LINK_NETNS".into(), remote.netns.clone()));
     say("running the benchmarks");
     // `--only SECTION` prints one section and writes nothing; otherwise the whole table is written.
     let mut bench = Command::new(root().join("target/release/botdesk-bench"));
@@ -918,6 +922,7 @@ fn bench(extra: &[String]) -> Result {
         bench.arg(root().join("docs/benchmarks.md"));
     }
     let result = status(bench.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(remote);
     drop(services);
     result
 }

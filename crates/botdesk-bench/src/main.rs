@@ -1,6 +1,6 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|checkpoint|agent|desktops|cli|start (prints
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|agent|desktops|cli|start (prints
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
@@ -18,6 +18,7 @@ mod checkpoint;
 mod cli;
 mod desktops;
 mod leases;
+mod remote;
 mod viewer;
 
 pub(crate) struct Row {
@@ -127,6 +128,10 @@ async fn main() {
                     f.window_cpu, f.window_mem, f.tabs_cpu, f.tabs_mem
                 );
             }
+            Some("remote") => {
+                let f = remote::run(dir.path(), &viewer::app_binary()).await;
+                print!("{}", remote::section(&f));
+            }
             Some("checkpoint") => {
                 let f = checkpoint::run(dir.path()).await;
                 println!("{} files, {} MiB", f.files, f.bytes >> 20);
@@ -233,6 +238,8 @@ async fn main() {
         n: 3,
     });
 
+    let far = remote::run(dir.path(), &viewer::app_binary()).await;
+
     let (one_ops, anchor_ups, two_ops, two_cycles, one_violations, violations) = lease_bench(dir.path()).await;
     let (agent_ours, agent_anchor) = agent::run().await;
 
@@ -284,6 +291,7 @@ async fn main() {
         v.window_cpu, v.tabs_cpu, v.window_cpu / v.tabs_cpu.max(0.01),
         v.window_mem, v.tabs_mem, v.window_mem / v.tabs_mem,
     ));
+    md.push_str(&remote::section(&far));
     md.push_str(&format!(
         "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\
          | lease ops/s, one process, one task (claim, check, renew, release) | {one_ops:.0} | plain one-row `UPDATE`s/s, one task | {anchor_ups:.0} | {:.2} | {one_violations} |\n\

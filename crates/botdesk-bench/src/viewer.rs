@@ -273,10 +273,17 @@ async fn forward(port: u16, token: String) -> u16 {
 pub async fn run(dir: &Path, app: &Path) -> Figures {
     let data = dir.join("viewer");
     let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
-    let bots: Vec<String> = (0..4).map(|i| format!("screen{i}")).collect();
+    run_with(&engine, &data, dir, app, None).await
+}
+
+/// The viewer figures with the bots' computer on `host` (None: this machine). On another host
+/// only throughput and input → pixel are measured, on one screen (idle figures are zero).
+pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host: Option<&str>) -> Figures {
+    let engine = engine.clone();
+    let bots: Vec<String> = (0..if host.is_some() { 1 } else { 4 }).map(|i| format!("screen{i}")).collect();
     let mut displays = vec![];
     for b in &bots {
-        engine.create_bot(b, ComputerScope::Team, None, "").await.unwrap();
+        engine.create_bot_on(b, ComputerScope::Team, host.unwrap_or("local"), None, "").await.unwrap();
         displays.push(engine.open_desktop(b).await.unwrap().display);
     }
     let script = GENERATOR.bytes().map(|b| format!("\\0{b:03o}")).collect::<String>();
@@ -293,7 +300,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     // The first bot's tab is the visible one now. Idle first: four tabs, nothing moving.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let app_pid = pid_of(&app.display().to_string());
-    let (idle_cpu_ours, idle_mem_ours) = cpu_and_memory(app_pid, 10.0);
+    let (idle_cpu_ours, idle_mem_ours) = if host.is_none() { cpu_and_memory(app_pid, 10.0) } else { (0.0, 0.0) };
 
     // Throughput.
     let out = generate(&engine, &bots[0], displays[0], 9, "ours").await;
@@ -331,17 +338,21 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
 
     // A second window: the visible screen also in a window of its own, against the same four
     // tabs without it, measured in turn.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (tabs_cpu, tabs_mem) = cpu_and_memory(app_pid, 60.0);
-    d.click("#screen-window");
-    let title = format!("{} — Botdesk", bots[0]);
-    let t0 = std::time::Instant::now();
-    while !Command::new("xdotool").args(["search", "--onlyvisible", "--name", &title]).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
-        assert!(t0.elapsed() < Duration::from_secs(30), "the screen's own window never opened");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (window_cpu, window_mem) = cpu_and_memory(app_pid, 60.0);
+    let ((tabs_cpu, tabs_mem), (window_cpu, window_mem)) = if host.is_none() {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let tabs = cpu_and_memory(app_pid, 60.0);
+        d.click("#screen-window");
+        let title = format!("{} — Botdesk", bots[0]);
+        let t0 = std::time::Instant::now();
+        while !Command::new("xdotool").args(["search", "--onlyvisible", "--name", &title]).stdout(Stdio::null()).status().is_ok_and(|s| s.success()) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "the screen's own window never opened");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        (tabs, cpu_and_memory(app_pid, 60.0))
+    } else {
+        ((0.0, 0.0), (0.0, 0.0))
+    };
     drop(d);
     sh(&engine, &bots[0], "pkill -f '^xterm -T echo' || true").await;
 
@@ -384,12 +395,17 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     };
 
     // Idle with four screens.
-    let mut c = chromium(&ws_ports, "idle");
-    receive(&listener);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (idle_cpu_anchor, idle_mem_anchor) = cpu_and_memory(c.id(), 10.0);
-    let _ = c.kill();
-    let _ = c.wait();
+    let (idle_cpu_anchor, idle_mem_anchor) = if host.is_none() {
+        let mut c = chromium(&ws_ports, "idle");
+        receive(&listener);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let idle = cpu_and_memory(c.id(), 10.0);
+        let _ = c.kill();
+        let _ = c.wait();
+        idle
+    } else {
+        (0.0, 0.0)
+    };
 
     // Throughput on one screen.
     let mut c = chromium(&ws_ports[..1], "throughput");

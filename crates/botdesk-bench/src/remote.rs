@@ -1,0 +1,222 @@
+//! A computer on another machine, over a link shaped like a home or cloud connection: 20 Mbit/s
+//! each way and 40 ms round trip (`tc netem` on both ends of the veth pair to the second Docker
+//! engine `cargo xtask bench` starts in a network namespace of its own). Everything goes through
+//! that engine's TLS connection: the viewer (the app, beside noVNC through websockify over the
+//! same relay), observe and act, and a checkpoint after one changed file.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use botdesk_engine::{ComputerScope, Engine, EngineConfig, ImageFormat, ProviderChoice};
+
+use crate::viewer;
+
+pub struct Figures {
+    /// The measured round trip of the shaped link (ping, median of 10).
+    pub rtt_ms: f64,
+    pub viewer: viewer::Figures,
+    pub observe: Duration,
+    pub observe_anchor: Duration,
+    pub act: Duration,
+    pub act_anchor: Duration,
+    pub one_changed: Duration,
+    pub one_changed_anchor: Duration,
+    pub files: usize,
+}
+
+/// Where the second engine is and the link to shape: from `cargo xtask bench`.
+struct Link {
+    url: String,
+    tls: std::path::PathBuf,
+    veth: String,
+    netns: String,
+    there: String,
+}
+
+impl Link {
+    fn from_env() -> Link {
+        let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is unset: run the benchmarks with `cargo xtask bench`"));
+        let url = var("BOTDESK_TEST_REMOTE_URL");
+        let there = url.trim_start_matches("tcp://").rsplit_once(':').unwrap().0.to_string();
+        Link {
+            tls: Path::new(&var("BOTDESK_TEST_REMOTE_TLS")).join("good"),
+            veth: var("BOTDESK_BENCH_LINK_VETH"),
+            netns: var("BOTDESK_BENCH_LINK_NETNS"),
+            url,
+            there,
+        }
+    }
+
+    /// 20 ms each way and 20 Mbit/s each way, on both ends.
+    fn shape(&self) {
+        let qdisc = ["qdisc", "replace", "dev", "DEV", "root", "netem", "delay", "20ms", "rate", "20mbit", "limit", "10000"];
+        let here: Vec<&str> = qdisc.iter().map(|a| if *a == "DEV" { self.veth.as_str() } else { a }).collect();
+        let peer = format!("{}p", self.veth);
+        let there: Vec<&str> = qdisc.iter().map(|a| if *a == "DEV" { peer.as_str() } else { a }).collect();
+        assert!(Command::new("tc").args(&here).status().unwrap().success(), "tc (apt install iproute2) on {}", self.veth);
+        assert!(Command::new("nsenter").arg(format!("--net=/run/netns/{}", self.netns)).arg("tc").args(&there).status().unwrap().success());
+    }
+
+    fn unshape(&self) {
+        let _ = Command::new("tc").args(["qdisc", "del", "dev", &self.veth, "root"]).status();
+        let _ = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{}", self.netns))
+            .args(["tc", "qdisc", "del", "dev", &format!("{}p", self.veth), "root"])
+            .status();
+    }
+
+    fn rtt_ms(&self) -> f64 {
+        let out = Command::new("ping").args(["-c", "10", "-i", "0.2", &self.there]).output().expect("ping (apt install iputils-ping)");
+        let mut rtts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split("time=").nth(1))
+            .filter_map(|t| t.split_whitespace().next()?.parse().ok())
+            .collect();
+        rtts.sort_by(f64::total_cmp);
+        rtts.get(rtts.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+
+    /// The Docker CLI, speaking to the second engine over the same link.
+    fn docker(&self) -> Command {
+        let mut c = Command::new("docker");
+        c.args(["--tlsverify", "-H", &self.url])
+            .arg("--tlscacert")
+            .arg(self.tls.join("ca.pem"))
+            .arg("--tlscert")
+            .arg(self.tls.join("cert.pem"))
+            .arg("--tlskey")
+            .arg(self.tls.join("key.pem"));
+        c
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn timed(mut c: Command) -> Duration {
+    let t = Instant::now();
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{c:?}: {}", String::from_utf8_lossy(&out.stderr));
+    t.elapsed()
+}
+
+pub async fn run(dir: &Path, app: &Path) -> Figures {
+    let link = Link::from_env();
+    link.unshape();
+    let data = dir.join("remote");
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    engine.add_host("far", &link.url, &link.tls).await.unwrap();
+    // The image goes there before the link is shaped (at 20 Mbit/s it would take minutes).
+    engine.send_image("far", &|_| {}).await.unwrap();
+    link.shape();
+    let rtt_ms = link.rtt_ms();
+
+    let viewer = viewer::run_with(&engine, &data, dir, app, Some("far")).await;
+
+    // Observe and act on a Private computer there, each beside the Docker CLI doing the same
+    // over the same link.
+    engine.create_bot_on("look", ComputerScope::Private, "far", None, "").await.unwrap();
+    let d = engine.open_desktop("look").await.unwrap();
+    let container = {
+        let c = engine.list_computers().await.unwrap().into_iter().find(|c| c.name == "private-look").unwrap();
+        let out = link.docker().args(["ps", "-q", "--filter", &format!("label=botdesk.computer={}", c.id)]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    engine.observe("look", ImageFormat::Png).await.unwrap();
+    let (mut observe, mut observe_anchor, mut act, mut act_anchor) = (vec![], vec![], vec![], vec![]);
+    for i in 0..10u32 {
+        let t = Instant::now();
+        engine.observe("look", ImageFormat::Png).await.unwrap();
+        observe.push(t.elapsed());
+        let mut c = link.docker();
+        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.display), &container, "import", "-window", "root", "png:-"]);
+        observe_anchor.push(timed(c));
+        let x = 100 + i * 10;
+        let t = Instant::now();
+        engine.act("look", &serde_json::json!([{"type": "move", "x": x, "y": 200}]), Some(0)).await.unwrap();
+        act.push(t.elapsed());
+        let mut c = link.docker();
+        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.display), &container, "xdotool", "mousemove", &x.to_string(), "300"]);
+        act_anchor.push(timed(c));
+    }
+
+    // A checkpoint after one changed file, in a home of 1,000 small files (10 MiB).
+    const FILES: usize = 1000;
+    let (code, out) = engine
+        .shell("look", &format!("mkdir -p work && for i in $(seq 1 {FILES}); do head -c 10240 /dev/urandom > work/f$i; done && echo made"))
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    let c = engine.list_computers().await.unwrap().into_iter().find(|c| c.name == "private-look").unwrap();
+    engine.checkpoint(&c.id).await.unwrap();
+    let mut one = vec![];
+    for i in 0..5 {
+        let (code, _) = engine.shell("look", &format!("echo change {i} > work/f1")).await.unwrap();
+        assert_eq!(code, 0);
+        let t = Instant::now();
+        engine.checkpoint(&c.id).await.unwrap();
+        one.push(t.elapsed());
+    }
+    let mut anchor = vec![];
+    for _ in 0..3 {
+        let mut c = link.docker();
+        c.args(["exec", "-u", "1000", &container, "tar", "-C", "/home/botdesk", "-cf", "-", "."]);
+        anchor.push(timed(c));
+    }
+    for c in engine.list_computers().await.unwrap() {
+        engine.destroy_computer(&c.id).await.unwrap();
+    }
+    link.unshape();
+    Figures {
+        rtt_ms,
+        viewer,
+        observe: median(observe),
+        observe_anchor: median(observe_anchor),
+        act: median(act),
+        act_anchor: median(act_anchor),
+        one_changed: median(one),
+        one_changed_anchor: median(anchor),
+        files: FILES,
+    }
+}
+
+pub fn section(f: &Figures) -> String {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let v = &f.viewer;
+    format!(
+        "\n## A computer on another machine (20 Mbit/s, 40 ms round trip)\n\n\
+         The second Docker engine of `cargo xtask bench`, in a network namespace of its own, reached over TCP with mutual TLS \
+         through a veth pair shaped with `tc netem` on both ends (20 ms and 20 Mbit/s each way; ping measured {:.1} ms round \
+         trip). The screen goes through the app's loopback relay over a Docker exec (no port opened there), ZRLE-encoded; \
+         noVNC reaches it through websockify and the same relay.\n\n\
+         | what | ours | anchor | anchor | ratio | target |\n|---|---|---|---|---|---|\n\
+         | viewer throughput, whole screens drawn per second while the screen repaints (source {:.0} / {:.0} frames/s) | {:.1} | noVNC through websockify | {:.1} | {:.2} | ≥ 15 |\n\
+         | viewer input → pixel (median of 30) | {:.1} ms | noVNC through websockify | {:.1} ms | {:.2} | ≤ round trip + 25 ms ({:.0} ms) |\n\
+         | observe (PNG, frame id, cursor, window title) | {:.1} ms | `docker exec … import -window root png:-` | {:.1} ms | {:.2} | |\n\
+         | act (one pointer move) | {:.1} ms | `docker exec … xdotool mousemove` | {:.1} ms | {:.2} | |\n\
+         | checkpoint after one changed file ({} files, 10 MiB) | {:.1} ms | `tar` of the home over `docker exec` | {:.1} ms | {:.2} | |\n",
+        f.rtt_ms,
+        v.source_fps_ours,
+        v.source_fps_anchor,
+        v.fps_ours,
+        v.fps_anchor,
+        v.fps_ours / v.fps_anchor,
+        v.latency_ours,
+        v.latency_anchor,
+        v.latency_ours / v.latency_anchor,
+        f.rtt_ms + 25.0,
+        ms(f.observe),
+        ms(f.observe_anchor),
+        ms(f.observe) / ms(f.observe_anchor),
+        ms(f.act),
+        ms(f.act_anchor),
+        ms(f.act) / ms(f.act_anchor),
+        f.files,
+        ms(f.one_changed),
+        ms(f.one_changed_anchor),
+        ms(f.one_changed) / ms(f.one_changed_anchor),
+    )
+}

@@ -95,8 +95,13 @@ pub enum AgentRequest<'a> {
     },
     /// `token` now lasts until `expires` (Unix ms).
     Extend { display: u32, token: &'a str, expires: i64 },
-    /// The display's framebuffer (XWD), as a body after the answer line.
-    Shot { display: u32 },
+    /// The display's framebuffer (XWD), as a body after the answer line; zlib-compressed (fast
+    /// level) when asked, for a computer across a network (4 MB raw would take seconds there).
+    Shot {
+        display: u32,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        zlib: bool,
+    },
     /// The pointer's position and the active window's title.
     Info { display: u32 },
     /// A command for the bot's browser on that display.
@@ -158,6 +163,8 @@ pub struct AgentAnswer {
     pub code: Option<RefusalCode>,
     /// The length of the body that follows the line (screenshots).
     pub len: Option<u64>,
+    /// The body is zlib-compressed (a shot asked for it so).
+    pub zlib: Option<bool>,
     /// How many tokens a revoke removed.
     pub removed: Option<u64>,
     pub x: Option<u32>,

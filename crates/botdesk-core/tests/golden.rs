@@ -54,7 +54,8 @@ fn requests_are_written_as_the_fixtures_say() {
         ("revoke_display", AgentRequest::Revoke { display: 3, token: None }),
         ("revoke_token", AgentRequest::Revoke { display: 0, token: Some(token) }),
         ("extend", AgentRequest::Extend { display: 0, token, expires: 1_764_000_000_000 }),
-        ("shot", AgentRequest::Shot { display: 1 }),
+        ("shot", AgentRequest::Shot { display: 1, zlib: false }),
+        ("shot_zlib", AgentRequest::Shot { display: 1, zlib: true }),
         ("info", AgentRequest::Info { display: 1 }),
         ("browser_navigate", AgentRequest::Browser { display: 2, command: &navigate }),
         ("browser_view", AgentRequest::Browser { display: 2, command: &BrowserCommand::View }),
@@ -78,7 +79,8 @@ fn answers_read_as_the_fixtures_mean() {
     assert_eq!(read("revoked").removed, Some(2));
     assert_eq!(read("extended").refusal(), None);
     assert_eq!(read("not_extended").refusal().as_deref(), Some("unknown, revoked or expired token"));
-    assert_eq!(read("shot").len, Some(4));
+    assert_eq!((read("shot").len, read("shot").zlib), (Some(4), None));
+    assert_eq!((read("shot_zlib").len, read("shot_zlib").zlib), (Some(4), Some(true)));
     assert_eq!(read("info").pointer(), ((10, 20), Some("xterm".into())));
     assert_eq!(read("info_no_window").pointer(), ((0, 0), None));
     assert_eq!(read("browser").result.unwrap()["title"], "Example");
@@ -87,7 +89,7 @@ fn answers_read_as_the_fixtures_mean() {
     let no_browser = read("no_browser");
     assert_eq!((no_browser.code, no_browser.refusal().as_deref()), (Some(RefusalCode::NoBrowser), Some("display :2 has no browser")));
     assert_eq!(read("failed").refusal().as_deref(), Some("unknown op 'teleport'"));
-    assert_eq!(fx["answers"].as_array().unwrap().len(), 12, "every answer fixture is read here");
+    assert_eq!(fx["answers"].as_array().unwrap().len(), 13, "every answer fixture is read here");
 }
 
 #[test]

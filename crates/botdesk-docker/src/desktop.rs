@@ -170,6 +170,21 @@ async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::r
     Ok((answer, body))
 }
 
+/// A zlib-compressed screenshot, inflated to at most [`MAX_SHOT`] bytes (what comes out of a
+/// computer is never inflated without a bound).
+pub fn inflate_shot(compressed: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(compressed.len().saturating_mul(4).min(MAX_SHOT as usize));
+    flate2::read::ZlibDecoder::new(compressed)
+        .take(MAX_SHOT + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| SandboxError::Provider(format!("bad screenshot from the computer: not zlib ({e})")))?;
+    if out.len() as u64 > MAX_SHOT {
+        return Err(SandboxError::Provider(format!("bad screenshot from the computer: it inflates past {MAX_SHOT} bytes")));
+    }
+    Ok(out)
+}
+
 /// Pixels of an XWD screenshot as tightly packed RGB, with width and height. The header comes
 /// from a file a bot can rewrite: every field is checked against the data before it is used.
 pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
@@ -423,13 +438,16 @@ impl DockerProvider {
     }
 
     pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
-        let (shot, info) = (AgentRequest::Shot { display: slot }, AgentRequest::Info { display: slot });
+        // Across a network the framebuffer comes zlib-compressed (4 MB raw would take seconds).
+        let zlib = self.cfg.remote.is_some();
+        let (shot, info) = (AgentRequest::Shot { display: slot, zlib }, AgentRequest::Info { display: slot });
         let (shot, info) = tokio::join!(self.agent(c, &shot), self.agent(c, &info));
-        let (_, raw) = shot?;
+        let (answer, raw) = shot?;
         let (cursor, active_window) = info?.0.pointer();
         let raw = raw.unwrap_or_default();
         // Decode, then hash and compress on two cores at once, off the async runtime.
         let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
+            let raw = if zlib && answer.zlib == Some(true) { inflate_shot(&raw)? } else { raw };
             let (width, height, rgb) = xwd_to_rgb(&raw)?;
             std::thread::scope(|s| {
                 let hash = s.spawn(|| hex::encode(Sha256::digest(&rgb)));
@@ -565,6 +583,31 @@ mod tests {
         assert_eq!(runs[1], ["click", "--repeat", "3", "--delay", "10", "5", "sleep", "0.250"]);
         assert_eq!(keysym("Enter"), "Return");
         assert_eq!(keysym("PageDown"), "Next");
+    }
+
+    #[test]
+    fn compressed_shots_inflate_within_their_bound() {
+        use std::io::Write;
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&xwd(3, 2)).unwrap();
+        assert_eq!(inflate_shot(&z.finish().unwrap()).unwrap(), xwd(3, 2));
+        assert!(inflate_shot(b"not zlib at all").unwrap_err().to_string().contains("not zlib"));
+        // A bomb: a few hundred KB that would inflate past the largest screen there can be.
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..=(MAX_SHOT >> 20) {
+            z.write_all(&zeros).unwrap();
+        }
+        let bomb = z.finish().unwrap();
+        assert!(inflate_shot(&bomb).unwrap_err().to_string().contains("inflates past"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+        #[test]
+        fn any_compressed_shot_is_inflated_or_refused(bytes in proptest::collection::vec(any::<u8>(), 0..2000)) {
+            let _ = inflate_shot(&bytes);
+        }
     }
 
     #[test]

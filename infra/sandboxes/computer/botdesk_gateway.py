@@ -656,7 +656,7 @@ REQUEST_FIELDS = {
     "ping": ({}, {}),
     "revoke": ({}, {"token": lambda v: isinstance(v, str)}),
     "extend": ({"token": lambda v: isinstance(v, str), "expires": _int}, {}),
-    "shot": ({}, {}),
+    "shot": ({}, {"zlib": lambda v: isinstance(v, bool)}),
     "info": ({}, {}),
     "browser": ({"command": lambda v: isinstance(v, dict)}, {}),
     "xdotool": ({"runs": _runs}, {"settle": _settle}),
@@ -699,7 +699,7 @@ ANSWERS = {
     "ok": lambda: answer(),
     "revoked": lambda removed: answer(removed=removed),
     "extended": lambda done: answer(done, error=None if done else "unknown, revoked or expired token"),
-    "shot": lambda length: answer(len=length),
+    "shot": lambda length, zlib=False: answer(len=length, **({"zlib": True} if zlib else {})),
     "info": lambda x, y, title: answer(x=x, y=y, title=title),
     "browser": lambda result: answer(result=result),
     "settled": lambda settled, ms: answer(settled=settled, ms=ms),
@@ -725,7 +725,11 @@ async def agent(reader, writer):
                 writer.write(ANSWERS["extended"](extend(str(req["token"]), req["expires"])))
             elif op == "shot":
                 out = framebuffer(display)
-                writer.write(ANSWERS["shot"](len(out)) + out)
+                if req.get("zlib"):
+                    import zlib  # only computers across a network ask for it
+
+                    out = await asyncio.to_thread(zlib.compress, out, 1)
+                writer.write(ANSWERS["shot"](len(out), bool(req.get("zlib"))) + out)
             elif op == "info":
                 writer.write(ANSWERS["info"](*pointer_and_title(display)))
             elif op == "browser":

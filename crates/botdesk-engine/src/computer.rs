@@ -99,7 +99,8 @@ pub struct ComputerView {
     pub home: PathBuf,
     /// The Docker host it runs on (`local`: this machine).
     pub host: String,
-    /// Why its host could not be asked (then `status` is what the database last recorded).
+    /// Why its host on another machine could not be asked (then `status` is what the database
+    /// last recorded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<String>,
 }
@@ -350,7 +351,9 @@ impl Engine {
     async fn computer_view(&self, c: botdesk_store::Computer) -> Result<ComputerView> {
         let (status, unreachable) = match self.inner.provider.status(&c.cref()).await {
             Ok(s) => (s, None),
-            Err(SandboxError::Unavailable(why)) => {
+            // A host on another machine that cannot be reached leaves its computers listed; the
+            // engine on this machine being down is one clear error, as for every other call.
+            Err(SandboxError::Unavailable(why)) if !c.host.is_local() => {
                 let recorded = if c.state == ComputerState::Running { MachineStatus::Running } else { MachineStatus::Stopped };
                 (recorded, Some(why))
             }

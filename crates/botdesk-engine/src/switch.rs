@@ -72,7 +72,8 @@ impl Engine {
         }
         let result = if (from.scope, to) == (ComputerScope::Private, ComputerScope::Private) {
             // Its computer moves whole; the destroy's reservation of it keeps runs from starting
-            // (and a run that started meanwhile refuses the move, which then changes nothing).
+            // (a run that started just before refuses the move: the computer stays where it was,
+            // its desktop closed and its home checkpointed).
             self.move_private(&bot, &from, &host).await
         } else {
             // Holding the bot's execution lease keeps runs from starting until the switch is done.

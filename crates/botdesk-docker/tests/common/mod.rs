@@ -47,6 +47,11 @@ pub async fn docker_provider() -> (Arc<DockerProvider>, Cleanup) {
 
 pub async fn docker_target() -> Target {
     let (provider, cleanup) = docker_provider().await;
+    target(provider, cleanup, botdesk_core::HostName::local())
+}
+
+/// A target on `provider`, its computers' homes named after its data-dir label.
+fn target(provider: Arc<DockerProvider>, cleanup: Cleanup, host: botdesk_core::HostName) -> Target {
     let label = provider.config().data_dir_label.clone();
     Target {
         provider: provider.clone(),
@@ -56,7 +61,7 @@ pub async fn docker_target() -> Target {
             scope: ComputerScope::Team,
             home_volume: format!("{label}-{name}"),
             resources: Resources::default(),
-            host: botdesk_core::HostName::local(),
+            host: host.clone(),
         }),
         guard: Some(Box::new(cleanup)),
     }
@@ -91,17 +96,5 @@ pub async fn remote_provider() -> (Arc<DockerProvider>, Cleanup) {
 
 pub async fn remote_target() -> Target {
     let (provider, cleanup) = remote_provider().await;
-    let label = provider.config().data_dir_label.clone();
-    Target {
-        provider: provider.clone(),
-        make_spec: Box::new(move |name| ComputerSpec {
-            id: ComputerId::new(name),
-            name: name.to_string(),
-            scope: ComputerScope::Team,
-            home_volume: format!("{label}-{name}"),
-            resources: Resources::default(),
-            host: botdesk_core::HostName::new("far"),
-        }),
-        guard: Some(Box::new(cleanup)),
-    }
+    target(provider, cleanup, botdesk_core::HostName::new("far"))
 }

@@ -1,7 +1,8 @@
-//! The one place that turns engine state into UI events. Every second: expire control whose
-//! lease ran out (the tab turns view-only by itself), renew control while the person is using the
-//! screen, and send the UI every bot with its state when any of them changed (a bot made, moved,
-//! or its status), also when another process (the CLI) changed it on the same data directory.
+//! The one place that turns engine state into UI events. Every second, in one task: expire
+//! control whose lease ran out (the tab turns view-only by itself), renew control while the person
+//! is using the screen, suspend idle computers. In another, so upkeep never holds it up: send the
+//! UI every bot with its state when any of them changed (a bot made, moved, or its status), also
+//! when another process (the CLI) changed it on the same data directory.
 
 use std::{sync::Arc, time::Duration};
 
@@ -34,20 +35,34 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
             }
         }
     });
+    // Upkeep (expiry, renewal, idle suspend) can wait on a computer; the bots' states are looked
+    // at in a task of their own, so a slow suspend never holds up what the sidebar shows.
+    let upkeep = (engine.clone(), screens.clone());
+    tauri::async_runtime::spawn(async move {
+        let (engine, screens) = upkeep;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        for n in 1u64.. {
+            tick.tick().await;
+            every_second(&engine, &screens, n).await;
+        }
+    });
     tauri::async_runtime::spawn(async move {
         let mut last: Option<Vec<BotRow>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut n = 0u64;
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let ticked = tokio::select! {
-                _ = tick.tick() => true,
-                _ = look_now.notified() => false,
-            };
-            if ticked {
-                n += 1;
-                every_second(&engine, &screens, n).await;
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = look_now.notified() => {}
             }
-            let Ok(now) = engine.bot_rows().await else { continue };
+            let now = match engine.bot_rows().await {
+                Ok(now) => now,
+                Err(e) => {
+                    tracing::warn!("reading the bots' states: {e}");
+                    continue;
+                }
+            };
             if last.as_ref() != Some(&now) {
                 // Control that appeared or vanished elsewhere (the CLI) moves the session too.
                 for row in &now {

@@ -77,7 +77,10 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
-        Step::reply(Reply::call("shell", json!({"command": "sleep 3; echo first-step-done"}))),
+        // Each command waits for the test to open its gate (a file in the bot's folder): the app learns
+        // of this process's run from its once-a-second look, so a fixed-length command could end
+        // before the app offers to pause it on a loaded machine.
+        Step::reply(Reply::call("shell", json!({"command": format!("{GATE}; echo first-step-done")}))),
         Step::check(
             |s| {
                 let body = s.body["messages"].to_string();
@@ -88,7 +91,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
             },
             Reply::text("Thanks, I see what you typed."),
         ),
-        Step::reply(Reply::call("shell", json!({"command": "sleep 2"}))),
+        Step::reply(Reply::call("shell", json!({"command": GATE}))),
     ]));
     let model = format!("take-e2e-{}", std::process::id());
     let new = NewModel {
@@ -199,6 +202,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     wait("the run's command", || side.shell_running("worker"));
     pause_offered(&d);
     d.click("#control-button");
+    open_gate(&side, &d);
     d.wait_js(
         "control once the step ended",
         &format!("return {VIEW}?.el.dataset.control === 'true' && document.querySelector('#screen-mode')?.textContent === 'You have control'"),
@@ -243,6 +247,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     wait("the second run's command", || side.shell_running("worker"));
     pause_offered(&d);
     d.click("#control-button");
+    open_gate(&side, &d);
     d.wait_js("control", &format!("return {VIEW}?.el.dataset.control === 'true'"), Duration::from_secs(60));
     d.click("#stop-bot");
     let stopped = side.rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), run).await }).expect("the run ended").unwrap().unwrap();
@@ -259,6 +264,15 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
         &format!("return document.querySelector('.bot.selected')?.dataset.status === 'idle' && {VIEW}?.el.dataset.control === 'false'"),
         Duration::from_secs(20),
     );
+}
+
+/// What a run's command in this test does: wait until [`open_gate`] lets it end.
+const GATE: &str = "until [ -e gate ]; do sleep 0.1; done; rm gate";
+
+/// Once the app shows the pause asked for, lets the run's command end (the run then pauses).
+fn open_gate(side: &Side, d: &Driver) {
+    d.wait_js("the pause asked for", "return document.querySelector('.bot.selected')?.dataset.status === 'pausing'", Duration::from_secs(60));
+    assert_eq!(side.sh("worker", "touch gate").0, 0);
 }
 
 /// Waits until the app offers "Pause and take control". A hang guard: the app learns of another

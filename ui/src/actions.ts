@@ -3,7 +3,7 @@
 // the api; the only one that opens or closes screens and shells.
 import { api, errorCode, errorMessage } from "./api";
 import { el } from "./dom";
-import { applyBots, bot, changed, Dock, KEEP_ACTIVITY, live, state } from "./store";
+import { applyBots, bot, changed, Dock, KEEP_ACTIVITY, live, SOLO, state } from "./store";
 import type { BotRow, BrowserGo, ChatItem, ComputerScope, RunEvent } from "./types";
 import { Viewer } from "./viewer";
 
@@ -280,6 +280,8 @@ export function setDock(k: Dock | null) {
 
 /** What the dock shows for the selected bot is loaded, and only the visible Files pane is watched. */
 function syncDock() {
+  // A screen's own window has no dock: it must not end the Files watch the main window asked for.
+  if (SOLO) return;
   const b = bot(state.selected);
   api.watchFiles(state.dock === "files" && b ? b.id : null).catch(() => {});
   if (!b) return;

@@ -140,7 +140,9 @@ export function applyBots(rows: BotRow[]): BotRow[] {
 export function applyRunEvent(e: RunEvent) {
   const items = state.chats.get(e.bot);
   const shown = state.selected === e.bot;
-  state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
+  // A chat read overlapping an event that changes the chat is read again (streamed text and
+  // activity are not in the chat's read).
+  if (e.type !== "delta" && e.type !== "activity") state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
   switch (e.type) {
     case "delta":
       state.live.set(e.bot, (state.live.get(e.bot) ?? "") + e.text);

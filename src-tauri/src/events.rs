@@ -68,7 +68,10 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
                 for row in &now {
                     screens.follow_control(&row.bot.id, row.state.status == BotStatus::YouHaveControl);
                 }
-                let _ = app.emit("bots-changed", &now);
+                tracing::debug!(states = ?now.iter().map(|r| (r.bot.name.as_str(), r.state.status)).collect::<Vec<_>>(), "bots changed");
+                if let Err(e) = app.emit("bots-changed", &now) {
+                    tracing::warn!("telling the windows the bots changed: {e}");
+                }
                 last = Some(now);
             }
         }

@@ -278,7 +278,11 @@ mod malloc {
 
 fn main() {
     malloc::limit_arenas();
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG")).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("BOTDESK_LOG"))
+        .init();
     let data_dir = botdesk_engine::DataDir::default_location();
     let opened = tauri::async_runtime::block_on(async {
         let mut config = EngineConfig::new(&data_dir, ProviderChoice::Docker);

@@ -139,8 +139,11 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         "return (document.querySelector('#switch-note')?.textContent ?? '').includes('now works on its Private computer private-writer')",
         Duration::from_secs(60),
     );
-    let subtitle = d.js("return document.querySelector('.bot-header .title p').textContent");
-    assert!(subtitle.as_str().unwrap().starts_with("Private computer private-writer"), "{subtitle}");
+    d.wait_js(
+        "the header on the Private computer",
+        "return (document.querySelector('.bot-header .title p')?.textContent ?? '').startsWith('Private computer private-writer')",
+        Duration::from_secs(10),
+    );
     d.wait_js(
         "its files at the root of its Private home",
         "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')",

@@ -236,6 +236,7 @@ export async function switchComputer(b: BotRow) {
   state.controlError = null;
   state.switched = { bot: b.id, text: `Moving ${b.name} to ${to === "team" ? "the Team computer" : "a Private computer"}: saving its work first…` };
   changed("main");
+  let done: string | null = null;
   try {
     const r = await api.switchBot(b.id, to);
     if (live.viewers.has(b.id)) closeTab(b.id); // its desktop was on the computer it left
@@ -243,12 +244,13 @@ export async function switchComputer(b: BotRow) {
     const where = r.scope === "team" ? "the Team computer" : `its Private computer ${r.to}`;
     const left = r.scope === "team" ? `Its Private computer ${r.from} is kept, stopped.` : `The Team computer keeps ${r.bot}'s folder.`;
     const kept = r.kept_newer.length ? ` Kept the newer ${r.kept_newer.join(", ")} already there; ${r.bot}'s older copy stays on ${r.from}.` : "";
-    state.switched = { bot: b.id, text: `${r.bot} now works on ${where}: ${count} came along${r.profile ? ", with its browser logins" : ""}. ${left}${kept}` };
+    done = `${r.bot} now works on ${where}: ${count} came along${r.profile ? ", with its browser logins" : ""}. ${left}${kept}`;
   } catch (e) {
-    state.switched = null;
     state.controlError = { bot: b.id, message: errorMessage(e), code: errorCode(e) };
   }
+  // The note and the bot's new computer show together (a redraw meanwhile shows neither).
   await refresh();
+  state.switched = done ? { bot: b.id, text: done } : null;
   changed("main");
 }
 

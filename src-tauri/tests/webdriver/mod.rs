@@ -17,10 +17,18 @@ pub struct Driver {
     /// tauri-driver, when this started it; `None` for a driver that runs elsewhere (a container).
     child: Option<Child>,
     app: PathBuf,
+    /// The app's own log (its stderr, through tauri-driver), printed when a test fails.
+    log: Option<PathBuf>,
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        if let (true, Some(log)) = (std::thread::panicking(), &self.log) {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(60).collect();
+            eprintln!("--- the app's log ({}), last {} lines ---", log.display(), tail.len());
+            tail.iter().rev().for_each(|l| eprintln!("{l}"));
+        }
         let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
         let Some(child) = &mut self.child else { return };
         let _ = child.kill();
@@ -62,8 +70,13 @@ impl Driver {
         for _attempt in 0..3 {
             let port = free_port();
             let mut cmd = Command::new(tauri_driver());
-            cmd.args(["--port", &port.to_string(), "--native-port", &free_port().to_string()]).stdout(Stdio::null()).stderr(Stdio::null());
+            let log = e2e_dir().join(format!("app-{}-{port}.log", std::process::id()));
+            let file = std::fs::File::create(&log).unwrap();
+            cmd.args(["--port", &port.to_string(), "--native-port", &free_port().to_string()]).stdout(file.try_clone().unwrap()).stderr(file);
             cmd.env("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
+            if std::env::var_os("BOTDESK_LOG").is_none() {
+                cmd.env("BOTDESK_LOG", "info,botdesk_app=debug");
+            }
             for (k, v) in envs {
                 cmd.env(k, v);
             }
@@ -78,7 +91,7 @@ impl Driver {
                 Ok(r) => {
                     let v: Value = r.into_json().unwrap();
                     let session = v["value"]["sessionId"].as_str().unwrap().to_string();
-                    return Driver { base, session, child: Some(child), app: app.to_path_buf() };
+                    return Driver { base, session, child: Some(child), app: app.to_path_buf(), log: Some(log) };
                 }
                 Err(e) => {
                     last = e.to_string();
@@ -102,7 +115,7 @@ impl Driver {
                 Ok(r) => {
                     let v: Value = r.into_json().unwrap();
                     let session = v["value"]["sessionId"].as_str().unwrap().to_string();
-                    return Driver { base: base.to_string(), session, child: None, app: PathBuf::from(app) };
+                    return Driver { base: base.to_string(), session, child: None, app: PathBuf::from(app), log: None };
                 }
                 Err(e) => e.to_string(),
             };

@@ -1,4 +1,4 @@
-//! The app end to end, under Xvfb, driven through tauri-driver and WebKitWebDriver against the real
+//! The app end to end, under Xvfb, driven through WebKitWebDriver against the real
 //! Docker engine: create a bot, open its desktop, see its real screen in the tab, take control,
 //! type into an xterm on the bot's display and read it back through exec, release (view-only
 //! again, typing goes nowhere), and a run holding the bot offers "Pause and take control" beside

@@ -38,6 +38,7 @@ const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-pi
 const TEST_PACKAGES: &[&str] = &["xvfb", "imagemagick", "xdotool", "x11-utils", "x11-xkb-utils", "dbus", "dbus-x11", "gnome-keyring", "webkit2gtk-driver"];
 
 fn main() -> ExitCode {
+    std::sync::LazyLock::force(&STARTED);
     let args: Vec<String> = env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("run") => run(),
@@ -50,9 +51,12 @@ fn main() -> ExitCode {
         _ => Err("usage: cargo xtask run | test [cargo test args] | bench | bundle [--debug] | prepare | queries | types".into()),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            say("done");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
-            eprintln!("xtask: {e}");
+            say(&format!("failed: {e}"));
             ExitCode::FAILURE
         }
     }
@@ -62,8 +66,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
+/// When this xtask started: each step it announces says how far in it is.
+static STARTED: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
 fn say(msg: &str) {
-    eprintln!("\x1b[1mxtask:\x1b[0m {msg}");
+    let t = STARTED.elapsed().as_secs();
+    eprintln!("\x1b[1mxtask\x1b[0m [{}:{:02}] {msg}", t / 60, t % 60);
 }
 
 fn status(cmd: &mut Command) -> Result {
@@ -399,7 +407,6 @@ fn test(extra: &[String]) -> Result {
     let run_id = format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos());
     let mut envs = vec![("BOTDESK_TEST_RUN".to_string(), run_id.clone())];
     lint()?;
-    ensure_tauri_driver()?;
     // One build for everything: the test build makes the app and the CLI too (with the features
     // the tests unify; a separate `cargo build` of them would compile half the tree again). The
     // package test installs those binaries' package in a clean container.
@@ -411,14 +418,6 @@ fn test(extra: &[String]) -> Result {
     let services = start_services(&mut envs, &as_user)?;
     let remote = RemoteEngine::start(&mut envs, &as_user)?;
     user_dir("e2e", &as_user)?;
-    // The app tests start tauri-driver: a copy where the test user can run it.
-    let tools = user_dir("test-tools", &as_user)?;
-    let driver = if cargo_bin("tauri-driver").exists() { cargo_bin("tauri-driver") } else { PathBuf::from("/usr/local/bin/tauri-driver") };
-    if driver.exists() {
-        std::fs::copy(&driver, tools.join("tauri-driver")).map_err(|e| format!("copying tauri-driver: {e}"))?;
-    }
-    let path = format!("{}:{}", tools.display(), env::var("PATH").unwrap_or_default());
-    envs.push(("PATH".into(), path));
     let mut test = cargo();
     test.args(["test", "--workspace", "--no-fail-fast"]);
     if !as_user.is_empty() {
@@ -608,20 +607,6 @@ fn make_certificates(server: &Path, clients: &Path, address: &str) -> Result {
     // The other CA's key is no one's business after signing.
     std::fs::remove_dir_all(&other).map_err(|e| e.to_string())?;
     Ok(())
-}
-
-/// The app tests drive the real window through tauri-driver (which runs WebKitWebDriver).
-fn ensure_tauri_driver() -> Result {
-    if !quiet_ok(Command::new("tauri-driver").arg("--help")) && !cargo_bin("tauri-driver").exists() {
-        say("installing tauri-driver (once)");
-        status(cargo().args(["install", "tauri-driver", "--locked"]))?;
-    }
-    Ok(())
-}
-
-fn cargo_bin(name: &str) -> PathBuf {
-    let home = env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env::var_os("HOME").unwrap_or_default()).join(".cargo"));
-    home.join("bin").join(name)
 }
 
 /// The style is enforced (rustfmt's layout, no clippy warning), and the committed `.sqlx/` query
@@ -906,7 +891,6 @@ fn bench(extra: &[String]) -> Result {
     // The viewer's anchor: noVNC in headless Chromium through websockify.
     EXTRA.lock().unwrap().extend_from_slice(BENCH_PACKAGES);
     install_packages(true)?;
-    ensure_tauri_driver()?;
     say("building the app, the CLI and the benchmarks (release)");
     status(cargo().args(["build", "--release", "-p", "botdesk-app", "-p", "botdesk-bench", "-p", "botdesk-cli"]))?;
     let mut envs = vec![];

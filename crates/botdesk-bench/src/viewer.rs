@@ -1,5 +1,5 @@
 //! Viewer figures: the real app (release build, under the bench's X display, driven through
-//! tauri-driver) against noVNC 1.3 (Debian's `novnc`) in headless Chromium, both on the same
+//! WebKitWebDriver) against noVNC 1.3 (Debian's `novnc`) in headless Chromium, both on the same
 //! x11vnc transports of the same computer, in the same run.
 //!   * throughput: whole screens drawn per second (pixels drawn ÷ the canvas's area, so partial
 //!     updates count for their share; the app draws at the tab's size, noVNC at full size and

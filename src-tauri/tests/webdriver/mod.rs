@@ -1,5 +1,6 @@
-//! A small WebDriver client for the real app: tauri-driver (which runs WebKitWebDriver) starts
-//! `botdesk-app` and we drive its window over the W3C protocol. Screenshots come from the X
+//! A small WebDriver client for the real app: WebKitWebDriver (Debian's `webkit2gtk-driver`, the
+//! driver tauri-driver would only proxy to) starts `botdesk-app` and we drive its window over the
+//! W3C protocol. Screenshots come from the X
 //! server (`import -window root`): WebDriver's own screenshot hangs with compositing disabled.
 
 #![allow(dead_code)]
@@ -14,10 +15,10 @@ use std::{
 pub struct Driver {
     base: String,
     session: String,
-    /// tauri-driver, when this started it; `None` for a driver that runs elsewhere (a container).
+    /// WebKitWebDriver, when this started it; `None` for a driver that runs elsewhere (a container).
     child: Option<Child>,
     app: PathBuf,
-    /// The app's own log (its stderr, through tauri-driver), printed when a test fails.
+    /// The app's own log (its stderr, through the driver), printed when a test fails.
     log: Option<PathBuf>,
 }
 
@@ -48,45 +49,36 @@ impl Drop for Driver {
     }
 }
 
-fn tauri_driver() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
-    let installed = home.join("bin/tauri-driver");
-    if installed.exists() {
-        installed
-    } else {
-        PathBuf::from("tauri-driver")
-    }
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 impl Driver {
-    /// Starts tauri-driver and a session on the app (retried: tauri-driver sometimes drops one).
+    /// Starts WebKitWebDriver and a session on the app (retried: a driver sometimes drops one).
     pub fn start(app: &Path, envs: &[(&str, &str)]) -> Driver {
         assert!(std::env::var_os("DISPLAY").is_some(), "no DISPLAY: run the app tests through `cargo xtask test`, which starts Xvfb");
         let mut last = String::new();
         for _attempt in 0..3 {
             let port = free_port();
-            let mut cmd = Command::new(tauri_driver());
+            let mut cmd = Command::new("WebKitWebDriver");
             let log = e2e_dir().join(format!("app-{}-{port}.log", std::process::id()));
             let file = std::fs::File::create(&log).unwrap();
-            cmd.args(["--port", &port.to_string(), "--native-port", &free_port().to_string()]).stdout(file.try_clone().unwrap()).stderr(file);
-            cmd.env("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
+            cmd.arg(format!("--port={port}")).stdout(file.try_clone().unwrap()).stderr(file);
+            // What tauri-driver would set: the app's webview accepts automation only with these.
+            cmd.env("WEBKIT_DISABLE_COMPOSITING_MODE", "1").env("TAURI_AUTOMATION", "true").env("TAURI_WEBVIEW_AUTOMATION", "true");
             if std::env::var_os("BOTDESK_LOG").is_none() {
                 cmd.env("BOTDESK_LOG", "info,botdesk_app=debug");
             }
             for (k, v) in envs {
                 cmd.env(k, v);
             }
-            let child = cmd.spawn().expect("tauri-driver (cargo xtask test installs it)");
+            let child = cmd.spawn().expect("WebKitWebDriver (package webkit2gtk-driver; cargo xtask test installs it)");
             let base = format!("http://127.0.0.1:{port}");
             let deadline = Instant::now() + Duration::from_secs(10);
             while ureq::get(&format!("{base}/status")).call().is_err() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let caps = json!({"capabilities": {"alwaysMatch": {"tauri:options": {"application": app}}}});
+            let caps = json!({"capabilities": {"alwaysMatch": {"webkitgtk:browserOptions": {"binary": app, "args": []}}}});
             match ureq::post(&format!("{base}/session")).timeout(Duration::from_secs(60)).send_json(caps) {
                 Ok(r) => {
                     let v: Value = r.into_json().unwrap();

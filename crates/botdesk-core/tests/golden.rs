@@ -1,7 +1,8 @@
 //! Golden fixtures both sides of the computer's edge replay: the screen gateway's protocol
 //! (`infra/sandboxes/computer/protocol.json`; the Rust types here, the gateway's own code in the
 //! computer) and the workspace path rules (`paths.json`; `WorkspacePath` here, the helper in the
-//! computer). Each Python side runs its own `self_test` under the machine's Python.
+//! computer, and `botdesk-read`, its file reader in Perl). Each side in the computer runs its own
+//! self-test under the machine's Python or Perl.
 
 use botdesk_core::action::Settled;
 use botdesk_core::gateway::{AgentAnswer, AgentRequest, Greeting, RefusalCode, Settle};
@@ -138,4 +139,17 @@ fn links_land_where_the_fixtures_say() {
 #[test]
 fn the_helper_replays_the_same_fixtures() {
     python_self_test("botdesk_helper", "paths.json");
+}
+
+/// So does `botdesk-read`, the helper's `read` in Perl (it starts in a fraction of Python's time).
+#[test]
+fn the_reader_replays_the_same_fixtures() {
+    let dir = computer_dir();
+    let out = std::process::Command::new("perl")
+        .arg(dir.join("botdesk-read"))
+        .arg("self-test")
+        .arg(dir.join("paths.json"))
+        .output()
+        .expect("perl runs (Debian's perl-base is always there)");
+    assert!(out.status.success(), "botdesk-read's self-test of paths.json failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -39,10 +39,14 @@ const MAX_LISTING: u64 = 64 << 20;
 /// How long one helper call may take (a read of the largest file included).
 const HELPER_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Runs the helper; its answer may be `max` bytes long at most (a listing: [`MAX_LISTING`]).
+/// Runs `botdesk-helper` with `args` (or `argv` whole when it names its own program); its answer may
+/// be `max` bytes long at most (a listing: [`MAX_LISTING`]).
 async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
     let container = p.running_container(c).await?;
     let mut argv = vec!["botdesk-helper"];
+    if args.first() == Some(&READER) {
+        argv.clear();
+    }
     argv.extend_from_slice(args);
     let max_out = if args.first() == Some(&"list") { MAX_LISTING } else { max.max(crate::provider::QUIET_MAX) };
     let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, &argv, stdin, max_out)).await.map_err(|_| {
@@ -94,8 +98,12 @@ pub async fn create_dir(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath
     helper(p, c, dir, &["mkdir", dir.as_str()], None, 0).await.map(drop)
 }
 
+/// The helper's file reader, in Perl: it starts in about 2 ms where Python takes 10 to 14, and every
+/// file a person opens in the Files pane (and `botdesk files cat`) waits for that start.
+const READER: &str = "botdesk-read";
+
 pub async fn read(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, max: u64) -> Result<Bytes> {
-    helper(p, c, path, &["read", path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
+    helper(p, c, path, &[READER, path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
 }
 
 pub async fn write(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool) -> Result<()> {

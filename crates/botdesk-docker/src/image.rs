@@ -25,6 +25,7 @@ pub const RECIPE: &[(&str, &[u8], u32)] = &[
     ("Dockerfile", include_bytes!("../../../infra/sandboxes/computer/Dockerfile"), 0o644),
     ("start.sh", include_bytes!("../../../infra/sandboxes/computer/start.sh"), 0o755),
     ("botdesk-helper", include_bytes!("../../../infra/sandboxes/computer/botdesk-helper"), 0o755),
+    ("botdesk-read", include_bytes!("../../../infra/sandboxes/computer/botdesk-read"), 0o755),
     ("botdesk-display", include_bytes!("../../../infra/sandboxes/computer/botdesk-display"), 0o755),
     ("botdesk-gateway", include_bytes!("../../../infra/sandboxes/computer/botdesk-gateway"), 0o755),
     ("botdesk_helper.py", include_bytes!("../../../infra/sandboxes/computer/botdesk_helper.py"), 0o644),

@@ -3,7 +3,6 @@
 
   botdesk-helper list REL            JSON array of one directory level
   botdesk-helper mkdir REL           create a directory and its parents
-  botdesk-helper read REL MAX        raw bytes on stdout, or an error if larger than MAX
   botdesk-helper write REL EXEC      bytes from stdin, written atomically (EXEC: 0 or 1)
   botdesk-helper export              the whole workspace as a tar stream on stdout
   botdesk-helper import              merge a tar stream from stdin (ending with the member
@@ -19,11 +18,12 @@
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
 points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
+A file is read by `botdesk-read REL MAX`, in Perl (same rules, same errors): it starts in about 2 ms.
 """
 import errno, os, stat, sys, time
 
-# json, shutil and signal take longer to import than a small read takes, and `read` (every file a
-# person opens in the Files pane) needs none of them: the commands that do import them themselves.
+# json, shutil and signal take longer to import than a small command takes: the commands that use
+# them import them themselves.
 
 HOME = os.environ.get("BOTDESK_HELPER_HOME", "/home/botdesk")
 MAX_HOPS = 40
@@ -170,31 +170,6 @@ def cmd_mkdir(rel):
         except FileExistsError:
             if not os.path.isdir(full(cur)):
                 raise Fail("INVALID", f"{'/'.join(cur)} is not a directory")
-
-
-def cmd_read(rel, max_bytes):
-    parts = resolve(rel)
-    try:
-        # O_NONBLOCK: a FIFO put there never hangs the read (it is refused below).
-        fd = os.open(full(parts), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        raise Fail("NOT_FOUND", f"{rel} does not exist in the computer workspace")
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise Fail("INVALID", f"{rel} is a symbolic link that leaves the workspace")
-        raise
-    except IsADirectoryError:
-        raise Fail("INVALID", f"{rel} is not a regular file")
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise Fail("INVALID", f"{rel} is not a regular file")
-        if st.st_size > max_bytes:
-            raise Fail("TOO_LARGE", f"{rel} is {st.st_size} bytes", size=st.st_size)
-        data = f.read(max_bytes + 1)
-        if len(data) > max_bytes:
-            raise Fail("TOO_LARGE", f"{rel} grew past the limit", size=len(data))
-    sys.stdout.buffer.write(data)
 
 
 def write_atomic(parts, data, executable):
@@ -950,7 +925,7 @@ def main(argv):
     # A home may nest folders as deep as a 4 KiB path allows (about 2,000 levels); the walks recurse.
     sys.setrecursionlimit(10_000)
     cmds = {
-        "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1), "read": (lambda r, m: cmd_read(r, int(m)), 2),
+        "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1),
         "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
         "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
     }

@@ -35,7 +35,8 @@ onChange((parts) => {
 /** The engine's events are applied as they come: the bots with their states, run events, files. */
 function follow() {
   api.onBotsChanged((rows) => {
-    (window as any).__botdesk.botsChanged = ((window as any).__botdesk.botsChanged ?? 0) + 1; // the app tests read it
+    state.botsEvents++;
+    (window as any).__botdesk.botsChanged = state.botsEvents; // the app tests read it
     afterBotsChanged(applyBots(rows));
   });
   api.onRunEvent((e) => {
@@ -49,10 +50,11 @@ function follow() {
 async function startSolo(id: string) {
   $("app").classList.add("solo");
   state.selected = id;
+  // Events are followed before the first read, so none is missed between the two.
+  follow();
   await refresh();
   changed("main");
   openDesktop(id);
-  follow();
 }
 
 async function start() {
@@ -60,6 +62,8 @@ async function start() {
   installFocusKeys();
   $("open-settings").addEventListener("click", openSettings);
   changed("health");
+  // Events are followed before the first read, so none is missed between the two.
+  follow();
   await refresh();
   changed("bots", "main");
   await api.uiReady(state.bots.length);
@@ -68,7 +72,6 @@ async function start() {
     changed("health");
     if (!r.checks.every((c) => c.ok || c.name === "keyring")) firstRun(r);
   });
-  follow();
 }
 
 if (SOLO) startSolo(SOLO);

@@ -29,6 +29,8 @@ export const state = {
   bots: [] as BotRow[],
   /** Why the bot list could not be read. */
   botsError: null as string | null,
+  /** `bots-changed` events applied: a list read while one came is dropped (see `refresh`). */
+  botsEvents: 0,
   selected: null as string | null,
   health: null as DoctorReport | null,
   /** Bots whose screen has a tab, in opening order. */

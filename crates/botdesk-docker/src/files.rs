@@ -39,8 +39,8 @@ const MAX_LISTING: u64 = 64 << 20;
 /// How long one helper call may take (a read of the largest file included).
 const HELPER_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Runs `botdesk-helper` with `args` (or `argv` whole when it names its own program); its answer may
-/// be `max` bytes long at most (a listing: [`MAX_LISTING`]).
+/// Runs `botdesk-helper ARGS`, or for a read (`args` starting with [`READER`]) the reader alone; its
+/// answer may be `max` bytes long at most (a listing: [`MAX_LISTING`]).
 async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
     let container = p.running_container(c).await?;
     let mut argv = vec!["botdesk-helper"];

@@ -39,18 +39,23 @@ const MAX_LISTING: u64 = 64 << 20;
 /// How long one helper call may take (a read of the largest file included).
 const HELPER_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Runs `botdesk-helper ARGS`, or for a read (`args` starting with [`READER`]) the reader alone; its
-/// answer may be `max` bytes long at most (a listing: [`MAX_LISTING`]).
-async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, args: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
+/// The workspace helper's program in the computer.
+const HELPER: &str = "botdesk-helper";
+/// The helper's file reader, in Perl: it starts in about 2 ms where Python takes 10 to 14, and every
+/// file a person opens in the Files pane (and `botdesk files cat`) waits for that start.
+const READER: &str = "botdesk-read";
+
+/// Runs `argv` ([`HELPER`] or [`READER`] and its arguments); its answer may be `max` bytes long at
+/// most.
+async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, argv: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
     let container = p.running_container(c).await?;
-    let mut argv = vec!["botdesk-helper"];
-    if args.first() == Some(&READER) {
-        argv.clear();
-    }
-    argv.extend_from_slice(args);
-    let max_out = if args.first() == Some(&"list") { MAX_LISTING } else { max.max(crate::provider::QUIET_MAX) };
-    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, &argv, stdin, max_out)).await.map_err(|_| {
-        SandboxError::TimedOut(format!("the computer's workspace helper did not finish `{}` within {} s", args.first().unwrap_or(&""), HELPER_BOUND.as_secs()))
+    let max_out = max.max(crate::provider::QUIET_MAX);
+    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, argv, stdin, max_out)).await.map_err(|_| {
+        SandboxError::TimedOut(format!(
+            "the computer's workspace helper did not finish `{}` within {} s",
+            argv[..2.min(argv.len())].join(" "),
+            HELPER_BOUND.as_secs()
+        ))
     })??;
     if code != 0 {
         return Err(helper_error(path, max, code, &err));
@@ -67,7 +72,7 @@ struct Row {
 }
 
 pub async fn list(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<Vec<FileEntry>> {
-    let out = helper(p, c, dir, &["list", dir.as_str()], None, 0).await?;
+    let out = helper(p, c, dir, &[HELPER, "list", dir.as_str()], None, MAX_LISTING).await?;
     parse_listing(dir, &out)
 }
 
@@ -95,12 +100,8 @@ fn parse_listing(dir: &WorkspacePath, out: &[u8]) -> Result<Vec<FileEntry>> {
 }
 
 pub async fn create_dir(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<()> {
-    helper(p, c, dir, &["mkdir", dir.as_str()], None, 0).await.map(drop)
+    helper(p, c, dir, &[HELPER, "mkdir", dir.as_str()], None, 0).await.map(drop)
 }
-
-/// The helper's file reader, in Perl: it starts in about 2 ms where Python takes 10 to 14, and every
-/// file a person opens in the Files pane (and `botdesk files cat`) waits for that start.
-const READER: &str = "botdesk-read";
 
 pub async fn read(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, max: u64) -> Result<Bytes> {
     helper(p, c, path, &[READER, path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
@@ -110,7 +111,7 @@ pub async fn write(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, da
     if path.is_root() {
         return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
     }
-    helper(p, c, path, &["write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
+    helper(p, c, path, &[HELPER, "write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
 }
 
 /// Streams the helper's tar export, parsed on a blocking thread into entries.

@@ -1,7 +1,7 @@
 //! A small WebDriver client for the real app: WebKitWebDriver (Debian's `webkit2gtk-driver`, the
 //! driver tauri-driver would only proxy to) starts `botdesk-app` and we drive its window over the
-//! W3C protocol. Screenshots come from the X
-//! server (`import -window root`): WebDriver's own screenshot hangs with compositing disabled.
+//! W3C protocol. Screenshots come from the X server (`import -window root`): WebDriver's own
+//! screenshot hangs with compositing disabled.
 
 #![allow(dead_code)]
 

@@ -2,11 +2,12 @@
 //! control whose lease ran out (the tab turns view-only by itself), renew control while the person
 //! is using the screen, suspend idle computers. In another, so upkeep never holds it up: send the
 //! UI every bot with its state when any of them changed (a bot made, moved, or its status), also
-//! when another process (the CLI) changed it on the same data directory.
+//! when another process (the CLI) changed it on the same data directory; [`BotsFeed`] numbers
+//! what it sends, and a window's own reads go through it too.
 
 use std::{sync::Arc, time::Duration};
 
-use botdesk_engine::{dto::BotRow, BotStatus, Engine, RunEvent};
+use botdesk_engine::{dto::BotList, BotStatus, Engine, EngineError, RunEvent};
 use tauri::{AppHandle, Emitter};
 
 use crate::screens::Screens;
@@ -14,7 +15,7 @@ use crate::screens::Screens;
 /// Control is renewed while the person's input reached the screen within this window.
 const ACTIVE: Duration = Duration::from_secs(60);
 
-pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
+pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>, feed: Arc<BotsFeed>) {
     // Runs of this process stream to the chat as they happen; a run that ends has the bots
     // looked at again at once (its bot's state changed), not at the next second.
     let mut runs = engine.run_events();
@@ -48,7 +49,6 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
         }
     });
     tauri::async_runtime::spawn(async move {
-        let mut last: Option<Vec<BotRow>> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -56,26 +56,48 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>) {
                 _ = tick.tick() => {}
                 _ = look_now.notified() => {}
             }
-            let now = match engine.bot_rows().await {
-                Ok(now) => now,
-                Err(e) => {
-                    tracing::warn!("reading the bots' states: {e}");
-                    continue;
-                }
-            };
-            if last.as_ref() != Some(&now) {
-                // Control that appeared or vanished elsewhere (the CLI) moves the session too.
-                for row in &now {
-                    screens.follow_control(&row.bot.id, row.state.status == BotStatus::YouHaveControl);
-                }
-                tracing::debug!(states = ?now.iter().map(|r| (r.bot.name.as_str(), r.state.status)).collect::<Vec<_>>(), "bots changed");
-                if let Err(e) = app.emit("bots-changed", &now) {
-                    tracing::warn!("telling the windows the bots changed: {e}");
-                }
-                last = Some(now);
+            if let Err(e) = feed.look().await {
+                tracing::warn!("reading the bots' states: {e}");
             }
         }
     });
+}
+
+/// The bots with their states as the windows get them. Every read goes through here in turn,
+/// the once-a-second look's and a window's own (`list_bots`), and a read that differs from the
+/// last one sent goes to every window, numbered. So what the next look compares with is what the
+/// windows last got, whichever way it came: a window's own read that saw a passing state (between
+/// two runs) is followed by the current one at the next look, never left standing; and a window
+/// keeps the highest number it got, so a list that arrives late never replaces a newer one.
+pub struct BotsFeed {
+    app: AppHandle,
+    engine: Engine,
+    screens: Arc<Screens>,
+    sent: tokio::sync::Mutex<BotList>,
+}
+
+impl BotsFeed {
+    pub fn new(app: AppHandle, engine: Engine, screens: Arc<Screens>) -> BotsFeed {
+        BotsFeed { app, engine, screens, sent: tokio::sync::Mutex::new(BotList { seq: 0, bots: vec![] }) }
+    }
+
+    /// Reads the bots' states and sends them to every window when they changed.
+    pub async fn look(&self) -> Result<BotList, EngineError> {
+        let mut sent = self.sent.lock().await;
+        let now = self.engine.bot_rows().await?;
+        if sent.seq == 0 || sent.bots != now {
+            // Control that appeared or vanished elsewhere (the CLI) moves the session too.
+            for row in &now {
+                self.screens.follow_control(&row.bot.id, row.state.status == BotStatus::YouHaveControl);
+            }
+            *sent = BotList { seq: sent.seq + 1, bots: now };
+            tracing::debug!(seq = sent.seq, states = ?sent.bots.iter().map(|r| (r.bot.name.as_str(), r.state.status)).collect::<Vec<_>>(), "bots changed");
+            if let Err(e) = self.app.emit("bots-changed", &*sent) {
+                tracing::warn!("telling the windows the bots changed: {e}");
+            }
+        }
+        Ok(sent.clone())
+    }
 }
 
 /// Expires control whose lease ran out (the tab turns view-only by itself); every 10 s renews the

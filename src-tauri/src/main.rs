@@ -11,7 +11,7 @@ mod screens;
 use std::sync::Arc;
 
 use botdesk_engine::dto::{
-    BotRow, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, HostView, ModelKind, ModelView, Settings,
+    BotList, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, HostView, ModelKind, ModelView, Settings,
     SettingsView, SwitchReport,
 };
 use botdesk_engine::{Engine, EngineConfig, NewModel, ProviderChoice, TakeoverResult};
@@ -20,9 +20,10 @@ use tauri::{ipc::Channel, Manager, State};
 
 type Res<T> = Result<T, EngineError>;
 
+/// The bots with their states, numbered with the `bots-changed` events (see [`events::BotsFeed`]).
 #[tauri::command]
-async fn list_bots(engine: State<'_, Engine>) -> Res<Vec<BotRow>> {
-    engine.bot_rows().await
+async fn list_bots(feed: State<'_, Arc<events::BotsFeed>>) -> Res<BotList> {
+    feed.look().await
 }
 
 #[tauri::command]
@@ -313,7 +314,9 @@ fn main() {
             }
             let engine = app.state::<Engine>().inner().clone();
             let screens = app.state::<Arc<Screens>>().inner().clone();
-            events::spawn(app.handle().clone(), engine.clone(), screens);
+            let feed = Arc::new(events::BotsFeed::new(app.handle().clone(), engine.clone(), screens.clone()));
+            app.manage(feed.clone());
+            events::spawn(app.handle().clone(), engine.clone(), screens, feed);
             // Adopt or remove containers a crash left behind; Docker being down is not fatal here.
             tauri::async_runtime::spawn(async move {
                 match engine.reconcile().await {

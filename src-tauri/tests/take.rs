@@ -23,8 +23,10 @@ struct Side {
 }
 
 impl Side {
+    /// A command in the bot's folder, bounded: a test never waits on a computer without a limit.
     fn sh(&self, bot: &str, cmd: &str) -> (i32, String) {
-        self.rt.block_on(self.engine.shell(bot, cmd)).unwrap()
+        let ran = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), self.engine.shell(bot, cmd)).await });
+        ran.unwrap_or_else(|_| panic!("`{cmd}` did not end within 60 s")).unwrap()
     }
 
     fn shell_running(&self, bot: &str) -> bool {
@@ -33,8 +35,13 @@ impl Side {
 }
 
 impl Drop for Side {
+    /// Stops what a failed test left running (a run waiting at its gate), then removes it all;
+    /// bounded, so a failure is reported rather than hidden behind a hang.
     fn drop(&mut self) {
-        self.rt.block_on(async {
+        let cleanup = async {
+            for b in self.engine.list_bots().await.unwrap_or_default() {
+                let _ = self.engine.stop_bot(&b.id).await;
+            }
             for c in self.engine.list_computers().await.unwrap_or_default() {
                 let _ = self.engine.destroy_computer(&c.id).await;
             }
@@ -42,7 +49,10 @@ impl Drop for Side {
                 let _ = self.engine.remove_bot(&b.id).await;
             }
             let _ = self.engine.remove_model(&self.model).await;
-        });
+        };
+        if self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(120), cleanup).await }).is_err() {
+            eprintln!("take test: cleaning up took over 120 s; left as it was");
+        }
     }
 }
 
@@ -266,8 +276,9 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     );
 }
 
-/// What a run's command in this test does: wait until [`open_gate`] lets it end.
-const GATE: &str = "until [ -e gate ]; do sleep 0.1; done; rm gate";
+/// What a run's command in this test does: wait until [`open_gate`] lets it end, or 3 minutes
+/// (so a failed test never leaves a run waiting for good).
+const GATE: &str = "i=0; until [ -e gate ] || [ $i -ge 1800 ]; do sleep 0.1; i=$((i+1)); done; rm -f gate";
 
 /// Once the app shows the pause asked for, lets the run's command end (the run then pauses).
 fn open_gate(side: &Side, d: &Driver) {
@@ -282,7 +293,7 @@ fn pause_offered(d: &Driver, side: &Side) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while d.js("return document.querySelector('#control-button')?.dataset.control ?? 'none'") != "pause" {
         let shown = d.js(
-            "return (document.querySelector('#control-button')?.dataset.control ?? 'none') + ' / ' + (document.querySelector('.bot-list')?.textContent ?? '') + ' / bots-changed events: ' + window.__botdesk.botsChanged",
+            "return (document.querySelector('#control-button')?.dataset.control ?? 'none') + ' / ' + (document.querySelector('.bot-list')?.textContent ?? '') + ' / bots-changed: ' + window.__botdesk.botsChanged",
         );
         if Instant::now() > deadline {
             let here = side.rt.block_on(side.engine.bot_rows()).map(|rows| rows.iter().map(|r| format!("{} {:?}", r.bot.name, r.state)).collect::<Vec<_>>());

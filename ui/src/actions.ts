@@ -21,14 +21,9 @@ function refused(id: string, e: unknown) {
 
 /** Reads the bot list afresh (after the person's own actions; otherwise `bots-changed` brings it). */
 export async function refresh() {
-  const seen = state.botsEvents;
   try {
-    const rows = await api.listBots();
-    // A bots-changed event came meanwhile: it wins. This read may be older, and the engine sends
-    // only changes, so older states put over it would stay for as long as they do not change (a
-    // whole run shown as Idle). Were this read the newer, the engine sends it at its next look.
-    if (seen !== state.botsEvents) return;
-    afterBotsChanged(applyBots(rows));
+    // Numbered with the bots-changed events: an event newer than this read wins over it.
+    afterBotsChanged(applyBots(await api.listBots()));
   } catch (e) {
     state.botsError = errorMessage(e);
     changed("bots");

@@ -4,7 +4,7 @@ import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
 import type {
   ActivityRow,
-  BotRow,
+  BotList,
   BotSpend,
   BotView,
   BrowserGo,
@@ -42,7 +42,7 @@ export function errorCode(e: unknown): ErrorCode | null {
 }
 
 export const api = {
-  listBots: () => invoke<BotRow[]>("list_bots"),
+  listBots: () => invoke<BotList>("list_bots"),
   createBot: (name: string, scope: ComputerScope, model: string | null, host: string) => invoke<BotView>("create_bot", { name, scope, model, host }),
   chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),
   botSpend: (bot: string) => invoke<BotSpend>("bot_spend", { bot }),
@@ -107,5 +107,5 @@ export const api = {
   switchBot: (bot: string, scope: ComputerScope) => invoke<SwitchReport>("switch_bot", { bot, scope }),
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),
   /** Every bot with its state, whenever any of them changed (also by another process). */
-  onBotsChanged: (f: (bots: BotRow[]) => void): Promise<UnlistenFn> => listen<BotRow[]>("bots-changed", (e) => f(e.payload)),
+  onBotsChanged: (f: (bots: BotList) => void): Promise<UnlistenFn> => listen<BotList>("bots-changed", (e) => f(e.payload)),
 };

@@ -34,10 +34,10 @@ onChange((parts) => {
 
 /** The engine's events are applied as they come: the bots with their states, run events, files. */
 function follow() {
-  api.onBotsChanged((rows) => {
-    state.botsEvents++;
-    (window as any).__botdesk.botsChanged = state.botsEvents; // the app tests read it
-    afterBotsChanged(applyBots(rows));
+  let events = 0;
+  api.onBotsChanged((list) => {
+    (window as any).__botdesk.botsChanged = `${++events} events, list ${list.seq}`; // the app tests read it
+    afterBotsChanged(applyBots(list));
   });
   api.onRunEvent((e) => {
     applyRunEvent(e);

@@ -2,7 +2,7 @@
 // calls the backend or touches the page: actions (actions.ts) fetch and act, the screens
 // (screens/) draw what is here, and `changed` says which parts to draw again.
 import type { Terminal } from "@xterm/xterm";
-import type { ActivityRow, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, Preview, RunEvent } from "./types";
+import type { ActivityRow, BotList, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, Preview, RunEvent } from "./types";
 import type { Viewer } from "./viewer";
 
 export type Dock = "terminal" | "files" | "browser";
@@ -29,8 +29,8 @@ export const state = {
   bots: [] as BotRow[],
   /** Why the bot list could not be read. */
   botsError: null as string | null,
-  /** `bots-changed` events applied: a list read while one came is dropped (see `refresh`). */
-  botsEvents: 0,
+  /** The number of the bot list shown (`BotList.seq`): an older list that arrives later is not applied. */
+  botsSeq: 0,
   selected: null as string | null,
   health: null as DoctorReport | null,
   /** Bots whose screen has a tab, in opening order. */
@@ -123,9 +123,12 @@ function flush() {
 // ---------------------------------------------------------------------------------------------
 // Events, applied as they come
 
-/** Every bot with its state (the `bots-changed` event, or a fresh list). Returns the bots whose
- *  status or run changed, which actions follow up on. */
-export function applyBots(rows: BotRow[]): BotRow[] {
+/** Every bot with its state (the `bots-changed` event, or a fresh list), when newer than what is
+ *  shown. Returns the bots whose status or run changed, which actions follow up on. */
+export function applyBots(list: BotList): BotRow[] {
+  if (list.seq <= state.botsSeq) return [];
+  state.botsSeq = list.seq;
+  const rows = list.bots;
   const before = new Map(state.bots.map((b) => [b.id, b]));
   const same = JSON.stringify(rows) === JSON.stringify(state.bots);
   state.bots = rows;

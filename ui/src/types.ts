@@ -50,6 +50,13 @@ export type BotRow = { id: string, name: string, computer: ComputerBrief, model:
 folder: string, status: BotStatus, run: RunHold, };
 
 /**
+ * Every bot with its state, as the app's windows get it (the `list_bots` answer and the
+ * `bots-changed` event). `seq` numbers the lists in the order they were read: a window keeps the
+ * list with the highest number it got, so a list that arrives late never replaces a newer one.
+ */
+export type BotList = { seq: number, bots: Array<BotRow>, };
+
+/**
  * What a switch did.
  */
 export type SwitchReport = { bot: string, scope: ComputerScope, 

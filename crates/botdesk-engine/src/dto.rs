@@ -30,6 +30,15 @@ pub struct BotRow {
     pub state: BotState,
 }
 
+/// Every bot with its state, as the app's windows get it (the `list_bots` answer and the
+/// `bots-changed` event). `seq` numbers the lists in the order they were read: a window keeps the
+/// list with the highest number it got, so a list that arrives late never replaces a newer one.
+#[derive(Debug, Clone, PartialEq, Serialize, TS)]
+pub struct BotList {
+    pub seq: u64,
+    pub bots: Vec<BotRow>,
+}
+
 /// What a bot's runs have cost so far, and what each may spend.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
 pub struct BotSpend {
@@ -113,6 +122,7 @@ pub fn typescript() -> String {
         RunHold,
         BotState,
         BotRow,
+        BotList,
         SwitchReport,
         PageSnapshot,
         PageElement,

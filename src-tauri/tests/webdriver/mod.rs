@@ -7,10 +7,59 @@
 
 use serde_json::{json, Value};
 use std::{
+    io::Write,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::{Mutex, Once},
     time::{Duration, Instant},
 };
+
+/// The longest an app test binary may run. Past it the watchdog prints what the test last asked
+/// of the app and the app's log, and ends the binary: a hang would otherwise hold the whole suite
+/// until CI's own limit with nothing printed (libtest shows a test's output only when it ends).
+const WATCHDOG: Duration = Duration::from_secs(10 * 60);
+
+/// What the watchdog reports: the last WebDriver request and when it was sent, the app's log, and
+/// the drivers to stop.
+struct Watched {
+    last: Option<(Instant, String)>,
+    log: Option<PathBuf>,
+    drivers: Vec<u32>,
+}
+
+static WATCHED: Mutex<Watched> = Mutex::new(Watched { last: None, log: None, drivers: vec![] });
+
+fn watched() -> std::sync::MutexGuard<'static, Watched> {
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Starts the watchdog (once per test binary).
+fn watch(app: &Path) {
+    static STARTED: Once = Once::new();
+    let app = app.to_path_buf();
+    STARTED.call_once(move || {
+        std::thread::spawn(move || {
+            std::thread::sleep(WATCHDOG);
+            let w = watched();
+            // Straight to stderr: libtest captures only print!/eprint!, and this test never ends.
+            let mut err = std::io::stderr().lock();
+            let last = w.last.as_ref().map(|(at, what)| format!("{what} ({} s ago)", at.elapsed().as_secs())).unwrap_or_else(|| "none".into());
+            let _ = writeln!(err, "\nwatchdog: this app test ran for over {} min; its last WebDriver request: {last}", WATCHDOG.as_secs() / 60);
+            if let Some(log) = &w.log {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(60).collect();
+                let _ = writeln!(err, "--- the app's log ({}), last {} lines ---", log.display(), tail.len());
+                tail.iter().rev().for_each(|l| drop(writeln!(err, "{l}")));
+            }
+            for pid in &w.drivers {
+                let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+            }
+            let _ = Command::new("pkill").arg("-KILL").arg("-f").arg(&app).status();
+            let _ = err.flush();
+            std::process::exit(101);
+        });
+    });
+}
 
 pub struct Driver {
     base: String,
@@ -30,7 +79,7 @@ impl Drop for Driver {
             eprintln!("--- the app's log ({}), last {} lines ---", log.display(), tail.len());
             tail.iter().rev().for_each(|l| eprintln!("{l}"));
         }
-        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).call();
+        let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).timeout(Duration::from_secs(10)).call();
         let Some(child) = &mut self.child else { return };
         let _ = child.kill();
         let _ = child.wait();
@@ -57,6 +106,7 @@ impl Driver {
     /// Starts WebKitWebDriver and a session on the app (retried: a driver sometimes drops one).
     pub fn start(app: &Path, envs: &[(&str, &str)]) -> Driver {
         assert!(std::env::var_os("DISPLAY").is_some(), "no DISPLAY: run the app tests through `cargo xtask test`, which starts Xvfb");
+        watch(app);
         let mut last = String::new();
         for _attempt in 0..3 {
             let port = free_port();
@@ -73,6 +123,10 @@ impl Driver {
                 cmd.env(k, v);
             }
             let child = cmd.spawn().expect("WebKitWebDriver (package webkit2gtk-driver; cargo xtask test installs it)");
+            let mut w = watched();
+            w.drivers.push(child.id());
+            w.log = Some(log.clone());
+            drop(w);
             let base = format!("http://127.0.0.1:{port}");
             let deadline = Instant::now() + Duration::from_secs(10);
             while ureq::get(&format!("{base}/status")).call().is_err() && Instant::now() < deadline {
@@ -100,6 +154,7 @@ impl Driver {
     /// A session on a WebKitWebDriver already listening at `base` (in a container), which starts
     /// `app` (a path where that driver runs). Waits up to `timeout` for the driver to answer.
     pub fn attach(base: &str, app: &str, timeout: Duration) -> Driver {
+        watch(Path::new(app));
         let deadline = Instant::now() + timeout;
         let caps = json!({"capabilities": {"alwaysMatch": {"webkitgtk:browserOptions": {"binary": app, "args": []}}}});
         loop {
@@ -118,6 +173,8 @@ impl Driver {
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, String> {
         let url = format!("{}/session/{}{path}", self.base, self.session);
+        let what: String = format!("{method} {path} {}", body.as_ref().map(|b| b.to_string()).unwrap_or_default()).chars().take(300).collect();
+        watched().last = Some((Instant::now(), what));
         let req = ureq::request(method, &url).timeout(Duration::from_secs(30));
         let res = match body {
             Some(b) => req.send_json(b),

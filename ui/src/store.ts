@@ -126,13 +126,16 @@ function flush() {
 /** Every bot with its state (the `bots-changed` event, or a fresh list), when newer than what is
  *  shown. Returns the bots whose status or run changed, which actions follow up on. */
 export function applyBots(list: BotList): BotRow[] {
+  if (state.botsError) {
+    state.botsError = null;
+    changed("bots");
+  }
   if (list.seq <= state.botsSeq) return [];
   state.botsSeq = list.seq;
   const rows = list.bots;
   const before = new Map(state.bots.map((b) => [b.id, b]));
   const same = JSON.stringify(rows) === JSON.stringify(state.bots);
   state.bots = rows;
-  state.botsError = null;
   if (state.selected && !rows.some((b) => b.id === state.selected)) state.selected = null;
   if (!same) changed("bots", "main");
   return rows.filter((b) => {

@@ -44,12 +44,9 @@ fn watch(app: &Path) {
             // Straight to stderr: libtest captures only print!/eprint!, and this test never ends.
             let mut err = std::io::stderr().lock();
             let last = w.last.as_ref().map(|(at, what)| format!("{what} ({} s ago)", at.elapsed().as_secs())).unwrap_or_else(|| "none".into());
-            let _ = writeln!(err, "\nwatchdog: this app test ran for over {} min; its last WebDriver request: {last}", WATCHDOG.as_secs() / 60);
+            let _ = writeln!(err, "\nwatchdog: this app test ran for over {} s; its last WebDriver request: {last}", WATCHDOG.as_secs());
             if let Some(log) = &w.log {
-                let text = std::fs::read_to_string(log).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(60).collect();
-                let _ = writeln!(err, "--- the app's log ({}), last {} lines ---", log.display(), tail.len());
-                tail.iter().rev().for_each(|l| drop(writeln!(err, "{l}")));
+                let _ = err.write_all(log_tail(log).as_bytes());
             }
             for pid in &w.drivers {
                 let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
@@ -59,6 +56,15 @@ fn watch(app: &Path) {
             std::process::exit(101);
         });
     });
+}
+
+/// The end of the app's log, headed with its path, for a failure's output.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(60).collect();
+    let mut out = format!("--- the app's log ({}), last {} lines ---\n", log.display(), tail.len());
+    tail.iter().rev().for_each(|l| out.extend([*l, "\n"]));
+    out
 }
 
 pub struct Driver {
@@ -74,10 +80,7 @@ pub struct Driver {
 impl Drop for Driver {
     fn drop(&mut self) {
         if let (true, Some(log)) = (std::thread::panicking(), &self.log) {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(60).collect();
-            eprintln!("--- the app's log ({}), last {} lines ---", log.display(), tail.len());
-            tail.iter().rev().for_each(|l| eprintln!("{l}"));
+            eprint!("{}", log_tail(log));
         }
         let _ = ureq::delete(&format!("{}/session/{}", self.base, self.session)).timeout(Duration::from_secs(10)).call();
         let Some(child) = &mut self.child else { return };

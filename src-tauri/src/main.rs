@@ -277,6 +277,29 @@ mod malloc {
     pub fn trim() {}
 }
 
+/// The app's keeper of the spare computer (see `Engine::keep_spare`): a pass now, after each new
+/// computer or settings change, and every 30 s; it ends with the app. A failure (Docker down, the
+/// image not built yet) is logged once until it changes, and tried again.
+async fn keep_spare(engine: Engine) {
+    let mut last_error = None;
+    loop {
+        match engine.keep_spare().await {
+            Ok(()) => last_error = None,
+            Err(e) => {
+                let e = e.to_string();
+                if last_error.as_ref() != Some(&e) {
+                    tracing::warn!("spare computer: {e}");
+                }
+                last_error = Some(e);
+            }
+        }
+        tokio::select! {
+            () = engine.spare_wanted() => {}
+            () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+        }
+    }
+}
+
 fn main() {
     malloc::limit_arenas();
     tracing_subscriber::fmt()
@@ -323,6 +346,7 @@ fn main() {
                     Ok(r) => tracing::info!(adopted = r.adopted.len(), removed = r.removed.len(), "reconciled containers"),
                     Err(e) => tracing::warn!("reconcile skipped: {e}"),
                 }
+                keep_spare(engine).await;
             });
             Ok(())
         })

@@ -154,7 +154,12 @@ cpus: number,
 /**
  * At most this many bot desktops at once on one computer (1–16); none means no cap.
  */
-screen_limit: number | null, };
+screen_limit: number | null, 
+/**
+ * Keep one computer started in advance on this machine while the app runs, so a new bot's
+ * computer is ready at once (an idle computer: about 40 MiB, no CPU).
+ */
+spare_computer: boolean, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.

@@ -14,7 +14,7 @@ async fn main() {
     let out = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: make_fixture DIR"));
     assert!(!out.exists(), "{} exists", out.display());
     let engine = Engine::open(EngineConfig::new(&out, ProviderChoice::Docker)).await.unwrap();
-    engine.save_settings(&Settings { memory_mib: 1536, cpus: 1.5, screen_limit: Some(4) }).unwrap();
+    engine.save_settings(&Settings { memory_mib: 1536, cpus: 1.5, screen_limit: Some(4), ..Settings::default() }).unwrap();
     let server = ScriptedServer::start(vec![
         // The Team bot: a file, a page in its browser (its profile), a look at its screen.
         Step::reply(Reply::call("shell", json!({"command": "mkdir -p site && echo '<title>Fixture page</title><p>kept' > site/index.html && (cd site && setsid python3 -m http.server 8125 --bind 127.0.0.1 >/dev/null 2>&1 &) && sleep 0.5 && echo served"}))),

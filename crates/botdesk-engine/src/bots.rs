@@ -93,6 +93,8 @@ impl Engine {
         }
         let new = NewBot { name, scope, model, instructions, provider: self.inner.provider.kind(), host: HostName::new(host) };
         let (bot, computer) = self.inner.store.create_bot(new, self.now()).await?;
+        // It may have taken the spare computer.
+        self.inner.spare_wanted.notify_one();
         // A Team computer that is already up gets the new bot's folder now (whichever process
         // started it); otherwise on its next start.
         // (A start under way makes it after recording `running`: see `bring_up`.)

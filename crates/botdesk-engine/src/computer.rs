@@ -152,6 +152,12 @@ impl Engine {
         Ok(out)
     }
 
+    /// Starts a bot's computer, as its first use would, and returns once it is ready.
+    pub async fn start_bot_computer(&self, bot: &str) -> Result<()> {
+        let (_, computer) = self.bot_and_computer(bot).await?;
+        self.ensure_running(&computer).await.map(drop)
+    }
+
     /// Provisions (or reconnects) and prepares a bot's computer, creating the Team folders.
     pub(crate) async fn ensure_running(&self, computer: &botdesk_store::Computer) -> Result<ComputerRef> {
         Ok(self.bring_up(computer).await?.0)
@@ -384,10 +390,16 @@ impl Engine {
             None => return Ok(ReconcileReport::default()),
         };
         let computers = self.inner.store.list_computers().await?;
-        let known: HashSet<String> = computers.iter().map(|c| c.id.to_string()).collect();
-        let homes: HashSet<String> = computers.into_iter().filter_map(|c| c.home_volume).collect();
+        let spares = self.inner.store.spares().await?;
+        let spare_ids: HashSet<String> = spares.iter().map(|s| s.id.to_string()).collect();
+        // A spare computer's parts are kept too: the next new computer takes them.
+        let known: HashSet<String> = computers.iter().map(|c| c.id.to_string()).chain(spare_ids.iter().cloned()).collect();
+        let homes: HashSet<String> = computers.into_iter().filter_map(|c| c.home_volume).chain(spares.into_iter().map(|s| s.home_volume)).collect();
         let mut report = ReconcileReport::default();
         for found in docker.list_managed().await? {
+            if spare_ids.contains(&found.computer) {
+                continue;
+            }
             if known.contains(&found.computer) {
                 let state = if found.running { ComputerState::Running } else { ComputerState::Stopped };
                 self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.id), self.now()).await?;

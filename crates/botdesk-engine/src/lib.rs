@@ -17,6 +17,7 @@ mod paths;
 mod route;
 mod runs;
 mod settings;
+mod spare;
 mod stored;
 mod switch;
 mod terminal;
@@ -154,6 +155,8 @@ pub(crate) struct Inner {
     /// Work that goes on after a call returned (removing replaced checkpoint versions);
     /// [`Engine::settle`] waits for it.
     background: tokio_util::task::TaskTracker,
+    /// Told when a spare computer may be wanted (see [`Engine::spare_wanted`]).
+    spare_wanted: tokio::sync::Notify,
 }
 
 impl Engine {
@@ -191,6 +194,7 @@ impl Engine {
                 runs: Default::default(),
                 terminals: Default::default(),
                 background: Default::default(),
+                spare_wanted: Default::default(),
             }),
         };
         // Runs whose process died (the app or CLI was killed) end now, with the reason.
@@ -219,6 +223,7 @@ impl Engine {
     pub fn save_settings(&self, s: &Settings) -> Result<Settings> {
         s.save(&self.inner.data.settings())?;
         self.inner.limits.apply(s);
+        self.inner.spare_wanted.notify_one();
         Ok(s.clone())
     }
 

@@ -15,11 +15,14 @@ pub struct Settings {
     pub cpus: f64,
     /// At most this many bot desktops at once on one computer (1–16); none means no cap.
     pub screen_limit: Option<u32>,
+    /// Keep one computer started in advance on this machine while the app runs, so a new bot's
+    /// computer is ready at once (an idle computer: about 40 MiB, no CPU).
+    pub spare_computer: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None }
+        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true }
     }
 }
 
@@ -104,7 +107,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         assert_eq!(Settings::load(&path).unwrap(), Settings::default());
-        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3) };
+        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);
         assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());

@@ -6,11 +6,13 @@ mod desktops;
 mod hosts;
 mod leases;
 mod models;
+mod spares;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};
 pub use desktops::Desktop;
 pub use hosts::HostRow;
 pub use leases::*;
 pub use models::ModelRow;
+pub use spares::{new_computer_id, Spare};
 
 use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerRef, ComputerScope, HostName};
 use serde::Serialize;
@@ -463,7 +465,11 @@ async fn computer_for(
     if let Some(row) = existing {
         return Computer::try_from(row);
     }
-    let id = format!("c{}", new_id());
+    // A spare on the host becomes this computer: its id and home volume (made and started already).
+    let (id, home_volume) = match spares::take(tx, host).await? {
+        Some((id, volume)) => (id, Some(volume)),
+        None => (new_computer_id().to_string(), None),
+    };
     let (name, owner) = match scope {
         // One Team computer per host: `team` here, `team-NAME` on host NAME.
         ComputerScope::Team if host.is_local() => ("team".to_string(), None),
@@ -472,8 +478,8 @@ async fn computer_for(
     };
     let scope_str = scope.as_str();
     sqlx::query!(
-        "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at, host)
-         VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7, ?8)",
+        "INSERT INTO computers (id, workspace_id, name, scope, home_key, provider, state, owner_bot, created_at, updated_at, host, home_volume)
+         VALUES (?1, ?2, ?3, ?4, ?1, ?5, 'stopped', ?6, ?7, ?7, ?8, ?9)",
         id,
         ws,
         name,
@@ -481,7 +487,8 @@ async fn computer_for(
         provider,
         owner,
         now_ms,
-        host_name
+        host_name,
+        home_volume
     )
     .execute(&mut *tx)
     .await
@@ -497,7 +504,7 @@ async fn computer_for(
         provider: provider.to_string(),
         provider_ref: None,
         state: ComputerState::Stopped,
-        home_volume: None,
+        home_volume,
         host: host.clone(),
     })
 }

@@ -101,6 +101,14 @@ impl Drop for Driver {
     }
 }
 
+/// Turns the spare computer off in a data directory's settings (kept otherwise).
+pub fn no_spare(data_dir: &Path) {
+    let path = data_dir.join("settings.json");
+    let mut settings: serde_json::Value = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_else(|| serde_json::json!({}));
+    settings["spare_computer"] = false.into();
+    std::fs::write(&path, settings.to_string()).unwrap();
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -110,6 +118,10 @@ impl Driver {
     pub fn start(app: &Path, envs: &[(&str, &str)]) -> Driver {
         assert!(std::env::var_os("DISPLAY").is_some(), "no DISPLAY: run the app tests through `cargo xtask test`, which starts Xvfb");
         watch(app);
+        // The app's spare computer would outlive the test: off, unless a test asks for it.
+        if let Some((_, dir)) = envs.iter().find(|(k, _)| *k == "BOTDESK_DATA_DIR") {
+            no_spare(Path::new(dir));
+        }
         let mut last = String::new();
         for _attempt in 0..3 {
             let port = free_port();

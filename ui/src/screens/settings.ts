@@ -23,6 +23,8 @@ export async function openSettings() {
   const mem = el("input", { type: "number", min: "512", max: "65536", step: "256", value: String(s.memory_mib), id: "set-memory" }) as HTMLInputElement;
   const cpus = el("input", { type: "number", min: "0.5", max: "64", step: "0.5", value: String(s.cpus), id: "set-cpus" }) as HTMLInputElement;
   const limit = el("input", { type: "number", min: "1", max: "16", placeholder: "no limit", value: s.screen_limit ? String(s.screen_limit) : "", id: "set-limit" }) as HTMLInputElement;
+  const spare = el("input", { type: "checkbox", id: "set-spare" }) as HTMLInputElement;
+  spare.checked = s.spare_computer;
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -31,6 +33,7 @@ export async function openSettings() {
     field("Memory (MiB)", mem, "Each computer's memory; applies to computers started after saving."),
     field("CPUs", cpus, "Each computer's CPU share."),
     field("Screen limit", limit, "At most this many bot desktops at once on one computer. Empty: no limit."),
+    field("Spare computer", spare, "While the app runs, keep one computer started on this machine, so a new bot's computer is ready at once. Unused, it is an idle computer: about 40 MiB and no CPU."),
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
@@ -40,7 +43,7 @@ export async function openSettings() {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
-      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null });
+      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked });
       msg.textContent = "Saved.";
       msg.className = "ok-text";
     } catch (err) {

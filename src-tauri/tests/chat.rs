@@ -159,6 +159,8 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click("#open-settings");
     // Settings shows the Docker hosts too: this machine's engine first.
     d.wait_js("the hosts in Settings", "return document.querySelector('#hosts li')?.dataset.host === 'local'", Duration::from_secs(10));
+    // The spare computer setting shows what the file says (off here: see `webdriver::no_spare`).
+    d.wait_js("the spare computer setting, off", "return document.querySelector('#set-spare')?.checked === false", Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("13b-settings-hosts.png");
     let row = format!("#models li[data-model=\"{model_id}\"]");

@@ -16,16 +16,15 @@ use botdesk_store::Spare;
 
 impl Engine {
     /// One pass of the keeper: makes sure one spare computer is up on this machine, made with the
-    /// resources in force, or that there is none when the setting is off. Only with Docker.
+    /// image and resources in force, or that there is none when the setting is off. Only with Docker.
     pub async fn keep_spare(&self) -> Result<()> {
-        if self.inner.docker.is_none() {
-            return Ok(());
-        }
+        let Some(docker) = &self.inner.docker else { return Ok(()) };
+        let image = docker.config().image.clone();
         let wanted = self.settings()?.spare_computer;
         let resources = self.inner.limits.resources();
         let mut ours = None;
         for s in self.inner.store.spares().await? {
-            if wanted && ours.is_none() && s.host.is_local() && s.has(&resources) {
+            if wanted && ours.is_none() && s.host.is_local() && s.fits(&image, &resources) {
                 ours = Some(s);
             } else {
                 self.drop_spare(&s).await?;
@@ -39,7 +38,7 @@ impl Engine {
             None => {
                 let id = botdesk_store::new_computer_id();
                 let home_volume = format!("botdesk-{}-{id}-{}", &self.inner.data.label()[..8], &uuid::Uuid::new_v4().simple().to_string()[..8]);
-                let s = Spare { id, host: HostName::local(), home_volume, memory_bytes: resources.memory_bytes as i64, nano_cpus: resources.nano_cpus };
+                let s = Spare { id, host: HostName::local(), home_volume, image, memory_bytes: resources.memory_bytes as i64, nano_cpus: resources.nano_cpus };
                 // Recorded first: a reconcile meanwhile keeps its parts.
                 self.inner.store.add_spare(&s, self.now()).await?;
                 s

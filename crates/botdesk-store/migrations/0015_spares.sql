@@ -5,7 +5,9 @@ CREATE TABLE spares (
     id TEXT PRIMARY KEY,
     host TEXT NOT NULL,
     home_volume TEXT NOT NULL,
-    -- The resources it was made with: a spare made before the settings changed is made anew.
+    -- The image and resources it was made with: a spare made before an upgrade or a change of
+    -- the settings is made anew.
+    image TEXT NOT NULL,
     memory_bytes INTEGER NOT NULL,
     nano_cpus INTEGER NOT NULL,
     created_at INTEGER NOT NULL

@@ -9,14 +9,15 @@ pub struct Spare {
     pub id: ComputerId,
     pub host: HostName,
     pub home_volume: String,
+    pub image: String,
     pub memory_bytes: i64,
     pub nano_cpus: i64,
 }
 
 impl Spare {
-    /// Whether it was made with these resources.
-    pub fn has(&self, r: &Resources) -> bool {
-        self.memory_bytes == r.memory_bytes as i64 && self.nano_cpus == r.nano_cpus
+    /// Whether it was made from this image with these resources.
+    pub fn fits(&self, image: &str, r: &Resources) -> bool {
+        self.image == image && self.memory_bytes == r.memory_bytes as i64 && self.nano_cpus == r.nano_cpus
     }
 }
 
@@ -31,10 +32,11 @@ impl Store {
     pub async fn add_spare(&self, s: &Spare, now_ms: i64) -> Result<()> {
         let (id, host) = (s.id.as_str(), s.host.as_str());
         sqlx::query!(
-            "INSERT INTO spares (id, host, home_volume, memory_bytes, nano_cpus, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO spares (id, host, home_volume, image, memory_bytes, nano_cpus, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             id,
             host,
             s.home_volume,
+            s.image,
             s.memory_bytes,
             s.nano_cpus,
             now_ms
@@ -45,14 +47,16 @@ impl Store {
     }
 
     pub async fn spares(&self) -> Result<Vec<Spare>> {
-        let rows =
-            sqlx::query!(r#"SELECT id AS "id!", host, home_volume, memory_bytes, nano_cpus FROM spares ORDER BY created_at"#).fetch_all(&self.pool).await?;
+        let rows = sqlx::query!(r#"SELECT id AS "id!", host, home_volume, image, memory_bytes, nano_cpus FROM spares ORDER BY created_at"#)
+            .fetch_all(&self.pool)
+            .await?;
         Ok(rows
             .into_iter()
             .map(|r| Spare {
                 id: ComputerId::new(r.id),
                 host: HostName::new(r.host),
                 home_volume: r.home_volume,
+                image: r.image,
                 memory_bytes: r.memory_bytes,
                 nano_cpus: r.nano_cpus,
             })
@@ -86,7 +90,14 @@ mod tests {
     async fn a_new_computer_on_the_spares_host_takes_it_whole_and_only_once() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("botdesk.db")).await.unwrap();
-        let spare = Spare { id: new_computer_id(), host: HostName::local(), home_volume: "vol-1".into(), memory_bytes: 1 << 30, nano_cpus: 1_000_000_000 };
+        let spare = Spare {
+            id: new_computer_id(),
+            host: HostName::local(),
+            home_volume: "vol-1".into(),
+            image: "img".into(),
+            memory_bytes: 1 << 30,
+            nano_cpus: 1_000_000_000,
+        };
         store.add_spare(&spare, 1).await.unwrap();
         let bot = |name, host| NewBot { name, scope: ComputerScope::Private, model: None, instructions: "", provider: "docker", host };
         // A computer on another host leaves it.

@@ -140,8 +140,8 @@ impl Engine {
 
     /// A new home volume's name: this data directory's label, the computer and a random part, so
     /// a volume whose deletion started is never taken for its successor.
-    fn new_home_volume(&self, c: &botdesk_store::Computer) -> String {
-        format!("botdesk-{}-{}-{}", &self.inner.data.label()[..8], c.id, &uuid::Uuid::new_v4().simple().to_string()[..8])
+    pub(crate) fn new_home_volume(&self, id: &ComputerId) -> String {
+        format!("botdesk-{}-{id}-{}", &self.inner.data.label()[..8], &uuid::Uuid::new_v4().simple().to_string()[..8])
     }
 
     pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
@@ -215,7 +215,7 @@ impl Engine {
         let computer = &self.inner.store.computer(computer.id.as_str()).await?;
         let (volume, new_home) = match &computer.home_volume {
             Some(v) => (v.clone(), false),
-            None => (self.new_home_volume(computer), true),
+            None => (self.new_home_volume(&computer.id), true),
         };
         let provisioned = async {
             let p = self.inner.provider.provision(&self.spec(computer, volume.clone()), &ctx).await?;

@@ -37,7 +37,7 @@ impl Engine {
             Some(s) => s,
             None => {
                 let id = botdesk_store::new_computer_id();
-                let home_volume = format!("botdesk-{}-{id}-{}", &self.inner.data.label()[..8], &uuid::Uuid::new_v4().simple().to_string()[..8]);
+                let home_volume = self.new_home_volume(&id);
                 let s = Spare { id, host: HostName::local(), home_volume, image, memory_bytes: resources.memory_bytes as i64, nano_cpus: resources.nano_cpus };
                 // Recorded first: a reconcile meanwhile keeps its parts.
                 self.inner.store.add_spare(&s, self.now()).await?;

@@ -23,6 +23,18 @@ fn e2e_dir() -> PathBuf {
     dir
 }
 
+/// The app on a data directory, its stdout to `stdout`; killed when dropped.
+fn launch(data: &std::path::Path, stdout: Stdio) -> KillOnDrop {
+    let child = Command::new(env!("CARGO_BIN_EXE_botdesk-app"))
+        .env("BOTDESK_DATA_DIR", data)
+        .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
+        .stdout(stdout)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the app");
+    KillOnDrop(child)
+}
+
 fn run(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
@@ -41,15 +53,8 @@ fn the_window_opens_and_lists_the_bots() {
         engine.create_bot("research", botdesk_engine::ComputerScope::Private, None, "").await.unwrap();
     });
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_botdesk-app"))
-        .env("BOTDESK_DATA_DIR", data.path())
-        .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the app");
-    let stdout = child.stdout.take().unwrap();
-    let _app = KillOnDrop(child);
+    let mut app = launch(data.path(), Stdio::piped());
+    let stdout = app.0.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -111,14 +116,7 @@ fn the_app_keeps_a_spare_computer_that_the_next_new_bot_takes() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_botdesk-app"))
-        .env("BOTDESK_DATA_DIR", data.path())
-        .env("WEBKIT_DISABLE_COMPOSITING_MODE", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the app");
-    let app = KillOnDrop(child);
+    let app = launch(data.path(), Stdio::null());
     let limit = Duration::from_secs(180);
     let running = |id: &str| container_of(id).filter(|(_, state)| state == "running").map(|(c, _)| c);
 

@@ -132,6 +132,15 @@ fn the_installed_package_runs_its_first_run_screen() {
     let keyring = checks.iter().find(|c| c["name"] == "keyring").expect("a keyring check");
     assert!(keyring["ok"] == true || keyring["fix"].as_str().is_some_and(|f| !f.is_empty()), "{keyring}");
 
+    // The app would keep a spare computer on the engine it shares with this machine, outliving
+    // the test: off in the person's settings (the data directory doctor just made).
+    docker_ok(&[
+        "exec",
+        &cleanup.container,
+        "sh",
+        "-c",
+        r#"d="$HOME/.local/share/botdesk" && mkdir -p "$d" && printf '{"spare_computer": false}' > "$d/settings.json""#,
+    ]);
     // The app, started by the container's WebKitWebDriver as the person.
     let port = docker_ok(&["port", &cleanup.container, "4444/tcp"]);
     let port = port.lines().next().and_then(|l| l.rsplit(':').next()).expect("the published port").trim().to_string();

@@ -278,8 +278,9 @@ mod malloc {
 }
 
 /// The app's keeper of the spare computer (see `Engine::keep_spare`): a pass now, after each new
-/// computer or settings change, and every 30 s; it ends with the app. A failure (Docker down, the
-/// image not built yet) is logged once until it changes, and tried again.
+/// computer or settings change made here, and every 5 s for those another process made (the CLI);
+/// a pass with nothing to do is a settings read, a query and one container lookup. It ends with
+/// the app. A failure (Docker down, the image not built yet) is logged once until it changes.
 async fn keep_spare(engine: Engine) {
     let mut last_error = None;
     loop {
@@ -295,7 +296,7 @@ async fn keep_spare(engine: Engine) {
         }
         tokio::select! {
             () = engine.spare_wanted() => {}
-            () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {}
+            () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {}
         }
     }
 }

@@ -60,7 +60,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Removes every spare (the app's tests, and a person turning the setting off, leave none).
+    /// Removes every spare, wherever it is (the bench, when it is done with them).
     pub async fn drop_spares(&self) -> Result<()> {
         for s in self.inner.store.spares().await? {
             self.drop_spare(&s).await?;

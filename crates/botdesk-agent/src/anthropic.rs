@@ -3,8 +3,9 @@
 use serde_json::{json, Value};
 
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
-use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request, ToolChoice};
 use crate::sse::Event;
+use botdesk_core::models::Thinking;
 
 /// Prompt caching: breakpoints after the tools, after the system prompt and on the last block of
 /// the conversation. Each request repeats the previous one and adds to its end (screenshots are
@@ -16,7 +17,7 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     if let Some((tool, _)) = c.dialect.computer_tool(botdesk_core::action::SCREEN) {
         tools.push(tool);
     }
-    let ours = req.tools.iter().filter(|t| !(c.dialect.claude_computer() && t.kind.replaced_by_claude_computer()));
+    let ours = req.tools.iter().filter(|t| !(c.dialect.claude_computer() && t.kind.replaced_by_own_computer()));
     tools.extend(ours.map(|t| json!({"name": t.name(), "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);
@@ -26,21 +27,37 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
             at["cache_control"] = json!({"type": "ephemeral"});
         }
     }
-    json!({
+    let mut body = json!({
         "model": c.model,
         "max_tokens": c.max_tokens,
         "stream": true,
         "system": system,
         "tools": tools,
         "messages": messages,
-    })
+    });
+    // Thinking docs: an extended budget is at least 1,024 tokens and below max_tokens (raised to
+    // hold the thinking and the answer after it); adaptive models decide how much themselves.
+    match c.thinking {
+        Thinking::None => {}
+        Thinking::Extended(budget) => {
+            let budget = budget.max(1024);
+            body["max_tokens"] = json!(c.max_tokens.max(budget.saturating_add(crate::model::ANSWER_TOKENS)));
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
+        Thinking::Adaptive => body["thinking"] = json!({"type": "adaptive"}),
+    }
+    if req.tool_choice == ToolChoice::None {
+        body["tool_choice"] = json!({"type": "none"});
+    }
+    body
 }
 
-/// Consecutive messages of one role are merged (the API wants them alternating).
+/// Consecutive messages of one role are merged (the API combines them anyway). Text that is
+/// empty or only whitespace is left out: the API refuses such blocks.
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
     let mut out: Vec<(Role, Vec<Value>)> = vec![];
     for m in ms {
-        let mut content: Vec<Value> = m.blocks.iter().filter(|b| !matches!(b, Block::Items(_))).map(block).collect();
+        let mut content: Vec<Value> = m.blocks.iter().filter_map(block).collect();
         if content.is_empty() {
             content.push(json!({"type": "text", "text": "(empty)"}));
         }
@@ -52,31 +69,48 @@ pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
     out.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect()
 }
 
-fn block(b: &Block) -> Value {
-    match b {
+fn block(b: &Block) -> Option<Value> {
+    Some(match b {
+        Block::Text(t) if t.trim().is_empty() => return None,
         Block::Text(t) => json!({"type": "text", "text": t}),
         Block::ToolCall(c) => json!({"type": "tool_use", "id": c.id, "name": c.name, "input": if c.input.is_object() { c.input.clone() } else { json!({}) }}),
         Block::ToolResult(r) => {
-            let mut content = vec![json!({"type": "text", "text": r.text})];
-            if let Some(img) = &r.image {
+            let mut content = vec![json!({"type": "text", "text": r.sent_text()})];
+            if let Some(img) = r.sent_image() {
                 content.push(json!({"type": "image", "source": {"type": "base64", "media_type": img.media_type, "data": img.base64()}}));
             }
             json!({"type": "tool_result", "tool_use_id": r.call_id, "is_error": r.is_error, "content": content})
         }
-        Block::Items(_) => unreachable!("filtered out by messages()"),
-    }
+        Block::Thinking { thinking, signature } => json!({"type": "thinking", "thinking": thinking, "signature": signature}),
+        Block::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
+        Block::Items(_) => return None,
+    })
 }
 
 enum Part {
     Text(String),
     Tool { id: String, name: String, json: String },
+    Thinking { thinking: String, signature: String },
+    Redacted(String),
 }
 
 #[derive(Default)]
 pub(crate) struct Fold {
     parts: Vec<Part>,
-    stop: Option<StopReason>,
+    stop: Option<(StopReason, Option<String>)>,
     usage: botdesk_core::Usage,
+}
+
+/// Anthropic's stop reasons (Messages API reference, "stop_reason").
+fn stop_reason(s: &str) -> (StopReason, Option<String>) {
+    match s {
+        "end_turn" | "stop_sequence" => (StopReason::EndTurn, None),
+        "tool_use" => (StopReason::ToolUse, None),
+        "max_tokens" => (StopReason::MaxTokens, None),
+        "refusal" => (StopReason::Refusal, None),
+        "model_context_window_exceeded" => (StopReason::ContextFull, None),
+        other => (StopReason::Incomplete, Some(other.to_string())),
+    }
 }
 
 /// A usage object of `message_start` or `message_delta`: the fields it has replace ours (the
@@ -105,6 +139,11 @@ impl FoldTrait for Fold {
                 let b = &data["content_block"];
                 let part = match b["type"].as_str() {
                     Some("tool_use") => Part::Tool { id: str_of(b, "id")?, name: str_of(b, "name")?, json: String::new() },
+                    Some("thinking") => Part::Thinking {
+                        thinking: b["thinking"].as_str().unwrap_or("").to_string(),
+                        signature: b["signature"].as_str().unwrap_or("").to_string(),
+                    },
+                    Some("redacted_thinking") => Part::Redacted(b["data"].as_str().unwrap_or("").to_string()),
                     _ => Part::Text(String::new()),
                 };
                 self.parts.push(part);
@@ -118,18 +157,19 @@ impl FoldTrait for Fold {
                         on_text(piece);
                     }
                     (Some("input_json_delta"), Some(Part::Tool { json, .. })) => json.push_str(d["partial_json"].as_str().unwrap_or("")),
-                    (Some("text_delta" | "input_json_delta"), _) => return Err(protocol("a delta arrived for a block that was not started")),
+                    (Some("thinking_delta"), Some(Part::Thinking { thinking, .. })) => thinking.push_str(d["thinking"].as_str().unwrap_or("")),
+                    (Some("signature_delta"), Some(Part::Thinking { signature, .. })) => signature.push_str(d["signature"].as_str().unwrap_or("")),
+                    (Some("text_delta" | "input_json_delta" | "thinking_delta" | "signature_delta"), _) => {
+                        return Err(protocol("a delta arrived for a block that was not started"))
+                    }
                     _ => {}
                 }
             }
             "message_delta" => {
                 read_usage(&data["usage"], &mut self.usage);
-                self.stop = data.pointer("/delta/stop_reason").and_then(Value::as_str).map(|s| match s {
-                    "end_turn" | "stop_sequence" => StopReason::EndTurn,
-                    "tool_use" => StopReason::ToolUse,
-                    "max_tokens" => StopReason::MaxTokens,
-                    _ => StopReason::Other,
-                });
+                if let Some(s) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop = Some(stop_reason(s));
+                }
             }
             "message_stop" => return Ok(true),
             "error" => return Err(stream_error(&data)),
@@ -139,18 +179,21 @@ impl FoldTrait for Fold {
     }
 
     fn finish(&mut self) -> Result<Turn, ModelError> {
-        let Some(stop) = self.stop else {
+        let Some((stop, detail)) = self.stop.clone() else {
             return Err(ModelError::Protocol("the stream ended before the message did".into()));
         };
         let mut text = String::new();
         let mut calls = vec![];
+        let mut thinking = vec![];
         for p in std::mem::take(&mut self.parts) {
             match p {
                 Part::Text(t) => text.push_str(&t),
                 Part::Tool { id, name, json } => calls.push(ToolCall::new(id, name, json)),
+                Part::Thinking { thinking: t, signature } => thinking.push(Block::Thinking { thinking: t, signature }),
+                Part::Redacted(data) => thinking.push(Block::RedactedThinking { data }),
             }
         }
-        Ok(Turn { text, calls, stop, usage: self.usage, items: vec![] })
+        Ok(Turn { text, calls, stop, detail, usage: self.usage, items: vec![], thinking })
     }
 }
 

@@ -9,9 +9,22 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::conversation::Turn;
-pub use crate::model::{reasoning_model, Dialect, ModelConfig, ModelError, Request, Retry, Wire};
+pub use crate::model::{reasoning_model, ClaudeTool, Dialect, ModelConfig, ModelError, OpenAiTool, Request, Retry, ToolChoice, Wire};
 use crate::model::{Attempt, Fold};
-use crate::{anthropic, openai, responses, sse};
+use crate::{anthropic, openai, pace, responses, sse};
+
+/// The longest a call waits out rate limits (429s that say when to come back) before it fails.
+pub const RATE_LIMIT_PATIENCE: Duration = Duration::from_secs(15 * 60);
+
+/// Hears what happens during a model call. Every method has a default that ignores it.
+pub trait Listener: Send {
+    /// A piece of the reply's text.
+    fn text(&mut self, _t: &str) {}
+    /// The reply broke off and is asked for again: forget its text so far.
+    fn restart(&mut self, _why: &str) {}
+    /// The call waits this long first, for `why` ("the rate limit", "a retry after an error").
+    fn waiting(&mut self, _wait: Duration, _why: &str) {}
+}
 
 pub struct ModelClient {
     config: ModelConfig,
@@ -41,33 +54,48 @@ impl ModelClient {
         crate::ollama::served_context(&self.http, &self.config.base_url, &self.config.model, cancel).await
     }
 
-    /// Sends the conversation and streams the reply: `on_text` sees each piece of text as it
-    /// arrives. Retries transient failures, also one that broke a reply off mid-stream: then
-    /// `on_restart` is told why, and the text streamed so far is to be forgotten.
-    pub async fn complete(
-        &self,
-        req: &Request<'_>,
-        on_text: &mut (dyn FnMut(&str) + Send),
-        on_restart: &mut (dyn FnMut(&str) + Send),
-        cancel: &CancellationToken,
-    ) -> Result<Turn, ModelError> {
+    /// Sends the conversation and streams the reply: `listener` hears each piece of text as it
+    /// arrives. Waits first when the provider's announced rate limits say so (see
+    /// [`crate::pace`]). Retries transient failures, also one that broke a reply off mid-stream:
+    /// then the listener is told why, and the text streamed so far is to be forgotten. A 429 that
+    /// says when to come back is waited out without counting as a failed attempt, up to
+    /// [`RATE_LIMIT_PATIENCE`] in all.
+    pub async fn complete(&self, req: &Request<'_>, listener: &mut dyn Listener, cancel: &CancellationToken) -> Result<Turn, ModelError> {
         let body = match self.config.wire {
             Wire::Anthropic => anthropic::body(&self.config, req),
             Wire::OpenAi => openai::body(&self.config, req),
             Wire::Responses => responses::body(&self.config, req),
         };
         let body = serde_json::to_vec(&body).map_err(|e| ModelError::Protocol(e.to_string()))?;
+        let need = req.estimate_tokens();
+        let pace_key = pace::key(&self.config.endpoint(), self.config.key.as_deref());
         let retry = self.config.retry;
-        let mut attempt = 0;
+        let (mut attempt, mut rate_limited) = (0, Duration::ZERO);
+        let sleep = |wait: Duration, why: &str, listener: &mut dyn Listener| {
+            if wait >= Duration::from_secs(1) {
+                listener.waiting(wait, why);
+            }
+            async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => Ok(()),
+                    _ = cancel.cancelled() => Err(ModelError::Cancelled),
+                }
+            }
+        };
         loop {
+            if let Some(wait) = pace::known(pace_key).wait_for(need, std::time::SystemTime::now()) {
+                let wait = wait.min(retry.max_wait);
+                tracing::info!(wait_ms = wait.as_millis() as u64, "waiting for the provider's rate limit");
+                sleep(wait, "the rate limit", listener).await?;
+            }
             attempt += 1;
             let mut streamed = false;
             let mut forward = |t: &str| {
                 streamed = true;
-                on_text(t)
+                listener.text(t)
             };
             let outcome = tokio::select! {
-                r = self.attempt(&body, &mut forward) => r,
+                r = self.attempt(&body, &mut forward, pace_key) => r,
                 _ = cancel.cancelled() => return Err(ModelError::Cancelled),
             };
             let (error, wait) = match outcome {
@@ -75,6 +103,11 @@ impl ModelClient {
                 Err(Attempt::Fatal(e)) => return Err(e),
                 Err(Attempt::Retry { error, wait }) => (error, wait),
             };
+            // A rate limit the provider says when it lifts is waited out, not counted as a failure.
+            let limited = matches!(error, ModelError::Unavailable { status: 429, .. }) && wait.is_some();
+            if limited && rate_limited < RATE_LIMIT_PATIENCE {
+                attempt -= 1;
+            }
             if attempt >= retry.attempts {
                 return Err(match error {
                     ModelError::Unavailable { status, message, .. } => ModelError::Unavailable { status, attempts: attempt, message },
@@ -82,19 +115,22 @@ impl ModelClient {
                     e => e,
                 });
             }
-            let wait = retry_wait(retry, attempt, wait, fastrand::f64());
+            let wait = retry_wait(retry, attempt.max(1), wait, fastrand::f64());
             tracing::warn!(attempt, wait_ms = wait.as_millis() as u64, "model call failed, retrying: {error}");
             if streamed {
-                on_restart(&error.to_string());
+                listener.restart(&error.to_string());
             }
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = cancel.cancelled() => return Err(ModelError::Cancelled),
-            }
+            let why = if limited {
+                rate_limited += wait;
+                "the rate limit"
+            } else {
+                "a retry after an error"
+            };
+            sleep(wait, why, listener).await?;
         }
     }
 
-    async fn attempt(&self, body: &[u8], on_text: &mut (dyn FnMut(&str) + Send)) -> Result<Turn, Attempt> {
+    async fn attempt(&self, body: &[u8], on_text: &mut (dyn FnMut(&str) + Send), pace_key: u64) -> Result<Turn, Attempt> {
         let c = &self.config;
         let mut rb = self.http.post(c.endpoint()).header("content-type", "application/json").header("accept", "text/event-stream");
         rb = match (c.wire, &c.key) {
@@ -111,8 +147,12 @@ impl ModelClient {
         let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;
         let status = resp.status().as_u16();
+        let now = std::time::SystemTime::now();
+        let limits = pace::Limits::read(resp.headers(), now);
+        pace::learn(pace_key, limits);
         if !(200..300).contains(&status) {
-            let wait = server_wait(resp.headers(), std::time::SystemTime::now());
+            // A 429 that gives no retry-after still says, in its limits, when they reset.
+            let wait = server_wait(resp.headers(), now).or_else(|| (status == 429).then(|| limits.reset_after(now)).flatten());
             let text = resp.text().await.unwrap_or_default();
             return Err(classify(status, &text, &c.model, wait));
         }

@@ -18,16 +18,22 @@ pub enum Role {
     Assistant,
 }
 
-/// A PNG or JPEG screenshot.
+/// A PNG or JPEG image: a screenshot, or a part of the screen (a zoom).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
     pub media_type: &'static str,
     pub data: Bytes,
+    /// The screen frame a screenshot shows (equal ids: equal pixels); None for anything else.
+    pub frame: Option<std::sync::Arc<str>>,
 }
 
 impl Image {
     pub fn png(data: Bytes) -> Self {
-        Self { media_type: "image/png", data }
+        Self { media_type: "image/png", data, frame: None }
+    }
+    /// A screenshot of the screen frame `frame`.
+    pub fn screenshot(data: Bytes, frame: &str) -> Self {
+        Self { media_type: "image/png", data, frame: Some(frame.into()) }
     }
     pub fn base64(&self) -> String {
         use base64::Engine as _;
@@ -58,16 +64,60 @@ impl ToolCall {
 pub struct ToolResult {
     pub call_id: String,
     pub text: String,
+    /// The image the tool gave, kept even when it is not sent (see [`Shown`]).
     pub image: Option<Image>,
     pub is_error: bool,
+    /// Whether the model is sent the image, told the screen has not changed, or told the image
+    /// was removed (set before each request by [`prune_images`]).
+    pub shown: Shown,
 }
+
+/// How a result's image appears in the model's context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Shown {
+    /// The image is sent.
+    #[default]
+    Image,
+    /// The screen is the frame of a screenshot still in the context, just before: not sent again.
+    Unchanged,
+    /// It was removed from the context (older screenshots go in steps).
+    Removed,
+}
+
+/// What the model reads in place of a screenshot of a screen it has in its context already.
+pub const UNCHANGED: &str = "The screen has not changed since your last look (no new screenshot).";
+/// What the model reads in place of a screenshot removed from its context.
+pub const REMOVED: &str = "[an older screenshot was removed from the context]";
 
 impl ToolResult {
     pub fn ok(call_id: &str, text: impl Into<String>) -> Self {
-        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false }
+        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false, shown: Shown::Image }
     }
     pub fn error(call_id: &str, text: impl Into<String>) -> Self {
-        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: true }
+        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: true, shown: Shown::Image }
+    }
+
+    /// The image the model is sent, if any.
+    pub fn sent_image(&self) -> Option<&Image> {
+        self.image.as_ref().filter(|_| self.shown == Shown::Image)
+    }
+
+    /// The text the model is sent: never empty (the APIs refuse empty text), with a word on an
+    /// image it is not sent.
+    pub fn sent_text(&self) -> String {
+        let note = match (&self.image, self.shown) {
+            (Some(_), Shown::Unchanged) => Some(UNCHANGED),
+            (Some(_), Shown::Removed) => Some(REMOVED),
+            _ => None,
+        };
+        let text = &self.text;
+        match (text.trim().is_empty(), note) {
+            (true, Some(n)) => n.to_string(),
+            (true, None) if self.is_error => "the tool failed without saying why".into(),
+            (true, None) => "done (no output)".into(),
+            (false, Some(n)) => format!("{} {n}", text.trim_end()),
+            (false, None) => text.clone(),
+        }
     }
 }
 
@@ -91,6 +141,16 @@ pub enum Block {
     /// messages, function calls), sent back as they are so a reasoning model keeps its reasoning
     /// between calls. Only that format reads them; the turn's text and calls are also blocks.
     Items(Vec<serde_json::Value>),
+    /// Claude's extended thinking, sent back exactly as received (its signature proves it), at
+    /// the start of its turn. Only the Anthropic format reads it.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// Thinking the provider encrypted (safety), sent back as received.
+    RedactedThinking {
+        data: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,29 +174,61 @@ impl Message {
     }
 }
 
-/// Beyond [`MAX_IMAGES_IN_CONTEXT`] screenshots, drops all but the latest [`IMAGES_AFTER_PRUNE`],
-/// leaving a note in their place. Between two such steps the conversation only grows at its end,
-/// so each request repeats the previous one byte for byte and the provider's cache serves it.
+/// Decides how each result's image appears (see [`Shown`]) and returns where the images sent
+/// are. A screenshot of the same frame as the screenshot just before it (zooms aside) is not sent
+/// again while that one is sent; once that one is removed, the next look at the frame is sent.
+/// So the model is told "unchanged" only while its context holds an image of the screen.
+fn settle_images(messages: &mut [Message]) -> Vec<(usize, usize)> {
+    let mut sent = vec![];
+    let mut last_frame: Option<std::sync::Arc<str>> = None;
+    let mut frame_in_context = false;
+    for (i, m) in messages.iter_mut().enumerate() {
+        for (j, b) in m.blocks.iter_mut().enumerate() {
+            let Block::ToolResult(r) = b else { continue };
+            let Some(img) = &r.image else { continue };
+            let same = img.frame.is_some() && img.frame == last_frame;
+            if r.shown == Shown::Removed {
+                if img.frame.is_some() {
+                    (last_frame, frame_in_context) = (img.frame.clone(), false);
+                }
+            } else if same && frame_in_context {
+                r.shown = Shown::Unchanged;
+            } else {
+                r.shown = Shown::Image;
+                sent.push((i, j));
+                if img.frame.is_some() {
+                    (last_frame, frame_in_context) = (img.frame.clone(), true);
+                }
+            }
+        }
+    }
+    sent
+}
+
+/// Beyond [`MAX_IMAGES_IN_CONTEXT`] images sent, removes all but the latest [`IMAGES_AFTER_PRUNE`]
+/// (a note says so in their place). Between two such steps the conversation only grows at its
+/// end, so each request repeats the previous one byte for byte and the provider's cache serves
+/// it. Run before each request: it also decides which screenshots are "unchanged".
 pub fn prune_images(messages: &mut [Message]) {
-    let results = || messages.iter().flat_map(|m| &m.blocks).filter(|b| matches!(b, Block::ToolResult(r) if r.image.is_some()));
-    if results().count() <= MAX_IMAGES_IN_CONTEXT {
+    let sent = settle_images(messages);
+    if sent.len() <= MAX_IMAGES_IN_CONTEXT {
         return;
     }
-    let mut kept = 0;
-    for m in messages.iter_mut().rev() {
-        for b in m.blocks.iter_mut().rev() {
+    let keep_from = sent[sent.len() - IMAGES_AFTER_PRUNE];
+    for (i, m) in messages.iter_mut().enumerate() {
+        for (j, b) in m.blocks.iter_mut().enumerate() {
             if let Block::ToolResult(r) = b {
-                if r.image.is_some() {
-                    if kept < IMAGES_AFTER_PRUNE {
-                        kept += 1;
-                    } else {
-                        r.image = None;
-                        r.text.push_str("\n[an older screenshot was removed from the context]");
+                if (i, j) < keep_from {
+                    if let Some(img) = &mut r.image {
+                        r.shown = Shown::Removed;
+                        // Never sent again: only what it showed (its frame) is kept.
+                        img.data = Bytes::new();
                     }
                 }
             }
         }
     }
+    settle_images(messages);
 }
 
 /// Steps (an assistant turn with tool calls and the results after it) of a run kept whole at the
@@ -256,7 +348,15 @@ pub enum StopReason {
     EndTurn,
     ToolUse,
     MaxTokens,
-    Other,
+    /// The model declined the request (Anthropic `refusal`).
+    Refusal,
+    /// The conversation filled the model's context window (Anthropic
+    /// `model_context_window_exceeded`).
+    ContextFull,
+    /// The provider's content filter stopped the reply (OpenAI `content_filter`).
+    ContentFilter,
+    /// The reply ended unfinished for another reason (see [`Turn::detail`]).
+    Incomplete,
 }
 
 /// One assistant turn as received.
@@ -265,15 +365,24 @@ pub struct Turn {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub stop: StopReason,
+    /// The provider's own word for why it stopped, when it is not one we name.
+    pub detail: Option<String>,
     /// What the call cost, as the provider counted it (zeros when it did not say).
     pub usage: botdesk_core::Usage,
     /// The Responses API's output items (empty in the other formats).
     pub items: Vec<serde_json::Value>,
+    /// Claude's thinking blocks, in order (they lead its turn).
+    pub thinking: Vec<Block>,
 }
 
 impl Turn {
+    /// A turn of text and calls that ended as `stop`, with nothing else.
+    pub fn new(text: String, calls: Vec<ToolCall>, stop: StopReason, usage: botdesk_core::Usage) -> Self {
+        Turn { text, calls, stop, detail: None, usage, items: vec![], thinking: vec![] }
+    }
+
     pub fn into_message(self) -> Message {
-        let mut blocks = vec![];
+        let mut blocks = self.thinking;
         if !self.text.is_empty() {
             blocks.push(Block::Text(self.text));
         }
@@ -299,21 +408,99 @@ mod tests {
         assert_eq!(cut("x".repeat(MAX_TOOL_TEXT)).len(), MAX_TOOL_TEXT);
     }
 
+    fn result(id: &str, image: Image) -> Message {
+        Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult { image: Some(image), ..ToolResult::ok(id, "seen") })] }
+    }
+
+    fn frame(id: &str, f: &str) -> Message {
+        result(id, Image::screenshot(Bytes::from_static(b"png"), f))
+    }
+
+    fn sent(m: &Message) -> bool {
+        matches!(&m.blocks[0], Block::ToolResult(r) if r.sent_image().is_some())
+    }
+
+    fn said(m: &Message) -> String {
+        match &m.blocks[0] {
+            Block::ToolResult(r) => r.sent_text(),
+            _ => m.text(),
+        }
+    }
+
     #[test]
     fn screenshots_are_pruned_in_steps() {
-        let shot = |id: &str| Message {
-            role: Role::User,
-            blocks: vec![Block::ToolResult(ToolResult { image: Some(Image::png(Bytes::from_static(b"png"))), ..ToolResult::ok(id, "seen") })],
-        };
-        let has = |m: &Message| matches!(&m.blocks[0], Block::ToolResult(r) if r.image.is_some());
+        let shot = |id: &str| result(id, Image::png(Bytes::from_static(b"png")));
         let mut ms = vec![shot("a"), Message::assistant("x"), shot("b"), shot("c")];
         prune_images(&mut ms);
-        assert!(has(&ms[0]) && has(&ms[2]) && has(&ms[3]), "three stay as they are");
+        assert!(sent(&ms[0]) && sent(&ms[2]) && sent(&ms[3]), "three stay as they are");
         ms.push(shot("d"));
         prune_images(&mut ms);
-        assert_eq!(ms.iter().filter(|m| has(m)).count(), 1, "the fourth leaves only itself");
-        assert!(has(&ms[4]));
-        assert!(matches!(&ms[0].blocks[0], Block::ToolResult(r) if r.text.contains("removed")));
+        assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1, "the fourth leaves only itself");
+        assert!(sent(&ms[4]));
+        assert!(said(&ms[0]).ends_with(REMOVED));
+        assert!(matches!(&ms[0].blocks[0], Block::ToolResult(r) if r.image.as_ref().unwrap().data.is_empty()), "a removed image's bytes are let go");
+    }
+
+    #[test]
+    fn an_unchanged_screen_is_said_only_while_its_image_is_in_the_context() {
+        // Two looks at one frame: the second is "unchanged".
+        let mut ms = vec![frame("a", "F"), frame("b", "F")];
+        prune_images(&mut ms);
+        assert!(sent(&ms[0]) && !sent(&ms[1]) && said(&ms[1]).ends_with(UNCHANGED));
+        // A look at another frame in between: the same pixels again are sent again.
+        let mut ms = vec![frame("a", "F"), frame("b", "G"), frame("c", "F")];
+        prune_images(&mut ms);
+        assert!(ms.iter().all(sent));
+        // Screenshot, three zooms (images without a frame), the same screen again: the zooms
+        // pushed the screenshot out, so the screen is sent again, not said to be unchanged.
+        let zoom = |id: &str| result(id, Image::png(Bytes::from_static(b"crop")));
+        let mut ms = vec![frame("a", "F"), zoom("z1"), zoom("z2"), zoom("z3")];
+        prune_images(&mut ms);
+        ms.push(frame("b", "F"));
+        prune_images(&mut ms);
+        assert!(!sent(&ms[0]) && sent(&ms[4]), "{:?}", ms.iter().map(said).collect::<Vec<_>>());
+        // A zoom between two looks at one frame keeps the first in the context: "unchanged".
+        let mut ms = vec![frame("a", "F"), zoom("z1"), frame("b", "F")];
+        prune_images(&mut ms);
+        assert!(sent(&ms[0]) && sent(&ms[1]) && !sent(&ms[2]));
+        // ... until pruning removes the first: then the latest look carries the image.
+        ms.extend([zoom("z2"), zoom("z3")]);
+        prune_images(&mut ms);
+        assert!(!sent(&ms[0]) && sent(&ms[4]));
+        ms.push(frame("c", "F"));
+        prune_images(&mut ms);
+        assert!(sent(&ms[5]), "the frame is not in the context any more: sent");
+    }
+
+    #[test]
+    fn after_steps_collapse_or_are_summarized_the_screen_is_sent_again() {
+        let step = |i: usize, f: &str| {
+            let call = ToolCall::new(format!("c{i}"), "computer_observe".into(), "{}".into());
+            let mut r = frame(&format!("c{i}"), f);
+            if let Block::ToolResult(res) = &mut r.blocks[0] {
+                res.call_id = format!("c{i}");
+            }
+            [Message { role: Role::Assistant, blocks: vec![Block::ToolCall(call)] }, r]
+        };
+        // The screen changes once (step 0), then stays: every later look is "unchanged".
+        let mut ms = vec![Message::user("the task")];
+        ms.extend(step(0, "F"));
+        for i in 1..STEPS_BEFORE_COLLAPSE {
+            ms.extend(step(i, "F"));
+            prune_images(&mut ms);
+        }
+        assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1);
+        // Collapsing takes step 0 (the one with the image) away: the oldest kept look carries it.
+        collapse_steps(&mut ms, 1);
+        prune_images(&mut ms);
+        let images: Vec<usize> = (0..ms.len()).filter(|&i| sent(&ms[i])).collect();
+        assert_eq!(images.len(), 1, "one image of the screen, not none");
+        assert!(ms[images[0] + 1..].iter().all(|m| !matches!(&m.blocks[0], Block::ToolResult(_)) || said(m).ends_with(UNCHANGED)));
+        // The model's own summary replaces all but the last two steps: the same holds.
+        let first_kept = compactable(&ms, 1, STEPS_KEPT_WHEN_FULL).unwrap();
+        compact_to(&mut ms, 1, first_kept, "I looked at the screen many times.");
+        prune_images(&mut ms);
+        assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1, "one image after the summary too");
     }
 
     #[test]

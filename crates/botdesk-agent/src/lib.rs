@@ -7,14 +7,15 @@ pub mod conversation;
 mod model;
 pub mod ollama;
 mod openai;
+mod pace;
 mod responses;
 pub mod run;
 pub mod scripted;
 mod sse;
 pub mod tools;
 
-pub use client::ModelClient;
+pub use client::{Listener, ModelClient};
 pub use conversation::{Image, Message, ToolCall, ToolResult};
-pub use model::{Dialect, ModelConfig, ModelError, Retry, Wire};
+pub use model::{ClaudeTool, Dialect, ModelConfig, ModelError, OpenAiTool, Request, Retry, ToolChoice, Wire};
 pub use run::{run, system_prompt, Host, RunConfig, RunEnd, ToolOutput};
 pub use tools::Tool;

@@ -35,53 +35,87 @@ pub struct ModelConfig {
     pub openai_native: bool,
     /// The words the model uses to work the screen.
     pub dialect: Dialect,
+    /// Claude's thinking, as its API asks for it (the table of models gives a default; a
+    /// person can change an extended thinking budget).
+    pub thinking: botdesk_core::models::Thinking,
 }
+
+/// Tokens left for the answer after a turn's thinking (the output limit is raised to fit both).
+pub const ANSWER_TOKENS: u32 = 4096;
 
 /// How a model works the screen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
     /// Our `computer_observe` and `computer_act` tools.
     Plain,
-    /// Claude's own `computer` tool (computer_20250124, beta `computer-use-2025-01-24`), which
-    /// it was trained on; its actions are mapped onto ours.
-    ClaudeComputer,
-    /// The newer version of it (computer_20251124, beta `computer-use-2025-11-24`) with `zoom`
-    /// turned on, for the models that have it.
-    ClaudeComputerZoom,
+    /// Claude's own `computer` tool in the version the model was trained on; its actions are
+    /// mapped onto ours.
+    Claude(ClaudeTool),
+    /// OpenAI's computer use through the Responses API: `computer_call`s carried out as ours.
+    OpenAiComputer(OpenAiTool),
+    /// UI-TARS: our tools, and its own text actions (`Action: click(...)`) when its server answers
+    /// in text.
+    UiTars,
+}
+
+/// The versions of Claude's computer tool (computer use docs): each with its beta header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaudeTool {
+    V20241022,
+    V20250124,
+    /// With `zoom` (turned on).
+    V20251124,
+}
+
+/// OpenAI's computer tools (computer use guide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenAiTool {
+    /// `computer_use_preview` (display size, environment; `truncation: auto`), for the
+    /// `computer-use-preview` model.
+    Preview,
+    /// The built-in `computer` tool (GPT-5.4 and later).
+    Computer,
 }
 
 impl Dialect {
-    /// Claude's computer tool for the Claude models trained on it, on Anthropic's API.
+    /// The dialect the table of models gives a model of this provider kind: a vendor's own
+    /// computer tool only on that vendor's API.
     pub fn default_for(kind: &str, model: &str) -> Self {
-        let m = model.to_ascii_lowercase();
-        let trained = ["claude-sonnet-4", "claude-opus-4", "claude-haiku-4", "claude-3-7-sonnet", "claude-3-5-sonnet"].iter().any(|p| m.starts_with(p));
-        let zoom = ["claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7", "claude-sonnet-4-6"].iter().any(|p| m.starts_with(p));
-        match () {
-            _ if kind != "anthropic" => Dialect::Plain,
-            _ if zoom => Dialect::ClaudeComputerZoom,
-            _ if trained => Dialect::ClaudeComputer,
+        use botdesk_core::models::ScreenTool as T;
+        match (kind, botdesk_core::models::lookup_for(kind, model).info.tool) {
+            ("anthropic", T::Computer20241022) => Dialect::Claude(ClaudeTool::V20241022),
+            ("anthropic", T::Computer20250124) => Dialect::Claude(ClaudeTool::V20250124),
+            ("anthropic", T::Computer20251124) => Dialect::Claude(ClaudeTool::V20251124),
+            ("openai", T::OpenAiComputerPreview) => Dialect::OpenAiComputer(OpenAiTool::Preview),
+            ("openai", T::OpenAiComputer) => Dialect::OpenAiComputer(OpenAiTool::Computer),
+            (_, T::UiTars) => Dialect::UiTars,
             _ => Dialect::Plain,
         }
     }
 
     /// Whether the model works the screen with Claude's own computer tool.
     pub fn claude_computer(self) -> bool {
-        matches!(self, Dialect::ClaudeComputer | Dialect::ClaudeComputerZoom)
+        matches!(self, Dialect::Claude(_))
+    }
+
+    /// Whether the model's own computer tool stands for our `computer_observe` and `computer_act`.
+    pub fn own_computer_tool(self) -> bool {
+        matches!(self, Dialect::Claude(_) | Dialect::OpenAiComputer(_))
     }
 
     /// Claude's computer tool for a `w`×`h` screen, and the beta header it needs.
     pub(crate) fn computer_tool(self, (w, h): (u32, u32)) -> Option<(serde_json::Value, &'static str)> {
-        match self {
-            Dialect::Plain => None,
-            Dialect::ClaudeComputer => Some((
-                serde_json::json!({"type": "computer_20250124", "name": "computer", "display_width_px": w, "display_height_px": h}),
-                "computer-use-2025-01-24",
-            )),
-            Dialect::ClaudeComputerZoom => Some((
-                serde_json::json!({"type": "computer_20251124", "name": "computer", "display_width_px": w, "display_height_px": h, "enable_zoom": true}),
-                "computer-use-2025-11-24",
-            )),
+        let Dialect::Claude(v) = self else { return None };
+        let (kind, beta) = match v {
+            ClaudeTool::V20241022 => ("computer_20241022", "computer-use-2024-10-22"),
+            ClaudeTool::V20250124 => ("computer_20250124", "computer-use-2025-01-24"),
+            ClaudeTool::V20251124 => ("computer_20251124", "computer-use-2025-11-24"),
+        };
+        let mut tool = serde_json::json!({"type": kind, "name": "computer", "display_width_px": w, "display_height_px": h});
+        if v == ClaudeTool::V20251124 {
+            tool["enable_zoom"] = serde_json::json!(true);
         }
+        Some((tool, beta))
     }
 }
 
@@ -109,9 +143,13 @@ impl ModelConfig {
         if base_url.is_empty() {
             return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
         }
-        // OpenAI's reasoning models keep their reasoning between tool calls only on Responses.
-        let wire = if kind == "openai" && reasoning_model(model) { Wire::Responses } else { wire };
+        let dialect = Dialect::default_for(kind, model);
+        // OpenAI's reasoning models keep their reasoning between tool calls only on Responses,
+        // and its computer use is only there.
+        let responses = reasoning_model(model) || matches!(dialect, Dialect::OpenAiComputer(_));
+        let wire = if kind == "openai" && responses { Wire::Responses } else { wire };
         let limits = botdesk_core::Limits::default_for(kind, model);
+        let thinking = if kind == "anthropic" { botdesk_core::models::lookup_for(kind, model).info.thinking } else { botdesk_core::models::Thinking::None };
         Ok(Self {
             wire,
             model: model.into(),
@@ -122,7 +160,8 @@ impl ModelConfig {
             prompt_cache: true,
             context_window: limits.context_window,
             openai_native: kind == "openai",
-            dialect: Dialect::default_for(kind, model),
+            dialect,
+            thinking,
         })
     }
 
@@ -199,6 +238,42 @@ pub struct Request<'a> {
     pub system: &'a str,
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
+    /// Whether the model may call tools in its answer.
+    pub tool_choice: ToolChoice,
+}
+
+impl Request<'_> {
+    /// About how many prompt tokens the request holds (a token per 4 bytes of text, 1,600 per
+    /// image): what an announced rate limit is checked against before it is sent.
+    pub fn estimate_tokens(&self) -> u64 {
+        use crate::conversation::Block;
+        let tools: usize = self.tools.iter().map(|t| t.name().len() + t.description.len() + t.schema.to_string().len()).sum();
+        let mut bytes = self.system.len() + tools;
+        let mut images = 0u64;
+        for b in self.messages.iter().flat_map(|m| &m.blocks) {
+            bytes += match b {
+                Block::Text(t) => t.len(),
+                Block::ToolCall(c) => c.name.len() + c.raw.len(),
+                Block::ToolResult(r) => {
+                    images += u64::from(r.sent_image().is_some());
+                    r.text.len()
+                }
+                Block::Thinking { thinking, .. } => thinking.len(),
+                Block::RedactedThinking { data } => data.len(),
+                Block::Items(items) => items.iter().map(|i| i.to_string().len()).sum(),
+            };
+        }
+        bytes as u64 / 4 + images * 1_600
+    }
+}
+
+/// Whether the model may call tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// As it sees fit (the default: nothing is sent).
+    Auto,
+    /// Not at all (a summary): the tools are still sent, so the prompt stays what the cache holds.
+    None,
 }
 
 /// One failed attempt: retry it (after `wait`, if the server said), or give up with this error.

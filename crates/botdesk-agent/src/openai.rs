@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
-use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request, ToolChoice};
 use crate::sse::Event;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
@@ -17,6 +17,9 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     let mut body =
         json!({"model": c.model, "stream": true, "stream_options": {"include_usage": true}, "parallel_tool_calls": false, "messages": ms, "tools": tools});
     body[if c.openai_native { "max_completion_tokens" } else { "max_tokens" }] = json!(c.max_tokens);
+    if req.tool_choice == ToolChoice::None {
+        body["tool_choice"] = json!("none");
+    }
     body
 }
 
@@ -41,19 +44,21 @@ pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
                     match b {
                         Block::Text(t) => texts.push(t.clone()),
                         Block::ToolResult(r) => {
-                            let content = if r.is_error { format!("Error: {}", r.text) } else { r.text.clone() };
+                            let text = r.sent_text();
+                            let content = if r.is_error { format!("Error: {text}") } else { text };
                             out.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": content}));
-                            if let Some(img) = &r.image {
+                            if let Some(img) = r.sent_image() {
                                 images.push(json!({"type": "text", "text": format!("The screenshot from tool call {}:", r.call_id)}));
                                 images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.base64())}}));
                             }
                         }
-                        Block::ToolCall(_) | Block::Items(_) => {}
+                        Block::ToolCall(_) | Block::Items(_) | Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
                     }
                 }
                 if !images.is_empty() {
                     out.push(json!({"role": "user", "content": images}));
                 }
+                texts.retain(|t| !t.trim().is_empty());
                 if !texts.is_empty() {
                     out.push(json!({"role": "user", "content": texts.join("\n")}));
                 }
@@ -74,7 +79,7 @@ struct Call {
 pub(crate) struct Fold {
     text: String,
     calls: Vec<Call>,
-    stop: Option<StopReason>,
+    stop: Option<(StopReason, Option<String>)>,
     usage: botdesk_core::Usage,
 }
 
@@ -120,11 +125,13 @@ impl FoldTrait for Fold {
             }
         }
         if let Some(r) = choice["finish_reason"].as_str() {
+            // Chat Completions API reference, "finish_reason".
             self.stop = Some(match r {
-                "stop" => StopReason::EndTurn,
-                "tool_calls" | "function_call" => StopReason::ToolUse,
-                "length" => StopReason::MaxTokens,
-                _ => StopReason::Other,
+                "stop" => (StopReason::EndTurn, None),
+                "tool_calls" | "function_call" => (StopReason::ToolUse, None),
+                "length" => (StopReason::MaxTokens, None),
+                "content_filter" => (StopReason::ContentFilter, None),
+                other => (StopReason::Incomplete, Some(other.to_string())),
             });
         }
         Ok(false)
@@ -137,10 +144,10 @@ impl FoldTrait for Fold {
             .map(|(i, c)| ToolCall::new(if c.id.is_empty() { format!("call_{i}") } else { c.id }, c.name, c.args))
             .collect();
         // Every server ends a choice with a finish reason; a stream without one was cut short.
-        let Some(stop) = self.stop else {
+        let Some((stop, detail)) = self.stop.clone() else {
             return Err(ModelError::Protocol("the stream ended before the reply did".into()));
         };
-        Ok(Turn { text: std::mem::take(&mut self.text), calls, stop, usage: self.usage, items: vec![] })
+        Ok(Turn { detail, ..Turn::new(std::mem::take(&mut self.text), calls, stop, self.usage) })
     }
 }
 

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
-use crate::model::{protocol, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request};
+use crate::model::{protocol, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request, ToolChoice};
 use crate::sse::Event;
 
 /// Output items of one turn at most (reasoning, messages, calls): more is not a reply we can use.
@@ -20,7 +20,7 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
         .iter()
         .map(|t| json!({"type": "function", "name": t.name(), "description": t.description, "parameters": t.schema, "strict": false}))
         .collect();
-    json!({
+    let mut body = json!({
         "model": c.model,
         "instructions": req.system,
         "input": input(req.messages),
@@ -31,7 +31,11 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
         "max_output_tokens": c.max_tokens,
         // One call per turn: several acts planned from one screenshot would act on a stale screen.
         "parallel_tool_calls": false,
-    })
+    });
+    if req.tool_choice == ToolChoice::None {
+        body["tool_choice"] = json!("none");
+    }
+    body
 }
 
 /// The conversation as input items. An assistant turn of this format goes back as the items it
@@ -55,10 +59,11 @@ pub(crate) fn input(ms: &[Message]) -> Vec<Value> {
                 let mut texts = vec![];
                 for b in &m.blocks {
                     match b {
+                        Block::Text(t) if t.trim().is_empty() => {}
                         Block::Text(t) => texts.push(json!({"type": "input_text", "text": t})),
                         Block::ToolResult(r) => {
-                            let text = if r.is_error { format!("Error: {}", r.text) } else { r.text.clone() };
-                            let output = match &r.image {
+                            let text = if r.is_error { format!("Error: {}", r.sent_text()) } else { r.sent_text() };
+                            let output = match r.sent_image() {
                                 None => Value::String(text),
                                 Some(img) => {
                                     json!([{"type": "input_text", "text": text}, {"type": "input_image", "image_url": format!("data:{};base64,{}", img.media_type, img.base64())}])
@@ -66,7 +71,7 @@ pub(crate) fn input(ms: &[Message]) -> Vec<Value> {
                             };
                             out.push(json!({"type": "function_call_output", "call_id": r.call_id, "output": output}));
                         }
-                        Block::ToolCall(_) | Block::Items(_) => {}
+                        Block::ToolCall(_) | Block::Items(_) | Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
                     }
                 }
                 if !texts.is_empty() {
@@ -94,7 +99,7 @@ pub(crate) struct Fold {
     calls: Vec<ToolCall>,
     items: Vec<Value>,
     pending: Vec<Pending>,
-    stop: Option<StopReason>,
+    stop: Option<(StopReason, Option<String>)>,
     usage: botdesk_core::Usage,
 }
 
@@ -108,7 +113,7 @@ impl Fold {
     }
 
     /// The end of the response (`completed` or `incomplete`): its usage, and why it stopped.
-    fn end(&mut self, response: &Value, stop: StopReason) -> Result<(), Attempt> {
+    fn end(&mut self, response: &Value, stop: StopReason, detail: Option<String>) -> Result<(), Attempt> {
         let u = &response["usage"];
         let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
         let cached = n("/input_tokens_details/cached_tokens");
@@ -127,7 +132,7 @@ impl Fold {
             self.item(item)?;
             self.calls.push(ToolCall::new(p.call_id, p.name, p.args));
         }
-        self.stop = Some(if stop == StopReason::EndTurn && !self.calls.is_empty() { StopReason::ToolUse } else { stop });
+        self.stop = Some((if stop == StopReason::EndTurn && !self.calls.is_empty() { StopReason::ToolUse } else { stop }, detail));
         Ok(())
     }
 }
@@ -192,12 +197,18 @@ impl FoldTrait for Fold {
                 self.item(item)?;
             }
             "response.completed" => {
-                self.end(&data["response"], StopReason::EndTurn)?;
+                self.end(&data["response"], StopReason::EndTurn, None)?;
                 return Ok(true);
             }
             "response.incomplete" => {
+                // Responses API reference, "incomplete_details.reason".
                 let why = data.pointer("/response/incomplete_details/reason").and_then(Value::as_str);
-                self.end(&data["response"], if why == Some("max_output_tokens") { StopReason::MaxTokens } else { StopReason::Other })?;
+                let (stop, detail) = match why {
+                    Some("max_output_tokens") => (StopReason::MaxTokens, None),
+                    Some("content_filter") => (StopReason::ContentFilter, None),
+                    other => (StopReason::Incomplete, Some(other.unwrap_or("not said").to_string())),
+                };
+                self.end(&data["response"], stop, detail)?;
                 return Ok(true);
             }
             "response.failed" => return Err(failure(&data["response"]["error"])),
@@ -208,7 +219,7 @@ impl FoldTrait for Fold {
     }
 
     fn finish(&mut self) -> Result<Turn, ModelError> {
-        let Some(stop) = self.stop else {
+        let Some((stop, detail)) = self.stop.clone() else {
             return Err(ModelError::Protocol("the stream ended before the reply did".into()));
         };
         // Reasoning that nothing followed (the output limit cut the reply while the model was
@@ -217,11 +228,9 @@ impl FoldTrait for Fold {
             self.items.pop();
         }
         Ok(Turn {
-            text: std::mem::take(&mut self.text),
-            calls: std::mem::take(&mut self.calls),
-            stop,
-            usage: self.usage,
+            detail,
             items: std::mem::take(&mut self.items),
+            ..Turn::new(std::mem::take(&mut self.text), std::mem::take(&mut self.calls), stop, self.usage)
         })
     }
 }

@@ -6,11 +6,12 @@ use async_trait::async_trait;
 use botdesk_core::RunFailure;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{ModelClient, ModelError, Request};
+use crate::client::{Listener, ModelClient, ModelError, Request};
 use crate::conversation::{
-    collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult,
+    collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, Turn,
     STEPS_KEPT_WHEN_FULL,
 };
+use crate::model::{ClaudeTool, Dialect, ToolChoice};
 use crate::tools::{self, Tool};
 
 /// What a tool gave back (the host's side).
@@ -45,6 +46,9 @@ pub trait Host: Send + Sync {
     async fn usage(&self, _usage: &botdesk_core::Usage) {}
     /// The reply broke off mid-stream and is asked for again: forget the text streamed so far.
     fn restart(&self, _why: &str) {}
+    /// The next model call waits this long first (a rate limit the provider announced, or a
+    /// retry after an error); `why` says which, for the person.
+    fn waiting(&self, _wait: std::time::Duration, _why: &str) {}
     /// Something the person should know about the run (shown in the chat, not added to this
     /// run's conversation).
     async fn note(&self, _text: &str) {}
@@ -64,6 +68,8 @@ pub struct RunConfig {
     pub budget: botdesk_core::Budget,
     /// The model's prices, when known (for a dollar budget).
     pub prices: Option<botdesk_core::Prices>,
+    /// How the model gives screen coordinates (its tools say so).
+    pub coords: botdesk_core::action::CoordSpace,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,7 +97,7 @@ pub fn cut_call(max_tokens: u32) -> String {
 
 /// Runs `task` after `history` (earlier messages of this bot's chat).
 pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history: Vec<Message>, task: &str, cancel: &CancellationToken) -> RunEnd {
-    let specs = tools::specs();
+    let specs = tools::specs(cfg.coords);
     let mut messages = history;
     messages.push(Message::user(task));
     let work = messages.len();
@@ -152,8 +158,8 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             collapse_steps(&mut messages, work);
         }
         prune_images(&mut messages);
-        let req = Request { system: &cfg.system, messages: &messages, tools: &specs };
-        let turn = match client.complete(&req, &mut |t| host.text_delta(t), &mut |why| host.restart(why), cancel).await {
+        let req = Request { system: &cfg.system, messages: &messages, tools: &specs, tool_choice: ToolChoice::Auto };
+        let turn = match client.complete(&req, &mut HostListener(host), cancel).await {
             Ok(t) => t,
             Err(e) => match e.failure() {
                 Some(failure) => return RunEnd::Failed(failure, e.to_string()),
@@ -163,6 +169,11 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         spent.add(&turn.usage);
         last_prompt = turn.usage.prompt();
         host.usage(&turn.usage).await;
+        if let Some((failure, why)) = ended(&turn) {
+            // Its calls are not carried out: the run ends here, with what the model said.
+            host.assistant(&turn.text, &[]).await;
+            return RunEnd::Failed(failure, why);
+        }
         host.assistant(&turn.text, &turn.calls).await;
         let calls = turn.calls.clone();
         let cut = turn.stop == StopReason::MaxTokens;
@@ -205,6 +216,53 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     RunEnd::Failed(RunFailure::StepLimit, format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
 }
 
+/// Passes what the model client reports on to the run's host.
+struct HostListener<'a>(&'a dyn Host);
+
+impl Listener for HostListener<'_> {
+    fn text(&mut self, t: &str) {
+        self.0.text_delta(t)
+    }
+    fn restart(&mut self, why: &str) {
+        self.0.restart(why)
+    }
+    fn waiting(&mut self, wait: std::time::Duration, why: &str) {
+        self.0.waiting(wait, why)
+    }
+}
+
+/// A reply that ends the run as failed, and the sentence for the person: the model refused, the
+/// context window is full, a content filter stopped it, or it ended unfinished for another reason
+/// than the output limit (which is continued instead).
+fn ended(turn: &Turn) -> Option<(RunFailure, String)> {
+    let said = match turn.text.trim() {
+        "" => String::new(),
+        t => format!(" It said: {:?}.", t.chars().take(300).collect::<String>()),
+    };
+    Some(match turn.stop {
+        StopReason::EndTurn | StopReason::ToolUse | StopReason::MaxTokens => return None,
+        StopReason::Refusal => (
+            RunFailure::ModelRefused,
+            format!("the model declined to go on with this task.{said} Rephrase the task, or do this part yourself with Take control"),
+        ),
+        StopReason::ContextFull => (
+            RunFailure::ContextFull,
+            "the conversation filled the model's context window before it could summarize. Send the task again (a new run starts with a short history), or set a smaller window so it summarizes earlier: `botdesk model limits ID --context N`".into(),
+        ),
+        StopReason::ContentFilter => (
+            RunFailure::ContentFiltered,
+            format!("the provider's content filter stopped the model's reply.{said} Rephrase the task, or use another model"),
+        ),
+        StopReason::Incomplete => (
+            RunFailure::ModelIncomplete,
+            format!(
+                "the model's reply ended unfinished ({}).{said} Send the task again; if it keeps happening, the provider's status page may say why",
+                turn.detail.as_deref().unwrap_or("no reason given")
+            ),
+        ),
+    })
+}
+
 /// About how many tokens one step needs: the instructions and tools, the task, a screenshot and
 /// room for a reply (a token is about 4 bytes of text; a 1280x800 screenshot about 1,400 tokens).
 fn step_tokens(cfg: &RunConfig, specs: &[crate::tools::ToolSpec], task: &str, max_tokens: u32) -> u64 {
@@ -238,13 +296,35 @@ async fn summarize(
     let mut ask = messages.to_vec();
     prune_images(&mut ask);
     tell(&mut ask, SUMMARIZE.into());
-    let turn = client.complete(&Request { system: &cfg.system, messages: &ask, tools: specs }, &mut |_| {}, &mut |_| {}, cancel).await?;
+    // Tools are still declared (the prompt stays what the cache holds) but may not be called.
+    let req = Request { system: &cfg.system, messages: &ask, tools: specs, tool_choice: ToolChoice::None };
+    let turn = client.complete(&req, &mut Quiet, cancel).await?;
     host.usage(&turn.usage).await;
-    let summary = turn.text.trim();
-    if summary.is_empty() {
-        return Err(ModelError::Protocol("the model answered the request for a summary with no text".into()));
+    let summary = summary_of(&turn).map_err(ModelError::Protocol)?;
+    Ok(Some((first_kept, summary, turn.usage)))
+}
+
+/// Hears nothing: a summary is not streamed to the person.
+struct Quiet;
+impl Listener for Quiet {}
+
+/// The shortest summary taken: anything shorter says too little to replace the steps.
+pub const MIN_SUMMARY_CHARS: usize = 80;
+
+/// The model's answer to the request for a summary, or why it cannot stand for the steps: it
+/// called a tool (it meant to go on working, not to sum up), was cut off, or says too little.
+fn summary_of(turn: &Turn) -> Result<String, String> {
+    let text = turn.text.trim();
+    if !turn.calls.is_empty() {
+        return Err(format!("the model answered the request for a summary with a tool call ({}), not a summary", turn.calls[0].name));
     }
-    Ok(Some((first_kept, summary.to_string(), turn.usage)))
+    if turn.stop != StopReason::EndTurn {
+        return Err(format!("the model's summary did not end normally ({:?})", turn.stop));
+    }
+    if text.chars().count() < MIN_SUMMARY_CHARS {
+        return Err(format!("the model's summary says too little to replace the steps ({:?})", text));
+    }
+    Ok(text.to_string())
 }
 
 /// Adds `text` from the person to the conversation: to the last message when that is theirs
@@ -281,9 +361,7 @@ pub fn system_prompt(s: &Setting<'_>) -> String {
         CoordSpace::Pixels => {
             format!("Coordinates are pixels of the screenshot: x from 0 to {} (left to right), y from 0 to {} (top to bottom).", SCREEN.0 - 1, SCREEN.1 - 1)
         }
-        CoordSpace::Thousandths => {
-            "Coordinates are from 0 to 1000 on each axis, whatever the screen's size: (0, 0) is the top left corner, (1000, 1000) the bottom right.".into()
-        }
+        other => other.describe(),
     };
     let shared = if s.shared { " shared/ is shared with the other bots of this computer; bots/ holds every bot's folder (leave theirs alone)." } else { "" };
     let mut p = format!(
@@ -297,9 +375,9 @@ pub fn system_prompt(s: &Setting<'_>) -> String {
          When the task is done, answer with a short summary and no tool call.",
         bot = s.bot,
         screen = match s.dialect {
-            crate::client::Dialect::Plain => "computer_observe looks at your screen; computer_act clicks and types",
-            crate::client::Dialect::ClaudeComputer => "computer takes screenshots, clicks and types",
-            crate::client::Dialect::ClaudeComputerZoom => "computer takes screenshots, clicks and types, and zooms into a region to read small text",
+            Dialect::Plain | Dialect::UiTars => "computer_observe looks at your screen; computer_act clicks and types",
+            Dialect::Claude(ClaudeTool::V20251124) => "computer takes screenshots, clicks and types, and zooms into a region to read small text",
+            Dialect::Claude(_) | Dialect::OpenAiComputer(_) => "computer takes screenshots, clicks and types",
         },
         w = SCREEN.0,
         h = SCREEN.1,
@@ -330,15 +408,8 @@ mod tests {
 
     #[test]
     fn the_system_prompt_says_where_and_how() {
-        let mut setting = Setting {
-            bot: "ada",
-            instructions: "",
-            folder: "bots/b1",
-            shared: true,
-            today: "2026-12-01",
-            coords: CoordSpace::Pixels,
-            dialect: crate::client::Dialect::Plain,
-        };
+        let mut setting =
+            Setting { bot: "ada", instructions: "", folder: "bots/b1", shared: true, today: "2026-12-01", coords: CoordSpace::Pixels, dialect: Dialect::Plain };
         let p = system_prompt(&setting);
         for want in [
             "You are ada",

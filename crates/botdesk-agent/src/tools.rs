@@ -16,6 +16,8 @@ pub const MAX_READ_BYTES: u64 = 250_000;
 /// `write_file` content limit.
 pub const MAX_WRITE_BYTES: usize = 10 << 20;
 pub const DEFAULT_SHELL_TIMEOUT_S: u64 = 120;
+/// The longest `wait` and `hold_key` of Claude's computer tool (the reference allows 100 s).
+pub const MAX_WAIT_S: f64 = 100.0;
 pub const MAX_SHELL_TIMEOUT_S: u64 = 1800;
 
 /// A checked tool call.
@@ -32,6 +34,17 @@ pub enum Tool {
         actions: Vec<Action>,
         settle_ms: Option<u64>,
     },
+    /// Wait, then look (Claude's `wait`, up to [`MAX_WAIT_S`] seconds).
+    Wait {
+        ms: u64,
+    },
+    /// Hold keys down for a while, then release them and look (Claude's `hold_key`).
+    HoldKey {
+        keys: Vec<String>,
+        ms: u64,
+    },
+    /// Where the pointer is, in the model's coordinates, as text (Claude's `cursor_position`).
+    CursorPosition,
     Shell {
         command: String,
         cwd: Option<String>,
@@ -75,7 +88,7 @@ pub enum Tool {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub kind: ToolKind,
-    pub description: &'static str,
+    pub description: String,
     pub schema: Value,
 }
 
@@ -168,8 +181,8 @@ impl ToolKind {
         }
     }
 
-    /// Claude's computer tool stands for this one when the model has it.
-    pub const fn replaced_by_claude_computer(self) -> bool {
+    /// The model's own computer tool (Claude's, OpenAI's) stands for this one when it has one.
+    pub const fn replaced_by_own_computer(self) -> bool {
         matches!(self, ToolKind::ComputerObserve | ToolKind::ComputerAct)
     }
 
@@ -192,8 +205,8 @@ impl ToolKind {
     }
 
     /// What the model is told about the tool, and its arguments' schema (none for Claude's
-    /// computer tool: its dialect declares it).
-    pub fn spec(self) -> Option<ToolSpec> {
+    /// computer tool: its dialect declares it); coordinates are said in the model's space.
+    pub fn spec(self, coords: action::CoordSpace) -> Option<ToolSpec> {
         let path = |d: &str| json!({"type": "string", "description": d});
         let (description, schema) = match self {
             ToolKind::ClaudeComputer => return None,
@@ -202,7 +215,7 @@ impl ToolKind {
                 schema(json!({}), &[]),
             ),
             ToolKind::ComputerAct => (
-                "Perform up to 24 mouse and keyboard actions on your desktop, then wait until the screen changed and stayed still for settle_ms (default 300; at most 3 s in all), say what it saw and return a new screenshot. Coordinates are absolute screen pixels. Each action is an object with a `type`: click, double_click, move, down, up (x, y, button left|right|middle), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20), wait (ms 0-5000).",
+                "(said by act_description)",
                 schema(
                     json!({
                         "actions": {"type": "array", "maxItems": 24, "items": {"type": "object", "properties": {"type": {"type": "string", "enum": ["click", "double_click", "move", "down", "up", "drag", "type", "key", "scroll", "wait"]}}, "required": ["type"]}},
@@ -250,8 +263,17 @@ impl ToolKind {
                 ),
             ),
         };
+        let description = if self == ToolKind::ComputerAct { act_description(coords) } else { description.to_string() };
         Some(ToolSpec { kind: self, description, schema })
     }
+}
+
+/// What `computer_act` says, with coordinates in the model's own space.
+fn act_description(coords: action::CoordSpace) -> String {
+    format!(
+        "Perform up to 24 mouse and keyboard actions on your desktop, then wait until the screen changed and stayed still for settle_ms (default 300; at most 3 s in all), say what it saw and return a new screenshot. {} Each action is an object with a `type`: click, double_click (x, y, button left|right|middle, modifiers held such as [\"shift\"]), move, down, up (x, y, button), drag (x, y, to_x, to_y), type (text), key (key, modifiers such as [\"ctrl\"]), scroll (x, y, direction up|down|left|right, amount 1-20, modifiers), wait (ms 0-5000).",
+        coords.describe()
+    )
 }
 
 #[derive(Deserialize)]
@@ -414,26 +436,43 @@ fn schema(props: Value, required: &[&str]) -> Value {
     json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
 }
 
-/// Every tool, as the model sees it.
-/// The actions of Claude's `computer` tool (computer_20250124, and computer_20251124's `zoom`), as
-/// our tools: a screenshot is an observe, a zoom a close look, everything else one `computer_act`
-/// batch, checked like any other.
+/// The actions of Claude's `computer` tool (computer_20241022, computer_20250124 and
+/// computer_20251124, as Anthropic's reference implementation carries them out), as our tools:
+/// a screenshot is an observe, a zoom a close look, `wait` and `hold_key` wait on our side, and
+/// everything else is one `computer_act` batch, checked like any other.
+///
+/// As in the reference: a click without a coordinate clicks where the pointer is; a click holds
+/// the keys of its `key` (or `text`) while it clicks, a scroll those of its `text`; `key` takes
+/// xdotool's form (`ctrl+shift+t`, several separated by spaces); `wait` and `hold_key` last up to
+/// 100 s; `cursor_position` answers with the pointer's position in text.
 fn claude_computer(input: &Value) -> Result<Tool, String> {
     let action = input["action"].as_str().ok_or("the computer tool needs an action")?;
-    let point = |key: &str| -> Result<(Value, Value), String> {
-        match input[key].as_array().map(Vec::as_slice) {
-            Some([x, y]) => Ok((x.clone(), y.clone())),
-            _ => Err(format!("{action} needs {key} as [x, y]")),
+    let given = |key: &str| input.get(key).filter(|v| !v.is_null());
+    let point = |key: &str| -> Result<Option<(Value, Value)>, String> {
+        match given(key).map(|v| v.as_array().map(Vec::as_slice)) {
+            None => Ok(None),
+            Some(Some([x, y])) if x.is_number() && y.is_number() => Ok(Some((x.clone(), y.clone()))),
+            Some(_) => Err(format!("{action} needs {key} as [x, y]")),
         }
     };
-    let text = || input["text"].as_str().filter(|t| !t.is_empty()).ok_or(format!("{action} needs text"));
+    let need = |key: &str| point(key)?.ok_or(format!("{action} needs {key} as [x, y]"));
+    let text = || given("text").and_then(Value::as_str).filter(|t| !t.is_empty()).ok_or(format!("{action} needs text"));
+    // Keys held: "shift", "ctrl+shift" (xdotool's form).
+    let keys = |field: &str| -> Vec<String> {
+        given(field).and_then(Value::as_str).map(|k| k.split(['+', ' ']).filter(|p| !p.is_empty()).map(str::to_string).collect()).unwrap_or_default()
+    };
+    let seconds = || -> Result<u64, String> {
+        let s = given("duration").and_then(Value::as_f64).ok_or(format!("{action} needs a duration in seconds"))?;
+        if !(0.0..=MAX_WAIT_S).contains(&s) {
+            return Err(format!("{action}'s duration is 0 to {MAX_WAIT_S} seconds, not {s}"));
+        }
+        Ok((s * 1000.0).round() as u64)
+    };
+    let checked = |v: Value| action::parse_batch(&v).map_err(|e| e.to_string());
     let actions = match action {
-        "screenshot" | "cursor_position" => return Ok(Tool::Observe),
+        "screenshot" => return Ok(Tool::Observe),
+        "cursor_position" => return Ok(Tool::CursorPosition),
         "left_click" | "right_click" | "middle_click" | "double_click" | "triple_click" => {
-            if input.get("text").is_some_and(|t| !t.is_null()) {
-                return Err(format!("{action} with keys held is not supported here: use left_mouse_down/up with key, or the keyboard"));
-            }
-            let (x, y) = point("coordinate")?;
             let button = match action {
                 "right_click" => "right",
                 "middle_click" => "middle",
@@ -444,45 +483,74 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
                 "triple_click" => 3,
                 _ => 1,
             };
-            Value::Array(vec![json!({"type": "click", "x": x, "y": y, "button": button}); times])
+            let held = if given("key").is_some() { keys("key") } else { keys("text") };
+            let clicks = match point("coordinate")? {
+                Some((x, y)) => Value::Array(vec![json!({"type": "click", "x": x, "y": y, "button": button}); times]),
+                // At the pointer: a press and a release where it is.
+                None => Value::Array((0..times).flat_map(|_| [json!({"type": "down", "button": button}), json!({"type": "up", "button": button})]).collect()),
+            };
+            action::holding(&held, checked(clicks)?)
         }
         "mouse_move" => {
-            let (x, y) = point("coordinate")?;
-            json!([{"type": "move", "x": x, "y": y}])
+            let (x, y) = need("coordinate")?;
+            checked(json!([{"type": "move", "x": x, "y": y}]))?
         }
         "left_click_drag" => {
-            let ((x, y), (to_x, to_y)) = (point("start_coordinate")?, point("coordinate")?);
-            json!([{"type": "drag", "x": x, "y": y, "to_x": to_x, "to_y": to_y}])
+            let ((x, y), (to_x, to_y)) = (need("start_coordinate")?, need("coordinate")?);
+            checked(json!([{"type": "drag", "x": x, "y": y, "to_x": to_x, "to_y": to_y}]))?
         }
         "left_mouse_down" | "left_mouse_up" => {
             let kind = if action == "left_mouse_down" { "down" } else { "up" };
-            match input.get("coordinate").filter(|c| !c.is_null()) {
-                Some(_) => {
-                    let (x, y) = point("coordinate")?;
-                    json!([{"type": kind, "x": x, "y": y}])
-                }
-                None => json!([{"type": kind}]),
+            match point("coordinate")? {
+                Some((x, y)) => checked(json!([{"type": kind, "x": x, "y": y}]))?,
+                None => checked(json!([{"type": kind}]))?,
             }
         }
-        "type" => json!([{"type": "type", "text": text()?}]),
+        "type" => checked(json!([{"type": "type", "text": text()?}]))?,
         "key" => {
-            // xdotool's form, e.g. "ctrl+shift+t" or "Return".
-            let combo = text()?;
-            let mut parts: Vec<&str> = combo.split('+').collect();
-            let key = parts.pop().filter(|k| !k.is_empty()).ok_or(format!("key {combo:?} names no key"))?;
-            json!([{"type": "key", "key": key, "modifiers": parts}])
+            // xdotool's form: combos joined by '+', several separated by spaces.
+            let combos = text()?;
+            let mut batch = vec![];
+            for combo in combos.split_whitespace() {
+                let mut parts: Vec<&str> = combo.split('+').collect();
+                let key = parts.pop().filter(|k| !k.is_empty()).ok_or(format!("key {combo:?} names no key"))?;
+                batch.push(json!({"type": "key", "key": key, "modifiers": parts}));
+            }
+            checked(Value::Array(batch))?
         }
         "scroll" => {
-            let (x, y) = point("coordinate")?;
-            let direction = input["scroll_direction"].as_str().ok_or("scroll needs scroll_direction")?;
-            json!([{"type": "scroll", "x": x, "y": y, "direction": direction, "amount": input["scroll_amount"].as_u64().unwrap_or(3)}])
+            let direction = given("scroll_direction").and_then(Value::as_str).ok_or("scroll needs scroll_direction (up, down, left or right)")?;
+            let amount = match given("scroll_amount") {
+                None => 3,
+                Some(v) => v.as_u64().ok_or("scroll_amount is a whole number of wheel clicks")?,
+            };
+            if amount > 20 * action::MAX_BATCH as u64 / 2 {
+                return Err(format!("scroll_amount is at most {}", 20 * action::MAX_BATCH / 2));
+            }
+            let at = point("coordinate")?;
+            let mut batch: Vec<Value> = vec![];
+            if let Some((x, y)) = &at {
+                batch.push(json!({"type": "move", "x": x, "y": y}));
+            }
+            // A long scroll is several turns of the wheel of at most 20 clicks each.
+            let mut left = amount;
+            while left > 0 {
+                let n = left.min(20);
+                batch.push(json!({"type": "scroll", "direction": direction, "amount": n}));
+                left -= n;
+            }
+            action::holding(&keys("text"), checked(Value::Array(batch))?)
         }
-        "wait" => {
-            let s = input["duration"].as_f64().filter(|s| s.is_finite() && *s >= 0.0).ok_or("wait needs a duration in seconds")?;
-            json!([{"type": "wait", "ms": (s * 1000.0).round().min(u64::MAX as f64) as u64}])
+        "hold_key" => {
+            let held = keys("text");
+            if held.is_empty() {
+                return Err("hold_key needs text: the key to hold, e.g. \"shift\"".into());
+            }
+            return Ok(Tool::HoldKey { keys: held, ms: seconds()? });
         }
+        "wait" => return Ok(Tool::Wait { ms: seconds()? }),
         "zoom" => {
-            let region = match input["region"].as_array().map(Vec::as_slice) {
+            let region = match given("region").and_then(Value::as_array).map(Vec::as_slice) {
                 Some([a, b, c, d]) => [a, b, c, d].map(|v| v.as_u64().filter(|&v| v as f64 <= action::MAX_COORD).map(|v| v as u32)),
                 _ => [None; 4],
             };
@@ -491,15 +559,14 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
                 _ => Err("zoom needs region as [left, top, right, bottom], whole numbers of the screen".into()),
             };
         }
-        "hold_key" => return Err("hold_key is not supported here: use key with modifiers (e.g. ctrl+c)".into()),
         other => return Err(format!("the computer tool has no action {other:?}")),
     };
-    Ok(Tool::Act { actions: action::parse_batch(&actions).map_err(|e| e.to_string())?, settle_ms: None })
+    Ok(Tool::Act { actions, settle_ms: None })
 }
 
-/// Every tool we declare, as the model sees it.
-pub fn specs() -> Vec<ToolSpec> {
-    ToolKind::DECLARED.iter().filter_map(|k| k.spec()).collect()
+/// Every tool we declare, as a model that points in `coords` sees it.
+pub fn specs(coords: action::CoordSpace) -> Vec<ToolSpec> {
+    ToolKind::DECLARED.iter().filter_map(|k| k.spec(coords)).collect()
 }
 
 #[cfg(test)]
@@ -540,14 +607,14 @@ mod tests {
 
     #[test]
     fn every_spec_is_an_object_schema_and_parses_its_example() {
-        for s in specs() {
+        for s in specs(Default::default()) {
             assert_eq!(s.schema["type"], "object", "{}", s.name());
             assert_eq!(ToolKind::named(s.name()), Some(s.kind));
             parse(&call(s.name(), s.kind.example())).unwrap_or_else(|e| panic!("{}: {e}", s.name()));
         }
-        assert_eq!(specs().len(), 13);
+        assert_eq!(specs(Default::default()).len(), 13);
         let claude = ToolKind::ClaudeComputer;
-        assert!(claude.spec().is_none() && claude.graphical() && ToolKind::named("computer") == Some(claude));
+        assert!(claude.spec(Default::default()).is_none() && claude.graphical() && ToolKind::named("computer") == Some(claude));
         assert_eq!(parse(&call("computer", claude.example())).unwrap(), Tool::Observe);
         assert!(!ToolKind::Shell.graphical() && ToolKind::BrowserAct.graphical() && ToolKind::RequestTakeover.graphical());
     }

@@ -28,7 +28,7 @@ impl Host for MemHost {
     async fn execute(&self, _id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         self.executed.lock().unwrap().push(tool.clone());
         match tool {
-            Tool::Observe => ToolOutput { text: "1280x800".into(), image: Some(Image::png(Bytes::from_static(b"\x89PNG fake"))), is_error: false },
+            Tool::Observe => ToolOutput { text: "1280x800".into(), image: Some(Image::png(shot())), is_error: false },
             Tool::Shell { command, .. } if command == "sleep" => {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => ToolOutput::ok("slept"),
@@ -140,6 +140,12 @@ async fn each_request_repeats_the_previous_one_so_the_cache_serves_it() {
 
 const KEY: &str = "sk-test-key-0123456789";
 
+/// A small real screenshot (the server decodes every image).
+fn shot() -> Bytes {
+    static SHOT: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    SHOT.get_or_init(|| botdesk_agent::scripted::png(64, 40, 1)).clone()
+}
+
 fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
     let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
     let mut cfg = ModelConfig::new(kind, "scripted-1", Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
@@ -157,7 +163,7 @@ fn cfg() -> RunConfig {
         coords: Default::default(),
         dialect: botdesk_agent::Dialect::Plain,
     };
-    RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None }
+    RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None, coords: Default::default() }
 }
 
 fn expect_error(contains: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync {
@@ -362,7 +368,7 @@ async fn replies_cut_at_the_output_limit_are_answered_or_continued() {
                 calls: vec![("write_file".into(), r##"{"path":"big.md","content":"# Chapter 1\nIt was a dark and st"##.into())],
             }),
             Step::check(
-                expect_error(if wire == Wire::Anthropic { "hit the output limit (8192 tokens)" } else { "hit the output limit (4096 tokens)" }),
+                expect_error(if wire == Wire::Anthropic { "hit the output limit (16384 tokens)" } else { "hit the output limit (4096 tokens)" }),
                 Reply::Cut { text: "The report begins here and".into(), calls: vec![] },
             ),
             Step::check(
@@ -429,7 +435,7 @@ async fn near_the_context_window_the_model_summarizes_older_steps() {
             // Soon after a summary (or an attempt) no new one is asked for: lines per call.
             Step::reply(shell(4)),
             Step::reply(shell(5)),
-            summary_of(&["echo 5"], Reply::text("SUMMARY-A: I counted from 0 to 5.")),
+            summary_of(&["echo 5"], Reply::text("SUMMARY-A: I counted from 0 to 5 with echo in the shell, one number a step; 6 is left to do.")),
             // The summary replaced all but the last two steps, the collapsed lines included.
             has(&["SUMMARY-A", "echo 4", "echo 5"], &["Earlier steps of this task, collapsed", "echo 3"], shell(6)),
             has(&["SUMMARY-A", "echo 6"], &["will now be replaced by a summary"], Reply::text("Done.")),
@@ -543,7 +549,7 @@ async fn a_reply_broken_off_mid_stream_is_asked_for_again() {
 
 /// A Claude model trained on computer use gets its own `computer` tool (with the beta header)
 /// instead of ours, and its actions become ours: a screenshot is an observe, clicks, keys and
-/// drags one checked batch each; an action we cannot do is an error it can read.
+/// drags one checked batch each, a hold_key ours; an action out of bounds is an error it can read.
 #[tokio::test]
 async fn claude_works_the_screen_with_its_own_computer_tool() {
     let server = ScriptedServer::start(vec![
@@ -570,13 +576,14 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
         Step::reply(Reply::call("computer", json!({"action": "key", "text": "ctrl+shift+t"}))),
         Step::reply(Reply::call("computer", json!({"action": "left_click_drag", "start_coordinate": [1, 2], "coordinate": [30, 40]}))),
         Step::reply(Reply::call("computer", json!({"action": "hold_key", "text": "shift", "duration": 1}))),
-        Step::check(expect_error("hold_key is not supported here"), Reply::call("computer", json!({"action": "left_click", "coordinate": [5000, 1]}))),
-        Step::reply(Reply::text("Done.")),
+        Step::reply(Reply::call("computer", json!({"action": "left_click", "coordinate": [5000, 1]}))),
+        Step::reply(Reply::call("computer", json!({"action": "wait", "duration": 101}))),
+        Step::check(expect_error("duration is 0 to 100 seconds"), Reply::text("Done.")),
     ])
     .await;
     let mut model = ModelConfig::new("anthropic", "claude-sonnet-4-5", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
     model.retry = Retry { attempts: 1, base: Duration::from_millis(10), max_wait: Duration::from_secs(1) };
-    assert_eq!(model.dialect, Dialect::ClaudeComputer);
+    assert_eq!(model.dialect, Dialect::Claude(ClaudeTool::V20250124));
     assert_eq!(ModelConfig::new("openai", "gpt-4o", None, Some(KEY.into())).unwrap().dialect, Dialect::Plain);
     let host = MemHost::default();
     let mut rc = cfg();
@@ -587,7 +594,7 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
         shared: false,
         today: "2026-12-01",
         coords: Default::default(),
-        dialect: Dialect::ClaudeComputer,
+        dialect: Dialect::Claude(ClaudeTool::V20250124),
     };
     rc.system = system_prompt(&setting);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "tidy the desktop", &CancellationToken::new()).await;
@@ -602,6 +609,7 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
             batch(json!([{"type": "click", "x": 100, "y": 200, "button": "left"}, {"type": "click", "x": 100, "y": 200, "button": "left"}])),
             batch(json!([{"type": "key", "key": "t", "modifiers": ["ctrl", "shift"]}])),
             batch(json!([{"type": "drag", "x": 1, "y": 2, "to_x": 30, "to_y": 40}])),
+            Tool::HoldKey { keys: vec!["shift".into()], ms: 1000 },
             // (The click at 5000 passes the tool's own check; the engine refuses it against the screen.)
             batch(json!([{"type": "click", "x": 5000, "y": 1, "button": "left"}])),
         ]
@@ -629,8 +637,12 @@ async fn claude_zooms_where_its_model_can() {
     ])
     .await;
     let model = ModelConfig::new("anthropic", "claude-opus-4-5-20251101", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
-    assert_eq!(model.dialect, Dialect::ClaudeComputerZoom);
-    assert_eq!(ModelConfig::new("anthropic", "claude-sonnet-4-5", None, None).unwrap().dialect, Dialect::ClaudeComputer, "no zoom before these models");
+    assert_eq!(model.dialect, Dialect::Claude(ClaudeTool::V20251124));
+    assert_eq!(
+        ModelConfig::new("anthropic", "claude-sonnet-4-5", None, None).unwrap().dialect,
+        Dialect::Claude(ClaudeTool::V20250124),
+        "no zoom before these models"
+    );
     let host = MemHost::default();
     let mut rc = cfg();
     let setting = botdesk_agent::run::Setting {
@@ -640,7 +652,7 @@ async fn claude_zooms_where_its_model_can() {
         shared: false,
         today: "2026-12-01",
         coords: Default::default(),
-        dialect: Dialect::ClaudeComputerZoom,
+        dialect: Dialect::Claude(ClaudeTool::V20251124),
     };
     rc.system = system_prompt(&setting);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "read the small print", &CancellationToken::new()).await;

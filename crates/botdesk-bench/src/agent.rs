@@ -79,7 +79,13 @@ async fn one(prompt_cache: bool) -> Tokens {
         coords: Default::default(),
         dialect: botdesk_agent::Dialect::Plain,
     };
-    let rc = RunConfig { system: botdesk_agent::system_prompt(&setting), max_steps: STEPS as u32, budget: Default::default(), prices: None };
+    let rc = RunConfig {
+        system: botdesk_agent::system_prompt(&setting),
+        max_steps: STEPS as u32,
+        budget: Default::default(),
+        prices: None,
+        coords: Default::default(),
+    };
     let end = botdesk_agent::run(&client, &host, &rc, vec![], "Work through the form on the screen.", &CancellationToken::new()).await;
     assert_eq!(end, RunEnd::Completed("Done.".into()));
     assert_eq!(server.failures(), Vec::<String>::new());

@@ -175,11 +175,11 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
         let out = link.docker().args(["ps", "-q", "--filter", &format!("label=botdesk.computer={}", c.id)]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    engine.observe("look", ImageFormat::Png).await.unwrap();
+    engine.screenshot("look", ImageFormat::Png).await.unwrap();
     let (mut observe, mut observe_anchor, mut act, mut act_anchor) = (vec![], vec![], vec![], vec![]);
     for i in 0..10u32 {
         let t = Instant::now();
-        engine.observe("look", ImageFormat::Png).await.unwrap();
+        engine.screenshot("look", ImageFormat::Png).await.unwrap();
         observe.push(t.elapsed());
         let mut c = link.docker();
         c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.display), &container, "import", "-window", "root", "png:-"]);

@@ -10,6 +10,7 @@ pub mod browser;
 pub mod error;
 pub mod gateway;
 pub mod home_stream;
+pub mod models;
 pub mod path;
 pub mod provider;
 pub mod redact;

@@ -90,6 +90,15 @@ string_enum!(
         ModelError => "MODEL_ERROR",
         /// The model's real context window cannot hold one step (Ollama).
         ContextTooSmall => "CONTEXT_TOO_SMALL",
+        /// The model declined to go on (Anthropic's `refusal`).
+        ModelRefused => "MODEL_REFUSED",
+        /// The conversation filled the model's context window (Anthropic's
+        /// `model_context_window_exceeded`).
+        ContextFull => "CONTEXT_FULL",
+        /// The provider's content filter stopped the reply (OpenAI's `content_filter`).
+        ContentFiltered => "CONTENT_FILTERED",
+        /// The reply ended unfinished for a reason other than the output limit.
+        ModelIncomplete => "MODEL_INCOMPLETE",
         /// The run reached its token or dollar budget.
         OverBudget => "OVER_BUDGET",
         /// The run reached its step limit without finishing.

@@ -220,30 +220,10 @@ impl Prices {
         (u.input as f64 * self.input + u.output as f64 * self.output + u.cache_read as f64 * self.cache_read + u.cache_write as f64 * self.cache_write) / 1e6
     }
 
-    /// Published list prices of common models (late 2025), by the start of the model's name;
-    /// a person can change them (`botdesk model prices`).
+    /// The model's list prices from the table of models (`crate::models`); a person can change
+    /// them (`botdesk model prices`).
     pub fn default_for(model: &str) -> Option<Self> {
-        let m = model.to_ascii_lowercase();
-        let m = m.rsplit('/').next().unwrap_or(&m); // OpenRouter-style "anthropic/claude-…"
-        let p = |input: f64, output: f64, cache_read: f64, cache_write: f64| Some(Prices { input, output, cache_read, cache_write });
-        const TABLE: &[(&str, [f64; 4])] = &[
-            ("claude-opus-4-5", [5.0, 25.0, 0.5, 6.25]),
-            ("claude-opus-4", [15.0, 75.0, 1.5, 18.75]),
-            ("claude-sonnet-4", [3.0, 15.0, 0.3, 3.75]),
-            ("claude-3-7-sonnet", [3.0, 15.0, 0.3, 3.75]),
-            ("claude-haiku-4", [1.0, 5.0, 0.1, 1.25]),
-            ("claude-3-5-haiku", [0.8, 4.0, 0.08, 1.0]),
-            ("gpt-5-mini", [0.25, 2.0, 0.025, 0.25]),
-            ("gpt-5-nano", [0.05, 0.4, 0.005, 0.05]),
-            ("gpt-5", [1.25, 10.0, 0.125, 1.25]),
-            ("gpt-4.1-mini", [0.4, 1.6, 0.1, 0.4]),
-            ("gpt-4.1-nano", [0.1, 0.4, 0.025, 0.1]),
-            ("gpt-4.1", [2.0, 8.0, 0.5, 2.0]),
-            ("gpt-4o-mini", [0.15, 0.6, 0.075, 0.15]),
-            ("gpt-4o", [2.5, 10.0, 1.25, 2.5]),
-        ];
-        let [i, o, r, w] = TABLE.iter().find(|(name, _)| m.starts_with(name))?.1;
-        p(i, o, r, w)
+        crate::models::lookup(model).info.prices()
     }
 }
 
@@ -294,6 +274,10 @@ mod cost_tests {
         assert_eq!(Prices::default_for("gpt-4o-mini").unwrap().input, 0.15, "the longest known start wins");
         assert_eq!(Prices::default_for("openai/gpt-4o").unwrap().input, 2.5);
         assert!(Prices::default_for("llama3.1").is_none());
+        // Each Opus of its own price (4.6 and 4.7 are not 4's $15).
+        assert_eq!(Prices::default_for("claude-opus-4-6").unwrap().input, 5.0);
+        assert_eq!(Prices::default_for("claude-opus-4-7").unwrap().input, 5.0);
+        assert_eq!(Prices::default_for("claude-opus-4-1-20250805").unwrap().input, 15.0);
         let b = Budget { tokens: 3_100_001, usd: Some(5.0) };
         assert!(b.exceeded(&u, Some(5.1)).unwrap().contains("budget of $5.00"));
         assert!(b.exceeded(&u, None).is_none());
@@ -309,21 +293,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// What models of this family allow (late 2025), or a cautious guess for an unknown one.
+    /// What the table of models says of this model (`crate::models`); an unknown model of a
+    /// provider gets its provider's family row, anything else a local server's.
     pub fn default_for(kind: &str, model: &str) -> Self {
-        let m = model.to_ascii_lowercase();
-        let m = m.rsplit('/').next().unwrap_or(&m);
-        let l = |context_window: u64, max_output: u64| Limits { context_window, max_output };
-        match () {
-            _ if m.starts_with("claude-") => l(200_000, 16_384),
-            _ if m.starts_with("gpt-5") => l(400_000, 32_768),
-            _ if m.starts_with("gpt-4.1") => l(1_047_576, 32_768),
-            _ if m.starts_with("gpt-4o") => l(128_000, 16_384),
-            _ if m.starts_with("o3") || m.starts_with("o4") => l(200_000, 32_768),
-            _ if kind == "anthropic" => l(200_000, 8_192),
-            _ if kind == "openai" => l(128_000, 16_384),
-            // A local server (Ollama runs most models with a 4,096-token context unless told more).
-            _ => l(32_768, 4_096),
-        }
+        crate::models::lookup_for(kind, model).info.limits()
     }
 }

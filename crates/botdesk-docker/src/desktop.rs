@@ -103,6 +103,8 @@ pub fn xdotool_runs(actions: &[Action]) -> Vec<Vec<String>> {
                 cur.extend(s(&["click", "--repeat", &amount.to_string(), "--delay", "10", b]));
             }
             Action::Wait { ms } => cur.extend(s(&["sleep", &format!("{:.3}", *ms as f64 / 1000.0)])),
+            Action::KeyDown { key } => cur.extend(s(&["keydown", &keysym(key)])),
+            Action::KeyUp { key } => cur.extend(s(&["keyup", &keysym(key)])),
             Action::Type { text } => {
                 cur.extend(s(&["type", "--delay", "8", "--", text]));
                 runs.push(std::mem::take(&mut cur));

@@ -29,8 +29,6 @@ pub(crate) struct ComputerHandle {
     /// set-up; forgotten on release, when the computer is set up again, and when a call on the
     /// display fails.
     displays: Mutex<HashSet<(u32, String)>>,
-    /// The frame id each bot here last observed (an unchanged screen returns no image).
-    frames: Mutex<HashMap<BotId, String>>,
 }
 
 impl ComputerHandle {
@@ -57,16 +55,6 @@ impl ComputerHandle {
     /// A computer set up again has none of the displays brought up before.
     pub fn forget_displays(&self) {
         self.displays.lock().unwrap().clear();
-    }
-
-    /// Records the frame the bot observes; true when it is the one it saw last.
-    pub fn saw_frame(&self, bot: &BotId, frame_id: &str) -> bool {
-        self.frames.lock().unwrap().insert(bot.clone(), frame_id.to_string()).as_deref() == Some(frame_id)
-    }
-
-    /// The bot's next observation carries an image (a new run, a released desktop).
-    pub fn forget_frame(&self, bot: &BotId) {
-        self.frames.lock().unwrap().remove(bot);
     }
 }
 

@@ -122,7 +122,6 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
-        self.handle(&computer.id).forget_frame(&bot.id);
         let cref = computer.cref();
         let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
         self.inner.store.finish_release_desktop(&computer.id, d.slot, result.is_ok()).await?;
@@ -130,18 +129,8 @@ impl Engine {
         Ok(true)
     }
 
-    /// A screenshot of the bot's desktop (opened if needed). `image` is None when the pixels are
-    /// the same as at this bot's previous observation.
-    pub async fn observe(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
-        let mut obs = self.observe_of(&bot, &computer, format).await?;
-        if self.handle(&computer.id).saw_frame(&bot.id, &obs.frame_id) {
-            obs.image = None;
-        }
-        Ok(obs)
-    }
-
-    /// A full screenshot regardless of what was seen before (for the CLI and the UI).
+    /// A screenshot of the bot's desktop (opened if needed), with the id of its frame (equal ids,
+    /// equal pixels: a run's conversation decides from it whether the model has seen it).
     pub async fn screenshot(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         self.observe_of(&bot, &computer, format).await

@@ -131,9 +131,9 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let after = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     assert_eq!((after.cursor, after.frame_id), (before.cursor, before.frame_id), "the screen changed");
 
-    // An unchanged screen returns no image to the model; a change does.
-    assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_some());
-    assert!(w.engine.observe("a", ImageFormat::Png).await.unwrap().image.is_none(), "unchanged screen");
+    // An unchanged screen keeps its frame id (the run's conversation then sends no image again);
+    // a change gives another.
+    let still = wait_still(&w.engine, "a").await;
     w.engine
         .exec(
             "a",
@@ -146,23 +146,23 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
         .await
         .unwrap();
     wait_for_window(&w.engine, "a", "changed").await;
-    let changed = w.engine.observe("a", ImageFormat::Png).await.unwrap();
-    assert!(changed.image.is_some(), "a changed screen returns an image");
+    let changed = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
+    assert_ne!(changed.frame_id, still, "a changed screen has a new frame id");
     assert!(changed.image.clone().unwrap().starts_with(b"\x89PNG"));
     // The JPEG option: same frame id (it names the pixels, not the encoding), a JPEG image.
     let jpeg = w.engine.screenshot("a", ImageFormat::Jpeg { quality: 70 }).await.unwrap();
     assert_eq!((jpeg.frame_id, jpeg.format), (changed.frame_id, ImageFormat::Jpeg { quality: 70 }));
     assert!(jpeg.image.unwrap().starts_with(&[0xFF, 0xD8, 0xFF]), "a JPEG");
-    // A zoom (Claude's close look): the region around the (still) terminal, enlarged 4x by whole
-    // pixels, beside a screenshot taken just before.
+    // A zoom (Claude's close look): the region around the (still) terminal, enlarged twice by
+    // whole pixels (tokens in proportion to the region), beside a screenshot taken just before.
     let reference = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     let (region, size, png) = w.engine.zoom("a", [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
-    assert_eq!((region.width(), region.height(), size), (320, 200, (1280, 800)));
+    assert_eq!((region.width(), region.height(), size), (320, 200, (640, 400)));
     let (_, _, zoomed) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
     let (sw, _, shot) = botdesk_docker::desktop::decode_png(&reference.image.unwrap(), (1280, 800)).unwrap();
     let mut differing = 0;
     for (x, y) in (0..320).step_by(7).flat_map(|x| (0..200).step_by(5).map(move |y| (x, y))) {
-        let z = &zoomed[((y * 4 + 2) * 1280 + x * 4 + 2) * 3..][..3];
+        let z = &zoomed[((y * 2 + 1) * 640 + x * 2 + 1) * 3..][..3];
         let o = &shot[((40 + y) * sw as usize + 40 + x) * 3..][..3];
         differing += usize::from(z != o);
     }
@@ -214,11 +214,7 @@ async fn typing_any_unicode_reaches_the_app() {
     // Once the screen is still (the xterm's window may still be going), a batch that changes
     // nothing visible is said so after the cap. (The pointer is drawn into the screen: a move
     // counts as a change.) A settle time of 0 watches nothing.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while w.engine.observe("u", ImageFormat::Png).await.unwrap().image.is_some() {
-        assert!(Instant::now() < deadline, "the screen never settled");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_still(&w.engine, "u").await;
     let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "wait", "ms": 10}]), None).await.unwrap();
     assert!(matches!(settled, action::Settled::Unchanged { ms } if ms >= action::SETTLE_CAP_MS), "{settled:?}");
     assert_eq!(
@@ -700,4 +696,20 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     w.engine.release_control("clip", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+}
+
+/// Looks at the bot's screen until two looks half a second apart see the same frame (the
+/// pointer and windows are still); returns that frame's id.
+async fn wait_still(engine: &botdesk_engine::Engine, bot: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = engine.screenshot(bot, ImageFormat::Png).await.unwrap().frame_id;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = engine.screenshot(bot, ImageFormat::Png).await.unwrap().frame_id;
+        if now == last {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "the screen never settled");
+        last = now;
+    }
 }

@@ -499,11 +499,17 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
 async fn the_first_observe_of_every_run_has_an_image() {
     let mut w = world().await;
     let (server, _) = w.scripted_bot("looker", Wire::Anthropic, Default::default()).await;
-    // Looked at until it is still: the engine has seen this very frame.
+    // Looked at until it is still.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while w.engine.observe("looker", ImageFormat::Png).await.unwrap().image.is_some() {
-        assert!(Instant::now() < deadline, "the screen never settled");
+    let mut last = w.engine.screenshot("looker", ImageFormat::Png).await.unwrap().frame_id;
+    loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = w.engine.screenshot("looker", ImageFormat::Png).await.unwrap().frame_id;
+        if now == last {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the screen never settled");
+        last = now;
     }
     let image = |want: bool| {
         move |s: &Seen| match s.results.first() {
@@ -582,7 +588,7 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
     let run = w.engine.run_task("scaled", "click the middle of the top half").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
-    assert_eq!(w.engine.observe("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
+    assert_eq!(w.engine.screenshot("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
 }
 
 /// A run stops cleanly at its bot's budget (checked before each model call), and each call's cost

@@ -122,20 +122,69 @@ impl RunHost {
         Some(rel)
     }
 
+    /// A look at the screen: its size, the cursor (in the model's coordinates), the active window,
+    /// and the screenshot with its frame (the run's conversation decides whether it is sent).
     pub(super) async fn observe(&self) -> ToolOutput {
-        match self.engine.observe(self.bot.id.as_str(), ImageFormat::Png).await {
+        match self.engine.screenshot(self.bot.id.as_str(), ImageFormat::Png).await {
             Ok(o) => {
                 let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
                 let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
                 let units = match self.coords {
                     action::CoordSpace::Pixels => String::new(),
                     action::CoordSpace::Thousandths => " (coordinates from 0 to 1000 on each axis)".into(),
+                    action::CoordSpace::SmartResize => {
+                        let (w, h) = self.coords.extent((o.width, o.height));
+                        format!(" (coordinates in pixels of the {w}x{h} image you see)")
+                    }
                 };
-                let mut text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
-                if o.image.is_none() {
-                    text.push_str(" The screen has not changed since your last look (no new screenshot).");
-                }
-                ToolOutput { text, image: o.image.map(Image::png), is_error: false }
+                let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
+                ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false }
+            }
+            Err(e) => self.err(e),
+        }
+    }
+
+    /// Waits `ms` (or until the run is stopped), then looks.
+    pub(super) async fn wait(&self, ms: u64, cancel: &CancellationToken) -> ToolOutput {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            _ = cancel.cancelled() => return ToolOutput::error("the run was stopped during the wait"),
+        }
+        let mut o = self.observe().await;
+        o.text = format!("Waited {:.1} s. {}", ms as f64 / 1000.0, o.text);
+        o
+    }
+
+    /// Holds `keys` down for `ms`, then lets them go (also when the run is stopped meanwhile, so
+    /// no key stays down) and looks.
+    pub(super) async fn hold_keys(&self, keys: Vec<String>, ms: u64, cancel: &CancellationToken) -> ToolOutput {
+        let bot = self.bot.id.as_str();
+        let down: Vec<action::Action> = keys.iter().map(|k| action::Action::KeyDown { key: k.clone() }).collect();
+        let up: Vec<action::Action> = keys.iter().rev().map(|k| action::Action::KeyUp { key: k.clone() }).collect();
+        if let Err(e) = self.engine.act_batch(bot, down, Some(0), self.coords).await {
+            return self.err(e);
+        }
+        let stopped = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(ms)) => false,
+            _ = cancel.cancelled() => true,
+        };
+        if let Err(e) = self.engine.act_batch(bot, up, None, self.coords).await {
+            return self.err(e);
+        }
+        if stopped {
+            return ToolOutput::error("the run was stopped while the keys were held (they were let go)");
+        }
+        let mut o = self.observe().await;
+        o.text = format!("Held {} for {:.1} s. {}", keys.join("+"), ms as f64 / 1000.0, o.text);
+        o
+    }
+
+    /// Where the pointer is, in the model's coordinates (no screenshot).
+    pub(super) async fn cursor_position(&self) -> ToolOutput {
+        match self.engine.screenshot(self.bot.id.as_str(), ImageFormat::Png).await {
+            Ok(o) => {
+                let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
+                ToolOutput::ok(format!("X={x},Y={y}"))
             }
             Err(e) => self.err(e),
         }
@@ -247,6 +296,9 @@ impl Host for RunHost {
                 }
                 Err(err) => self.err(err),
             },
+            Tool::Wait { ms } => self.wait(ms, cancel).await,
+            Tool::HoldKey { keys, ms } => self.hold_keys(keys, ms, cancel).await,
+            Tool::CursorPosition => self.cursor_position().await,
             Tool::Shell { command, cwd, timeout_s } => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
             Tool::ListFiles { path } => match e.files_list(bot, &path).await {
                 Ok((dir, entries)) => {

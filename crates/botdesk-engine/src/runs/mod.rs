@@ -106,10 +106,8 @@ impl Engine {
             }
         };
         let run = self.begin_run(&run).await?;
-        // The model of a new run has seen no screen yet: its first observe carries an image.
-        self.handle(&bot.computer_id).forget_frame(&bot.id);
-        // Claude's computer tool is declared in pixels of the screen: its coordinates are those.
-        let coords = if client.config().dialect.claude_computer() { action::CoordSpace::Pixels } else { m.coordinates };
+        // Claude's and OpenAI's computer tools are declared in pixels of the screen.
+        let coords = if client.config().dialect.own_computer_tool() { action::CoordSpace::Pixels } else { m.coordinates };
         let day = botdesk_docker::image::stamp_of(self.now());
         let setting = botdesk_agent::run::Setting {
             bot: &bot.name,
@@ -147,7 +145,7 @@ impl Engine {
         host.message(MessageRole::User, &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
-        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices };
+        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
         self.inner.runs.cancels.lock().unwrap().remove(&run.id);

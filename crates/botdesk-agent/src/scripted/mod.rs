@@ -1,8 +1,17 @@
 //! A scripted model server for tests: speaks Anthropic Messages (`POST /v1/messages`), OpenAI
 //! chat completions (`POST /v1/chat/completions`) and OpenAI Responses (`POST /v1/responses`,
-//! with a reasoning item of encrypted content `enc-N` before each reply) over HTTP on loopback, streams the replies of a
-//! script in small pieces, and records what it received so tests can check it. The real client
-//! code runs against it; no test needs a network model.
+//! with a reasoning item of encrypted content `enc-N` before each reply) over HTTP on loopback,
+//! streams the replies of a script in small pieces, and records what it received so tests can
+//! check it. The real client code runs against it; no test needs a network model.
+//!
+//! It is strict: a request the real API would refuse ([`rules`]) is refused the same way (the
+//! vendor's status and error body) and counted as a failure, whatever the script says. The usage
+//! it reports comes from a prompt cache that behaves as the vendors document theirs ([`cache`]).
+
+mod cache;
+pub mod rules;
+
+pub use cache::{anthropic_minimum, image_tokens, Billed, LIFETIME as CACHE_LIFETIME};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -69,8 +78,31 @@ pub enum Reply {
     Broken { text: String },
     /// An HTTP error status, optionally with Retry-After (seconds).
     Status { status: u16, retry_after: Option<u64>, body: String },
+    /// A reply with more than text and calls (thinking, a stop reason, computer calls).
+    Answer(Answer),
+    /// Another reply, with these HTTP headers added (rate limits, say).
+    Headers(Vec<(String, String)>, Box<Reply>),
     /// Computed from the request.
     Func(Box<dyn Fn(&Seen) -> Reply + Send + Sync>),
+}
+
+/// A reply with everything a real one may carry.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    pub text: String,
+    /// Tool calls `(name, raw arguments)`; ids are `call_<n>_<i>` in order.
+    pub calls: Vec<(String, String)>,
+    /// Claude's thinking, streamed before the rest and signed (the server checks the signature
+    /// when it comes back).
+    pub thinking: Option<String>,
+    /// Why it stopped, in the vendor's own word (Anthropic's `stop_reason`, OpenAI's
+    /// `finish_reason`, a Responses `incomplete_details.reason`); None: the usual one.
+    pub stop: Option<String>,
+    /// Stopped by the output limit: the last call's arguments are as given (cut by the test).
+    pub cut: bool,
+    /// OpenAI computer-use calls (Responses `computer_call`): each action, and the safety checks
+    /// pending on it.
+    pub computer: Vec<(Value, Vec<Value>)>,
 }
 
 impl Reply {
@@ -82,6 +114,10 @@ impl Reply {
     }
     pub fn raw_call(name: &str, raw: &str) -> Self {
         Reply::Turn { text: String::new(), calls: vec![(name.into(), raw.into())] }
+    }
+    /// This reply, with these HTTP headers.
+    pub fn with_headers(self, headers: &[(&str, &str)]) -> Self {
+        Reply::Headers(headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), Box::new(self))
     }
 }
 
@@ -109,9 +145,12 @@ struct State {
     seen: Vec<Seen>,
     failures: Vec<String>,
     calls: usize,
-    /// The previous request's prompt (see [`prompt_text`]): its longest common start with the next
-    /// one is what a provider's prompt cache would serve.
-    cached: String,
+    /// The provider's prompt cache, as documented.
+    cache: cache::PromptCache,
+    /// Images already decoded.
+    memo: rules::ImageMemo,
+    /// What each request read from and wrote to the cache, in order.
+    billed: Vec<Billed>,
     /// Also answers Ollama's own API, as an Ollama server running this.
     ollama: Option<OllamaSim>,
     /// The paths of Ollama's own API asked, in order.
@@ -131,6 +170,33 @@ pub struct OllamaSim {
     pub modelfile: Option<u64>,
     /// Ollama before 0.10: `/api/ps` does not say the context.
     pub old: bool,
+}
+
+/// A real PNG of `w`×`h` pixels (a colour from `seed`, with a noisy band whose bytes follow from
+/// it): what a test's screenshots are, since the server decodes every image it is sent.
+pub fn png(w: u32, h: u32, seed: u64) -> bytes::Bytes {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let band = (h / 8).max(1);
+    let mut rgb = Vec::with_capacity((w * h * 3) as usize);
+    for row in 0..h {
+        for _ in 0..w {
+            if row < band {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                rgb.extend_from_slice(&[x as u8, (x >> 8) as u8, (x >> 16) as u8]);
+            } else {
+                rgb.extend_from_slice(&[seed as u8, 120, 200]);
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut enc = ::png::Encoder::new(&mut out, w, h);
+    enc.set_color(::png::ColorType::Rgb);
+    enc.set_depth(::png::BitDepth::Eight);
+    enc.set_compression(::png::Compression::Fast);
+    enc.write_header().and_then(|mut w| w.write_image_data(&rgb)).expect("encode a PNG in memory");
+    out.into()
 }
 
 /// The tokens a 1280x800 screenshot costs, as Anthropic counts images (width × height / 750).
@@ -176,15 +242,6 @@ fn prompt_text(wire: Wire, body: &Value) -> String {
         out.push_str(&strip(m).to_string());
     }
     out
-}
-
-/// Whether the request marks anything for Anthropic's prompt cache.
-fn has_breakpoints(v: &Value) -> bool {
-    match v {
-        Value::Object(m) => m.contains_key("cache_control") || m.values().any(has_breakpoints),
-        Value::Array(a) => a.iter().any(has_breakpoints),
-        _ => false,
-    }
 }
 
 #[derive(Clone)]
@@ -255,6 +312,16 @@ impl ScriptedServer {
     pub fn remaining(&self) -> usize {
         self.state.lock().unwrap().steps.len()
     }
+
+    /// Moves the server's clock on (its prompt cache's entries expire by it).
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        self.state.lock().unwrap().cache.skew += by;
+    }
+
+    /// What each accepted request read from and wrote to the prompt cache.
+    pub fn billed(&self) -> Vec<Billed> {
+        self.state.lock().unwrap().billed.clone()
+    }
 }
 
 async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
@@ -283,8 +350,8 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             st.ollama.as_mut().and_then(|o| ollama_answer(o, &path))
         };
         return match answer {
-            Some(a) => respond(&mut sock, 200, None, &a.to_string()).await,
-            None => respond(&mut sock, 404, None, "404 page not found").await,
+            Some(a) => respond(&mut sock, 200, None, &[], &a.to_string()).await,
+            None => respond(&mut sock, 404, None, &[], "404 page not found").await,
         };
     }
     let wire = match path.as_str() {
@@ -293,59 +360,53 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         "/v1/responses" => Wire::Responses,
         other => {
             state.lock().unwrap().failures.push(format!("request to an unknown path {other:?}"));
-            return respond(&mut sock, 404, None, r#"{"error":{"message":"not found"}}"#).await;
+            return respond(&mut sock, 404, None, &[], r#"{"error":{"message":"not found"}}"#).await;
         }
     };
-    // The usage it reports: a token per 4 bytes of the prompt (images as a provider counts
-    // them); what the previous request's prompt has in common with this one's comes from the
-    // cache (Anthropic: only when the request marks breakpoints, and the rest is written to it;
-    // OpenAI caches by itself).
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let include_usage = body.pointer("/stream_options/include_usage") == Some(&Value::Bool(true));
-    let prompt = prompt_text(wire, &body);
-    let prompt_tokens = prompt.len() as u64 / 4;
-    let caching = wire != Wire::Anthropic || has_breakpoints(&body);
     let seen = normalise(wire, headers, body);
-    let (reply, n, usage) = {
-        let mut st = state.lock().unwrap();
-        let common = st.cached.bytes().zip(prompt.bytes()).take_while(|(a, b)| a == b).count() as u64;
-        let (read, write) = if caching { (common / 4, (prompt.len() as u64 - common) / 4) } else { (0, 0) };
-        let write = if wire == Wire::Anthropic { write } else { 0 };
-        let usage = botdesk_core::Usage { input: prompt_tokens.saturating_sub(read + write), output: 0, cache_read: read, cache_write: write };
-        if caching {
-            st.cached = prompt;
-        }
-        st.seen.push(seen.clone());
+    let answer = {
+        let mut guard = state.lock().unwrap();
+        let st = &mut *guard;
         st.calls += 1;
         let n = st.calls;
-        match st.steps.pop_front() {
-            None => {
-                st.failures.push(format!("request {n} came after the script ended"));
-                (Reply::text("(the script has ended)"), n, usage)
+        // Refused as the real API would refuse it: the script waits for a request it accepts.
+        match rules::check(wire, &seen.headers, &seen.body, &mut st.memo) {
+            Err(r) => {
+                st.failures.push(format!("request {n} was refused as the real API would refuse it: {}", r.message));
+                Err(r)
             }
-            Some(step) => {
-                if let Some(check) = &step.check {
-                    if let Err(e) = check(&seen) {
-                        st.failures.push(format!("request {n}: {e}"));
-                    }
-                }
-                (step.reply, n, usage)
-            }
+            Ok(()) => Ok(script(st, wire, &seen, n)),
         }
     };
+    let (reply, n, usage) = match answer {
+        Ok(a) => a,
+        Err(r) => return respond(&mut sock, r.status, None, &[], &r.body(wire)).await,
+    };
+
     let mut reply = reply;
-    while let Reply::Func(f) = reply {
-        reply = f(&seen);
-    }
-    match reply {
-        Reply::Status { status, retry_after, body } => respond(&mut sock, status, retry_after, &body).await,
+    let mut extra: Vec<(String, String)> = vec![];
+    let reply = loop {
+        reply = match reply {
+            Reply::Func(f) => f(&seen),
+            Reply::Headers(h, r) => {
+                extra.extend(h);
+                *r
+            }
+            other => break other,
+        }
+    };
+    let answer = match reply {
+        Reply::Status { status, retry_after, body } => return respond(&mut sock, status, retry_after, &extra, &body).await,
         Reply::Broken { text } => {
-            sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+            sse_head(&mut sock, &extra).await?;
             let usage = botdesk_core::Usage { output: 1, ..usage };
+            let a = Answer { text, ..Default::default() };
             let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &text, &[], usage, false),
-                Wire::OpenAi => openai_events(n, &text, &[], None, false),
-                Wire::Responses => responses_events(n, &text, &[], usage, false),
+                Wire::Anthropic => anthropic_events(n, &a, usage),
+                Wire::OpenAi => openai_events(n, &a, None),
+                Wire::Responses => responses_events(n, &a, usage),
             };
             // Up to the text, without the events that end it.
             let keep = match wire {
@@ -357,29 +418,64 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
                 sock.write_all(e.as_bytes()).await?;
                 sock.flush().await?;
             }
-            sock.shutdown().await
+            return sock.shutdown().await;
         }
-        Reply::Turn { .. } | Reply::Cut { .. } => {
-            let (text, calls, cut) = match reply {
-                Reply::Turn { text, calls } => (text, calls, false),
-                Reply::Cut { text, calls } => (text, calls, true),
-                _ => unreachable!(),
-            };
-            sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
-            let output_tokens = (text.len() + calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
-            let usage = botdesk_core::Usage { output: output_tokens, ..usage };
-            let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &text, &calls, usage, cut),
-                Wire::OpenAi => openai_events(n, &text, &calls, include_usage.then_some(usage), cut),
-                Wire::Responses => responses_events(n, &text, &calls, usage, cut),
-            };
-            for e in events {
-                sock.write_all(e.as_bytes()).await?;
-                sock.flush().await?;
+        Reply::Turn { text, calls } => Answer { text, calls, ..Default::default() },
+        Reply::Cut { text, calls } => Answer { text, calls, cut: true, ..Default::default() },
+        Reply::Answer(a) => a,
+        Reply::Func(_) | Reply::Headers(..) => unreachable!(),
+    };
+    // A Claude asked to think always thinks first (its thinking may be empty text, never absent).
+    let mut answer = answer;
+    let thinks = matches!(seen.body["thinking"]["type"].as_str(), Some("enabled" | "adaptive"));
+    if wire == Wire::Anthropic && thinks && answer.thinking.is_none() {
+        answer.thinking = Some(format!("Thinking about step {n}."));
+    }
+    sse_head(&mut sock, &extra).await?;
+    let thought = answer.thinking.as_ref().map_or(0, String::len);
+    let output_tokens = (thought + answer.text.len() + answer.calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
+    let usage = botdesk_core::Usage { output: output_tokens, ..usage };
+    let events = match wire {
+        Wire::Anthropic => anthropic_events(n, &answer, usage),
+        Wire::OpenAi => openai_events(n, &answer, include_usage.then_some(usage)),
+        Wire::Responses => responses_events(n, &answer, usage),
+    };
+    for e in events {
+        sock.write_all(e.as_bytes()).await?;
+        sock.flush().await?;
+    }
+    sock.shutdown().await
+}
+
+async fn sse_head(sock: &mut TcpStream, extra: &[(String, String)]) -> std::io::Result<()> {
+    let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n");
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    sock.write_all(head.as_bytes()).await
+}
+
+/// The script's answer to an accepted request, and the usage it reports.
+fn script(st: &mut State, wire: Wire, seen: &Seen, n: usize) -> (Reply, usize, botdesk_core::Usage) {
+    // The usage it reports: the prompt as its vendor counts it, and what its cache served.
+    let b = st.cache.request(wire, &seen.body, &mut st.memo);
+    st.billed.push(b);
+    let usage = botdesk_core::Usage { input: b.prompt - b.read - b.written, output: 0, cache_read: b.read, cache_write: b.written };
+    st.seen.push(seen.clone());
+    match st.steps.pop_front() {
+        None => {
+            st.failures.push(format!("request {n} came after the script ended"));
+            (Reply::text("(the script has ended)"), n, usage)
+        }
+        Some(step) => {
+            if let Some(check) = &step.check {
+                if let Err(e) = check(seen) {
+                    st.failures.push(format!("request {n}: {e}"));
+                }
             }
-            sock.shutdown().await
+            (step.reply, n, usage)
         }
-        Reply::Func(_) => unreachable!(),
     }
 }
 
@@ -406,10 +502,13 @@ fn ollama_answer(o: &mut OllamaSim, path: &str) -> Option<Value> {
     })
 }
 
-async fn respond(sock: &mut TcpStream, status: u16, retry_after: Option<u64>, body: &str) -> std::io::Result<()> {
+async fn respond(sock: &mut TcpStream, status: u16, retry_after: Option<u64>, extra: &[(String, String)], body: &str) -> std::io::Result<()> {
     let mut head = format!("HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
     if let Some(s) = retry_after {
         head.push_str(&format!("retry-after: {s}\r\n"));
+    }
+    for (k, v) in extra {
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
     sock.write_all(head.as_bytes()).await?;
@@ -424,8 +523,8 @@ fn pieces(s: &str) -> Vec<String> {
 }
 
 /// `usage` reported as Anthropic does: the input and cache at the start, the output's running
-/// total at the end.
-fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage, cut: bool) -> Vec<String> {
+/// total at the end. Thinking comes first, signed.
+fn anthropic_events(n: usize, a: &Answer, usage: botdesk_core::Usage) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = vec![ev(
         "message_start",
@@ -433,15 +532,28 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
     )];
     out.push(ev("ping", json!({"type": "ping"})));
     let mut index = 0;
-    if !text.is_empty() {
+    if let Some(t) = &a.thinking {
+        out.push(ev(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+        ));
+        for p in pieces(t) {
+            out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": p}})));
+        }
+        let sig = rules::thinking_signature(t);
+        out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": sig}})));
+        out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
+        index += 1;
+    }
+    if !a.text.is_empty() {
         out.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})));
-        for p in pieces(text) {
+        for p in pieces(&a.text) {
             out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": p}})));
         }
         out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
         index += 1;
     }
-    for (i, (name, raw)) in calls.iter().enumerate() {
+    for (i, (name, raw)) in a.calls.iter().enumerate() {
         out.push(ev("content_block_start", json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("call_{n}_{i}"), "name": name, "input": {}}})));
         for p in pieces(raw) {
             out.push(ev(
@@ -452,12 +564,11 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
         out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
         index += 1;
     }
-    let stop = if cut {
-        "max_tokens"
-    } else if calls.is_empty() {
-        "end_turn"
-    } else {
-        "tool_use"
+    let stop = match (&a.stop, a.cut) {
+        (Some(s), _) => s.as_str(),
+        (None, true) => "max_tokens",
+        (None, false) if a.calls.is_empty() => "end_turn",
+        _ => "tool_use",
     };
     out.push(ev(
         "message_delta",
@@ -469,7 +580,7 @@ fn anthropic_events(n: usize, text: &str, calls: &[(String, String)], usage: bot
 
 /// `usage` in a last chunk without choices, when the request asked for it (prompt tokens include
 /// the cached ones).
-fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option<botdesk_core::Usage>, cut: bool) -> Vec<String> {
+fn openai_events(n: usize, a: &Answer, usage: Option<botdesk_core::Usage>) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         format!(
             "data: {}\n\n",
@@ -477,10 +588,10 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
         )
     };
     let mut out = vec![chunk(json!({"role": "assistant", "content": ""}), Value::Null)];
-    for p in pieces(text) {
+    for p in pieces(&a.text) {
         out.push(chunk(json!({"content": p}), Value::Null));
     }
-    for (i, (name, raw)) in calls.iter().enumerate() {
+    for (i, (name, raw)) in a.calls.iter().enumerate() {
         out.push(chunk(
             json!({"tool_calls": [{"index": i, "id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": ""}}]}),
             Value::Null,
@@ -489,16 +600,13 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
             out.push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": p}}]}), Value::Null));
         }
     }
-    out.push(chunk(
-        json!({}),
-        json!(if cut {
-            "length"
-        } else if calls.is_empty() {
-            "stop"
-        } else {
-            "tool_calls"
-        }),
-    ));
+    let finish = match (&a.stop, a.cut) {
+        (Some(s), _) => s.as_str(),
+        (None, true) => "length",
+        (None, false) if a.calls.is_empty() => "stop",
+        _ => "tool_calls",
+    };
+    out.push(chunk(json!({}), json!(finish)));
     if let Some(u) = usage {
         let u = json!({"prompt_tokens": u.prompt(), "completion_tokens": u.output, "total_tokens": u.prompt() + u.output, "prompt_tokens_details": {"cached_tokens": u.cache_read}});
         out.push(format!(
@@ -511,40 +619,51 @@ fn openai_events(n: usize, text: &str, calls: &[(String, String)], usage: Option
 }
 
 /// A reasoning item (`rs_N`, encrypted content `enc-N`), the text as a message, each call as a
-/// function call (`call_N_i`), then `response.completed`, or `response.incomplete` when cut.
-fn responses_events(n: usize, text: &str, calls: &[(String, String)], usage: botdesk_core::Usage, cut: bool) -> Vec<String> {
+/// function call (`call_N_i`) and each computer call (`cu_call_N_i`), then `response.completed`,
+/// or `response.incomplete` when cut or given a stop reason.
+fn responses_events(n: usize, a: &Answer, usage: botdesk_core::Usage) -> Vec<String> {
     let ev = |data: Value| format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or(""));
     let mut out = vec![ev(json!({"type": "response.created", "response": {"id": format!("resp_{n}"), "status": "in_progress"}}))];
     let reasoning = json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [], "encrypted_content": format!("enc-{n}")});
     out.push(ev(json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "reasoning", "id": format!("rs_{n}"), "summary": []}})));
     out.push(ev(json!({"type": "response.output_item.done", "output_index": 0, "item": reasoning})));
     let mut index = 1;
-    if !text.is_empty() {
+    if !a.text.is_empty() {
         let id = format!("msg_{n}");
         out.push(ev(json!({"type": "response.output_item.added", "output_index": index, "item": {"type": "message", "id": id, "role": "assistant", "content": [], "status": "in_progress"}})));
-        for p in pieces(text) {
+        for p in pieces(&a.text) {
             out.push(ev(json!({"type": "response.output_text.delta", "output_index": index, "item_id": id, "content_index": 0, "delta": p})));
         }
-        out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": {"type": "message", "id": id, "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": text, "annotations": []}]}})));
+        out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": {"type": "message", "id": id, "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": a.text, "annotations": []}]}})));
         index += 1;
     }
-    for (i, (name, raw)) in calls.iter().enumerate() {
+    for (i, (name, raw)) in a.calls.iter().enumerate() {
         let (id, call_id) = (format!("fc_{n}_{i}"), format!("call_{n}_{i}"));
         out.push(ev(json!({"type": "response.output_item.added", "output_index": index, "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": "", "status": "in_progress"}})));
         for p in pieces(raw) {
             out.push(ev(json!({"type": "response.function_call_arguments.delta", "output_index": index, "item_id": id, "delta": p})));
         }
         // A call the output limit cut off is never done.
-        if !(cut && i == calls.len() - 1) {
+        if !(a.cut && i == a.calls.len() - 1) {
             out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": {"type": "function_call", "id": id, "call_id": call_id, "name": name, "arguments": raw, "status": "completed"}})));
         }
         index += 1;
     }
+    for (i, (action, checks)) in a.computer.iter().enumerate() {
+        let item = json!({"type": "computer_call", "id": format!("cu_{n}_{i}"), "call_id": format!("cu_call_{n}_{i}"), "action": action, "pending_safety_checks": checks, "status": "completed"});
+        out.push(ev(json!({"type": "response.output_item.added", "output_index": index, "item": item})));
+        out.push(ev(json!({"type": "response.output_item.done", "output_index": index, "item": item})));
+        index += 1;
+    }
     let u = json!({"input_tokens": usage.prompt(), "input_tokens_details": {"cached_tokens": usage.cache_read}, "output_tokens": usage.output, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": usage.prompt() + usage.output});
-    out.push(ev(if cut {
-        json!({"type": "response.incomplete", "response": {"id": format!("resp_{n}"), "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "usage": u}})
-    } else {
-        json!({"type": "response.completed", "response": {"id": format!("resp_{n}"), "status": "completed", "usage": u}})
+    let incomplete = match (&a.stop, a.cut) {
+        (Some(s), _) => Some(s.as_str()),
+        (None, true) => Some("max_output_tokens"),
+        (None, false) => None,
+    };
+    out.push(ev(match incomplete {
+        Some(why) => json!({"type": "response.incomplete", "response": {"id": format!("resp_{n}"), "status": "incomplete", "incomplete_details": {"reason": why}, "usage": u}}),
+        None => json!({"type": "response.completed", "response": {"id": format!("resp_{n}"), "status": "completed", "usage": u}}),
     }));
     out
 }

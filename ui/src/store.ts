@@ -44,6 +44,8 @@ export const state = {
   /** Chat per bot id (loaded when first shown), streamed text of the running reply, send errors. */
   chats: new Map<string, ChatItem[]>(),
   live: new Map<string, string>(),
+  /** Why a bot's next model call waits, and until when (ms since the epoch), until anything else comes. */
+  waiting: new Map<string, { why: string; until: number }>(),
   /** Run events applied per bot: a chat read from the backend while events came is read again. */
   chatEvents: new Map<string, number>(),
   sendError: new Map<string, string>(),
@@ -150,8 +152,13 @@ export function applyRunEvent(e: RunEvent) {
   const shown = state.selected === e.bot;
   // A chat read overlapping an event that changes the chat is read again (streamed text and
   // activity are not in the chat's read).
-  if (e.type !== "delta" && e.type !== "activity") state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
+  if (e.type !== "delta" && e.type !== "activity" && e.type !== "waiting") state.chatEvents.set(e.bot, (state.chatEvents.get(e.bot) ?? 0) + 1);
+  if (e.type !== "waiting" && e.type !== "activity" && state.waiting.delete(e.bot) && shown) changed("chat");
   switch (e.type) {
+    case "waiting":
+      state.waiting.set(e.bot, { why: e.why, until: Date.now() + e.seconds * 1000 });
+      if (shown) changed("chat");
+      return;
     case "delta":
       state.live.set(e.bot, (state.live.get(e.bot) ?? "") + e.text);
       if (shown) changed("live-reply");

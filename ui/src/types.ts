@@ -175,7 +175,7 @@ export type ModelKind = "anthropic" | "openai" | "openai-compatible";
 /**
  * How a model gives screen coordinates.
  */
-export type CoordSpace = "pixels" | "0-1000";
+export type CoordSpace = "pixels" | "0-1000" | "smart-resize";
 
 export type ModelRow = { id: string, kind: ModelKind, model: string, base_url: string | null, has_key: boolean, 
 /**
@@ -273,12 +273,12 @@ export type RunStatus = "queued" | "leased" | "running" | "waiting_takeover" | "
  * sentence). Written as `MODEL_BAD_KEY` etc., like the engine's error codes.
  * Stored and serialized as its text.
  */
-export type RunFailure = "MODEL_BAD_KEY" | "MODEL_UNKNOWN" | "MODEL_NO_IMAGES" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "CONTEXT_TOO_SMALL" | "OVER_BUDGET" | "STEP_LIMIT" | "COMPUTER_STOPPED" | "INTERRUPTED" | "NOT_STARTED";
+export type RunFailure = "MODEL_BAD_KEY" | "MODEL_UNKNOWN" | "MODEL_NO_IMAGES" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "CONTEXT_TOO_SMALL" | "MODEL_REFUSED" | "CONTEXT_FULL" | "CONTENT_FILTERED" | "MODEL_INCOMPLETE" | "OVER_BUDGET" | "STEP_LIMIT" | "COMPUTER_STOPPED" | "INTERRUPTED" | "NOT_STARTED";
 
 /**
  * What happens in runs, for front ends. `bot` is the bot id.
  */
-export type RunEvent = { "type": "delta", bot: string, run_id: string, text: string, } | { "type": "message", bot: string, item: ChatItem, } | { "type": "tool", bot: string, run_id: string, call: ChatCall, } | { "type": "activity", bot: string, entry: ActivityRow, } | { "type": "status", bot: string, run_id: string, status: RunStatus, error: string | null, failure: RunFailure | null, } | { "type": "restart", bot: string, run_id: string, why: string, } | { "type": "usage", bot: string, run_id: string, call: Usage, run: Usage, run_usd: number | null, };
+export type RunEvent = { "type": "delta", bot: string, run_id: string, text: string, } | { "type": "message", bot: string, item: ChatItem, } | { "type": "tool", bot: string, run_id: string, call: ChatCall, } | { "type": "activity", bot: string, entry: ActivityRow, } | { "type": "status", bot: string, run_id: string, status: RunStatus, error: string | null, failure: RunFailure | null, } | { "type": "restart", bot: string, run_id: string, why: string, } | { "type": "waiting", bot: string, run_id: string, seconds: number, why: string, } | { "type": "usage", bot: string, run_id: string, call: Usage, run: Usage, run_usd: number | null, };
 
 /**
  * An activity row (a command or a tool the person sees in the Terminal pane): `failed` is a

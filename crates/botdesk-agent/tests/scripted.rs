@@ -21,6 +21,9 @@ struct MemHost {
     usage: Mutex<Vec<botdesk_core::Usage>>,
     restarts: Mutex<Vec<String>>,
     notes: Mutex<Vec<String>>,
+    waits: Mutex<Vec<(Duration, String)>>,
+    /// Screenshots name their frame (one screen that never changes).
+    frames: bool,
 }
 
 #[async_trait]
@@ -28,7 +31,9 @@ impl Host for MemHost {
     async fn execute(&self, _id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         self.executed.lock().unwrap().push(tool.clone());
         match tool {
+            Tool::Observe if self.frames => ToolOutput { text: "1280x800".into(), image: Some(Image::screenshot(shot(), "F")), is_error: false },
             Tool::Observe => ToolOutput { text: "1280x800".into(), image: Some(Image::png(shot())), is_error: false },
+            Tool::Zoom { .. } => ToolOutput { text: "zoomed".into(), image: Some(Image::png(botdesk_agent::scripted::png(32, 32, 7))), is_error: false },
             Tool::Shell { command, .. } if command == "sleep" => {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => ToolOutput::ok("slept"),
@@ -58,6 +63,9 @@ impl Host for MemHost {
     fn restart(&self, why: &str) {
         self.deltas.lock().unwrap().clear();
         self.restarts.lock().unwrap().push(why.to_string());
+    }
+    fn waiting(&self, wait: Duration, why: &str) {
+        self.waits.lock().unwrap().push((wait, why.to_string()));
     }
 }
 
@@ -728,4 +736,209 @@ async fn gpt_reasoning_models_speak_responses_and_keep_their_reasoning() {
     let usage = host.usage.lock().unwrap().clone();
     assert_eq!(usage.len(), 4);
     assert!(usage[1].cache_read > 0 && usage.iter().all(|u| u.output > 0), "{usage:?}");
+}
+
+/// Every way a reply can end unfinished, other than the output limit, ends the run as failed
+/// with its own code and a sentence saying what to do; the model's words are kept.
+#[tokio::test]
+async fn a_refusal_a_full_window_a_content_filter_and_an_unfinished_reply_each_fail_the_run() {
+    use botdesk_agent::scripted::Answer;
+    let cases: [(Wire, &str, RunFailure, &str); 6] = [
+        (Wire::Anthropic, "refusal", RunFailure::ModelRefused, "declined to go on"),
+        (Wire::Anthropic, "model_context_window_exceeded", RunFailure::ContextFull, "filled the model's context window"),
+        (Wire::Anthropic, "pause_turn", RunFailure::ModelIncomplete, "ended unfinished (pause_turn)"),
+        (Wire::OpenAi, "content_filter", RunFailure::ContentFiltered, "content filter stopped"),
+        (Wire::Responses, "content_filter", RunFailure::ContentFiltered, "content filter stopped"),
+        (Wire::Responses, "server_interrupted", RunFailure::ModelIncomplete, "ended unfinished (server_interrupted)"),
+    ];
+    for (wire, stop, code, says) in cases {
+        let reply = Reply::Answer(Answer { text: "I can't help with that.".into(), stop: Some(stop.into()), ..Default::default() });
+        let server = ScriptedServer::start(vec![Step::reply(reply)]).await;
+        let (kind, name) = match wire {
+            Wire::Anthropic => ("anthropic", "scripted-1"),
+            Wire::OpenAi => ("openai-compatible", "scripted-1"),
+            Wire::Responses => ("openai", "gpt-5"),
+        };
+        let model = ModelConfig::new(kind, name, Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
+        let host = MemHost::default();
+        let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "do it", &CancellationToken::new()).await;
+        match end {
+            RunEnd::Failed(f, why) => {
+                assert_eq!(f, code, "{wire:?} {stop}: {why}");
+                assert!(why.contains(says), "{wire:?} {stop}: {why}");
+            }
+            other => panic!("{wire:?} {stop}: {other:?}"),
+        }
+        assert_eq!(host.assistant.lock().unwrap().clone(), ["I can't help with that."], "{wire:?} {stop}: the words are kept");
+        assert_eq!(server.failures(), Vec::<String>::new());
+    }
+}
+
+/// The summary is asked with tool choice none; a reply that calls a tool anyway, or says too
+/// little, is not taken: the older steps collapse to a line per call instead.
+#[tokio::test]
+async fn a_summary_that_calls_a_tool_or_says_nothing_is_refused() {
+    for (wire, bad) in [
+        (Wire::Anthropic, Reply::Turn { text: "Let me take a screenshot first.".into(), calls: vec![("computer_observe".into(), "{}".into())] }),
+        (Wire::OpenAi, Reply::text("Let me take a screenshot first.")),
+    ] {
+        let shell = |i: u32| Reply::call("shell", json!({"command": format!("echo {i}")}));
+        let server = ScriptedServer::start(vec![
+            Step::reply(shell(0)),
+            Step::reply(shell(1)),
+            Step::reply(shell(2)),
+            Step::check(
+                move |s: &Seen| {
+                    let choice = &s.body["tool_choice"];
+                    let none = choice == &json!("none") || choice == &json!({"type": "none"});
+                    none.then_some(()).ok_or(format!("the summary was asked with tool_choice {choice}"))
+                },
+                bad,
+            ),
+            Step::check(
+                |s: &Seen| {
+                    let all = s.body["messages"].to_string();
+                    (all.contains("Earlier steps of this task, collapsed") && !all.contains("Let me take a screenshot first"))
+                        .then_some(())
+                        .ok_or("the refused summary stood for the steps".to_string())
+                },
+                Reply::text("Done."),
+            ),
+        ])
+        .await;
+        let kind = if wire == Wire::Anthropic { "anthropic" } else { "openai-compatible" };
+        let mut model = ModelConfig::new(kind, "scripted-1", Some(&server.base_url(wire)), Some(KEY.into())).unwrap();
+        (model.context_window, model.max_tokens) = (2_000, 500);
+        let end = run(&ModelClient::new(model).unwrap(), &MemHost::default(), &cfg(), vec![], "count", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("Done.".into()), "{wire:?}");
+        assert_eq!(server.failures(), Vec::<String>::new(), "{wire:?}");
+    }
+}
+
+/// Claude's thinking (extended with a budget, or adaptive) comes back to the API exactly as it
+/// came, signed and first in its turn, across tool calls; its tokens are the call's output.
+#[tokio::test]
+async fn thinking_blocks_round_trip_unchanged() {
+    use botdesk_agent::scripted::Answer;
+    for (model_name, want) in [("claude-sonnet-4-5", json!({"type": "enabled", "budget_tokens": 1024})), ("claude-opus-4-8", json!({"type": "adaptive"}))] {
+        let thought = "The user wants the files listed; shell is the fastest way.";
+        let server = ScriptedServer::start(vec![
+            Step::check(
+                move |s: &Seen| (s.body["thinking"] == want).then_some(()).ok_or(format!("thinking asked as {}", s.body["thinking"])),
+                Reply::Answer(Answer { thinking: Some(thought.into()), calls: vec![("shell".into(), r#"{"command":"ls"}"#.into())], ..Default::default() }),
+            ),
+            Step::check(
+                move |s: &Seen| {
+                    let turn = &s.body["messages"][1]["content"];
+                    (turn[0]["type"] == "thinking" && turn[0]["thinking"] == thought && turn[1]["type"] == "tool_use")
+                        .then_some(())
+                        .ok_or(format!("the turn came back as {turn}"))
+                },
+                Reply::text("Listed."),
+            ),
+        ])
+        .await;
+        let model = ModelConfig::new("anthropic", model_name, Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+        let host = MemHost::default();
+        let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "list the files", &CancellationToken::new()).await;
+        assert_eq!(end, RunEnd::Completed("Listed.".into()), "{model_name}");
+        assert_eq!(server.failures(), Vec::<String>::new(), "{model_name}: the strict server checks the signature");
+        assert!(host.usage.lock().unwrap()[0].output as usize > thought.len() / 4, "{model_name}: thinking is billed as output");
+    }
+}
+
+/// A 429 that gives no retry-after but says in its rate-limit headers when the limit resets is
+/// waited out for that long (the host hears it), without counting as a failed attempt; and a
+/// success that says no request is left makes the next call wait for the reset before it goes.
+#[tokio::test]
+async fn rate_limit_headers_pace_the_calls() {
+    // Resets two seconds after the answer is made.
+    let reset_in = || httpdate_rfc3339(std::time::SystemTime::now() + Duration::from_secs(2));
+    let limited = move |_: &Seen| {
+        Reply::Status { status: 429, retry_after: None, body: r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#.into() }
+            .with_headers(&[("anthropic-ratelimit-input-tokens-remaining", "0"), ("anthropic-ratelimit-input-tokens-reset", &reset_in())])
+    };
+    let last_request = move |_: &Seen| {
+        Reply::call("list_files", json!({}))
+            .with_headers(&[("anthropic-ratelimit-requests-remaining", "0"), ("anthropic-ratelimit-requests-reset", &reset_in())])
+    };
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::Func(Box::new(limited))),
+        Step::reply(Reply::Func(Box::new(last_request))),
+        Step::reply(Reply::text("Done.")),
+    ])
+    .await;
+    let mut model = ModelConfig::new("anthropic", "scripted-1", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+    // One attempt only: the 429 must not count as one.
+    model.retry = Retry { attempts: 1, base: Duration::from_millis(50), max_wait: Duration::from_secs(30) };
+    let host = MemHost::default();
+    let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "look", &CancellationToken::new()).await;
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
+    let seen = server.requests();
+    assert_eq!(seen.len(), 3);
+    // (Resets are whole seconds: at least a second of the two is left when they are read.)
+    assert!(seen[1].at - seen[0].at >= Duration::from_millis(900), "the 429 was not waited out: {:?}", seen[1].at - seen[0].at);
+    assert!(seen[2].at - seen[1].at >= Duration::from_millis(900), "no request was left, yet the next went at once");
+    let waits = host.waits.lock().unwrap().clone();
+    assert!(waits.len() == 2 && waits.iter().all(|(d, why)| why == "the rate limit" && *d >= Duration::from_secs(1)), "{waits:?}");
+}
+
+/// `2026-12-04T13:24:15Z` (the form of Anthropic's reset headers), whole seconds.
+fn httpdate_rfc3339(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// A screen that stops changing: the model is told "unchanged" only while its context holds an
+/// image of that screen. After three zooms pushed the screenshot out, and after old steps
+/// collapsed, the next look at the same screen carries the image again.
+#[tokio::test]
+async fn the_model_never_goes_blind() {
+    let still = || Reply::call("computer_observe", json!({}));
+    let sees = |want: bool| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.has_image == want && (want || r.text.contains("has not changed")) => Ok(()),
+            other => Err(format!("expected a look {} an image, got {other:?}", if want { "with" } else { "without" })),
+        }
+    };
+    let zoom = || Reply::call("computer", json!({"action": "zoom", "region": [0, 0, 100, 100]}));
+    let mut steps = vec![
+        Step::reply(Reply::call("computer", json!({"action": "screenshot"}))),
+        Step::check(sees(true), Reply::call("computer", json!({"action": "screenshot"}))),
+        Step::check(sees(false), zoom()),
+        Step::reply(zoom()),
+        Step::reply(zoom()),
+        Step::reply(Reply::call("computer", json!({"action": "screenshot"}))),
+        // Three zooms and the screenshot made four images: only the newest stayed, so the same
+        // screen is sent again.
+        Step::check(sees(true), Reply::call("computer", json!({"action": "screenshot"}))),
+        Step::check(sees(false), Reply::call("computer", json!({"action": "screenshot"}))),
+    ];
+    // Enough unchanged looks for old steps to collapse: the one that carried the image goes.
+    for _ in 0..16 {
+        steps.push(Step::check(
+            |s: &Seen| (s.images >= 1).then_some(()).ok_or(format!("no image of the screen in the context ({} images)", s.images)),
+            Reply::call("computer", json!({"action": "screenshot"})),
+        ));
+    }
+    steps.push(Step::check(|s: &Seen| (s.images >= 1).then_some(()).ok_or("blind at the end".to_string()), Reply::text("Done.")));
+    let server = ScriptedServer::start(steps).await;
+    let model = ModelConfig::new("anthropic", "claude-opus-4-5", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+    let host = MemHost { frames: true, ..Default::default() };
+    let mut rc = cfg();
+    rc.max_steps = 40;
+    let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "watch the screen", &CancellationToken::new()).await;
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(end, RunEnd::Completed("Done.".into()));
 }

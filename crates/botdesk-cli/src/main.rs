@@ -240,9 +240,11 @@ enum ModelCmd {
         /// For openai-compatible servers (Ollama, vLLM, LM Studio, OpenRouter, xAI), e.g. http://localhost:11434/v1.
         #[arg(long)]
         base_url: Option<String>,
-        /// How the model gives screen coordinates: pixels of the screenshot, or 0-1000 on each
-        /// axis (default: what its family was trained on; 0-1000 for UI-TARS and Qwen-VL).
-        #[arg(long, value_parser = ["pixels", "0-1000"])]
+        /// How the model gives screen coordinates: pixels of the screenshot, 0-1000 on each
+        /// axis, or pixels of the image as its own processor resized it (smart-resize) (default:
+        /// what its family was trained on, e.g. smart-resize for Qwen2.5-VL and UI-TARS-1.5,
+        /// 0-1000 for Qwen3-VL; `botdesk model calibrate` finds out).
+        #[arg(long, value_parser = ["pixels", "0-1000", "smart-resize"])]
         coordinates: Option<String>,
     },
     List,
@@ -265,11 +267,11 @@ enum ModelCmd {
         #[arg(long, conflicts_with_all = ["context", "max_output"])]
         default: bool,
     },
-    /// Show or set how a model gives screen coordinates: pixels of the screenshot, or 0-1000 on
-    /// each axis.
+    /// Show or set how a model gives screen coordinates: pixels of the screenshot, 0-1000 on
+    /// each axis, or pixels of its own resized image (smart-resize).
     Coordinates {
         id: String,
-        #[arg(value_parser = ["pixels", "0-1000"])]
+        #[arg(value_parser = ["pixels", "0-1000", "smart-resize"])]
         space: Option<String>,
         /// Back to what its family was trained on.
         #[arg(long, conflicts_with = "space")]
@@ -1077,6 +1079,7 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
         }
         E::Activity { .. } | E::Usage { .. } => {}
         E::Restart { why, .. } => println!("\n[the reply broke off ({why}); asking the model again]"),
+        E::Waiting { seconds, why, .. } => println!("[waiting for {why}, {seconds} s]"),
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
                 println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));

@@ -457,7 +457,14 @@ pub(crate) fn bound_page(page: &mut serde_json::Value) {
 }
 
 pub fn snapshot_text(s: &serde_json::Value) -> String {
-    let mut out = format!("{} — {}\n\n{}\n\n", s["title"].as_str().unwrap_or(""), s["url"].as_str().unwrap_or(""), s["text"].as_str().unwrap_or("").trim());
+    let text = s["text"].as_str().unwrap_or("").trim();
+    let text = if text.is_empty() { "(the page shows no text)" } else { text };
+    let title = s["title"].as_str().filter(|t| !t.trim().is_empty()).unwrap_or("(no title)");
+    let url = s["url"].as_str().filter(|u| !u.trim().is_empty()).unwrap_or("(no address)");
+    let mut out = format!("{title} — {url}\n\n{text}\n\n");
+    if s["elements"].as_array().is_none_or(Vec::is_empty) {
+        out.push_str("(no interactive elements)\n");
+    }
     for e in s["elements"].as_array().into_iter().flatten() {
         let value = e["value"].as_str().map(|v| format!(" = {v:?}")).unwrap_or_default();
         out.push_str(&format!("{} {:?} [{}]{}\n", e["role"].as_str().unwrap_or(""), e["name"].as_str().unwrap_or(""), e["ref"].as_str().unwrap_or(""), value));

@@ -18,6 +18,11 @@ export function chat(b: BotRow): HTMLElement {
   for (const m of items ?? []) list.append(message(m));
   const live = state.live.get(b.id);
   if (live) list.append(el("div", { class: "msg assistant streaming", id: "live-reply" }, live));
+  const waiting = state.waiting.get(b.id);
+  if (waiting && waiting.until > Date.now()) {
+    const seconds = Math.max(1, Math.round((waiting.until - Date.now()) / 1000));
+    list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, `Waiting for ${waiting.why}, ${seconds} s`));
+  }
   if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
 
   const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;

@@ -115,6 +115,7 @@ function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLEl
     { name: "coordinates" },
     el("option", { value: "pixels", ...(m.coordinates === "pixels" ? { selected: "" } : {}) }, "pixels of the screenshot"),
     el("option", { value: "0-1000", ...(m.coordinates === "0-1000" ? { selected: "" } : {}) }, "0–1000 on each axis"),
+    el("option", { value: "smart-resize", ...(m.coordinates === "smart-resize" ? { selected: "" } : {}) }, "pixels of its resized image (Qwen2.5-VL, UI-TARS-1.5)"),
   ) as HTMLSelectElement;
   const msg = el("p", { class: "muted" }, "Tokens. A local server may run a model with a smaller window than it could take: give the one it runs.");
   const form = el(

@@ -77,6 +77,14 @@ pub enum RunEvent {
         run_id: String,
         why: String,
     },
+    /// The next model call waits `seconds` first, for `why` ("the rate limit", "a retry after an
+    /// error"); the chat says so until something else comes.
+    Waiting {
+        bot: String,
+        run_id: String,
+        seconds: u64,
+        why: String,
+    },
     /// What one model call cost (`call`) and the run so far (`run`, and `run_usd` when the
     /// model's prices are known).
     Usage {
@@ -97,6 +105,7 @@ impl RunEvent {
             | RunEvent::Activity { bot, .. }
             | RunEvent::Status { bot, .. }
             | RunEvent::Restart { bot, .. }
+            | RunEvent::Waiting { bot, .. }
             | RunEvent::Usage { bot, .. } => bot,
         }
     }

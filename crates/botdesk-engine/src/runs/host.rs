@@ -215,6 +215,7 @@ impl RunHost {
                 } else {
                     output
                 };
+                let shown = if shown.trim().is_empty() { "(no output)".to_string() } else { shown };
                 let text = format!("exit code {}{note}\n{shown}", exit.code);
                 if exit.code == 0 {
                     ToolOutput::ok(text)
@@ -232,7 +233,9 @@ impl RunHost {
     pub(super) async fn read_file(&self, path: &str) -> ToolOutput {
         let max = botdesk_agent::tools::MAX_READ_BYTES;
         match self.engine.files_read(self.bot.id.as_str(), path, max).await {
+            Ok(bytes) if bytes.is_empty() => ToolOutput::ok(format!("{path} is an empty file (0 bytes).")),
             Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
+                Ok(text) if text.trim().is_empty() => ToolOutput::ok(format!("{path} holds only whitespace ({} bytes): {text:?}", text.len())),
                 Ok(text) => ToolOutput::ok(self.redactor.redact(&text)),
                 Err(_) => ToolOutput::error(format!(
                     "{path} is not UTF-8 text; read_file only returns text. Use shell (e.g. `file`, `xxd | head`) to look at binary files"
@@ -382,6 +385,11 @@ impl Host for RunHost {
 
     fn restart(&self, why: &str) {
         self.engine.emit(RunEvent::Restart { bot: self.bot_id(), run_id: self.run.id.clone(), why: self.redactor.redact(why) });
+    }
+
+    fn waiting(&self, wait: Duration, why: &str) {
+        let seconds = wait.as_secs_f64().ceil() as u64;
+        self.engine.emit(RunEvent::Waiting { bot: self.bot_id(), run_id: self.run.id.clone(), seconds, why: why.to_string() });
     }
 
     async fn note(&self, text: &str) {

@@ -50,12 +50,20 @@ pub struct ToolCall {
     pub name: String,
     pub raw: String,
     pub input: serde_json::Value,
+    /// Read from the model's text (UI-TARS's actions), not made as a tool call: it goes back to
+    /// the model as text, and its result as a user message.
+    pub from_text: bool,
 }
 
 impl ToolCall {
     pub fn new(id: String, name: String, raw: String) -> Self {
         let input = serde_json::from_str(if raw.trim().is_empty() { "{}" } else { &raw }).unwrap_or_else(|_| serde_json::json!({}));
-        Self { id, name, raw, input }
+        Self { id, name, raw, input, from_text: false }
+    }
+
+    /// A call read from the model's text.
+    pub fn from_text(id: String, name: String, raw: String) -> Self {
+        Self { from_text: true, ..Self::new(id, name, raw) }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod run;
 pub mod scripted;
 mod sse;
 pub mod tools;
+pub mod uitars;
 
 pub use client::{Listener, ModelClient};
 pub use conversation::{Image, Message, ToolCall, ToolResult};

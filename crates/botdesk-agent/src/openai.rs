@@ -23,14 +23,25 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     body
 }
 
+/// Calls read from the model's text (UI-TARS's actions) go back as the text they came in, and
+/// their results as user messages.
 pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
     let mut out = vec![];
+    let mut from_text = std::collections::HashSet::new();
     for m in ms {
         match m.role {
             Role::Assistant => {
                 let text = m.text();
-                let calls: Vec<Value> =
-                    m.tool_calls().map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}})).collect();
+                from_text.extend(m.tool_calls().filter(|c| c.from_text).map(|c| c.id.clone()));
+                let calls: Vec<Value> = m
+                    .tool_calls()
+                    .filter(|c| !c.from_text)
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.raw}}))
+                    .collect();
+                if calls.is_empty() && text.trim().is_empty() && m.tool_calls().next().is_some() {
+                    // Only calls of our own making (the first look): nothing the model said.
+                    continue;
+                }
                 let mut v = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
                 if !calls.is_empty() {
                     v["tool_calls"] = Value::Array(calls);
@@ -43,6 +54,13 @@ pub(crate) fn messages(ms: &[Message]) -> Vec<Value> {
                 for b in &m.blocks {
                     match b {
                         Block::Text(t) => texts.push(t.clone()),
+                        Block::ToolResult(r) if from_text.contains(&r.call_id) => {
+                            let text = r.sent_text();
+                            images.push(json!({"type": "text", "text": if r.is_error { format!("Error: {text}") } else { text }}));
+                            if let Some(img) = r.sent_image() {
+                                images.push(json!({"type": "image_url", "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.base64())}}));
+                            }
+                        }
                         Block::ToolResult(r) => {
                             let text = r.sent_text();
                             let content = if r.is_error { format!("Error: {text}") } else { text };

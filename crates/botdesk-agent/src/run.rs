@@ -125,7 +125,15 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     let mut last_prompt = 0;
     // Steps since the last summary (or attempt): summaries come at most every SUMMARY_GAP steps.
     let mut since_summary = usize::MAX;
-    for _step in 0..cfg.max_steps {
+    // UI-TARS acts on the screenshot it is given: its first turn gets one.
+    if client.config().dialect == Dialect::UiTars {
+        let look = ToolCall::from_text("look_0".into(), tools::ToolKind::ComputerObserve.name().into(), "{}".into());
+        host.assistant("", std::slice::from_ref(&look)).await;
+        messages.push(Message { role: Role::Assistant, blocks: vec![Block::ToolCall(look.clone())] });
+        let results = carry_out(client, host, &[look], false, cancel).await;
+        messages.push(Message { role: Role::User, blocks: results });
+    }
+    for step in 0..cfg.max_steps {
         if let Some(said) = host.between_steps(cancel).await {
             tell(&mut messages, said);
         }
@@ -169,6 +177,28 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         spent.add(&turn.usage);
         last_prompt = turn.usage.prompt();
         host.usage(&turn.usage).await;
+        let mut turn = turn;
+        if client.config().dialect == Dialect::UiTars && turn.calls.is_empty() {
+            match crate::uitars::actions(&turn.text) {
+                None => {}
+                Some(Ok(crate::uitars::Actions::Finished(answer))) => {
+                    host.assistant(&turn.text, &[]).await;
+                    return RunEnd::Completed(answer);
+                }
+                Some(Ok(crate::uitars::Actions::Calls(calls))) => {
+                    turn.calls =
+                        calls.into_iter().enumerate().map(|(i, (name, args))| ToolCall::from_text(format!("act_{step}_{i}"), name, args.to_string())).collect();
+                }
+                // Not an action it can do: it is told, and answers again.
+                Some(Err(why)) => {
+                    host.assistant(&turn.text, &[]).await;
+                    messages.push(turn.into_message());
+                    messages
+                        .push(Message::user(format!("Your action could not be carried out: {why}. Answer with one action in the format of the list above.")));
+                    continue;
+                }
+            }
+        }
         if let Some((failure, why)) = ended(&turn) {
             // Its calls are not carried out: the run ends here, with what the model said.
             host.assistant(&turn.text, &[]).await;
@@ -189,24 +219,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         }
         continued = 0;
         so_far.clear();
-        let mut results = vec![];
-        for call in &calls {
-            if cancel.is_cancelled() {
-                // Every call gets an answer, so the conversation stays well formed for the next run.
-                results.push(Block::ToolResult(ToolResult::error(&call.id, "the run was stopped before this call")));
-                continue;
-            }
-            let out = match tools::parse(call) {
-                Ok(tool) => host.execute(&call.id, tool, cancel).await,
-                // Only the call being written when the limit hit is cut (its JSON is unfinished).
-                Err(_) if cut && serde_json::from_str::<serde_json::Value>(&call.raw).is_err() => ToolOutput::error(cut_call(client.config().max_tokens)),
-                Err(why) => ToolOutput::error(why),
-            };
-            let mut result = if out.is_error { ToolResult::error(&call.id, out.text) } else { ToolResult::ok(&call.id, out.text) };
-            result.image = out.image;
-            host.tool_result(call, &result).await;
-            results.push(Block::ToolResult(result));
-        }
+        let results = carry_out(client, host, &calls, cut, cancel).await;
         messages.push(Message { role: Role::User, blocks: results });
         since_summary = since_summary.saturating_add(1);
     }
@@ -214,6 +227,29 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         return RunEnd::Cancelled;
     }
     RunEnd::Failed(RunFailure::StepLimit, format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// Carries out a turn's calls in order (`cut`: the output limit cut the turn off) and returns
+/// their results. Every call gets an answer, so the conversation stays well formed.
+async fn carry_out(client: &ModelClient, host: &dyn Host, calls: &[ToolCall], cut: bool, cancel: &CancellationToken) -> Vec<Block> {
+    let mut results = vec![];
+    for call in calls {
+        if cancel.is_cancelled() {
+            results.push(Block::ToolResult(ToolResult::error(&call.id, "the run was stopped before this call")));
+            continue;
+        }
+        let out = match tools::parse(call) {
+            Ok(tool) => host.execute(&call.id, tool, cancel).await,
+            // Only the call being written when the limit hit is cut (its JSON is unfinished).
+            Err(_) if cut && serde_json::from_str::<serde_json::Value>(&call.raw).is_err() => ToolOutput::error(cut_call(client.config().max_tokens)),
+            Err(why) => ToolOutput::error(why),
+        };
+        let mut result = if out.is_error { ToolResult::error(&call.id, out.text) } else { ToolResult::ok(&call.id, out.text) };
+        result.image = out.image;
+        host.tool_result(call, &result).await;
+        results.push(Block::ToolResult(result));
+    }
+    results
 }
 
 /// Passes what the model client reports on to the run's host.
@@ -384,6 +420,9 @@ pub fn system_prompt(s: &Setting<'_>) -> String {
         today = s.today,
         folder = s.folder,
     );
+    if s.dialect == Dialect::UiTars {
+        p.push_str(crate::uitars::ACTION_SPACE);
+    }
     if !s.instructions.trim().is_empty() {
         p.push_str("\n\nInstructions from the person:\n");
         p.push_str(s.instructions.trim());

@@ -942,3 +942,63 @@ async fn the_model_never_goes_blind() {
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Done.".into()));
 }
+
+/// UI-TARS served without a tool-call parser answers in its trained text actions: they become our
+/// calls (in its own coordinates, which the engine places), go back to it as its text with the
+/// results and screenshots as user messages, and `finished` is the run's answer. Its first turn
+/// already has a screenshot.
+#[tokio::test]
+async fn ui_tars_text_actions_become_calls() {
+    let server = ScriptedServer::start(vec![
+        Step::check(
+            |s: &Seen| {
+                let shot = s.body["messages"].as_array().and_then(|m| m.last()).map(|m| m.to_string()).unwrap_or_default();
+                (s.images == 1 && shot.contains("image_url") && s.system().contains("click(start_box='(x,y)')"))
+                    .then_some(())
+                    .ok_or(format!("the first turn has no screenshot or no action space ({} images)", s.images))
+            },
+            Reply::text("Thought: The search box is at the top.\nAction: click(start_box='<|box_start|>(644,406)<|box_end|>')"),
+        ),
+        Step::check(
+            |s: &Seen| {
+                let ms = s.body["messages"].as_array().cloned().unwrap_or_default();
+                let said = ms.iter().any(|m| m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| c.contains("Action: click")));
+                let no_calls = ms.iter().all(|m| m.get("tool_calls").is_none() && m["role"] != "tool");
+                (said && no_calls).then_some(()).ok_or("its action did not go back as its text".to_string())
+            },
+            Reply::text("Thought: typed.\nAction: type(content='cats\\n')"),
+        ),
+        Step::reply(Reply::text("Thought: odd\nAction: fly(start_box='(1,2)')")),
+        Step::check(
+            |s: &Seen| s.body["messages"].to_string().contains("could not be carried out").then_some(()).ok_or("not told".to_string()),
+            Reply::text("Action: finished(content='Found cats.')"),
+        ),
+    ])
+    .await;
+    let model = ModelConfig::new("openai-compatible", "ui-tars-1.5-7b", Some(&server.base_url(Wire::OpenAi)), None).unwrap();
+    assert_eq!(model.dialect, Dialect::UiTars);
+    let host = MemHost::default();
+    let mut rc = cfg();
+    let setting = botdesk_agent::run::Setting {
+        bot: "tester",
+        instructions: "",
+        folder: "bots/b1",
+        shared: false,
+        today: "2026-12-01",
+        coords: botdesk_core::action::CoordSpace::SmartResize,
+        dialect: Dialect::UiTars,
+    };
+    rc.system = system_prompt(&setting);
+    let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "search for cats", &CancellationToken::new()).await;
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(end, RunEnd::Completed("Found cats.".into()));
+    let batch = |v: serde_json::Value| Tool::Act { actions: botdesk_core::action::parse_batch(&v).unwrap(), settle_ms: None };
+    assert_eq!(
+        host.executed.lock().unwrap().clone(),
+        [
+            Tool::Observe,
+            batch(json!([{"type": "click", "x": 644, "y": 406}])),
+            batch(json!([{"type": "type", "text": "cats"}, {"type": "key", "key": "Return"}])),
+        ]
+    );
+}

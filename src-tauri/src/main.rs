@@ -41,6 +41,18 @@ async fn chat(engine: State<'_, Engine>, bot: String) -> Res<Vec<ChatItem>> {
     engine.chat(&bot, 200).await
 }
 
+/// The question a bot's run waits on (a safety check), if any.
+#[tauri::command]
+async fn open_question(engine: State<'_, Engine>, bot: String) -> Res<Option<botdesk_engine::Question>> {
+    engine.open_question(&bot).await
+}
+
+/// The person's answer to it.
+#[tauri::command]
+async fn answer_question(engine: State<'_, Engine>, bot: String, allow: bool, note: Option<String>) -> Res<botdesk_engine::Question> {
+    engine.answer_question(&bot, allow, note.as_deref()).await
+}
+
 /// A model's prices in dollars per million tokens, when known.
 #[tauri::command]
 async fn model_prices(engine: State<'_, Engine>, id: String) -> Res<Option<botdesk_engine::Prices>> {
@@ -359,6 +371,8 @@ fn main() {
             create_bot,
             switch_bot,
             chat,
+            open_question,
+            answer_question,
             bot_spend,
             model_prices,
             set_model_prices,

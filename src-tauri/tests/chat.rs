@@ -196,7 +196,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.js(&format!("const s = document.querySelector('{row} .limits-form select[name=coordinates]'); s.value = '0-1000'; return true"));
     d.click(&format!("{row} .limits-form button[type=submit]"));
     d.wait_js("the limits saved", &format!("return (document.querySelector('{row} .model-limits')?.textContent ?? '') === '8,192-token window, up to 2,048 out per call' && (document.querySelector('{row} .model-about > span')?.textContent ?? '').endsWith('coordinates 0-1000')"), Duration::from_secs(10));
-    assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits { context_window: 8192, max_output: 2048 });
+    assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits { context_window: 8192, max_output: 2048, thinking: None });
     assert_eq!(rt.block_on(engine.model(&model_id)).unwrap().coordinates, botdesk_engine::action::CoordSpace::Thousandths);
     // A window smaller than the output per call is refused with the rule, and nothing changes.
     d.click(&format!("{row} button[data-edit-limits]"));

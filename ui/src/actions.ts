@@ -85,11 +85,25 @@ export async function loadChat(id: string) {
     } while (seen !== state.chatEvents.get(id));
     state.chats.set(id, items);
     loadShots(items);
+    const q = await api.openQuestion(id);
+    if (q) state.questions.set(id, q);
+    else state.questions.delete(id);
   } catch (e) {
     state.chats.set(id, []);
     state.sendError.set(id, errorMessage(e));
   }
   if (state.selected === id) changed("chat");
+}
+
+/** The person's answer to what the bot's run asks (a safety check). */
+export async function answerQuestion(bot: string, allow: boolean, note: string | null) {
+  try {
+    await api.answerQuestion(bot, allow, note);
+    state.questions.delete(bot);
+  } catch (e) {
+    state.sendError.set(bot, errorMessage(e));
+  }
+  if (state.selected === bot) changed("chat");
 }
 
 /** Fetches the screenshots the chat shows that are not here yet. */

@@ -15,6 +15,7 @@ import type {
   ComputerScope,
   ControlLease,
   CoordSpace,
+  Question,
   DoctorReport,
   EngineError,
   ErrorCode,
@@ -64,6 +65,9 @@ export const api = {
   watchFiles: (bot: string | null) => invoke<void>("watch_files", { bot }),
   onFilesChanged: (f: (bot: string) => void): Promise<UnlistenFn> => listen<string>("files-changed", (e) => f(e.payload)),
   onRunEvent: (f: (e: RunEvent) => void): Promise<UnlistenFn> => listen<RunEvent>("run-event", (e) => f(e.payload)),
+  /** The question the bot's run waits on (a safety check), if any. */
+  openQuestion: (bot: string) => invoke<Question | null>("open_question", { bot }),
+  answerQuestion: (bot: string, allow: boolean, note: string | null) => invoke<Question>("answer_question", { bot, allow, note }),
   doctor: () => invoke<DoctorReport>("doctor"),
   getSettings: () => invoke<SettingsView>("get_settings"),
   saveSettings: (settings: Settings) => invoke<Settings>("save_settings", { settings }),

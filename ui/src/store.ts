@@ -2,7 +2,7 @@
 // calls the backend or touches the page: actions (actions.ts) fetch and act, the screens
 // (screens/) draw what is here, and `changed` says which parts to draw again.
 import type { Terminal } from "@xterm/xterm";
-import type { ActivityRow, BotList, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, Preview, RunEvent } from "./types";
+import type { ActivityRow, BotList, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, Preview, Question, RunEvent } from "./types";
 import type { Viewer } from "./viewer";
 
 export type Dock = "terminal" | "files" | "browser";
@@ -44,6 +44,8 @@ export const state = {
   /** Chat per bot id (loaded when first shown), streamed text of the running reply, send errors. */
   chats: new Map<string, ChatItem[]>(),
   live: new Map<string, string>(),
+  /** The question each bot's run waits on (a safety check), until answered. */
+  questions: new Map<string, Question>(),
   /** Why a bot's next model call waits, and until when (ms since the epoch), until anything else comes. */
   waiting: new Map<string, { why: string; until: number }>(),
   /** Run events applied per bot: a chat read from the backend while events came is read again. */
@@ -159,6 +161,12 @@ export function applyRunEvent(e: RunEvent) {
       state.waiting.set(e.bot, { why: e.why, until: Date.now() + e.seconds * 1000 });
       if (shown) changed("chat");
       return;
+    case "question":
+      state.questions.set(e.bot, { id: e.id, run_id: e.run_id, bot_id: e.bot, kind: e.kind, question: e.question, asked_at: Date.now(), answer: null, note: null });
+      break;
+    case "answered":
+      if (state.questions.get(e.bot)?.id === e.id) state.questions.delete(e.bot);
+      break;
     case "delta":
       state.live.set(e.bot, (state.live.get(e.bot) ?? "") + e.text);
       if (shown) changed("live-reply");

@@ -33,7 +33,7 @@ export type BotStatus = "idle" | "running" | "pausing" | "waiting_for_you" | "yo
  * Whether a bot's run waits for the person, and why: shown beside "You have control", where
  * Release resumes it (and a note reaches it) and Stop ends it.
  */
-export type RunHold = "none" | "working" | "asked_for_you" | "paused_for_you";
+export type RunHold = "none" | "working" | "asked_for_you" | "paused_for_you" | "asks_you";
 
 /**
  * A bot's state as front ends show it: its status and what its run waits for.
@@ -191,7 +191,13 @@ export type Prices = { input: number, output: number, cache_read: number, cache_
 /**
  * How much a model takes in (its context window) and is asked to give out per call, in tokens.
  */
-export type Limits = { context_window: number, max_output: number, };
+export type Limits = { context_window: number, max_output: number, 
+/**
+ * Claude's extended thinking budget per turn in tokens (at least 1,024; 0: off); None: the
+ * table of models' default for the family (models with adaptive thinking decide for
+ * themselves).
+ */
+thinking: number | null, };
 
 /**
  * What one run may spend: tokens (prompt, cached or not, and output) and, optionally, dollars.
@@ -278,7 +284,20 @@ export type RunFailure = "MODEL_BAD_KEY" | "MODEL_UNKNOWN" | "MODEL_NO_IMAGES" |
 /**
  * What happens in runs, for front ends. `bot` is the bot id.
  */
-export type RunEvent = { "type": "delta", bot: string, run_id: string, text: string, } | { "type": "message", bot: string, item: ChatItem, } | { "type": "tool", bot: string, run_id: string, call: ChatCall, } | { "type": "activity", bot: string, entry: ActivityRow, } | { "type": "status", bot: string, run_id: string, status: RunStatus, error: string | null, failure: RunFailure | null, } | { "type": "restart", bot: string, run_id: string, why: string, } | { "type": "waiting", bot: string, run_id: string, seconds: number, why: string, } | { "type": "usage", bot: string, run_id: string, call: Usage, run: Usage, run_usd: number | null, };
+export type RunEvent = { "type": "delta", bot: string, run_id: string, text: string, } | { "type": "message", bot: string, item: ChatItem, } | { "type": "tool", bot: string, run_id: string, call: ChatCall, } | { "type": "activity", bot: string, entry: ActivityRow, } | { "type": "status", bot: string, run_id: string, status: RunStatus, error: string | null, failure: RunFailure | null, } | { "type": "restart", bot: string, run_id: string, why: string, } | { "type": "question", bot: string, run_id: string, id: number, kind: string, question: string, } | { "type": "answered", bot: string, run_id: string, id: number, allow: boolean, } | { "type": "waiting", bot: string, run_id: string, seconds: number, why: string, } | { "type": "usage", bot: string, run_id: string, call: Usage, run: Usage, run_usd: number | null, };
+
+/**
+ * One question and, once given, its answer.
+ */
+export type Question = { id: number, run_id: string, bot_id: string, 
+/**
+ * What asks: `safety_check` (a check the model's provider put on an action).
+ */
+kind: string, question: string, asked_at: number, 
+/**
+ * `allow` or `deny`; None while it waits.
+ */
+answer: string | null, note: string | null, };
 
 /**
  * An activity row (a command or a tool the person sees in the Terminal pane): `failed` is a

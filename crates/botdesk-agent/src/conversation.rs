@@ -78,6 +78,9 @@ pub struct ToolResult {
     /// Whether the model is sent the image, told the screen has not changed, or told the image
     /// was removed (set before each request by [`prune_images`]).
     pub shown: Shown,
+    /// The address of the page in front, when the bot's browser was (OpenAI's computer use
+    /// checks it).
+    pub page_url: Option<String>,
 }
 
 /// How a result's image appears in the model's context.
@@ -99,10 +102,10 @@ pub const REMOVED: &str = "[an older screenshot was removed from the context]";
 
 impl ToolResult {
     pub fn ok(call_id: &str, text: impl Into<String>) -> Self {
-        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false, shown: Shown::Image }
+        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false, shown: Shown::Image, page_url: None }
     }
     pub fn error(call_id: &str, text: impl Into<String>) -> Self {
-        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: true, shown: Shown::Image }
+        Self { is_error: true, ..Self::ok(call_id, text) }
     }
 
     /// The image the model is sent, if any.

@@ -7,19 +7,31 @@
 use serde_json::{json, Value};
 
 use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
-use crate::model::{protocol, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request, ToolChoice};
+use crate::conversation::{Shown, ToolResult};
+use crate::model::{protocol, Attempt, Dialect, Fold as FoldTrait, ModelConfig, ModelError, OpenAiTool, Request, ToolChoice};
 use crate::sse::Event;
 
 /// Output items of one turn at most (reasoning, messages, calls): more is not a reply we can use.
 const MAX_ITEMS: usize = 256;
 
 pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
+    // OpenAI's own computer tool stands for ours (computer use guide).
+    let own = c.dialect.own_computer_tool();
+    let mut tools: Vec<Value> = match c.dialect {
+        Dialect::OpenAiComputer(OpenAiTool::Preview) => {
+            let (w, h) = botdesk_core::action::SCREEN;
+            vec![json!({"type": "computer_use_preview", "display_width": w, "display_height": h, "environment": "linux"})]
+        }
+        Dialect::OpenAiComputer(OpenAiTool::Computer) => vec![json!({"type": "computer"})],
+        _ => vec![],
+    };
     // Flat function tools; not strict, as our schemas allow optional properties.
-    let tools: Vec<Value> = req
-        .tools
-        .iter()
-        .map(|t| json!({"type": "function", "name": t.name(), "description": t.description, "parameters": t.schema, "strict": false}))
-        .collect();
+    tools.extend(
+        req.tools
+            .iter()
+            .filter(|t| !(own && t.kind.replaced_by_own_computer()))
+            .map(|t| json!({"type": "function", "name": t.name(), "description": t.description, "parameters": t.schema, "strict": false})),
+    );
     let mut body = json!({
         "model": c.model,
         "instructions": req.system,
@@ -35,17 +47,58 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     if req.tool_choice == ToolChoice::None {
         body["tool_choice"] = json!("none");
     }
+    if own {
+        // The API drops the oldest items itself when a long run outgrows the window (required
+        // with the preview tool).
+        body["truncation"] = json!("auto");
+    }
     body
+}
+
+/// A 1x1 PNG: what a computer call's output shows when its screenshot was removed from the
+/// context (the output must carry an image).
+static BLANK_PNG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    use base64::Engine as _;
+    let mut png = vec![];
+    let mut enc = ::png::Encoder::new(&mut png, 1, 1);
+    enc.set_color(::png::ColorType::Rgb);
+    enc.write_header().and_then(|mut w| w.write_image_data(&[255, 255, 255])).expect("a 1x1 PNG in memory");
+    format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(png))
+});
+
+/// The answer to a computer call: its screenshot (one is always sent: the API wants an image;
+/// an "unchanged" screen is sent again, one removed from the context is a blank), the safety
+/// checks it had (the run only gets here once the person acknowledged them), and the page's
+/// address when the bot's browser was in front. What the tool said goes in a message after it
+/// when it failed (the output carries no text).
+fn computer_output(r: &ToolResult, checks: &Value, out: &mut Vec<Value>) {
+    let url = match r.sent_image().or(r.image.as_ref().filter(|i| !i.data.is_empty() && r.shown == Shown::Unchanged)) {
+        Some(img) => format!("data:{};base64,{}", img.media_type, img.base64()),
+        None => BLANK_PNG.clone(),
+    };
+    let mut output = json!({"type": "computer_screenshot", "image_url": url});
+    if let Some(page) = &r.page_url {
+        output["current_url"] = json!(page);
+    }
+    out.push(json!({"type": "computer_call_output", "call_id": r.call_id, "acknowledged_safety_checks": checks, "output": output}));
+    if r.is_error {
+        out.push(json!({"role": "user", "content": [{"type": "input_text", "text": format!("Error: {}", r.sent_text())}]}));
+    }
 }
 
 /// The conversation as input items. An assistant turn of this format goes back as the items it
 /// came as; one from elsewhere (an earlier run's history) as a message and function calls.
 pub(crate) fn input(ms: &[Message]) -> Vec<Value> {
     let mut out = vec![];
+    // The safety checks of each computer call, by its call id.
+    let mut computer_calls = std::collections::HashMap::new();
     for m in ms {
         match m.role {
             Role::Assistant => {
                 if let Some(items) = m.blocks.iter().find_map(|b| if let Block::Items(i) = b { Some(i) } else { None }) {
+                    for i in items.iter().filter(|i| i["type"] == "computer_call") {
+                        computer_calls.insert(i["call_id"].as_str().unwrap_or("").to_string(), i["pending_safety_checks"].clone());
+                    }
                     out.extend(items.iter().cloned());
                     continue;
                 }
@@ -61,6 +114,10 @@ pub(crate) fn input(ms: &[Message]) -> Vec<Value> {
                     match b {
                         Block::Text(t) if t.trim().is_empty() => {}
                         Block::Text(t) => texts.push(json!({"type": "input_text", "text": t})),
+                        Block::ToolResult(r) if computer_calls.contains_key(&r.call_id) => {
+                            let checks = computer_calls[&r.call_id].as_array().cloned().unwrap_or_default();
+                            computer_output(r, &Value::Array(checks), &mut out);
+                        }
                         Block::ToolResult(r) => {
                             let text = if r.is_error { format!("Error: {}", r.sent_text()) } else { r.sent_text() };
                             let output = match r.sent_image() {
@@ -193,6 +250,15 @@ impl FoldTrait for Fold {
                     }
                     self.pending.retain(|p| Some(p.index) != index && p.call_id != call_id);
                     self.calls.push(ToolCall::new(call_id, s("name"), s("arguments")));
+                }
+                if item["type"] == "computer_call" {
+                    let call_id = item["call_id"].as_str().unwrap_or("").to_string();
+                    if call_id.is_empty() || self.calls.iter().any(|c| c.id == call_id) {
+                        return Err(protocol("a computer call without a call_id, or twice"));
+                    }
+                    // Its action(s) and the checks pending on it, read by `tools::parse`.
+                    let args = json!({"action": item["action"], "actions": item["actions"], "pending_safety_checks": item["pending_safety_checks"]});
+                    self.calls.push(ToolCall::new(call_id, crate::tools::ToolKind::OpenAiComputer.name().into(), args.to_string()));
                 }
                 self.item(item)?;
             }

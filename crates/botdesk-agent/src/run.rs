@@ -20,6 +20,8 @@ pub struct ToolOutput {
     pub text: String,
     pub image: Option<Image>,
     pub is_error: bool,
+    /// The address of the page in front, when the bot's browser is.
+    pub page_url: Option<String>,
 }
 
 impl ToolOutput {
@@ -245,7 +247,7 @@ async fn carry_out(client: &ModelClient, host: &dyn Host, calls: &[ToolCall], cu
             Err(why) => ToolOutput::error(why),
         };
         let mut result = if out.is_error { ToolResult::error(&call.id, out.text) } else { ToolResult::ok(&call.id, out.text) };
-        result.image = out.image;
+        (result.image, result.page_url) = (out.image, out.page_url);
         host.tool_result(call, &result).await;
         results.push(Block::ToolResult(result));
     }

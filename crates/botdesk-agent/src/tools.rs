@@ -45,6 +45,12 @@ pub enum Tool {
     },
     /// Where the pointer is, in the model's coordinates, as text (Claude's `cursor_position`).
     CursorPosition,
+    /// A call the model's provider flagged (OpenAI's `pending_safety_checks`): carried out only
+    /// once the person acknowledged the checks; when they decline, the run stops.
+    SafetyChecked {
+        checks: Vec<SafetyCheck>,
+        then: Box<Tool>,
+    },
     Shell {
         command: String,
         cwd: Option<String>,
@@ -84,6 +90,17 @@ pub enum Tool {
     },
 }
 
+/// A safety check OpenAI's computer use put on a call (computer use guide, "Acknowledge safety
+/// checks"): `malicious_instructions`, `irrelevant_domain`, `sensitive_domain`, or another.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+pub struct SafetyCheck {
+    pub id: String,
+    #[serde(default)]
+    pub code: String,
+    #[serde(default)]
+    pub message: String,
+}
+
 /// One tool as the model sees it.
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
@@ -108,6 +125,9 @@ pub enum ToolKind {
     /// place of [`ToolKind::ComputerObserve`] and [`ToolKind::ComputerAct`]; its actions become
     /// observe, zoom and act.
     ClaudeComputer,
+    /// OpenAI's computer calls (its dialect declares the tool): each one's actions become one
+    /// act, a screenshot or a wait, after the person acknowledged its safety checks.
+    OpenAiComputer,
     ComputerObserve,
     ComputerAct,
     Shell,
@@ -144,6 +164,7 @@ impl ToolKind {
     pub const fn name(self) -> &'static str {
         match self {
             ToolKind::ClaudeComputer => "computer",
+            ToolKind::OpenAiComputer => "computer_call",
             ToolKind::ComputerObserve => "computer_observe",
             ToolKind::ComputerAct => "computer_act",
             ToolKind::Shell => "shell",
@@ -162,13 +183,14 @@ impl ToolKind {
 
     /// The tool a model called by this name, if there is one.
     pub fn named(name: &str) -> Option<ToolKind> {
-        std::iter::once(ToolKind::ClaudeComputer).chain(ToolKind::DECLARED).find(|k| k.name() == name)
+        [ToolKind::ClaudeComputer, ToolKind::OpenAiComputer].into_iter().chain(ToolKind::DECLARED).find(|k| k.name() == name)
     }
 
     /// Works on the bot's screen or its browser (the app shows the bot's screen while one runs).
     pub const fn graphical(self) -> bool {
         match self {
             ToolKind::ClaudeComputer
+            | ToolKind::OpenAiComputer
             | ToolKind::ComputerObserve
             | ToolKind::ComputerAct
             | ToolKind::OpenPath
@@ -190,6 +212,7 @@ impl ToolKind {
     pub const fn example(self) -> &'static str {
         match self {
             ToolKind::ClaudeComputer => r#"{"action":"screenshot"}"#,
+            ToolKind::OpenAiComputer => r#"{"action":{"type":"screenshot"},"pending_safety_checks":[]}"#,
             ToolKind::ComputerObserve | ToolKind::BrowserSnapshot => "{}",
             ToolKind::ComputerAct => r#"{"actions":[{"type":"click","x":100,"y":200}]}"#,
             ToolKind::Shell => r#"{"command":"ls -la"}"#,
@@ -209,7 +232,7 @@ impl ToolKind {
     pub fn spec(self, coords: action::CoordSpace) -> Option<ToolSpec> {
         let path = |d: &str| json!({"type": "string", "description": d});
         let (description, schema) = match self {
-            ToolKind::ClaudeComputer => return None,
+            ToolKind::ClaudeComputer | ToolKind::OpenAiComputer => return None,
             ToolKind::ComputerObserve => (
                 "Take a screenshot of your desktop. Returns the screen size, the cursor position, the active window and the screenshot; when nothing changed since your last look, no image is sent.",
                 schema(json!({}), &[]),
@@ -383,6 +406,9 @@ pub fn parse(call: &ToolCall) -> Result<Tool, String> {
     let batch = |actions: &Value| action::parse_batch(actions).map_err(|e| e.to_string());
     Ok(match kind {
         ToolKind::ClaudeComputer => claude_computer(&serde_json::from_str::<Value>(&call.raw).map_err(|e| format!("the arguments are not valid JSON ({e})"))?)?,
+        ToolKind::OpenAiComputer => {
+            openai_computer(&serde_json::from_str::<Value>(&call.raw).map_err(|e| format!("the computer call is not valid JSON ({e})"))?)?
+        }
         ToolKind::ComputerObserve => {
             args::<Empty>(call, kind)?;
             Tool::Observe
@@ -562,6 +588,108 @@ fn claude_computer(input: &Value) -> Result<Tool, String> {
         other => return Err(format!("the computer tool has no action {other:?}")),
     };
     Ok(Tool::Act { actions, settle_ms: None })
+}
+
+/// A computer call of OpenAI's computer use (Responses API reference, `computer_call`): its
+/// `action` (or the GA tool's `actions`, carried out in order) as our tools, behind the safety
+/// checks pending on it. Coordinates are screenshot pixels. Keys come in the sample app's names
+/// (`CTRL`, `ENTER`, `ARROWLEFT`); a scroll is in pixels (a wheel click is about 100).
+fn openai_computer(input: &Value) -> Result<Tool, String> {
+    let checks: Vec<SafetyCheck> = match input.get("pending_safety_checks").filter(|c| !c.is_null()) {
+        Some(c) => serde_json::from_value(c.clone()).map_err(|e| format!("unreadable pending_safety_checks ({e})"))?,
+        None => vec![],
+    };
+    let actions: Vec<Value> = match (input.get("actions").and_then(Value::as_array), input.get("action").filter(|a| a.is_object())) {
+        (Some(list), _) if !list.is_empty() => list.clone(),
+        (_, Some(one)) => vec![one.clone()],
+        _ => return Err("the computer call has no action".into()),
+    };
+    let mut batch: Vec<Action> = vec![];
+    let mut then_wait = None;
+    let num = |a: &Value, k: &str| a.get(k).and_then(Value::as_f64).ok_or(format!("{} needs {k}", a["type"].as_str().unwrap_or("an action")));
+    for a in &actions {
+        let held: Vec<String> = a["keys"].as_array().map(|k| k.iter().filter_map(Value::as_str).map(str::to_ascii_lowercase).collect()).unwrap_or_default();
+        let raw = match a["type"].as_str().unwrap_or("") {
+            "screenshot" => continue,
+            "wait" => {
+                then_wait = Some(2000);
+                continue;
+            }
+            "click" => {
+                let (x, y) = (num(a, "x")?, num(a, "y")?);
+                match a["button"].as_str().unwrap_or("left") {
+                    // The mouse's back and forward buttons: the browser's history.
+                    "back" => json!([{"type": "key", "key": "Left", "modifiers": ["alt"]}]),
+                    "forward" => json!([{"type": "key", "key": "Right", "modifiers": ["alt"]}]),
+                    "wheel" => json!([{"type": "click", "x": x, "y": y, "button": "middle", "modifiers": held}]),
+                    b @ ("left" | "right") => json!([{"type": "click", "x": x, "y": y, "button": b, "modifiers": held}]),
+                    other => return Err(format!("click has no button {other:?}")),
+                }
+            }
+            "double_click" => json!([{"type": "double_click", "x": num(a, "x")?, "y": num(a, "y")?, "modifiers": held}]),
+            "move" => json!([{"type": "move", "x": num(a, "x")?, "y": num(a, "y")?}]),
+            "drag" => {
+                let path = a["path"].as_array().filter(|p| p.len() >= 2).ok_or("drag needs a path of at least two points")?;
+                let point = |p: &Value| -> Result<(f64, f64), String> {
+                    match (p.get("x").and_then(Value::as_f64), p.get("y").and_then(Value::as_f64), p.as_array()) {
+                        (Some(x), Some(y), _) => Ok((x, y)),
+                        (_, _, Some(xy)) if xy.len() == 2 => Ok((xy[0].as_f64().unwrap_or(-1.0), xy[1].as_f64().unwrap_or(-1.0))),
+                        _ => Err("a drag path is made of {x, y} points".into()),
+                    }
+                };
+                let (x0, y0) = point(&path[0])?;
+                let mut steps = vec![json!({"type": "down", "x": x0, "y": y0})];
+                for p in &path[1..path.len() - 1] {
+                    let (x, y) = point(p)?;
+                    steps.push(json!({"type": "move", "x": x, "y": y}));
+                }
+                let (x1, y1) = point(&path[path.len() - 1])?;
+                steps.push(json!({"type": "up", "x": x1, "y": y1}));
+                let mut b = action::parse_batch(&Value::Array(steps)).map_err(|e| e.to_string())?;
+                if !held.is_empty() {
+                    b = action::holding(&held, b);
+                }
+                batch.extend(b);
+                continue;
+            }
+            "keypress" => {
+                let keys: Vec<String> =
+                    a["keys"].as_array().map(|k| k.iter().filter_map(Value::as_str).map(str::to_ascii_lowercase).collect()).unwrap_or_default();
+                let (key, mods) = keys.split_last().ok_or("keypress needs keys")?;
+                json!([{"type": "key", "key": key, "modifiers": mods}])
+            }
+            "type" => json!([{"type": "type", "text": a["text"].as_str().filter(|t| !t.is_empty()).ok_or("type needs text")?}]),
+            "scroll" => {
+                let (x, y) = (num(a, "x")?, num(a, "y")?);
+                let (sx, sy) = (a["scroll_x"].as_f64().unwrap_or(0.0), a["scroll_y"].as_f64().unwrap_or(0.0));
+                let clicks = |px: f64| ((px.abs() / 100.0).ceil() as u32).clamp(1, 20);
+                let mut steps = vec![json!({"type": "move", "x": x, "y": y})];
+                if sy != 0.0 {
+                    steps.push(json!({"type": "scroll", "direction": if sy > 0.0 { "down" } else { "up" }, "amount": clicks(sy), "modifiers": held}));
+                }
+                if sx != 0.0 {
+                    steps.push(json!({"type": "scroll", "direction": if sx > 0.0 { "right" } else { "left" }, "amount": clicks(sx), "modifiers": held}));
+                }
+                Value::Array(steps)
+            }
+            other => return Err(format!("the computer call has no action {other:?}")),
+        };
+        batch.extend(action::parse_batch(&raw).map_err(|e| e.to_string())?);
+    }
+    if batch.len() > action::MAX_BATCH {
+        return Err(action::ActionError::TooMany(batch.len()).to_string());
+    }
+    let tool = match (batch.is_empty(), then_wait) {
+        (true, None) => Tool::Observe,
+        (true, Some(ms)) => Tool::Wait { ms },
+        (false, wait) => {
+            if let Some(ms) = wait {
+                batch.push(Action::Wait { ms });
+            }
+            Tool::Act { actions: batch, settle_ms: None }
+        }
+    };
+    Ok(if checks.is_empty() { tool } else { Tool::SafetyChecked { checks, then: Box::new(tool) } })
 }
 
 /// Every tool we declare, as a model that points in `coords` sees it.

@@ -31,9 +31,9 @@ impl Host for MemHost {
     async fn execute(&self, _id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         self.executed.lock().unwrap().push(tool.clone());
         match tool {
-            Tool::Observe if self.frames => ToolOutput { text: "1280x800".into(), image: Some(Image::screenshot(shot(), "F")), is_error: false },
-            Tool::Observe => ToolOutput { text: "1280x800".into(), image: Some(Image::png(shot())), is_error: false },
-            Tool::Zoom { .. } => ToolOutput { text: "zoomed".into(), image: Some(Image::png(botdesk_agent::scripted::png(32, 32, 7))), is_error: false },
+            Tool::Observe if self.frames => ToolOutput { image: Some(Image::screenshot(shot(), "F")), ..ToolOutput::ok("1280x800") },
+            Tool::Observe => ToolOutput { image: Some(Image::png(shot())), ..ToolOutput::ok("1280x800") },
+            Tool::Zoom { .. } => ToolOutput { image: Some(Image::png(botdesk_agent::scripted::png(32, 32, 7))), ..ToolOutput::ok("zoomed") },
             Tool::Shell { command, .. } if command == "sleep" => {
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(30)) => ToolOutput::ok("slept"),
@@ -41,6 +41,7 @@ impl Host for MemHost {
                 }
             }
             Tool::Shell { command, .. } if command == "big" => ToolOutput::ok("x".repeat(20_000)),
+            Tool::Act { .. } | Tool::SafetyChecked { .. } => ToolOutput { image: Some(Image::png(shot())), ..ToolOutput::ok("done") },
             Tool::Shell { command, .. } => ToolOutput::ok(format!("exit 0\n{command}")),
             other => ToolOutput::ok(format!("{other:?}")),
         }
@@ -905,7 +906,6 @@ fn httpdate_rfc3339(t: std::time::SystemTime) -> String {
 /// collapsed, the next look at the same screen carries the image again.
 #[tokio::test]
 async fn the_model_never_goes_blind() {
-    let still = || Reply::call("computer_observe", json!({}));
     let sees = |want: bool| {
         move |s: &Seen| match s.results.first() {
             Some(r) if r.has_image == want && (want || r.text.contains("has not changed")) => Ok(()),
@@ -1001,4 +1001,63 @@ async fn ui_tars_text_actions_become_calls() {
             batch(json!([{"type": "type", "text": "cats"}, {"type": "key", "key": "Return"}])),
         ]
     );
+}
+
+/// OpenAI's computer use through the Responses API: `computer-use-preview` gets the preview tool
+/// (display size, environment linux, truncation auto) and the GA models the `computer` tool;
+/// computer calls become our actions; each answer carries the screenshot; a call with pending
+/// safety checks goes to the host as such (the engine asks the person), and its answer carries
+/// them acknowledged (the strict server refuses it otherwise).
+#[tokio::test]
+async fn openai_computer_use_carries_out_calls_and_acknowledges_checks_only_through_the_host() {
+    use botdesk_agent::scripted::Answer;
+    let computer = |action: serde_json::Value, checks: Vec<serde_json::Value>| Reply::Answer(Answer { computer: vec![(action, checks)], ..Default::default() });
+    let check = json!({"id": "cu_sc_1", "code": "malicious_instructions", "message": "We've detected instructions that may cause your application to perform malicious or unauthorized actions."});
+    for (model_name, tool) in [("computer-use-preview", "computer_use_preview"), ("gpt-5.4", "computer")] {
+        let check = check.clone();
+        let server = ScriptedServer::start(vec![
+            Step::check(
+                move |s: &Seen| {
+                    let tools = s.body["tools"].as_array().cloned().unwrap_or_default();
+                    let ok = tools.iter().any(|t| t["type"] == tool)
+                        && !tools.iter().any(|t| t["name"] == "computer_act" || t["name"] == "computer_observe")
+                        && s.body["truncation"] == "auto";
+                    ok.then_some(()).ok_or(format!("tools {tools:?}"))
+                },
+                computer(json!({"type": "click", "x": 100, "y": 200, "button": "left"}), vec![]),
+            ),
+            Step::check(
+                |s: &Seen| s.results.first().filter(|r| r.has_image).map(|_| ()).ok_or(format!("no screenshot answer: {:?}", s.results)),
+                computer(json!({"type": "keypress", "keys": ["CTRL", "A"]}), vec![check.clone()]),
+            ),
+            Step::check(
+                |s: &Seen| {
+                    let input = s.body["input"].as_array().cloned().unwrap_or_default();
+                    let out = input.iter().rfind(|i| i["type"] == "computer_call_output").cloned().unwrap_or_default();
+                    (out["acknowledged_safety_checks"][0]["id"] == "cu_sc_1").then_some(()).ok_or(format!("not acknowledged: {out}"))
+                },
+                computer(json!({"type": "scroll", "x": 10, "y": 20, "scroll_x": 0, "scroll_y": -250}), vec![]),
+            ),
+            Step::reply(Reply::text("Done.")),
+        ])
+        .await;
+        let model = ModelConfig::new("openai", model_name, Some(&server.base_url(Wire::Responses)), Some(KEY.into())).unwrap();
+        assert_eq!(model.wire, Wire::Responses, "{model_name}");
+        let host = MemHost::default();
+        let end = run(&ModelClient::new(model).unwrap(), &host, &cfg(), vec![], "select all", &CancellationToken::new()).await;
+        assert_eq!(server.failures(), Vec::<String>::new(), "{model_name}");
+        assert_eq!(end, RunEnd::Completed("Done.".into()), "{model_name}");
+        let batch = |v: serde_json::Value| Tool::Act { actions: botdesk_core::action::parse_batch(&v).unwrap(), settle_ms: None };
+        let executed = host.executed.lock().unwrap().clone();
+        assert_eq!(executed[0], batch(json!([{"type": "click", "x": 100, "y": 200}])), "{model_name}");
+        assert_eq!(
+            executed[1],
+            Tool::SafetyChecked {
+                checks: vec![serde_json::from_value(check).unwrap()],
+                then: Box::new(batch(json!([{"type": "key", "key": "a", "modifiers": ["ctrl"]}]))),
+            },
+            "{model_name}"
+        );
+        assert_eq!(executed[2], batch(json!([{"type": "move", "x": 10, "y": 20}, {"type": "scroll", "direction": "up", "amount": 3}])), "{model_name}");
+    }
 }

@@ -36,6 +36,7 @@ impl Host for Shots {
             text: "Did 1 action. The screen changed and was still 310 ms after the last action. Screen 1280x800, cursor at (640, 400).".into(),
             image: Some(Image::png(bytes.into())),
             is_error: false,
+            page_url: None,
         }
     }
     fn text_delta(&self, _t: &str) {}

@@ -108,7 +108,17 @@ enum Cmd {
     },
     /// Give a bot a task and follow it: text, tool calls and results stream as they happen
     /// (`--json`: one JSON event per line). Exits 0 only when the run completes; Ctrl-C stops it.
+    /// When the run asks you something (a safety check), a terminal asks you right there.
     Run { bot: String, task: String },
+    /// Allow what a bot's run waits for your answer on (a safety check its model's provider put
+    /// on an action).
+    Approve { bot: String },
+    /// Decline it: the run stops, with your note.
+    Deny {
+        bot: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
     /// A bot's chat: tasks, replies, tool calls and their results.
     Chat {
         bot: String,
@@ -263,8 +273,12 @@ enum ModelCmd {
         context: Option<u64>,
         #[arg(long)]
         max_output: Option<u64>,
+        /// Claude's extended thinking per turn: a budget in tokens (1024 or more) or `off`
+        /// (models with adaptive thinking decide for themselves).
+        #[arg(long)]
+        thinking: Option<String>,
         /// Back to the family's defaults.
-        #[arg(long, conflicts_with_all = ["context", "max_output"])]
+        #[arg(long, conflicts_with_all = ["context", "max_output", "thinking"])]
         default: bool,
     },
     /// Show or set how a model gives screen coordinates: pixels of the screenshot, 0-1000 on
@@ -400,6 +414,12 @@ fn main() -> ExitCode {
     // The engine has settled (see `run`): what is left are idle threads; the process does not wait for them.
     rt.shutdown_background();
     code
+}
+
+/// Text a bot or a page wrote, safe to print on a terminal: control characters (which could move
+/// the cursor or rewrite what is shown) are written as escapes.
+fn sanitize(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 /// The API key: a hidden prompt on a terminal, else all of stdin (trimmed). Empty means none (fine
@@ -542,17 +562,29 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 None => format!("{id}: no prices (runs show tokens only; set them with `botdesk model prices {id} INPUT OUTPUT CACHE_READ CACHE_WRITE`)"),
             });
         }
-        Cmd::Model { cmd: ModelCmd::Limits { id, context, max_output, default } } => {
+        Cmd::Model { cmd: ModelCmd::Limits { id, context, max_output, thinking, default } } => {
+            let thinking = match thinking.as_deref() {
+                None => None,
+                Some("off") => Some(0),
+                Some(n) => {
+                    Some(n.parse::<u32>().map_err(|_| EngineError::invalid(format!("--thinking is a number of tokens (1024 or more) or off, not {n:?}")))?)
+                }
+            };
             if default {
                 engine.set_model_limits(&id, None).await?;
-            } else if context.is_some() || max_output.is_some() {
+            } else if context.is_some() || max_output.is_some() || thinking.is_some() {
                 let now = engine.model_limits(&id).await?;
-                let l = botdesk_engine::Limits { context_window: context.unwrap_or(now.context_window), max_output: max_output.unwrap_or(now.max_output) };
+                let l = botdesk_engine::Limits {
+                    context_window: context.unwrap_or(now.context_window),
+                    max_output: max_output.unwrap_or(now.max_output),
+                    thinking: thinking.or(now.thinking),
+                };
                 engine.set_model_limits(&id, Some(l)).await?;
             }
             let l = engine.model_limits(&id).await?;
-            print(json, json!({"model": id, "limits": l}), || {
-                format!("{id}: a {}-token context window, up to {} output tokens per call", l.context_window, l.max_output)
+            let thinks = engine.model_thinking(&id).await?;
+            print(json, json!({"model": id, "limits": l, "thinking": thinks.to_string()}), || {
+                format!("{id}: a {}-token context window, up to {} output tokens per call; thinking: {thinks}", l.context_window, l.max_output)
             });
         }
         Cmd::Model { cmd: ModelCmd::Coordinates { id, space, default } } => {
@@ -796,6 +828,14 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(engine, json, cmd).await?,
         Cmd::Run { bot, task } => return run_task(engine, json, &bot, &task).await,
+        Cmd::Approve { bot } => {
+            let q = engine.answer_question(&bot, true, None).await?;
+            print(json, json!({ "question": q }), || format!("allowed: {}", sanitize(&q.question)));
+        }
+        Cmd::Deny { bot, note } => {
+            let q = engine.answer_question(&bot, false, note.as_deref()).await?;
+            print(json, json!({ "question": q }), || format!("declined: {}", sanitize(&q.question)));
+        }
         Cmd::Chat { bot, last } => {
             let items = engine.chat(&bot, last).await?;
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
@@ -1014,10 +1054,16 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
     let mut handle = tokio::spawn(async move { runner.run_task(&b, &t).await });
     let mut names = std::collections::HashMap::new();
     let mut stopping = false;
+    let ask_here = !json && std::io::IsTerminal::is_terminal(&std::io::stdin());
     let finished = loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Ok(ev) if ev.bot() == bot_id => print_event(json, &ev, &mut names),
+                Ok(ev) if ev.bot() == bot_id => {
+                    print_event(json, &ev, &mut names);
+                    if let (true, botdesk_engine::RunEvent::Question { .. }) = (ask_here, &ev) {
+                        answer_here(engine, bot);
+                    }
+                }
                 Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => eprintln!("({n} events skipped)"),
                 Err(_) => {}
@@ -1053,6 +1099,27 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
     })
 }
 
+/// Asks the person at the terminal for the answer to the run's question (the app or another
+/// terminal may answer first: then this answer is too late and says so).
+fn answer_here(engine: &Engine, bot: &str) {
+    let (engine, bot) = (engine.clone(), bot.to_string());
+    tokio::spawn(async move {
+        eprint!("Allow it? [y/N, or a note to decline with] ");
+        let line = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await;
+        let Ok(Ok(line)) = line else { return };
+        let line = line.trim();
+        let allow = matches!(line.to_ascii_lowercase().as_str(), "y" | "yes");
+        let note = (!allow && !line.is_empty() && !matches!(line.to_ascii_lowercase().as_str(), "n" | "no")).then_some(line);
+        if let Err(e) = engine.answer_question(&bot, allow, note).await {
+            eprintln!("(not answered: {e})");
+        }
+    });
+}
+
 fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::collections::HashMap<String, String>) {
     use botdesk_engine::RunEvent as E;
     use std::io::Write;
@@ -1080,6 +1147,10 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
         E::Activity { .. } | E::Usage { .. } => {}
         E::Restart { why, .. } => println!("\n[the reply broke off ({why}); asking the model again]"),
         E::Waiting { seconds, why, .. } => println!("[waiting for {why}, {seconds} s]"),
+        E::Question { question, .. } => {
+            println!("\n[the bot asks you: {}]\n[answer here, in the app, or with `botdesk approve BOT` / `botdesk deny BOT --note TEXT`]", sanitize(question))
+        }
+        E::Answered { .. } => {}
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
                 println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));

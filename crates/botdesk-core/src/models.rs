@@ -53,6 +53,16 @@ pub enum Thinking {
     Adaptive,
 }
 
+impl std::fmt::Display for Thinking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Thinking::None => f.write_str("off"),
+            Thinking::Extended(b) => write!(f, "extended, up to {b} tokens a turn"),
+            Thinking::Adaptive => f.write_str("adaptive (the model decides)"),
+        }
+    }
+}
+
 /// One row of the table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,7 +95,18 @@ impl ModelInfo {
     }
 
     pub fn limits(&self) -> Limits {
-        Limits { context_window: self.context_window, max_output: self.max_output }
+        Limits { context_window: self.context_window, max_output: self.max_output, thinking: None }
+    }
+
+    /// The thinking a model of this row is asked for, given what the person set (`budget`:
+    /// None, the row's default; 0, off): an extended budget applies to models that think with
+    /// one; adaptive models decide for themselves.
+    pub fn thinking(&self, budget: Option<u32>) -> Thinking {
+        match (self.thinking, budget) {
+            (Thinking::Extended(_), Some(0)) => Thinking::None,
+            (Thinking::Extended(_), Some(b)) => Thinking::Extended(b.max(1024)),
+            (t, _) => t,
+        }
     }
 }
 

@@ -290,6 +290,10 @@ mod cost_tests {
 pub struct Limits {
     pub context_window: u64,
     pub max_output: u64,
+    /// Claude's extended thinking budget per turn in tokens (at least 1,024; 0: off); None: the
+    /// table of models' default for the family (models with adaptive thinking decide for
+    /// themselves).
+    pub thinking: Option<u32>,
 }
 
 impl Limits {

@@ -33,6 +33,8 @@ pub enum RunHold {
     AskedForYou,
     /// The person paused the run to take the screen.
     PausedForYou,
+    /// The run waits for the person's answer to a question (a safety check).
+    AsksYou,
 }
 
 /// A bot's state as front ends show it: its status and what its run waits for.
@@ -121,9 +123,10 @@ impl Engine {
             let runs = self.inner.store.active_runs(&b.id).await?;
             let control = self.inner.store.control(&b.computer_id, now).await?.filter(|c| c.bot_id == b.id);
             let broken = computers.iter().any(|c| c.id == b.computer_id && c.state == ComputerState::Error);
+            let asks = !runs.is_empty() && self.inner.store.open_question(&b.id).await?.is_some_and(|q| runs.iter().any(|r| r.id == q.run_id));
             let status = if control.is_some() {
                 BotStatus::YouHaveControl
-            } else if runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
+            } else if asks || runs.iter().any(|r| r.status == RunStatus::WaitingTakeover) {
                 BotStatus::WaitingForYou
             } else if runs.iter().any(|r| r.pause_requested_at.is_some()) {
                 BotStatus::Pausing
@@ -136,6 +139,7 @@ impl Engine {
             };
             let waiting = runs.iter().find(|r| r.status == RunStatus::WaitingTakeover);
             let run = match (waiting, runs.is_empty()) {
+                _ if asks => RunHold::AsksYou,
                 (Some(r), _) if r.pause_requested_at.is_some() => RunHold::PausedForYou,
                 (Some(_), _) => RunHold::AskedForYou,
                 (None, true) => RunHold::None,

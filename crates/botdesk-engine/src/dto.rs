@@ -19,7 +19,7 @@ pub use botdesk_core::{
     RunFailure, RunStatus, Usage, WorkspacePath,
 };
 pub use botdesk_docker::image::BuildProgress;
-pub use botdesk_store::{ActivityRow, ControlLease};
+pub use botdesk_store::{ActivityRow, ControlLease, Question};
 
 /// A bot with its state, as the app's sidebar lists it and its `bots-changed` event carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -150,6 +150,7 @@ pub fn typescript() -> String {
         RunStatus,
         RunFailure,
         RunEvent,
+        Question,
         ActivityStatus,
         ActivityRow,
         WorkspacePath,

@@ -27,7 +27,7 @@ pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices,
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 pub use botdesk_docker::image::BuildProgress;
-pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Reservation, Run};
+pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Question, Reservation, Run};
 pub use bots::{BotState, BotStatus, BotView, ComputerBrief, RunHold};
 pub use checkpoint::CheckpointReport;
 pub use clipboard::MAX_CLIPBOARD;

@@ -115,12 +115,26 @@ impl Engine {
         Ok(self.inner.store.model_limits(&m.id).await?.unwrap_or_else(|| Limits::default_for(m.kind.as_str(), &m.model)))
     }
 
-    /// Sets (or with None, goes back to the family's defaults) a model's context window and
-    /// output tokens per call.
+    /// How a model thinks, as its runs ask for it: the table of models' default, or the
+    /// extended budget the person set.
+    pub async fn model_thinking(&self, id: &str) -> Result<botdesk_core::models::Thinking> {
+        let m = self.inner.store.model(id).await?;
+        if m.kind != ModelKind::Anthropic {
+            return Ok(botdesk_core::models::Thinking::None);
+        }
+        let set = self.inner.store.model_limits(&m.id).await?.and_then(|l| l.thinking);
+        Ok(botdesk_core::models::lookup_for(m.kind.as_str(), &m.model).info.thinking(set))
+    }
+
+    /// Sets (or with None, goes back to the family's defaults) a model's context window, output
+    /// tokens per call and thinking budget.
     pub async fn set_model_limits(&self, id: &str, limits: Option<Limits>) -> Result<Limits> {
         if let Some(l) = limits {
             if !(1_024..=10_000_000).contains(&l.context_window) || l.max_output == 0 || l.max_output >= l.context_window {
                 return Err(EngineError::invalid("a context window is 1,024 to 10,000,000 tokens, and the output per call is less than it"));
+            }
+            if l.thinking.is_some_and(|t| t != 0 && !(1024..=l.context_window / 2).contains(&(t as u64))) {
+                return Err(EngineError::invalid("a thinking budget is at least 1,024 tokens (and at most half the context window), or 0 for off"));
             }
         }
         let m = self.inner.store.model(id).await?;

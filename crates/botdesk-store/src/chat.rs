@@ -337,20 +337,25 @@ impl Store {
 
     /// A model's context window and output per call, when set.
     pub async fn model_limits(&self, model_id: &str) -> Result<Option<botdesk_core::Limits>> {
-        let r = sqlx::query!(r#"SELECT context_window AS "c: i64", max_output AS "o: i64" FROM model_limits WHERE model_id = ?1"#, model_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(r.map(|r| botdesk_core::Limits { context_window: r.c.max(1) as u64, max_output: r.o.max(1) as u64 }))
+        let r =
+            sqlx::query!(r#"SELECT context_window AS "c: i64", max_output AS "o: i64", thinking AS "t: i64" FROM model_limits WHERE model_id = ?1"#, model_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(r.map(|r| botdesk_core::Limits {
+            context_window: r.c.max(1) as u64,
+            max_output: r.o.max(1) as u64,
+            thinking: r.t.map(|t| t.clamp(0, u32::MAX as i64) as u32),
+        }))
     }
 
     /// Sets (or with None, forgets) a model's context window and output per call.
     pub async fn set_model_limits(&self, model_id: &str, l: Option<&botdesk_core::Limits>) -> Result<()> {
         match l {
             Some(l) => {
-                let (c, o) = (stored(l.context_window), stored(l.max_output));
+                let (c, o, t) = (stored(l.context_window), stored(l.max_output), l.thinking.map(i64::from));
                 sqlx::query!(
-                    "INSERT INTO model_limits (model_id, context_window, max_output) VALUES (?1, ?2, ?3) ON CONFLICT (model_id) DO UPDATE SET context_window = ?2, max_output = ?3",
-                    model_id, c, o
+                    "INSERT INTO model_limits (model_id, context_window, max_output, thinking) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (model_id) DO UPDATE SET context_window = ?2, max_output = ?3, thinking = ?4",
+                    model_id, c, o, t
                 )
                 .execute(&self.pool)
                 .await?;

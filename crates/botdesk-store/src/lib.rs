@@ -6,12 +6,14 @@ mod desktops;
 mod hosts;
 mod leases;
 mod models;
+mod questions;
 mod spares;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};
 pub use desktops::Desktop;
 pub use hosts::HostRow;
 pub use leases::*;
 pub use models::ModelRow;
+pub use questions::Question;
 pub use spares::{new_computer_id, Spare};
 
 use botdesk_core::{state::ComputerState, BotId, ComputerId, ComputerRef, ComputerScope, HostName};

@@ -1,11 +1,29 @@
 // The chat column: the bot's messages with their tool calls and screenshots, the streamed reply,
 // what its runs cost, and the task box.
-import { sendTask } from "../actions";
+import { answerQuestion, sendTask } from "../actions";
 import { button, el } from "../dom";
 import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
 import type { BotRow, ChatCall, ChatItem, RunFailure } from "../types";
 import { modal, openBudget, openSettings } from "./settings";
+
+/** What the bot's run asks the person (a safety check its model's provider put on an action), with
+ *  Allow and Decline; nothing answers for them. */
+function question(b: BotRow, text: string): HTMLElement {
+  const note = el("input", { type: "text", id: "question-note", placeholder: "Note to the bot (optional, with Decline)", "aria-label": "Note with Decline" }) as HTMLInputElement;
+  return el(
+    "div",
+    { class: "msg needs-you question", role: "alert", id: "question" },
+    el("div", { class: "text" }, `${b.name} asks you: ${text}`),
+    el(
+      "div",
+      { class: "row" },
+      button("Allow", { class: "primary", id: "question-allow", type: "button" }, () => answerQuestion(b.id, true, null)),
+      button("Decline", { id: "question-deny", type: "button" }, () => answerQuestion(b.id, false, note.value.trim() || null)),
+      note,
+    ),
+  );
+}
 
 export function chat(b: BotRow): HTMLElement {
   const list = el("div", { class: "messages", id: "messages", "aria-live": "polite" });
@@ -23,7 +41,9 @@ export function chat(b: BotRow): HTMLElement {
     const seconds = Math.max(1, Math.round((waiting.until - Date.now()) / 1000));
     list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, `Waiting for ${waiting.why}, ${seconds} s`));
   }
-  if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
+  const q = state.questions.get(b.id);
+  if (q) list.append(question(b, q.question));
+  else if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
 
   const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
   input.value = state.drafts.get(b.id) ?? "";

@@ -108,8 +108,18 @@ export async function openBudget(b: BotRow) {
 
 /** A model's context window, output per call and coordinate space, saved or back to its family's defaults. */
 function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLElement {
-  const num = (name: keyof Limits, label: string, hint: string) =>
+  const num = (name: "context_window" | "max_output", label: string, hint: string) =>
     el("label", { class: "price" }, el("span", {}, label), el("input", { type: "number", min: "1", step: "1", name, value: String(now[name]), required: "", title: hint }));
+  // Claude's extended thinking: a budget per turn, or off; empty: the family's default.
+  const thinking = el("input", {
+    type: "number",
+    min: "0",
+    step: "1024",
+    name: "thinking",
+    value: now.thinking === null ? "" : String(now.thinking),
+    placeholder: "default",
+    title: "Claude's extended thinking per turn, in tokens (1024 or more; 0: off; empty: the family's default). Models with adaptive thinking decide for themselves.",
+  }) as HTMLInputElement;
   const coords = el(
     "select",
     { name: "coordinates" },
@@ -123,6 +133,7 @@ function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLEl
     { class: "limits-form", "data-limits-for": m.id },
     num("context_window", "Context window", "Tokens the model takes in per call"),
     num("max_output", "Output per call", "Tokens the model may give out per call"),
+    ...(m.kind === "anthropic" ? [el("label", { class: "price" }, el("span", {}, "Thinking"), thinking)] : []),
     el("label", { class: "price" }, el("span", {}, "Coordinates"), coords),
     el("button", { type: "submit", class: "primary" }, "Save"),
     button("Family defaults", { class: "ghost", type: "button" }, async () => {
@@ -144,7 +155,8 @@ function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLEl
     e.preventDefault();
     const v = (n: string) => Number((form.elements.namedItem(n) as HTMLInputElement).value);
     try {
-      await api.setModelLimits(m.id, { context_window: v("context_window"), max_output: v("max_output") });
+      const budget = thinking.value.trim() === "" ? null : Number(thinking.value);
+      await api.setModelLimits(m.id, { context_window: v("context_window"), max_output: v("max_output"), thinking: budget });
       await api.setModelCoordinates(m.id, coords.value as CoordSpace);
       await done();
     } catch (err) {

@@ -697,10 +697,20 @@ fn normalise(wire: Wire, headers: HashMap<String, String>, body: Value) -> Seen 
         Wire::Responses => {
             let input = body["input"].as_array().cloned().unwrap_or_default();
             let image_parts = |v: &Value| v.as_array().into_iter().flatten().filter(|c| c["type"] == "input_image").count();
-            images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"])).sum();
+            images = input.iter().map(|i| image_parts(&i["content"]) + image_parts(&i["output"]) + usize::from(i["type"] == "computer_call_output")).sum();
             // The answers after the model's last item.
-            let start =
-                input.iter().rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "reasoning")) || i["role"] == "assistant").map_or(0, |i| i + 1);
+            let start = input
+                .iter()
+                .rposition(|i| matches!(i["type"].as_str(), Some("function_call" | "computer_call" | "reasoning")) || i["role"] == "assistant")
+                .map_or(0, |i| i + 1);
+            for i in input[start..].iter().filter(|i| i["type"] == "computer_call_output") {
+                results.push(SeenResult {
+                    call_id: i["call_id"].as_str().unwrap_or("").into(),
+                    text: String::new(),
+                    is_error: false,
+                    has_image: i["output"]["image_url"].as_str().is_some_and(|u| u.starts_with("data:image/")),
+                });
+            }
             for i in input[start..].iter().filter(|i| i["type"] == "function_call_output") {
                 let text = match &i["output"] {
                     Value::String(t) => t.clone(),

@@ -394,6 +394,8 @@ fn openai_tools(tools: Option<&Value>, field: &str) -> Result<usize, Refusal> {
                     return Err(Refusal::bad(format!("Invalid '{field}[{i}].function.parameters': expected an object")));
                 }
             }
+            // Responses' built-in computer tool (GA) takes no fields.
+            Some("computer") if t.get("function").is_none() => {}
             Some("computer_use_preview") if field == "tools" && t.get("function").is_none() => {
                 for k in ["display_width", "display_height", "environment"] {
                     if t[k].is_null() {
@@ -521,6 +523,7 @@ fn responses(body: &Value, memo: &mut ImageMemo) -> Checked {
     }
     let tools = openai_tools(body.get("tools"), "tools")?;
     let computer = body["tools"].as_array().into_iter().flatten().any(|t| t["type"] == "computer_use_preview");
+    // (Only the preview tool requires it; the GA `computer` tool does not.)
     if computer && body["truncation"] != "auto" {
         return Err(Refusal::bad("The 'computer-use-preview' model requires that the 'truncation' parameter be set to 'auto'."));
     }

@@ -77,6 +77,22 @@ pub enum RunEvent {
         run_id: String,
         why: String,
     },
+    /// The run asks the person (a safety check on the model's next action): it waits for
+    /// `answer_question`.
+    Question {
+        bot: String,
+        run_id: String,
+        id: i64,
+        kind: String,
+        question: String,
+    },
+    /// The question was answered (or closed, the run stopped).
+    Answered {
+        bot: String,
+        run_id: String,
+        id: i64,
+        allow: bool,
+    },
     /// The next model call waits `seconds` first, for `why` ("the rate limit", "a retry after an
     /// error"); the chat says so until something else comes.
     Waiting {
@@ -106,6 +122,8 @@ impl RunEvent {
             | RunEvent::Status { bot, .. }
             | RunEvent::Restart { bot, .. }
             | RunEvent::Waiting { bot, .. }
+            | RunEvent::Question { bot, .. }
+            | RunEvent::Answered { bot, .. }
             | RunEvent::Usage { bot, .. } => bot,
         }
     }

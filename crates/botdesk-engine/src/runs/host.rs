@@ -20,6 +20,9 @@ pub(super) struct RunHost {
     pub(super) coords: action::CoordSpace,
     /// The model's prices, when known: each call's cost is stored beside its tokens.
     pub(super) prices: Option<botdesk_core::Prices>,
+    /// Each look says the address of the page when the bot's browser is in front (OpenAI's
+    /// computer use checks it).
+    pub(super) page_urls: bool,
 }
 
 impl RunHost {
@@ -138,7 +141,12 @@ impl RunHost {
                     }
                 };
                 let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
-                ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false }
+                let browser_in_front = o.active_window.as_deref().is_some_and(|w| w.ends_with("Chromium"));
+                let page_url = match self.page_urls && browser_in_front {
+                    true => self.engine.browser_snapshot(self.bot.id.as_str()).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
+                    false => None,
+                };
+                ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false, page_url }
             }
             Err(e) => self.err(e),
         }
@@ -277,6 +285,7 @@ impl Host for RunHost {
             Tool::Observe => self.observe().await,
             Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
                 Ok((r, (w, h), png)) => ToolOutput {
+                    page_url: None,
                     text: format!(
                         "The region from ({}, {}) to ({}, {}) of the screen ({}x{} pixels), shown enlarged at {w}x{h}.",
                         region[0],
@@ -299,6 +308,7 @@ impl Host for RunHost {
                 }
                 Err(err) => self.err(err),
             },
+            Tool::SafetyChecked { checks, then } => return self.safety_checked(call_id, &checks, *then, cancel).await,
             Tool::Wait { ms } => self.wait(ms, cancel).await,
             Tool::HoldKey { keys, ms } => self.hold_keys(keys, ms, cancel).await,
             Tool::CursorPosition => self.cursor_position().await,
@@ -440,7 +450,7 @@ impl Host for RunHost {
         // Results the host produced were stored by `finish`; calls refused before reaching the host
         // (malformed, unknown tool) are stored here.
         if !self.finished.lock().unwrap().contains(&call.id) {
-            let out = ToolOutput { text: self.redactor.redact(&r.text), image: None, is_error: r.is_error };
+            let out = ToolOutput { text: self.redactor.redact(&r.text), image: None, is_error: r.is_error, page_url: None };
             self.finish(&call.id, out, None, None).await;
         }
     }

@@ -5,6 +5,7 @@
 //! activity); `host.rs` carries out the model's tool calls for a run and records them;
 //! `takeover.rs` is the person taking the screen mid-run; `output.rs` keeps a command's output.
 
+mod ask;
 mod chat;
 mod host;
 mod output;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use botdesk_agent::tools::ToolKind;
+use botdesk_agent::tools::{SafetyCheck, ToolKind};
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
 use botdesk_core::{action, ActivityStatus, CallStatus, ImageFormat, MachineStatus, MessageRole, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
 use botdesk_store::{ExecLease, Run};
@@ -94,6 +95,7 @@ impl Engine {
         if let Some(l) = self.inner.store.model_limits(&m.id).await? {
             (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
         }
+        config.thinking = self.model_thinking(&m.id).await?;
         let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
         self.recover_runs().await?;
         let run = self.create_run(bot.id.as_str(), task).await?;
@@ -141,6 +143,7 @@ impl Engine {
             usage: Default::default(),
             coords,
             prices,
+            page_urls: matches!(client.config().dialect, botdesk_agent::Dialect::OpenAiComputer(_)),
         };
         host.message(MessageRole::User, &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });

@@ -96,7 +96,7 @@ fn one(action: &str, thought: &str) -> Result<Step, String> {
             let content = arg("content").ok_or("type needs content")?;
             // A trailing newline submits: typed as Enter.
             match content.strip_suffix('\n') {
-                Some(text) if text.is_empty() => act(json!([{"type": "key", "key": "Return"}])),
+                Some("") => act(json!([{"type": "key", "key": "Return"}])),
                 Some(text) => act(json!([{"type": "type", "text": text}, {"type": "key", "key": "Return"}])),
                 None => act(json!([{"type": "type", "text": content}])),
             }

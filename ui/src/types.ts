@@ -279,7 +279,7 @@ export type RunStatus = "queued" | "leased" | "running" | "waiting_takeover" | "
  * sentence). Written as `MODEL_BAD_KEY` etc., like the engine's error codes.
  * Stored and serialized as its text.
  */
-export type RunFailure = "MODEL_BAD_KEY" | "MODEL_UNKNOWN" | "MODEL_NO_IMAGES" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "CONTEXT_TOO_SMALL" | "MODEL_REFUSED" | "CONTEXT_FULL" | "CONTENT_FILTERED" | "MODEL_INCOMPLETE" | "OVER_BUDGET" | "STEP_LIMIT" | "COMPUTER_STOPPED" | "INTERRUPTED" | "NOT_STARTED";
+export type RunFailure = "MODEL_BAD_KEY" | "MODEL_UNKNOWN" | "MODEL_NO_IMAGES" | "MODEL_UNAVAILABLE" | "MODEL_ERROR" | "CONTEXT_TOO_SMALL" | "MODEL_REFUSED" | "CONTEXT_FULL" | "CONTENT_FILTERED" | "MODEL_INCOMPLETE" | "OVER_BUDGET" | "STEP_LIMIT" | "COMPUTER_STOPPED" | "DECLINED" | "INTERRUPTED" | "NOT_STARTED";
 
 /**
  * What happens in runs, for front ends. `bot` is the bot id.

@@ -105,6 +105,8 @@ string_enum!(
         StepLimit => "STEP_LIMIT",
         /// The computer stopped under the run.
         ComputerStopped => "COMPUTER_STOPPED",
+        /// The person declined what the run asked them (a safety check on the model's action).
+        Declined => "DECLINED",
         /// The process driving the run died (its lease expired).
         Interrupted => "INTERRUPTED",
         /// The run could not start (no lease, no model, no computer).

@@ -55,45 +55,51 @@ fn xdotool_button(b: Button) -> &'static str {
 pub fn xdotool_runs(actions: &[Action]) -> Vec<Vec<String>> {
     let mut runs: Vec<Vec<String>> = vec![];
     let mut cur: Vec<String> = vec![];
+    // Where this chain left the pointer: a click there again is a bare click, so two clicks in a
+    // row are a double click (a move in between, even to the same place, can break one).
+    let mut pointer: Option<(u32, u32)> = None;
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let at = |cur: &mut Vec<String>, p: &Option<(u32, u32)>| {
-        if let Some((x, y)) = p {
-            cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string()]));
+    let to = |cur: &mut Vec<String>, pointer: &mut Option<(u32, u32)>, p: (u32, u32)| {
+        if *pointer != Some(p) {
+            cur.extend(s(&["mousemove", "--sync", &p.0.to_string(), &p.1.to_string()]));
+            *pointer = Some(p);
         }
     };
     for a in actions {
         match a {
-            Action::Click { x, y, button } => cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string(), "click", xdotool_button(*button)])),
-            Action::Move { x, y } => cur.extend(s(&["mousemove", "--sync", &x.to_string(), &y.to_string()])),
+            Action::Click { x, y, button } => {
+                to(&mut cur, &mut pointer, (*x, *y));
+                cur.extend(s(&["click", xdotool_button(*button)]));
+            }
+            Action::Move { x, y } => to(&mut cur, &mut pointer, (*x, *y)),
             Action::Down { at: p, button } => {
-                at(&mut cur, p);
+                if let Some(p) = p {
+                    to(&mut cur, &mut pointer, *p);
+                }
                 cur.extend(s(&["mousedown", xdotool_button(*button)]));
             }
             Action::Up { at: p, button } => {
-                at(&mut cur, p);
+                if let Some(p) = p {
+                    to(&mut cur, &mut pointer, *p);
+                }
                 cur.extend(s(&["mouseup", xdotool_button(*button)]));
             }
-            Action::Drag { x, y, to_x, to_y, button } => cur.extend(s(&[
-                "mousemove",
-                "--sync",
-                &x.to_string(),
-                &y.to_string(),
-                "mousedown",
-                xdotool_button(*button),
-                "mousemove",
-                "--sync",
-                &to_x.to_string(),
-                &to_y.to_string(),
-                "mouseup",
-                xdotool_button(*button),
-            ])),
+            Action::Drag { x, y, to_x, to_y, button } => {
+                to(&mut cur, &mut pointer, (*x, *y));
+                cur.extend(s(&["mousedown", xdotool_button(*button)]));
+                // The end is always moved to (a drag that does not move is a click).
+                cur.extend(s(&["mousemove", "--sync", &to_x.to_string(), &to_y.to_string(), "mouseup", xdotool_button(*button)]));
+                pointer = Some((*to_x, *to_y));
+            }
             Action::Key { key, modifiers } => {
                 let mut combo: Vec<String> = modifiers.iter().map(|m| keysym(m)).collect();
                 combo.push(keysym(key));
                 cur.extend(s(&["key", "--clearmodifiers", &combo.join("+")]));
             }
             Action::Scroll { at: p, direction, amount } => {
-                at(&mut cur, p);
+                if let Some(p) = p {
+                    to(&mut cur, &mut pointer, *p);
+                }
                 let b = match direction {
                     Direction::Up => "4",
                     Direction::Down => "5",

@@ -60,6 +60,22 @@ impl World {
         (server, model)
     }
 
+    /// A bot named `name` whose model is `model` of provider `kind` at a fresh scripted server
+    /// (its family's dialect, coordinates and thinking, as a real one of that name gets).
+    async fn bot_as(&mut self, name: &str, kind: botdesk_core::ModelKind, model: &str) -> ScriptedServer {
+        let server = ScriptedServer::start(vec![]).await;
+        let wire = match kind {
+            botdesk_core::ModelKind::Anthropic => Wire::Anthropic,
+            _ => Wire::OpenAi,
+        };
+        let id = unique("as");
+        let new = NewModel { id: id.clone(), kind, model: model.into(), base_url: Some(server.base_url(wire)), coordinates: None };
+        self.engine.add_model(new, Some(format!("sk-e2e-{}", uuid::Uuid::new_v4().simple()))).await.unwrap();
+        self.models.push(id.clone());
+        self.engine.create_bot(name, ComputerScope::Team, Some(&id), "").await.unwrap();
+        server
+    }
+
     /// [`World::model`] for a model giving coordinates in `space`.
     async fn model_in(&mut self, server: &ScriptedServer, wire: Wire, space: action::CoordSpace) -> (String, String) {
         let id = unique("scripted");
@@ -798,4 +814,164 @@ async fn a_pause_not_reached_in_time_is_withdrawn_and_the_run_goes_on() {
     assert_eq!(server.requests().len(), 2, "the run went on without pausing");
     let chat = w.engine.chat("busy", 20).await.unwrap();
     assert!(!chat.iter().any(|m| m.text.starts_with("Paused:")), "{chat:#?}");
+}
+
+/// A page that names in its title the last thing done to it: which button went down or up with
+/// which keys held and where on the screen, double and triple clicks, the wheel's direction,
+/// keys, and Shift held alone. (Event timestamps of XTEST input are not the real time here, so
+/// how long a key was held is the tool's own word.)
+const EVENTS_PAGE: &str = r#"<!doctype html><title>ready</title><body style="margin:0;height:3000px;width:3000px"><script>
+const say = t => document.title = t;
+const mods = e => (e.shiftKey ? 'shift ' : '') + (e.ctrlKey ? 'ctrl ' : '') + (e.altKey ? 'alt ' : '');
+addEventListener('mousedown', e => say(`down ${e.button} ${mods(e)}at ${e.screenX},${e.screenY}`));
+addEventListener('mouseup', e => say(`up ${e.button} ${mods(e)}at ${e.screenX},${e.screenY}`));
+addEventListener('click', e => { if (e.detail >= 3) say(`click x${e.detail}`); });
+addEventListener('dblclick', e => say('dblclick'));
+addEventListener('contextmenu', e => e.preventDefault());
+addEventListener('wheel', e => say(`wheel ${(e.deltaY || e.deltaX) > 0 ? 'down' : 'up'} ${mods(e)}`), { passive: true });
+// Shift pressed and let go with nothing between: held (a shift-click has its click between).
+let alone = false;
+addEventListener('mousedown', () => { alone = false; }, true);
+addEventListener('keydown', e => { alone = e.key === 'Shift'; say(`key ${e.key} ${mods(e)}`); });
+addEventListener('keyup', e => { if (e.key === 'Shift' && alone) say('Shift held and let go'); alone = false; });
+</script></body>"#;
+
+/// Every action of Claude's computer tool (computer_20251124, whose actions include those of
+/// computer_20250124) in the shapes Anthropic documents, sent by a scripted Claude and carried
+/// out on a real desktop: none is an error, and each does what it says (read back from a page
+/// that names in its title what was done to it, and from the pointer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claudes_whole_action_set_works_on_a_real_desktop() {
+    let mut w = world().await;
+    let server = w.bot_as("clicker", botdesk_core::ModelKind::Anthropic, "claude-opus-4-5").await;
+    w.engine.files_write("clicker", "events.html", bytes::Bytes::from_static(EVENTS_PAGE.as_bytes()), false).await.unwrap();
+    w.engine.open_path("clicker", "events.html").await.unwrap();
+    // The computer tool's result says the active window's title: what the page saw last.
+    let saw = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if !r.is_error && r.text.contains(&format!("active window \"{want}")) => Ok(()),
+            other => Err(format!("expected the page to have seen {want:?}, got {other:?}")),
+        }
+    };
+    let said = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if !r.is_error && r.text.contains(want) => Ok(()),
+            other => Err(format!("expected a result saying {want:?}, got {other:?}")),
+        }
+    };
+    let act = |v: serde_json::Value| Reply::call("computer", v);
+    let steps = vec![
+        Step::reply(act(json!({"action": "screenshot"}))),
+        Step::check(said("Screen 1280x800"), act(json!({"action": "left_click", "coordinate": [640, 400], "key": "shift"}))),
+        Step::check(saw("up 0 shift at 640,400"), act(json!({"action": "right_click", "coordinate": [650, 410]}))),
+        Step::check(saw("up 2 at 650,410"), act(json!({"action": "middle_click", "coordinate": [660, 420]}))),
+        Step::check(saw("up 1 at 660,420"), act(json!({"action": "double_click", "coordinate": [600, 400]}))),
+        Step::check(saw("dblclick"), act(json!({"action": "triple_click", "coordinate": [600, 400]}))),
+        Step::check(saw("click x3"), act(json!({"action": "mouse_move", "coordinate": [300, 200]}))),
+        Step::check(said("cursor at (300, 200)"), act(json!({"action": "cursor_position"}))),
+        Step::check(said("X=300,Y=200"), act(json!({"action": "left_click"}))),
+        Step::check(saw("up 0 at 300,200"), act(json!({"action": "left_click", "coordinate": [640, 400], "text": "ctrl"}))),
+        Step::check(saw("up 0 ctrl at 640,400"), act(json!({"action": "scroll", "coordinate": [640, 400], "scroll_direction": "down", "scroll_amount": 3}))),
+        Step::check(saw("wheel down"), act(json!({"action": "scroll", "scroll_direction": "up", "scroll_amount": 2, "text": "alt"}))),
+        Step::check(saw("wheel up alt"), act(json!({"action": "left_mouse_down"}))),
+        Step::check(saw("down 0 at 640,400"), act(json!({"action": "left_mouse_up", "coordinate": [700, 450]}))),
+        Step::check(saw("up 0 at 700,450"), act(json!({"action": "left_click_drag", "start_coordinate": [500, 300], "coordinate": [620, 380]}))),
+        Step::check(saw("up 0 at 620,380"), act(json!({"action": "key", "text": "ctrl+a"}))),
+        Step::check(saw("key a ctrl"), act(json!({"action": "type", "text": "hi"}))),
+        Step::check(saw("key i"), act(json!({"action": "hold_key", "text": "shift", "duration": 1}))),
+        Step::check(
+            |s: &Seen| match s.results.first() {
+                Some(r) if r.text.starts_with("Held shift for 1.0 s") && r.text.contains("active window \"Shift held and let go") => Ok(()),
+                other => Err(format!("shift was not held alone: {other:?}")),
+            },
+            act(json!({"action": "key", "text": "x shift+y"})),
+        ),
+        Step::check(saw("key Y shift"), act(json!({"action": "wait", "duration": 6}))),
+        Step::check(said("Waited 6.0 s"), act(json!({"action": "zoom", "region": [0, 0, 320, 200]}))),
+        Step::check(said("shown enlarged at 640x400"), Reply::text("Done.")),
+    ];
+    for s in steps {
+        server.push(s);
+    }
+    let run = w.engine.run_task("clicker", "try every action").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+}
+
+/// UI-TARS answering in its own text actions, in its own coordinates: UI-TARS-1.5 in pixels of
+/// the 1288x812 image it makes of a 1280x800 screen, UI-TARS 1.0 in 0-1000; each click lands on
+/// the pixel it meant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_tars_clicks_land_where_its_own_coordinates_say() {
+    let mut w = world().await;
+    for (bot, model, action, want) in [
+        ("tars15", "ui-tars-1.5-7b", "click(start_box='(644,406)')", (640, 400)),
+        ("tars10", "ui-tars-72b-dpo", "click(start_box='<|box_start|>(250,750)<|box_end|>')", (320, 600)),
+    ] {
+        let server = w.bot_as(bot, botdesk_core::ModelKind::OpenAiCompatible, model).await;
+        server.push(Step::check(
+            |s: &Seen| (s.images == 1).then_some(()).ok_or(format!("the first turn came without a screenshot ({} images)", s.images)),
+            Reply::text(&format!("Thought: the button.\nAction: {action}")),
+        ));
+        server.push(Step::reply(Reply::text("Thought: done.\nAction: finished(content='Clicked.')")));
+        let run = w.engine.run_task(bot, "click the button").await.unwrap();
+        assert_eq!(server.failures(), Vec::<String>::new(), "{model}");
+        assert_eq!(run.status, RunStatus::Completed, "{model}: {run:?}");
+        assert_eq!(w.engine.screenshot(bot, ImageFormat::Png).await.unwrap().cursor, want, "{model}");
+        assert_eq!(w.engine.chat(bot, 1).await.unwrap()[0].text, "Thought: done.\nAction: finished(content='Clicked.')", "{model}");
+    }
+}
+
+/// OpenAI's computer use: a computer call with a pending safety check makes the run ask the
+/// person and wait (the bot shows as waiting for them); allowed, the call is carried out and the
+/// check goes back acknowledged; declined with a note, the run fails as DECLINED with the note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_safety_check_waits_for_the_persons_answer() {
+    use botdesk_agent::scripted::Answer;
+    let mut w = world().await;
+    let server = w.bot_as("careful", botdesk_core::ModelKind::OpenAi, "gpt-5.4").await;
+    let check = |id: &str| json!({"id": id, "code": "sensitive_domain", "message": "The page looks like a bank."});
+    let computer = |action: serde_json::Value, checks: Vec<serde_json::Value>| Reply::Answer(Answer { computer: vec![(action, checks)], ..Default::default() });
+    server.push(Step::reply(computer(json!({"type": "keypress", "keys": ["CTRL", "L"]}), vec![check("cu_sc_1")])));
+    server.push(Step::check(
+        |s: &Seen| {
+            let input = s.body["input"].as_array().cloned().unwrap_or_default();
+            let out = input.iter().rfind(|i| i["type"] == "computer_call_output").cloned().unwrap_or_default();
+            (out["acknowledged_safety_checks"][0]["id"] == "cu_sc_1" && out["output"]["image_url"].as_str().is_some_and(|u| u.starts_with("data:image/png")))
+                .then_some(())
+                .ok_or(format!("not acknowledged with a screenshot: {}", out.to_string().chars().take(300).collect::<String>()))
+        },
+        computer(json!({"type": "screenshot"}), vec![check("cu_sc_2")]),
+    ));
+    let engine = w.engine.clone();
+    let run = tokio::spawn(async move { engine.run_task("careful", "pay the bill").await });
+    let asked = |w: &World| {
+        let engine = w.engine.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            loop {
+                if let Some(q) = engine.open_question("careful").await.unwrap() {
+                    return q;
+                }
+                assert!(Instant::now() < deadline, "the run never asked");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let q = asked(&w).await;
+    assert!(q.question.contains("The page looks like a bank. (sensitive_domain)") && q.kind == "safety_check", "{q:?}");
+    let states = w.engine.bot_statuses().await.unwrap();
+    let (_, state) = states.iter().find(|(id, _)| *id == q.bot_id).unwrap();
+    assert_eq!(*state, BotState { status: BotStatus::WaitingForYou, run: RunHold::AsksYou });
+    w.engine.answer_question("careful", true, None).await.unwrap();
+    let q2 = asked(&w).await;
+    assert_ne!(q2.id, q.id);
+    w.engine.answer_question("careful", false, Some("not this site")).await.unwrap();
+    let run = run.await.unwrap().unwrap();
+    assert_eq!((run.status, run.failure), (RunStatus::Failed, Some(botdesk_core::RunFailure::Declined)), "{run:?}");
+    assert!(run.error.as_deref().unwrap_or("").contains("not this site"), "{run:?}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert!(w.engine.answer_question("careful", true, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
+    let chat = w.engine.chat("careful", 20).await.unwrap();
+    assert!(chat.iter().any(|m| m.text.contains("careful asks you:")) && chat.iter().any(|m| m.text.contains("You declined: not this site")), "{chat:?}");
 }

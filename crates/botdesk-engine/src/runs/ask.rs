@@ -60,7 +60,7 @@ impl RunHost {
             Some(Answer { allow: true, .. }) => Box::pin(self.execute(call_id, then, cancel)).await,
             Some(Answer { allow: false, note }) => {
                 let note = note.map(|n| format!(" ({n})")).unwrap_or_default();
-                *self.fatal.lock().unwrap() = Some(format!("you declined the provider's safety check{note}"));
+                *self.fatal.lock().unwrap() = Some((RunFailure::Declined, format!("you declined the provider's safety check{note}")));
                 self.stop.cancel();
                 ToolOutput::error("the person declined the safety check; the run stops")
             }

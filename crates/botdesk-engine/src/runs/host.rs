@@ -11,8 +11,9 @@ pub(super) struct RunHost {
     pub(super) redactor: Redactor,
     /// Calls whose result is stored.
     pub(super) finished: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// Set when the run cannot go on (its computer stopped under it); the run then fails with it.
-    pub(super) fatal: std::sync::Mutex<Option<String>>,
+    /// Set when the run cannot go on (its computer stopped under it, the person declined a safety
+    /// check); the run then fails with it.
+    pub(super) fatal: std::sync::Mutex<Option<(RunFailure, String)>>,
     pub(super) stop: CancellationToken,
     /// What the run's model calls cost so far.
     pub(super) usage: std::sync::Mutex<Usage>,
@@ -112,7 +113,7 @@ impl RunHost {
             ),
             Err(_) => return,
         };
-        *self.fatal.lock().unwrap() = Some(why);
+        *self.fatal.lock().unwrap() = Some((RunFailure::ComputerStopped, why));
         self.stop.cancel();
     }
 

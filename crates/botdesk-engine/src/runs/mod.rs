@@ -153,11 +153,13 @@ impl Engine {
         watcher.abort();
         self.inner.runs.cancels.lock().unwrap().remove(&run.id);
         let fatal = host.fatal.lock().unwrap().clone();
-        let (status, error, failure) = match &end {
-            RunEnd::Completed(_) => (RunStatus::Completed, None, None),
-            RunEnd::Failed(failure, why) => (RunStatus::Failed, Some(host.redactor.redact(why)), Some(*failure)),
-            RunEnd::Cancelled if fatal.is_some() => (RunStatus::Failed, fatal, Some(RunFailure::ComputerStopped)),
-            RunEnd::Cancelled => {
+        // A question the run left waiting is answered by nobody now.
+        let _ = self.inner.store.close_questions(&run.id, "the run ended", self.now()).await;
+        let (status, error, failure) = match (&end, fatal) {
+            (RunEnd::Completed(_), _) => (RunStatus::Completed, None, None),
+            (RunEnd::Failed(failure, why), _) => (RunStatus::Failed, Some(host.redactor.redact(why)), Some(*failure)),
+            (RunEnd::Cancelled, Some((failure, why))) => (RunStatus::Failed, Some(why), Some(failure)),
+            (RunEnd::Cancelled, None) => {
                 let current = self.inner.store.run(&run.id).await?;
                 let why = current.error.unwrap_or_else(|| "stopped".into());
                 (RunStatus::Cancelled, Some(why), None)

@@ -697,6 +697,37 @@ pub fn specs(coords: action::CoordSpace) -> Vec<ToolSpec> {
     ToolKind::DECLARED.iter().filter_map(|k| k.spec(coords)).collect()
 }
 
+/// Where a reply first points on the screen, in the model's own coordinates, whatever its dialect:
+/// the first click (or move) of a `computer_act`, of Claude's computer tool, of an OpenAI computer
+/// call, or of UI-TARS's text actions. For `botdesk model calibrate`.
+pub fn pointed_at(text: &str, calls: &[crate::conversation::ToolCall]) -> Option<(f64, f64)> {
+    let from_actions = |actions: &Value| -> Option<(f64, f64)> {
+        actions.as_array()?.iter().find_map(|a| match a["type"].as_str()? {
+            "click" | "double_click" | "move" => Some((a["x"].as_f64()?, a["y"].as_f64()?)),
+            _ => None,
+        })
+    };
+    for c in calls {
+        let input: Value = serde_json::from_str(&c.raw).ok()?;
+        let found = match ToolKind::named(&c.name)? {
+            ToolKind::ComputerAct => from_actions(&input["actions"]),
+            ToolKind::ClaudeComputer => input["coordinate"].as_array().and_then(|p| Some((p.first()?.as_f64()?, p.get(1)?.as_f64()?))),
+            ToolKind::OpenAiComputer => {
+                let a = if input["action"].is_object() { input["action"].clone() } else { input["actions"][0].clone() };
+                Some((a["x"].as_f64()?, a["y"].as_f64()?))
+            }
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    match crate::uitars::actions(text) {
+        Some(Ok(crate::uitars::Actions::Calls(calls))) => calls.iter().find_map(|(_, args)| from_actions(&args["actions"])),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -291,6 +291,17 @@ enum ModelCmd {
         #[arg(long, conflicts_with = "space")]
         default: bool,
     },
+    /// Find out how a model points: numbered targets are shown on a bot's desktop, the model is
+    /// asked to click a few, and each coordinate space is scored by how near its clicks land.
+    Calibrate {
+        id: String,
+        /// The bot whose desktop shows the targets (its browser opens a page of them).
+        #[arg(long)]
+        bot: String,
+        /// Set the space that fits (else it is only said).
+        #[arg(long)]
+        set: bool,
+    },
     /// Remove a model no bot uses (and its key from the keyring).
     Rm {
         id: String,
@@ -585,6 +596,40 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let thinks = engine.model_thinking(&id).await?;
             print(json, json!({"model": id, "limits": l, "thinking": thinks.to_string()}), || {
                 format!("{id}: a {}-token context window, up to {} output tokens per call; thinking: {thinks}", l.context_window, l.max_output)
+            });
+        }
+        Cmd::Model { cmd: ModelCmd::Calibrate { id, bot, set } } => {
+            let c = engine.calibrate(&id, &bot).await?;
+            if set {
+                if let Some(best) = c.best {
+                    engine.set_model_coordinates(&id, Some(best)).await?;
+                }
+            }
+            print(json, json!({ "calibration": c, "set": set && c.best.is_some() }), || {
+                let mut out = vec![];
+                for t in &c.tries {
+                    out.push(match (t.pointed, &t.said) {
+                        (Some((x, y)), _) => format!("target {} at ({}, {}): the model pointed at ({x:.0}, {y:.0})", t.target, t.at.0, t.at.1),
+                        (None, said) => {
+                            format!("target {} at ({}, {}): the model pointed nowhere ({})", t.target, t.at.0, t.at.1, sanitize(said.as_deref().unwrap_or("")))
+                        }
+                    });
+                }
+                for f in &c.fits {
+                    let off = if f.mean_error.is_finite() { format!("off by {:.0} px on average", f.mean_error) } else { "no point to score".into() };
+                    out.push(format!("  {:<13} {off}", f.space.as_str()));
+                }
+                out.push(match (c.best, set) {
+                    (Some(b), true) => format!("{id} points in {}: set", b.as_str()),
+                    (Some(b), false) if b == c.current => format!("{id} points in {}, as set", b.as_str()),
+                    (Some(b), false) => {
+                        format!("{id} points in {} (set now: {}): set it with `botdesk model coordinates {id} {}`", b.as_str(), c.current.as_str(), b.as_str())
+                    }
+                    (None, _) => {
+                        format!("no space fits within {:.0} px: {id}'s clicks do not land on what it means; try another model", botdesk_engine::FITS_WITHIN)
+                    }
+                });
+                out.join("\n")
             });
         }
         Cmd::Model { cmd: ModelCmd::Coordinates { id, space, default } } => {

@@ -2,6 +2,7 @@
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
 mod bots;
+mod calibrate;
 mod checkpoint;
 mod clipboard;
 mod computer;
@@ -29,6 +30,7 @@ pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, R
 pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Question, Reservation, Run};
 pub use bots::{BotState, BotStatus, BotView, ComputerBrief, RunHold};
+pub use calibrate::{find_targets as calibrate_targets, Calibration, Fit, Try, FITS_WITHIN, TARGETS};
 pub use checkpoint::CheckpointReport;
 pub use clipboard::MAX_CLIPBOARD;
 pub(crate) use computer::Up;

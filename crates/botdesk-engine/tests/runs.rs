@@ -975,3 +975,35 @@ async fn a_safety_check_waits_for_the_persons_answer() {
     let chat = w.engine.chat("careful", 20).await.unwrap();
     assert!(chat.iter().any(|m| m.text.contains("careful asks you:")) && chat.iter().any(|m| m.text.contains("You declined: not this site")), "{chat:?}");
 }
+
+/// `model calibrate`: a scripted model that looks at the screenshot it is sent, finds the target
+/// it is asked for there and clicks its centre, once in screenshot pixels and once in 0-1000:
+/// the calibration says which space each points in (and nothing is set unless asked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibration_tells_a_pixels_model_from_a_0_to_1000_one() {
+    use base64::Engine as _;
+    let mut w = world().await;
+    for (space, scale) in [(action::CoordSpace::Pixels, (1.0, 1.0)), (action::CoordSpace::Thousandths, (1000.0 / 1280.0, 1000.0 / 800.0))] {
+        let bot = unique("calib");
+        let server = ScriptedServer::start(vec![]).await;
+        // Set to pixels whatever it is: the calibration finds out.
+        let (model, _) = w.model_in(&server, Wire::OpenAi, action::CoordSpace::Pixels).await;
+        w.engine.create_bot(&bot, ComputerScope::Team, Some(&model), "").await.unwrap();
+        for _ in 0..TARGETS.len() {
+            server.push(Step::reply(Reply::Func(Box::new(move |s: &Seen| {
+                let all = s.body.to_string();
+                let n: usize = all.split("numbered ").nth(1).and_then(|r| r.split('.').next()).and_then(|n| n.parse().ok()).unwrap();
+                let url = all.split("data:image/png;base64,").nth(1).unwrap().split('"').next().unwrap();
+                let png = base64::engine::general_purpose::STANDARD.decode(url).unwrap();
+                let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
+                let (x, y) = botdesk_engine::calibrate_targets(w, h, &rgb)[n - 1].unwrap();
+                Reply::call("computer_act", json!({"actions": [{"type": "click", "x": (x as f64 * scale.0).round(), "y": (y as f64 * scale.1).round()}]}))
+            }))));
+        }
+        let c = w.engine.calibrate(&model, &bot).await.unwrap();
+        assert_eq!(server.failures(), Vec::<String>::new());
+        assert_eq!(c.best, Some(space), "{c:?}");
+        assert!(c.fits[0].mean_error <= 2.0, "{c:?}");
+        assert_eq!(w.engine.model(&model).await.unwrap().coordinates, action::CoordSpace::Pixels, "only said, not set");
+    }
+}

@@ -89,14 +89,7 @@ impl Engine {
             .model
             .clone()
             .ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
-        let m = self.inner.store.model(&model_id).await?;
-        let key = self.model_key(&model_id).await?;
-        let mut config = ModelConfig::new(m.kind.as_str(), &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
-        if let Some(l) = self.inner.store.model_limits(&m.id).await? {
-            (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
-        }
-        config.thinking = self.model_thinking(&m.id).await?;
-        let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
+        let (client, m, key) = self.model_client(&model_id).await?;
         self.recover_runs().await?;
         let run = self.create_run(bot.id.as_str(), task).await?;
         self.own_run(&run.id).await?;
@@ -202,6 +195,21 @@ impl Engine {
             failure: finished.failure,
         });
         Ok(finished)
+    }
+}
+
+impl Engine {
+    /// A client for a stored model: its key from the keyring, its limits and thinking as set.
+    pub(crate) async fn model_client(&self, model_id: &str) -> Result<(ModelClient, crate::ModelView, Option<String>)> {
+        let m = self.inner.store.model(model_id).await?;
+        let key = self.model_key(model_id).await?;
+        let mut config = ModelConfig::new(m.kind.as_str(), &m.model, m.base_url.as_deref(), key.clone()).map_err(|e| EngineError::invalid(e.to_string()))?;
+        if let Some(l) = self.inner.store.model_limits(&m.id).await? {
+            (config.context_window, config.max_tokens) = (l.context_window, l.max_output.min(u32::MAX as u64) as u32);
+        }
+        config.thinking = self.model_thinking(&m.id).await?;
+        let client = ModelClient::new(config).map_err(|e| EngineError::new(ErrorCode::Internal, e.to_string()))?;
+        Ok((client, m, key))
     }
 }
 

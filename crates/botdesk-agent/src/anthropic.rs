@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::conversation::{Block, Message, Role, StopReason, ToolCall, Turn};
+use crate::conversation::{Block, ContextPolicy, Message, Role, StopReason, ToolCall, Turn};
 use crate::model::{protocol, stream_error, Attempt, Fold as FoldTrait, ModelConfig, ModelError, Request, ToolChoice};
 use crate::sse::Event;
 use botdesk_core::models::Thinking;
@@ -21,10 +21,29 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
     tools.extend(ours.map(|t| json!({"name": t.name(), "description": t.description, "input_schema": t.schema})));
     let mut messages = messages(req.messages);
     let mut system = json!([{"type": "text", "text": req.system}]);
-    if c.prompt_cache {
-        let last_block = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut());
-        for at in [tools.last_mut(), Some(&mut system[0]), last_block].into_iter().flatten() {
-            at["cache_control"] = json!({"type": "ephemeral"});
+    let point = json!({"type": "ephemeral"});
+    match c.context {
+        ContextPolicy::Botdesk => {
+            // The system prompt (the tools come before it), just before where pruning screenshots
+            // changed the prompt last and will change it next (what comes before stays cached
+            // through the change), and the last block.
+            for id in crate::conversation::prune_points(req.messages) {
+                if let Some((i, j)) = before_result(&messages, &id) {
+                    messages[i]["content"][j]["cache_control"] = point.clone();
+                }
+            }
+            let last_block = messages.last_mut().and_then(|m| m["content"].as_array_mut()).and_then(|c| c.last_mut());
+            for at in [Some(&mut system[0]), last_block].into_iter().flatten() {
+                at["cache_control"] = point.clone();
+            }
+        }
+        ContextPolicy::AnthropicDemo => {
+            system[0]["cache_control"] = point.clone();
+            for m in messages.iter_mut().rev().filter(|m| m["role"] == "user").take(3) {
+                if let Some(last) = m["content"].as_array_mut().and_then(|c| c.last_mut()) {
+                    last["cache_control"] = point.clone();
+                }
+            }
         }
     }
     let mut body = json!({
@@ -50,6 +69,20 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
         body["tool_choice"] = json!({"type": "none"});
     }
     body
+}
+
+/// The block just before the tool result answering `call_id` (message, block), when that result
+/// is not in the last message (the last block has its breakpoint anyway).
+fn before_result(messages: &[Value], call_id: &str) -> Option<(usize, usize)> {
+    let answers = |b: &Value| b["type"] == "tool_result" && b["tool_use_id"] == call_id;
+    let (i, j) = messages.iter().enumerate().find_map(|(i, m)| m["content"].as_array()?.iter().position(answers).map(|j| (i, j)))?;
+    if i + 1 >= messages.len() {
+        return None;
+    }
+    match j {
+        0 => (i > 0).then(|| (i - 1, messages[i - 1]["content"].as_array().map_or(0, |c| c.len().saturating_sub(1)))),
+        j => Some((i, j - 1)),
+    }
 }
 
 /// Consecutive messages of one role are merged (the API combines them anyway). Text that is

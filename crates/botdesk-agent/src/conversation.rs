@@ -4,9 +4,12 @@ use bytes::Bytes;
 use serde::Serialize;
 
 /// At most this many screenshots stay in the model's context; older ones become a short note.
-pub const MAX_IMAGES_IN_CONTEXT: usize = 3;
-/// When there are more, all but this many newest go at once: the start of the conversation (what
-/// providers cache) then changes once every few screenshots, not at each one.
+/// (With the values below, a 60-step GUI run reads 85.6 % of its prompt from Anthropic's cache
+/// and is billed 0.78× what the computer-use demo's way costs: `cargo xtask bench`.)
+pub const MAX_IMAGES_IN_CONTEXT: usize = 9;
+/// When there are more, all but this many newest go at once: the prompt changes once every few
+/// screenshots, not at each one, and only after the oldest one removed (which a cache breakpoint
+/// marks), so what comes before stays cached.
 pub const IMAGES_AFTER_PRUNE: usize = 1;
 /// Tool result text is cut here, with a note saying so.
 pub const MAX_TOOL_TEXT: usize = 12_000;
@@ -81,6 +84,9 @@ pub struct ToolResult {
     /// The address of the page in front, when the bot's browser was (OpenAI's computer use
     /// checks it).
     pub page_url: Option<String>,
+    /// Which pruning removed its image (1, 2, … in order; 0: none): the prompt changes first at
+    /// the oldest image of the latest pruning, where a cache breakpoint keeps what is before.
+    pub pruned: u32,
 }
 
 /// How a result's image appears in the model's context.
@@ -102,7 +108,7 @@ pub const REMOVED: &str = "[an older screenshot was removed from the context]";
 
 impl ToolResult {
     pub fn ok(call_id: &str, text: impl Into<String>) -> Self {
-        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false, shown: Shown::Image, page_url: None }
+        Self { call_id: call_id.into(), text: cut(text.into()), image: None, is_error: false, shown: Shown::Image, page_url: None, pruned: 0 }
     }
     pub fn error(call_id: &str, text: impl Into<String>) -> Self {
         Self { is_error: true, ..Self::ok(call_id, text) }
@@ -216,21 +222,66 @@ fn settle_images(messages: &mut [Message]) -> Vec<(usize, usize)> {
     sent
 }
 
+/// How a run keeps its context: which screenshots and steps stay, and where Anthropic's prompt
+/// cache breakpoints go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContextPolicy {
+    /// Botdesk's: screenshots pruned in steps ([`prune_images`]), old steps collapsed
+    /// ([`collapse_steps`]), breakpoints after the tools, the system prompt and the last block.
+    #[default]
+    Botdesk,
+    /// Anthropic's computer-use demo (`computer_use_demo/loop.py`), the bench's anchor: every step
+    /// kept, the three most recent screenshots kept (older ones removed ten at a time, for the
+    /// cache), breakpoints on the system prompt and the last block of the three latest user turns.
+    AnthropicDemo,
+}
+
+/// The demo's `only_n_most_recent_images` and `min_removal_threshold`.
+const DEMO_IMAGES: usize = 3;
+const DEMO_REMOVAL_CHUNK: usize = 10;
+
+/// Prunes screenshots as `policy` does (see [`ContextPolicy`]).
+pub fn prune_images_as(messages: &mut [Message], policy: ContextPolicy) {
+    match policy {
+        ContextPolicy::Botdesk => {
+            prune_images(messages);
+        }
+        ContextPolicy::AnthropicDemo => {
+            let sent = settle_images(messages);
+            let mut remove = sent.len().saturating_sub(DEMO_IMAGES);
+            remove -= remove % DEMO_REMOVAL_CHUNK;
+            for &(i, j) in &sent[..remove] {
+                if let Block::ToolResult(r) = &mut messages[i].blocks[j] {
+                    r.shown = Shown::Removed;
+                    if let Some(img) = &mut r.image {
+                        img.data = Bytes::new();
+                    }
+                }
+            }
+            settle_images(messages);
+        }
+    }
+}
+
 /// Beyond [`MAX_IMAGES_IN_CONTEXT`] images sent, removes all but the latest [`IMAGES_AFTER_PRUNE`]
 /// (a note says so in their place). Between two such steps the conversation only grows at its
 /// end, so each request repeats the previous one byte for byte and the provider's cache serves
 /// it. Run before each request: it also decides which screenshots are "unchanged".
-pub fn prune_images(messages: &mut [Message]) {
+pub fn prune_images(messages: &mut [Message]) -> bool {
     let sent = settle_images(messages);
     if sent.len() <= MAX_IMAGES_IN_CONTEXT {
-        return;
+        return false;
     }
     let keep_from = sent[sent.len() - IMAGES_AFTER_PRUNE];
+    let generation = results(messages).map(|r| r.pruned).max().unwrap_or(0) + 1;
     for (i, m) in messages.iter_mut().enumerate() {
         for (j, b) in m.blocks.iter_mut().enumerate() {
             if let Block::ToolResult(r) = b {
                 if (i, j) < keep_from {
                     if let Some(img) = &mut r.image {
+                        if r.shown != Shown::Removed {
+                            r.pruned = generation;
+                        }
                         r.shown = Shown::Removed;
                         // Never sent again: only what it showed (its frame) is kept.
                         img.data = Bytes::new();
@@ -240,14 +291,44 @@ pub fn prune_images(messages: &mut [Message]) {
         }
     }
     settle_images(messages);
+    true
+}
+
+fn results(messages: &[Message]) -> impl Iterator<Item = &ToolResult> {
+    messages.iter().flat_map(|m| &m.blocks).filter_map(|b| if let Block::ToolResult(r) = b { Some(r) } else { None })
+}
+
+/// Where the prompt will change, or last changed, when screenshots are pruned: the call ids of
+/// the oldest image the latest pruning removed and of the oldest image sent. A cache breakpoint
+/// just before each keeps what comes before them cached through the change.
+pub fn prune_points(messages: &[Message]) -> Vec<String> {
+    let latest = results(messages).map(|r| r.pruned).max().unwrap_or(0);
+    let removed = results(messages).find(|r| latest > 0 && r.pruned == latest).map(|r| r.call_id.clone());
+    let oldest = results(messages).find(|r| r.sent_image().is_some()).map(|r| r.call_id.clone());
+    removed.into_iter().chain(oldest).collect()
+}
+
+/// Keeps a run's context as Botdesk does: screenshots pruned in steps, and old steps collapsed
+/// only when the screenshots were just pruned (the prompt changes there anyway, and holds one
+/// screenshot then, so little is written again), or when they pass [`steps_at_most`].
+pub fn keep_context(messages: &mut Vec<Message>, from: usize) {
+    let pruned = prune_images(messages);
+    let whole = steps(messages, from).len();
+    if (pruned && whole >= STEPS_BEFORE_COLLAPSE) || whole >= STEPS_AT_MOST {
+        collapse_steps_to(messages, from, 0, STEPS_KEPT);
+        prune_images(messages);
+    }
 }
 
 /// Steps (an assistant turn with tool calls and the results after it) of a run kept whole at the
-/// end of the conversation; older ones collapse to a line per call.
-pub const STEPS_KEPT: usize = 8;
-/// Collapsing waits until this many steps are whole, then collapses all but [`STEPS_KEPT`] at once:
-/// the conversation's start changes once every few steps (what providers cache), not at each.
-pub const STEPS_BEFORE_COLLAPSE: usize = 16;
+/// end of the conversation when older ones collapse to a line per call.
+pub const STEPS_KEPT: usize = 10;
+/// Collapsing waits until this many steps are whole and screenshots are being pruned (the prompt
+/// changes then anyway, and holds one screenshot, so little is written to the cache again), then
+/// collapses all but [`STEPS_KEPT`] at once.
+pub const STEPS_BEFORE_COLLAPSE: usize = 50;
+/// Steps collapse at this many whole steps in any case (a run without screenshots).
+pub const STEPS_AT_MOST: usize = 60;
 /// The summary keeps its newest lines and says how many older ones it left out.
 pub const SUMMARY_LINES: usize = 30;
 /// How a collapsed summary begins (a user message right after the task).
@@ -263,19 +344,14 @@ fn line(s: &str, n: usize) -> String {
     }
 }
 
-/// Bounds a run's conversation: `messages[from..]` is its work after the task. Once
-/// [`STEPS_BEFORE_COLLAPSE`] steps are whole, all but the newest [`STEPS_KEPT`] become one
-/// summary message (kept and extended by later collapses), a line per call with its result.
-pub fn collapse_steps(messages: &mut Vec<Message>, from: usize) {
-    collapse_steps_to(messages, from, STEPS_BEFORE_COLLAPSE, STEPS_KEPT)
-}
-
 /// Steps kept when the context window is nearly full.
 pub const STEPS_KEPT_WHEN_FULL: usize = 2;
 
-/// [`collapse_steps`] with its threshold and what it keeps given: near the context window the
-/// run collapses all but [`STEPS_KEPT_WHEN_FULL`] steps at once; an earlier run given as history
-/// keeps none.
+/// Bounds a run's conversation: `messages[from..]` is its work after the task. Once `threshold`
+/// steps are whole, all but the newest `keep` become one summary message (kept and extended by
+/// later collapses), a line per call with its result. [`keep_context`] collapses to
+/// [`STEPS_KEPT`]; near the context window the run keeps [`STEPS_KEPT_WHEN_FULL`]; an earlier run
+/// given as history keeps none.
 pub fn collapse_steps_to(messages: &mut Vec<Message>, from: usize, threshold: usize, keep: usize) {
     // The model's own summary stays as it is; the lines collapse after it.
     if messages.get(from).is_some_and(|m| m.role == Role::User && m.text().starts_with(COMPACTED)) {
@@ -440,16 +516,18 @@ mod tests {
 
     #[test]
     fn screenshots_are_pruned_in_steps() {
-        let shot = |id: &str| result(id, Image::png(Bytes::from_static(b"png")));
-        let mut ms = vec![shot("a"), Message::assistant("x"), shot("b"), shot("c")];
-        prune_images(&mut ms);
-        assert!(sent(&ms[0]) && sent(&ms[2]) && sent(&ms[3]), "three stay as they are");
-        ms.push(shot("d"));
-        prune_images(&mut ms);
-        assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1, "the fourth leaves only itself");
-        assert!(sent(&ms[4]));
+        let shot = |i: usize| result(&format!("s{i}"), Image::png(Bytes::from_static(b"png")));
+        let mut ms: Vec<Message> = (0..MAX_IMAGES_IN_CONTEXT).map(shot).collect();
+        assert!(!prune_images(&mut ms));
+        assert!(ms.iter().all(sent), "as many as may stay, stay");
+        ms.push(shot(MAX_IMAGES_IN_CONTEXT));
+        assert!(prune_images(&mut ms));
+        assert_eq!(ms.iter().filter(|m| sent(m)).count(), IMAGES_AFTER_PRUNE, "one more leaves only the newest");
+        assert!(sent(ms.last().unwrap()));
         assert!(said(&ms[0]).ends_with(REMOVED));
         assert!(matches!(&ms[0].blocks[0], Block::ToolResult(r) if r.image.as_ref().unwrap().data.is_empty()), "a removed image's bytes are let go");
+        // Where the prompt changed is kept for the cache: the oldest removed, then the oldest sent.
+        assert_eq!(prune_points(&ms), ["s0", &format!("s{MAX_IMAGES_IN_CONTEXT}")]);
     }
 
     #[test]
@@ -462,25 +540,26 @@ mod tests {
         let mut ms = vec![frame("a", "F"), frame("b", "G"), frame("c", "F")];
         prune_images(&mut ms);
         assert!(ms.iter().all(sent));
-        // Screenshot, three zooms (images without a frame), the same screen again: the zooms
-        // pushed the screenshot out, so the screen is sent again, not said to be unchanged.
-        let zoom = |id: &str| result(id, Image::png(Bytes::from_static(b"crop")));
-        let mut ms = vec![frame("a", "F"), zoom("z1"), zoom("z2"), zoom("z3")];
+        // Screenshot, zooms (images without a frame) until pruning, the same screen again: the
+        // zooms pushed the screenshot out, so the screen is sent again, not said to be unchanged.
+        let zoom = |i: usize| result(&format!("z{i}"), Image::png(Bytes::from_static(b"crop")));
+        let mut ms = vec![frame("a", "F")];
+        ms.extend((0..MAX_IMAGES_IN_CONTEXT).map(zoom));
         prune_images(&mut ms);
         ms.push(frame("b", "F"));
         prune_images(&mut ms);
-        assert!(!sent(&ms[0]) && sent(&ms[4]), "{:?}", ms.iter().map(said).collect::<Vec<_>>());
+        assert!(!sent(&ms[0]) && sent(ms.last().unwrap()), "{:?}", ms.iter().map(said).collect::<Vec<_>>());
         // A zoom between two looks at one frame keeps the first in the context: "unchanged".
-        let mut ms = vec![frame("a", "F"), zoom("z1"), frame("b", "F")];
+        let mut ms = vec![frame("a", "F"), zoom(1), frame("b", "F")];
         prune_images(&mut ms);
         assert!(sent(&ms[0]) && sent(&ms[1]) && !sent(&ms[2]));
         // ... until pruning removes the first: then the latest look carries the image.
-        ms.extend([zoom("z2"), zoom("z3")]);
+        ms.extend((2..MAX_IMAGES_IN_CONTEXT + 1).map(zoom));
         prune_images(&mut ms);
-        assert!(!sent(&ms[0]) && sent(&ms[4]));
+        assert!(!sent(&ms[0]) && sent(ms.last().unwrap()));
         ms.push(frame("c", "F"));
         prune_images(&mut ms);
-        assert!(sent(&ms[5]), "the frame is not in the context any more: sent");
+        assert!(sent(ms.last().unwrap()), "the frame is not in the context any more: sent");
     }
 
     #[test]
@@ -496,14 +575,15 @@ mod tests {
         // The screen changes once (step 0), then stays: every later look is "unchanged".
         let mut ms = vec![Message::user("the task")];
         ms.extend(step(0, "F"));
-        for i in 1..STEPS_BEFORE_COLLAPSE {
+        for i in 1..STEPS_AT_MOST - 1 {
             ms.extend(step(i, "F"));
-            prune_images(&mut ms);
+            keep_context(&mut ms, 1);
         }
         assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1);
         // Collapsing takes step 0 (the one with the image) away: the oldest kept look carries it.
-        collapse_steps(&mut ms, 1);
-        prune_images(&mut ms);
+        ms.extend(step(STEPS_AT_MOST, "F"));
+        keep_context(&mut ms, 1);
+        assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "collapsed");
         let images: Vec<usize> = (0..ms.len()).filter(|&i| sent(&ms[i])).collect();
         assert_eq!(images.len(), 1, "one image of the screen, not none");
         assert!(ms[images[0] + 1..].iter().all(|m| !matches!(&m.blocks[0], Block::ToolResult(_)) || said(m).ends_with(UNCHANGED)));
@@ -523,36 +603,50 @@ mod tests {
                 Message { role: Role::User, blocks: vec![Block::ToolResult(ToolResult::ok(&format!("c{i}"), format!("exit code 0\n{i}")))] },
             ]
         };
+        // Without screenshots (nothing is pruned), steps collapse at STEPS_AT_MOST.
         let mut ms = vec![Message::user("the task")];
-        for i in 0..STEPS_BEFORE_COLLAPSE - 1 {
+        for i in 0..STEPS_AT_MOST - 1 {
             ms.extend(step(i));
         }
         let before = ms.clone();
-        collapse_steps(&mut ms, 1);
+        keep_context(&mut ms, 1);
         assert_eq!(ms, before, "nothing collapses before the threshold");
-        ms.extend(step(STEPS_BEFORE_COLLAPSE - 1));
-        collapse_steps(&mut ms, 1);
+        ms.extend(step(STEPS_AT_MOST - 1));
+        keep_context(&mut ms, 1);
         assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "task, summary, the kept steps");
+        let collapsed = STEPS_AT_MOST - STEPS_KEPT;
         let summary = ms[1].text();
-        assert!(
-            summary.starts_with(COLLAPSED) && summary.contains(r#"- shell {"command":"echo 0"} → ok: exit code 0 …"#) && summary.contains("echo 7\""),
-            "{summary}"
-        );
-        assert!(!summary.contains("echo 8\""));
-        assert_eq!(ms[2].tool_calls().next().unwrap().id, "c8", "a kept step starts with its call");
-        // Steady until the next threshold, then the summary grows, up to its last SUMMARY_LINES.
+        assert!(summary.starts_with(COLLAPSED) && summary.contains(&format!("({} earlier lines left out)", collapsed - SUMMARY_LINES)), "{summary}");
+        assert!(summary.contains(&format!(r#"- shell {{"command":"echo {}"}} → ok: exit code 0 …"#, collapsed - 1)), "{summary}");
+        assert!(!summary.contains(&format!("echo {collapsed}\"")), "{summary}");
+        assert_eq!(summary.lines().filter(|l| l.starts_with("- ")).count(), SUMMARY_LINES);
+        assert_eq!(ms[2].tool_calls().next().unwrap().id, format!("c{collapsed}"), "a kept step starts with its call");
+        // Steady until the next threshold.
         let steady = ms.clone();
-        ms.extend(step(16));
-        collapse_steps(&mut ms, 1);
+        ms.extend(step(STEPS_AT_MOST));
+        keep_context(&mut ms, 1);
         assert_eq!(&ms[..steady.len()], &steady[..]);
-        for i in 17..64 {
-            ms.extend(step(i));
-            collapse_steps(&mut ms, 1);
+
+        // With screenshots, steps collapse when screenshots are pruned and STEPS_BEFORE_COLLAPSE
+        // are whole: the prompt changes then anyway, and holds one screenshot.
+        let shot = |i: usize| {
+            let [a, mut r] = step(i);
+            if let Block::ToolResult(res) = &mut r.blocks[0] {
+                res.image = Some(Image::screenshot(Bytes::from_static(b"png"), &format!("f{i}")));
+            }
+            [a, r]
+        };
+        let mut ms = vec![Message::user("the task")];
+        let mut collapsed_at = None;
+        for i in 0..STEPS_AT_MOST {
+            ms.extend(shot(i));
+            keep_context(&mut ms, 1);
+            if collapsed_at.is_none() && ms[1].text().starts_with(COLLAPSED) {
+                collapsed_at = Some(i + 1);
+            }
         }
-        let summary = ms[1].text();
-        assert!(ms.len() <= 2 + 2 * STEPS_BEFORE_COLLAPSE);
-        assert_eq!(summary.lines().filter(|l| l.starts_with("- ")).count(), SUMMARY_LINES, "{summary}");
-        assert!(summary.contains("earlier lines left out)") && !summary.contains("echo 0\"") && summary.contains("echo 47\""), "{summary}");
+        let at = collapsed_at.expect("collapsed within STEPS_AT_MOST steps");
+        assert!(at >= STEPS_BEFORE_COLLAPSE && (at - 1) % MAX_IMAGES_IN_CONTEXT == 0, "at step {at}: a pruning's");
     }
 
     #[test]
@@ -575,10 +669,10 @@ mod tests {
         assert_eq!(ms[1].text(), format!("{COMPACTED}\ndid 0"));
         assert_eq!(ms[2].tool_calls().next().unwrap().id, "c1");
         // The usual collapse later leaves the model's summary as it is and collapses after it.
-        for i in 3..3 + STEPS_BEFORE_COLLAPSE {
+        for i in 3..3 + STEPS_AT_MOST {
             ms.extend(step(i));
         }
-        collapse_steps(&mut ms, 1);
+        keep_context(&mut ms, 1);
         assert!(ms[1].text().starts_with(COMPACTED) && ms[2].text().starts_with(COLLAPSED), "{:?}", &ms[..3]);
         assert_eq!(ms.len(), 3 + 2 * STEPS_KEPT);
     }

@@ -27,8 +27,9 @@ pub struct ModelConfig {
     pub key: Option<String>,
     pub max_tokens: u32,
     pub retry: Retry,
-    /// Mark Anthropic prompt-cache breakpoints (on by default; the bench's anchor turns it off).
-    pub prompt_cache: bool,
+    /// How a run keeps its context and marks the prompt cache: Botdesk's own, or (the bench's
+    /// anchor) the way Anthropic's computer-use demo does.
+    pub context: crate::conversation::ContextPolicy,
     /// The model's context window in tokens: near it, the run collapses older steps at once.
     pub context_window: u64,
     /// OpenAI's own API (which takes `max_completion_tokens`; compatible servers take `max_tokens`).
@@ -157,7 +158,7 @@ impl ModelConfig {
             key,
             max_tokens: limits.max_output.min(u32::MAX as u64) as u32,
             retry: Retry::default(),
-            prompt_cache: true,
+            context: Default::default(),
             context_window: limits.context_window,
             openai_native: kind == "openai",
             dialect,

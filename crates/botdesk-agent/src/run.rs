@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Listener, ModelClient, ModelError, Request};
 use crate::conversation::{
-    collapse_steps, collapse_steps_to, compact_to, compactable, prune_images, Block, Image, Message, Role, StopReason, ToolCall, ToolResult, Turn,
-    STEPS_KEPT_WHEN_FULL,
+    collapse_steps_to, compact_to, compactable, keep_context, prune_images_as, Block, ContextPolicy, Image, Message, Role, StopReason, ToolCall, ToolResult,
+    Turn, STEPS_KEPT_WHEN_FULL,
 };
 use crate::model::{ClaudeTool, Dialect, ToolChoice};
 use crate::tools::{self, Tool};
@@ -164,10 +164,10 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
                     since_summary = 0;
                 }
             }
-        } else {
-            collapse_steps(&mut messages, work);
+        } else if client.config().context == ContextPolicy::Botdesk {
+            keep_context(&mut messages, work);
         }
-        prune_images(&mut messages);
+        prune_images_as(&mut messages, client.config().context);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs, tool_choice: ToolChoice::Auto };
         let turn = match client.complete(&req, &mut HostListener(host), cancel).await {
             Ok(t) => t,
@@ -332,7 +332,7 @@ async fn summarize(
 ) -> Result<Option<(usize, String, botdesk_core::Usage)>, ModelError> {
     let Some(first_kept) = compactable(messages, work, STEPS_KEPT_WHEN_FULL) else { return Ok(None) };
     let mut ask = messages.to_vec();
-    prune_images(&mut ask);
+    prune_images_as(&mut ask, client.config().context);
     tell(&mut ask, SUMMARIZE.into());
     // Tools are still declared (the prompt stays what the cache holds) but may not be called.
     let req = Request { system: &cfg.system, messages: &ask, tools: specs, tool_choice: ToolChoice::None };

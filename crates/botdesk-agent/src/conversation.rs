@@ -240,11 +240,11 @@ pub enum ContextPolicy {
 const DEMO_IMAGES: usize = 3;
 const DEMO_REMOVAL_CHUNK: usize = 10;
 
-/// Prunes screenshots as `policy` does (see [`ContextPolicy`]).
-pub fn prune_images_as(messages: &mut [Message], policy: ContextPolicy) {
+/// Prunes screenshots as `policy` does (see [`ContextPolicy`]); Botdesk's keeps up to `most`.
+pub fn prune_images_as(messages: &mut [Message], policy: ContextPolicy, most: usize) {
     match policy {
         ContextPolicy::Botdesk => {
-            prune_images(messages);
+            prune_images_to(messages, most);
         }
         ContextPolicy::AnthropicDemo => {
             let sent = settle_images(messages);
@@ -268,8 +268,19 @@ pub fn prune_images_as(messages: &mut [Message], policy: ContextPolicy) {
 /// end, so each request repeats the previous one byte for byte and the provider's cache serves
 /// it. Run before each request: it also decides which screenshots are "unchanged".
 pub fn prune_images(messages: &mut [Message]) -> bool {
+    prune_images_to(messages, MAX_IMAGES_IN_CONTEXT)
+}
+
+/// How many screenshots a model with this context window keeps: [`MAX_IMAGES_IN_CONTEXT`], fewer
+/// in a small window (a local model's 32k keeps 3), so they leave room for the work.
+pub fn images_for_window(window: u64) -> usize {
+    ((window / 12_000) as usize).clamp(IMAGES_AFTER_PRUNE + 2, MAX_IMAGES_IN_CONTEXT)
+}
+
+/// [`prune_images`] keeping up to `most` screenshots.
+pub fn prune_images_to(messages: &mut [Message], most: usize) -> bool {
     let sent = settle_images(messages);
-    if sent.len() <= MAX_IMAGES_IN_CONTEXT {
+    if sent.len() <= most {
         return false;
     }
     let keep_from = sent[sent.len() - IMAGES_AFTER_PRUNE];
@@ -311,12 +322,12 @@ pub fn prune_points(messages: &[Message]) -> Vec<String> {
 /// Keeps a run's context as Botdesk does: screenshots pruned in steps, and old steps collapsed
 /// only when the screenshots were just pruned (the prompt changes there anyway, and holds one
 /// screenshot then, so little is written again), or when they pass [`steps_at_most`].
-pub fn keep_context(messages: &mut Vec<Message>, from: usize) {
-    let pruned = prune_images(messages);
+pub fn keep_context(messages: &mut Vec<Message>, from: usize, most_images: usize) {
+    let pruned = prune_images_to(messages, most_images);
     let whole = steps(messages, from).len();
     if (pruned && whole >= STEPS_BEFORE_COLLAPSE) || whole >= STEPS_AT_MOST {
         collapse_steps_to(messages, from, 0, STEPS_KEPT);
-        prune_images(messages);
+        prune_images_to(messages, most_images);
     }
 }
 
@@ -577,12 +588,12 @@ mod tests {
         ms.extend(step(0, "F"));
         for i in 1..STEPS_AT_MOST - 1 {
             ms.extend(step(i, "F"));
-            keep_context(&mut ms, 1);
+            keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         }
         assert_eq!(ms.iter().filter(|m| sent(m)).count(), 1);
         // Collapsing takes step 0 (the one with the image) away: the oldest kept look carries it.
         ms.extend(step(STEPS_AT_MOST, "F"));
-        keep_context(&mut ms, 1);
+        keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "collapsed");
         let images: Vec<usize> = (0..ms.len()).filter(|&i| sent(&ms[i])).collect();
         assert_eq!(images.len(), 1, "one image of the screen, not none");
@@ -609,10 +620,10 @@ mod tests {
             ms.extend(step(i));
         }
         let before = ms.clone();
-        keep_context(&mut ms, 1);
+        keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         assert_eq!(ms, before, "nothing collapses before the threshold");
         ms.extend(step(STEPS_AT_MOST - 1));
-        keep_context(&mut ms, 1);
+        keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         assert_eq!(ms.len(), 2 + 2 * STEPS_KEPT, "task, summary, the kept steps");
         let collapsed = STEPS_AT_MOST - STEPS_KEPT;
         let summary = ms[1].text();
@@ -624,7 +635,7 @@ mod tests {
         // Steady until the next threshold.
         let steady = ms.clone();
         ms.extend(step(STEPS_AT_MOST));
-        keep_context(&mut ms, 1);
+        keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         assert_eq!(&ms[..steady.len()], &steady[..]);
 
         // With screenshots, steps collapse when screenshots are pruned and STEPS_BEFORE_COLLAPSE
@@ -640,7 +651,7 @@ mod tests {
         let mut collapsed_at = None;
         for i in 0..STEPS_AT_MOST {
             ms.extend(shot(i));
-            keep_context(&mut ms, 1);
+            keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
             if collapsed_at.is_none() && ms[1].text().starts_with(COLLAPSED) {
                 collapsed_at = Some(i + 1);
             }
@@ -672,7 +683,7 @@ mod tests {
         for i in 3..3 + STEPS_AT_MOST {
             ms.extend(step(i));
         }
-        keep_context(&mut ms, 1);
+        keep_context(&mut ms, 1, MAX_IMAGES_IN_CONTEXT);
         assert!(ms[1].text().starts_with(COMPACTED) && ms[2].text().starts_with(COLLAPSED), "{:?}", &ms[..3]);
         assert_eq!(ms.len(), 3 + 2 * STEPS_KEPT);
     }

@@ -124,6 +124,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     }
     // The last call's prompt filled the context window past this (tokens): collapse now.
     let nearly_full = window / 4 * 3;
+    let most_images = crate::conversation::images_for_window(window);
     let mut last_prompt = 0;
     // Steps since the last summary (or attempt): summaries come at most every SUMMARY_GAP steps.
     let mut since_summary = usize::MAX;
@@ -165,9 +166,9 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
                 }
             }
         } else if client.config().context == ContextPolicy::Botdesk {
-            keep_context(&mut messages, work);
+            keep_context(&mut messages, work, most_images);
         }
-        prune_images_as(&mut messages, client.config().context);
+        prune_images_as(&mut messages, client.config().context, most_images);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs, tool_choice: ToolChoice::Auto };
         let turn = match client.complete(&req, &mut HostListener(host), cancel).await {
             Ok(t) => t,
@@ -331,8 +332,9 @@ async fn summarize(
     cancel: &CancellationToken,
 ) -> Result<Option<(usize, String, botdesk_core::Usage)>, ModelError> {
     let Some(first_kept) = compactable(messages, work, STEPS_KEPT_WHEN_FULL) else { return Ok(None) };
+    let most_images = crate::conversation::images_for_window(client.config().context_window);
     let mut ask = messages.to_vec();
-    prune_images_as(&mut ask, client.config().context);
+    prune_images_as(&mut ask, client.config().context, most_images);
     tell(&mut ask, SUMMARIZE.into());
     // Tools are still declared (the prompt stays what the cache holds) but may not be called.
     let req = Request { system: &cfg.system, messages: &ask, tools: specs, tool_choice: ToolChoice::None };

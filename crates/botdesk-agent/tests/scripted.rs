@@ -112,9 +112,10 @@ async fn each_model_calls_usage_reaches_the_host_in_both_formats() {
 /// third step at least 70 % of the prompt comes from the cache.
 #[tokio::test]
 async fn each_request_repeats_the_previous_one_so_the_cache_serves_it() {
-    use botdesk_agent::conversation::MAX_IMAGES_IN_CONTEXT;
     both(async |wire| {
-        let looks = MAX_IMAGES_IN_CONTEXT + 3;
+        // (A model with a small window keeps fewer screenshots.)
+        let most = botdesk_agent::conversation::images_for_window(client(&ScriptedServer::start(vec![]).await, wire).config().context_window);
+        let looks = most + 3;
         let mut steps: Vec<Step> = (0..looks).map(|_| Step::reply(Reply::call("computer_observe", json!({})))).collect();
         steps.push(Step::reply(Reply::text("Seen enough.")));
         let server = ScriptedServer::start(steps).await;
@@ -134,7 +135,7 @@ async fn each_request_repeats_the_previous_one_so_the_cache_serves_it() {
             }
         }
         let images: Vec<usize> = seen.iter().map(|s| s.images).collect();
-        let want: Vec<usize> = (0..=looks).map(|i| if i <= MAX_IMAGES_IN_CONTEXT { i } else { i - MAX_IMAGES_IN_CONTEXT }).collect();
+        let want: Vec<usize> = (0..=looks).map(|i| if i <= most { i } else { i - most }).collect();
         assert_eq!(images, want, "{wire:?}");
         for (i, pair) in seen.windows(2).enumerate() {
             let kept = pair[1].prompt().starts_with(&pair[0].prompt());

@@ -30,7 +30,7 @@ pub(crate) fn pass(name: impl Into<String>, detail: impl Into<String>) -> Check 
 pub(crate) fn fail(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Check {
     Check { name: name.into(), ok: false, detail: detail.into(), fix: Some(fix.into()), warn: false }
 }
-fn warn(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+pub(crate) fn warn(name: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Check {
     Check { name: name.into(), ok: true, detail: detail.into(), fix: Some(fix.into()), warn: true }
 }
 

@@ -278,6 +278,7 @@ impl Engine {
     pub async fn doctor(&self) -> DoctorReport {
         let mut report = doctor::run(self.inner.docker.as_deref(), &self.inner.data, self.now()).await;
         report.checks.extend(self.check_hosts().await);
+        report.checks.extend(self.check_models().await);
         report.ok = report.checks.iter().all(|c| c.ok);
         report
     }

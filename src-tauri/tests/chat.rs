@@ -258,6 +258,60 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Duration::from_secs(10),
     );
     d.click(".modal-close");
+
+    // OpenAI's computer use: the provider first says to wait (the chat says for how long), then
+    // flags the model's action with a safety check: the chat asks the person, with Allow and
+    // Decline, and the run waits; allowed, it goes on with the check acknowledged.
+    use botdesk_agent::scripted::Answer;
+    let careful = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::Status { status: 429, retry_after: Some(3), body: r#"{"error":{"message":"slow down"}}"#.into() }),
+        Step::reply(Reply::Answer(Answer {
+            computer: vec![(
+                json!({"type": "screenshot"}),
+                vec![json!({"id": "cu_sc_1", "code": "sensitive_domain", "message": "The page looks like a bank's."})],
+            )],
+            ..Default::default()
+        })),
+        Step::reply(Reply::text("Checked the statement.")),
+    ]));
+    let careful_model = format!("careful-e2e-{}", std::process::id());
+    let new = NewModel {
+        id: careful_model.clone(),
+        kind: botdesk_core::ModelKind::OpenAi,
+        model: "gpt-5.4".into(),
+        base_url: Some(careful.base_url(botdesk_agent::Wire::Responses)),
+        coordinates: None,
+    };
+    rt.block_on(engine.add_model(new, Some("sk-e2e-careful".into()))).unwrap();
+    let bot = rt.block_on(engine.create_bot("banker", ComputerScope::Team, Some(&careful_model), "")).unwrap();
+    d.wait_js("the new bot in the list", &format!("return !!document.querySelector('.bot-list [data-bot=\"{}\"]')", bot.id), Duration::from_secs(10));
+    d.click(&format!(".bot-list [data-bot=\"{}\"]", bot.id));
+    d.type_into("#task-input", "Check my bank statement");
+    d.click("#send-task");
+    d.wait_js(
+        "the rate limit said",
+        "return (document.querySelector('#waiting-note')?.textContent ?? '').startsWith('Waiting for the rate limit')",
+        Duration::from_secs(30),
+    );
+    // (Painted a moment after the page changed.)
+    std::thread::sleep(Duration::from_millis(500));
+    screenshot("25-waiting-for-the-rate-limit.png");
+    d.wait_js(
+        "the question in the chat",
+        "return (document.querySelector('#question')?.textContent ?? '').includes('The page looks like a bank') && !!document.querySelector('#question-allow')",
+        Duration::from_secs(120),
+    );
+    d.wait_js("the bot waiting for you", "return document.querySelector('#bot-status')?.textContent === 'Waiting for you'", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("26-safety-check-question.png");
+    d.click("#question-allow");
+    d.wait_js(
+        "the run going on after Allow",
+        "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'Checked the statement.') && !document.querySelector('#question') && !document.querySelector('.msg.needs-you')",
+        Duration::from_secs(120),
+    );
+    assert_eq!(careful.failures(), Vec::<String>::new(), "the check went back acknowledged");
+    screenshot("27-safety-check-allowed.png");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {
@@ -267,5 +321,6 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
             let _ = engine.remove_bot(&b.id).await;
         }
         let _ = engine.remove_model(&model_id).await;
+        let _ = engine.remove_model(&careful_model).await;
     });
 }

@@ -10,7 +10,7 @@ import { modal, openBudget, openSettings } from "./settings";
 /** What the bot's run asks the person (a safety check its model's provider put on an action), with
  *  Allow and Decline; nothing answers for them. */
 function question(b: BotRow, text: string): HTMLElement {
-  const note = el("input", { type: "text", id: "question-note", placeholder: "Note to the bot (optional, with Decline)", "aria-label": "Note with Decline" }) as HTMLInputElement;
+  const note = el("input", { type: "text", id: "question-note", placeholder: "Note (with Decline)", "aria-label": "Note to the bot with Decline" }) as HTMLInputElement;
   return el(
     "div",
     { class: "msg needs-you question", role: "alert", id: "question" },
@@ -36,14 +36,15 @@ export function chat(b: BotRow): HTMLElement {
   for (const m of items ?? []) list.append(message(m));
   const live = state.live.get(b.id);
   if (live) list.append(el("div", { class: "msg assistant streaming", id: "live-reply" }, live));
+  // Said until the next thing the run does (the call after the wait).
   const waiting = state.waiting.get(b.id);
-  if (waiting && waiting.until > Date.now()) {
-    const seconds = Math.max(1, Math.round((waiting.until - Date.now()) / 1000));
-    list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, `Waiting for ${waiting.why}, ${seconds} s`));
+  if (waiting) {
+    const left = Math.round((waiting.until - Date.now()) / 1000);
+    list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, left >= 1 ? `Waiting for ${waiting.why}, ${left} s…` : `Waiting for ${waiting.why}…`));
   }
   const q = state.questions.get(b.id);
   if (q) list.append(question(b, q.question));
-  else if (b.status === "waiting_for_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
+  else if (b.status === "waiting_for_you" && b.run !== "asks_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
 
   const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
   input.value = state.drafts.get(b.id) ?? "";

@@ -399,7 +399,7 @@ impl Host for RunHost {
     }
 
     fn waiting(&self, wait: Duration, why: &str) {
-        let seconds = wait.as_secs_f64().ceil() as u64;
+        let seconds = (wait.as_secs_f64().round() as u64).max(1);
         self.engine.emit(RunEvent::Waiting { bot: self.bot_id(), run_id: self.run.id.clone(), seconds, why: why.to_string() });
     }
 

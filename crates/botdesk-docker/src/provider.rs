@@ -141,11 +141,23 @@ impl DockerProvider {
         self.gateways.lock().unwrap().remove(c.as_str());
     }
 
-    /// Removes a container by id (used by reconcile for orphans).
+    /// Removes a container by id (used by reconcile for orphans). One whose removal another caller
+    /// began (a destroy whose process was killed) is waited for until it is gone.
     pub async fn remove_container(&self, id: &str) -> Result<()> {
-        match self.client().await?.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })).await {
+        let docker = self.client().await?;
+        match docker.remove_container(id, Some(RemoveContainerOptions { force: true, v: true, ..Default::default() })).await {
             Ok(()) => Ok(()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, message }) if message.contains("removal") => {
+                for _ in 0..600 {
+                    match docker.inspect_container(id, None).await {
+                        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => return Ok(()),
+                        Err(e) => return Err(docker_err(e)),
+                        Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                }
+                Err(SandboxError::TimedOut(format!("Docker was still removing container {id} after 60 s")))
+            }
             Err(e) => Err(docker_err(e)),
         }
     }

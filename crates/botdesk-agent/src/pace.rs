@@ -121,13 +121,7 @@ fn rfc3339(s: &str) -> Option<SystemTime> {
         }
         _ => return None,
     };
-    // Days since 1970-01-01 of a civil date (H. Hinnant's algorithm).
-    let (y, m) = if mo <= 2 { (y - 1, mo + 9) } else { (y, mo - 3) };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = botdesk_core::civil::days_from_civil(y, mo, d);
     let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
     let t = SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(u64::try_from(secs).ok()?))?;
     t.checked_add(Duration::from_nanos(nanos as u64))

@@ -166,6 +166,12 @@ fn client(server: &ScriptedServer, wire: Wire) -> ModelClient {
     ModelClient::new(cfg).unwrap()
 }
 
+/// [`cfg`] for a model of this dialect pointing in `coords`.
+fn cfg_for(dialect: Dialect, coords: botdesk_core::action::CoordSpace) -> RunConfig {
+    let setting = botdesk_agent::run::Setting { bot: "tester", instructions: "", folder: "bots/b1", shared: false, today: "2026-12-01", coords, dialect };
+    RunConfig { system: system_prompt(&setting), coords, ..cfg() }
+}
+
 fn cfg() -> RunConfig {
     let setting = botdesk_agent::run::Setting {
         bot: "tester",
@@ -599,17 +605,7 @@ async fn claude_works_the_screen_with_its_own_computer_tool() {
     assert_eq!(model.dialect, Dialect::Claude(ClaudeTool::V20250124));
     assert_eq!(ModelConfig::new("openai", "gpt-4o", None, Some(KEY.into())).unwrap().dialect, Dialect::Plain);
     let host = MemHost::default();
-    let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting {
-        bot: "tester",
-        instructions: "",
-        folder: "bots/b1",
-        shared: false,
-        today: "2026-12-01",
-        coords: Default::default(),
-        dialect: Dialect::Claude(ClaudeTool::V20250124),
-    };
-    rc.system = system_prompt(&setting);
+    let rc = cfg_for(Dialect::Claude(ClaudeTool::V20250124), Default::default());
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "tidy the desktop", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Done.".into()));
@@ -657,17 +653,7 @@ async fn claude_zooms_where_its_model_can() {
         "no zoom before these models"
     );
     let host = MemHost::default();
-    let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting {
-        bot: "tester",
-        instructions: "",
-        folder: "bots/b1",
-        shared: false,
-        today: "2026-12-01",
-        coords: Default::default(),
-        dialect: Dialect::Claude(ClaudeTool::V20251124),
-    };
-    rc.system = system_prompt(&setting);
+    let rc = cfg_for(Dialect::Claude(ClaudeTool::V20251124), Default::default());
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "read the small print", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Done.".into()));
@@ -892,16 +878,7 @@ async fn rate_limit_headers_pace_the_calls() {
 fn httpdate_rfc3339(t: std::time::SystemTime) -> String {
     let secs = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = botdesk_core::civil::civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
@@ -985,17 +962,7 @@ async fn ui_tars_text_actions_become_calls() {
     let model = ModelConfig::new("openai-compatible", "ui-tars-1.5-7b", Some(&server.base_url(Wire::OpenAi)), None).unwrap();
     assert_eq!(model.dialect, Dialect::UiTars);
     let host = MemHost::default();
-    let mut rc = cfg();
-    let setting = botdesk_agent::run::Setting {
-        bot: "tester",
-        instructions: "",
-        folder: "bots/b1",
-        shared: false,
-        today: "2026-12-01",
-        coords: botdesk_core::action::CoordSpace::SmartResize,
-        dialect: Dialect::UiTars,
-    };
-    rc.system = system_prompt(&setting);
+    let rc = cfg_for(Dialect::UiTars, botdesk_core::action::CoordSpace::SmartResize);
     let end = run(&ModelClient::new(model).unwrap(), &host, &rc, vec![], "search for cats", &CancellationToken::new()).await;
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(end, RunEnd::Completed("Found cats.".into()));

@@ -7,6 +7,7 @@
 
 pub mod action;
 pub mod browser;
+pub mod civil;
 pub mod error;
 pub mod gateway;
 pub mod home_stream;

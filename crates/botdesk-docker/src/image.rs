@@ -46,16 +46,6 @@ pub fn image_tag() -> String {
     format!("{REPO}:{}", &hex::encode(h.finalize())[..12])
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The day of a date written `YYYYMMDD` or starting `YYYY-MM-DD` (Docker's RFC 3339 `Created`),
 /// as days since 1970-01-01.
 pub fn day_of(date: &str) -> Option<i64> {
@@ -64,21 +54,12 @@ pub fn day_of(date: &str) -> Option<i64> {
         return None;
     }
     let (y, m, d) = (digits[..4].parse().ok()?, digits[4..6].parse().ok()?, digits[6..].parse().ok()?);
-    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| days_from_civil(y, m, d))
+    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| botdesk_core::civil::days_from_civil(y, m, d))
 }
 
 /// Today's freshness stamp, `YYYYMMDD`, for a time in Unix ms.
 pub fn stamp_of(now_ms: i64) -> String {
-    // Civil from days (the inverse of `days_from_civil`).
-    let z = now_ms.div_euclid(86_400_000) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = botdesk_core::civil::civil_from_days(now_ms.div_euclid(86_400_000));
     format!("{y:04}{m:02}{d:02}")
 }
 

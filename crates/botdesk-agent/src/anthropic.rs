@@ -65,6 +65,9 @@ pub(crate) fn body(c: &ModelConfig, req: &Request<'_>) -> Value {
         }
         Thinking::Adaptive => body["thinking"] = json!({"type": "adaptive"}),
     }
+    if c.thinking_binding && c.thinking != Thinking::None {
+        body["thinking"]["block_binding"] = json!({"prefix_mismatch_behavior": "drop_block"});
+    }
     if req.tool_choice == ToolChoice::None {
         body["tool_choice"] = json!({"type": "none"});
     }

@@ -141,8 +141,15 @@ impl ModelClient {
         if c.wire == Wire::Anthropic {
             rb = rb.header("anthropic-version", "2023-06-01");
         }
-        if let Some((_, beta)) = c.dialect.computer_tool(botdesk_core::action::SCREEN) {
-            rb = rb.header("anthropic-beta", beta);
+        let betas: Vec<&str> = c
+            .dialect
+            .computer_tool(botdesk_core::action::SCREEN)
+            .map(|(_, beta)| beta)
+            .into_iter()
+            .chain(c.thinking_binding.then_some(crate::model::THINKING_BINDING_BETA))
+            .collect();
+        if !betas.is_empty() {
+            rb = rb.header("anthropic-beta", betas.join(","));
         }
         let net = |e: reqwest::Error| Attempt::Retry { error: ModelError::Network { attempts: 0, message: without_url(e) }, wait: None };
         let resp = rb.body(body.to_vec()).send().await.map_err(net)?;

@@ -39,7 +39,14 @@ pub struct ModelConfig {
     /// Claude's thinking, as its API asks for it (the table of models gives a default; a
     /// person can change an extended thinking budget).
     pub thinking: botdesk_core::models::Thinking,
+    /// The model binds its thinking blocks to the conversation before them (see
+    /// `botdesk_core::models::ModelInfo::thinking_binding`).
+    pub thinking_binding: bool,
 }
+
+/// The beta that lets a request whose earlier messages changed (pruned screenshots) drop the
+/// thinking blocks they invalidate, for the models that bind them.
+pub const THINKING_BINDING_BETA: &str = "thinking-binding-controls-2026-08-01";
 
 /// Tokens left for the answer after a turn's thinking (the output limit is raised to fit both).
 pub const ANSWER_TOKENS: u32 = 4096;
@@ -150,7 +157,8 @@ impl ModelConfig {
         let responses = reasoning_model(model) || matches!(dialect, Dialect::OpenAiComputer(_));
         let wire = if kind == "openai" && responses { Wire::Responses } else { wire };
         let limits = botdesk_core::Limits::default_for(kind, model);
-        let thinking = if kind == "anthropic" { botdesk_core::models::lookup_for(kind, model).info.thinking } else { botdesk_core::models::Thinking::None };
+        let row = botdesk_core::models::lookup_for(kind, model).info;
+        let thinking = if kind == "anthropic" { row.thinking } else { botdesk_core::models::Thinking::None };
         Ok(Self {
             wire,
             model: model.into(),
@@ -163,6 +171,7 @@ impl ModelConfig {
             openai_native: kind == "openai",
             dialect,
             thinking,
+            thinking_binding: kind == "anthropic" && row.thinking_binding,
         })
     }
 

@@ -1035,3 +1035,31 @@ async fn openai_computer_use_carries_out_calls_and_acknowledges_checks_only_thro
         assert_eq!(executed[2], batch(json!([{"type": "move", "x": 10, "y": 20}, {"type": "scroll", "direction": "up", "amount": 3}])), "{model_name}");
     }
 }
+
+/// Claude Opus 5.5 binds each thinking block to the conversation before it: once screenshots are
+/// pruned the blocks after the change no longer match. The run asks the API to drop those (the
+/// binding beta); without that, the strict server refuses the request as the API would.
+#[tokio::test]
+async fn bound_thinking_survives_pruned_screenshots() {
+    for asks_to_drop in [true, false] {
+        let looks = botdesk_agent::conversation::MAX_IMAGES_IN_CONTEXT + 2;
+        let mut steps: Vec<Step> = (0..looks).map(|_| Step::reply(Reply::call("computer_observe", json!({})))).collect();
+        steps.push(Step::reply(Reply::text("Seen.")));
+        let server = ScriptedServer::start(steps).await;
+        let mut model = ModelConfig::new("anthropic", "claude-opus-5-5", Some(&server.base_url(Wire::Anthropic)), Some(KEY.into())).unwrap();
+        assert!(model.thinking_binding && model.thinking == botdesk_core::models::Thinking::Adaptive);
+        model.thinking_binding = asks_to_drop;
+        model.retry = Retry { attempts: 1, base: Duration::from_millis(10), max_wait: Duration::from_secs(1) };
+        let end = run(&ModelClient::new(model).unwrap(), &MemHost::default(), &cfg(), vec![], "look", &CancellationToken::new()).await;
+        if asks_to_drop {
+            assert_eq!(server.failures(), Vec::<String>::new());
+            assert_eq!(end, RunEnd::Completed("Seen.".into()));
+            let last = server.requests().last().unwrap().clone();
+            assert!(last.headers["anthropic-beta"].contains("thinking-binding-controls-2026-08-01"));
+        } else {
+            let failures = server.failures();
+            assert!(failures.iter().any(|f| f.contains("bound to the conversation before it")), "{failures:?}");
+            assert!(matches!(end, RunEnd::Failed(botdesk_core::RunFailure::ModelError, _)), "{end:?}");
+        }
+    }
+}

@@ -84,6 +84,11 @@ pub struct ModelInfo {
     pub thinking: Thinking,
     /// The smallest prompt prefix the provider caches, in tokens.
     pub min_cache: u64,
+    /// Its thinking blocks are bound to the conversation before them (Claude Fable 5.1 and later,
+    /// Opus and Sonnet 5.5): once screenshots are pruned they no longer match, and the API is
+    /// asked to drop them instead of refusing the request (thinking docs, "binding").
+    #[serde(default)]
+    pub thinking_binding: bool,
     /// The day the row was checked (`YYYY-MM-DD`), and against what.
     pub checked: String,
     pub source: String,

@@ -404,7 +404,7 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             let usage = botdesk_core::Usage { output: 1, ..usage };
             let a = Answer { text, ..Default::default() };
             let events = match wire {
-                Wire::Anthropic => anthropic_events(n, &a, usage),
+                Wire::Anthropic => anthropic_events(n, &a, usage, None),
                 Wire::OpenAi => openai_events(n, &a, None),
                 Wire::Responses => responses_events(n, &a, usage),
             };
@@ -435,8 +435,9 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     let thought = answer.thinking.as_ref().map_or(0, String::len);
     let output_tokens = (thought + answer.text.len() + answer.calls.iter().map(|(a, b)| a.len() + b.len()).sum::<usize>()) as u64 / 4 + 1;
     let usage = botdesk_core::Usage { output: output_tokens, ..usage };
+    let signature = answer.thinking.as_deref().map(|t| rules::thinking_signature_for(seen.body["model"].as_str().unwrap_or(""), &seen.body, t));
     let events = match wire {
-        Wire::Anthropic => anthropic_events(n, &answer, usage),
+        Wire::Anthropic => anthropic_events(n, &answer, usage, signature.as_deref()),
         Wire::OpenAi => openai_events(n, &answer, include_usage.then_some(usage)),
         Wire::Responses => responses_events(n, &answer, usage),
     };
@@ -524,7 +525,7 @@ fn pieces(s: &str) -> Vec<String> {
 
 /// `usage` reported as Anthropic does: the input and cache at the start, the output's running
 /// total at the end. Thinking comes first, signed.
-fn anthropic_events(n: usize, a: &Answer, usage: botdesk_core::Usage) -> Vec<String> {
+fn anthropic_events(n: usize, a: &Answer, usage: botdesk_core::Usage, signature: Option<&str>) -> Vec<String> {
     let ev = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
     let mut out = vec![ev(
         "message_start",
@@ -540,7 +541,7 @@ fn anthropic_events(n: usize, a: &Answer, usage: botdesk_core::Usage) -> Vec<Str
         for p in pieces(t) {
             out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": p}})));
         }
-        let sig = rules::thinking_signature(t);
+        let sig = signature.map(str::to_string).unwrap_or_else(|| rules::thinking_signature(t));
         out.push(ev("content_block_delta", json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": sig}})));
         out.push(ev("content_block_stop", json!({"type": "content_block_stop", "index": index})));
         index += 1;

@@ -93,13 +93,54 @@ fn tool_name_ok(name: &str) -> bool {
 const THINKING_KEY: &str = "botdesk-scripted-thinking";
 
 /// The signature the scripted server gives a thinking block (the real one is opaque; it checks
-/// that the block comes back unchanged, and so does this).
+/// that the block comes back unchanged, and so does this). For a model that binds its thinking to
+/// the conversation (see `botdesk_core::models::ModelInfo::thinking_binding`), `bound_to` is the
+/// conversation before the block ([`conversation_before`]): the signature holds only while that
+/// stays the same.
 pub fn thinking_signature(thinking: &str) -> String {
+    signature(thinking, "")
+}
+
+fn signature(thinking: &str, bound_to: &str) -> String {
     use sha2::Digest;
     let mut h = sha2::Sha256::new();
     h.update(THINKING_KEY.as_bytes());
     h.update(thinking.as_bytes());
+    h.update(bound_to.as_bytes());
     base64::engine::general_purpose::STANDARD.encode(h.finalize())
+}
+
+/// The signature of a block of `model`'s thinking answering a request: bound to the request's
+/// whole conversation for the models that bind.
+pub fn thinking_signature_for(model: &str, request: &Value, thinking: &str) -> String {
+    let n = request["messages"].as_array().map_or(0, Vec::len);
+    match binds(model) {
+        true => signature(thinking, &conversation_before(request, n)),
+        false => thinking_signature(thinking),
+    }
+}
+
+fn binds(model: &str) -> bool {
+    botdesk_core::models::lookup(model).info.thinking_binding
+}
+
+/// What a thinking block in `messages[upto]` is bound to: the tools, the system prompt and the
+/// messages before it, breakpoints aside (a digest).
+pub fn conversation_before(request: &Value, upto: usize) -> String {
+    use sha2::Digest;
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(m.iter().filter(|(k, _)| *k != "cache_control").map(|(k, v)| (k.clone(), strip(v))).collect()),
+            Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
+            v => v.clone(),
+        }
+    }
+    let messages: Vec<Value> = request["messages"].as_array().map(|m| m.iter().take(upto).map(strip).collect()).unwrap_or_default();
+    let mut h = sha2::Sha256::new();
+    h.update(strip(&request["tools"]).to_string());
+    h.update(strip(&request["system"]).to_string());
+    h.update(Value::Array(messages).to_string());
+    hex::encode(h.finalize())
 }
 
 fn anthropic(headers: &HashMap<String, String>, body: &Value, memo: &mut ImageMemo) -> Checked {
@@ -200,19 +241,24 @@ fn anthropic(headers: &HashMap<String, String>, body: &Value, memo: &mut ImageMe
         return Err(Refusal::bad("messages: first message must use the \"user\" role"));
     }
 
-    let thinking = body["thinking"]["type"].as_str() == Some("enabled");
+    let thinking = matches!(body["thinking"]["type"].as_str(), Some("enabled" | "adaptive"));
     if thinking {
         // Extended thinking docs: the budget is at least 1,024 tokens and below max_tokens;
         // tool_choice may be auto or none only.
-        let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
-        if budget < 1024 {
-            return Err(Refusal::bad("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"));
-        }
-        if budget >= max_tokens {
-            return Err(Refusal::bad("`max_tokens` must be greater than `thinking.budget_tokens`"));
+        if body["thinking"]["type"] == "enabled" {
+            let budget = body["thinking"]["budget_tokens"].as_u64().unwrap_or(0);
+            if budget < 1024 {
+                return Err(Refusal::bad("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"));
+            }
+            if budget >= max_tokens {
+                return Err(Refusal::bad("`max_tokens` must be greater than `thinking.budget_tokens`"));
+            }
         }
         if choice.is_some_and(|c| matches!(c["type"].as_str(), Some("any" | "tool"))) {
             return Err(Refusal::bad("Thinking may not be enabled when tool_choice forces tool use."));
+        }
+        if body["thinking"].get("block_binding").is_some() && !betas.contains(&"thinking-binding-controls-2026-08-01") {
+            return Err(Refusal::bad("thinking.block_binding: this field needs the 'thinking-binding-controls-2026-08-01' beta header"));
         }
         if body.get("temperature").is_some_and(|t| t.as_f64() != Some(1.0)) {
             return Err(Refusal::bad("`temperature` may only be set to 1 when thinking is enabled."));
@@ -246,8 +292,18 @@ fn anthropic(headers: &HashMap<String, String>, body: &Value, memo: &mut ImageMe
                 },
                 "thinking" if role == "assistant" => {
                     let text = b["thinking"].as_str().unwrap_or("");
-                    if b["signature"].as_str() != Some(thinking_signature(text).as_str()) {
-                        return Err(Refusal::bad(format!("{at}: Invalid `signature` in `thinking` block")));
+                    let model = body["model"].as_str().unwrap_or("");
+                    let want = if binds(model) { signature(text, &conversation_before(body, *i)) } else { thinking_signature(text) };
+                    if b["signature"].as_str() != Some(want.as_str()) {
+                        // A bound block whose conversation changed: dropped when the request says
+                        // so (the binding beta), refused otherwise (thinking docs, "binding").
+                        let dropped = binds(model) && body["thinking"]["block_binding"]["prefix_mismatch_behavior"] == "drop_block";
+                        if !dropped {
+                            return Err(Refusal::bad(format!(
+                                "{at}: Invalid `signature` in `thinking` block{}",
+                                if binds(model) { " (it is bound to the conversation before it, which changed)" } else { "" }
+                            )));
+                        }
                     }
                 }
                 "redacted_thinking" if role == "assistant" => {
@@ -851,6 +907,29 @@ mod tests {
         let mut none = b;
         none["tool_choice"] = json!({"type": "none"});
         accepted(Wire::Anthropic, &headers(None), &none);
+    }
+
+    #[test]
+    fn a_bound_thinking_block_is_dropped_or_refused_once_the_conversation_before_it_changed() {
+        let mut b = claude();
+        b["model"] = json!("claude-opus-5-5");
+        b["thinking"] = json!({"type": "adaptive"});
+        let thought = "Looking first.";
+        let first = {
+            let mut r = b.clone();
+            r["messages"].as_array_mut().unwrap().truncate(1);
+            r
+        };
+        let sig = thinking_signature_for("claude-opus-5-5", &first, thought);
+        b["messages"][1]["content"].as_array_mut().unwrap().insert(0, json!({"type": "thinking", "thinking": thought, "signature": sig}));
+        accepted(Wire::Anthropic, &headers(None), &b);
+        // The task changed (say, a screenshot pruned before the block): refused...
+        b["messages"][0]["content"][0]["text"] = json!("another task");
+        assert!(refused(Wire::Anthropic, &headers(None), &b).contains("bound to the conversation before it"));
+        // ...unless the request asks for such blocks to be dropped, with the beta.
+        b["thinking"]["block_binding"] = json!({"prefix_mismatch_behavior": "drop_block"});
+        assert!(refused(Wire::Anthropic, &headers(None), &b).contains("beta header"));
+        accepted(Wire::Anthropic, &headers(Some("thinking-binding-controls-2026-08-01")), &b);
     }
 
     #[test]

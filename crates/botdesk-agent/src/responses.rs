@@ -381,6 +381,25 @@ mod tests {
     }
 
     #[test]
+    fn a_computer_calls_answer_carries_its_screenshot_its_checks_and_the_page() {
+        let call = json!({"type": "computer_call", "id": "cu_1", "call_id": "c1", "action": {"type": "screenshot"}, "pending_safety_checks": [{"id": "sc_1", "code": "irrelevant_domain", "message": "m"}]});
+        let turn = Message { role: Role::Assistant, blocks: vec![Block::Items(vec![call])] };
+        let mut r = crate::conversation::ToolResult::ok("c1", "seen");
+        r.image = Some(crate::conversation::Image::png(bytes::Bytes::from_static(b"png")));
+        r.page_url = Some("https://example.org/".into());
+        let removed = crate::conversation::ToolResult { shown: Shown::Removed, ..r.clone() };
+        for (result, shot) in [(r, "data:image/png;base64,cG5n"), (removed, BLANK_PNG.as_str())] {
+            let items = input(&[Message::user("task"), turn.clone(), Message { role: Role::User, blocks: vec![Block::ToolResult(result)] }]);
+            let out = &items[2];
+            assert_eq!(out["type"], "computer_call_output");
+            assert_eq!(out["acknowledged_safety_checks"][0]["id"], "sc_1");
+            assert_eq!(out["output"]["type"], "computer_screenshot");
+            assert_eq!(out["output"]["image_url"], shot, "a removed screenshot is a blank (the output must have one)");
+            assert_eq!(out["output"]["current_url"], "https://example.org/");
+        }
+    }
+
+    #[test]
     fn failures_in_the_stream_are_retried_or_said() {
         let retry =
             fold_all(Fold::default(), &[("", r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"oops"}}}"#)]).unwrap_err();

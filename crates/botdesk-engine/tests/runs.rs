@@ -922,14 +922,22 @@ async fn ui_tars_clicks_land_where_its_own_coordinates_say() {
     }
 }
 
-/// OpenAI's computer use: a computer call with a pending safety check makes the run ask the
+/// OpenAI's computer use (`computer-use-preview` and gpt-5.4's GA tool): a computer call with a
+/// pending safety check makes the run ask the
 /// person and wait (the bot shows as waiting for them); allowed, the call is carried out and the
 /// check goes back acknowledged; declined with a note, the run fails as DECLINED with the note.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_safety_check_waits_for_the_persons_answer() {
-    use botdesk_agent::scripted::Answer;
     let mut w = world().await;
-    let server = w.bot_as("careful", botdesk_core::ModelKind::OpenAi, "gpt-5.4").await;
+    for model in ["computer-use-preview", "gpt-5.4"] {
+        safety_check_for(&mut w, model).await;
+    }
+}
+
+async fn safety_check_for(w: &mut World, model: &str) {
+    use botdesk_agent::scripted::Answer;
+    let bot = format!("careful-{}", model.replace('.', "-"));
+    let server = w.bot_as(&bot, botdesk_core::ModelKind::OpenAi, model).await;
     let check = |id: &str| json!({"id": id, "code": "sensitive_domain", "message": "The page looks like a bank."});
     let computer = |action: serde_json::Value, checks: Vec<serde_json::Value>| Reply::Answer(Answer { computer: vec![(action, checks)], ..Default::default() });
     server.push(Step::reply(computer(json!({"type": "keypress", "keys": ["CTRL", "L"]}), vec![check("cu_sc_1")])));
@@ -943,14 +951,14 @@ async fn a_safety_check_waits_for_the_persons_answer() {
         },
         computer(json!({"type": "screenshot"}), vec![check("cu_sc_2")]),
     ));
-    let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("careful", "pay the bill").await });
+    let (engine, name) = (w.engine.clone(), bot.clone());
+    let run = tokio::spawn(async move { engine.run_task(&name, "pay the bill").await });
     let asked = |w: &World| {
-        let engine = w.engine.clone();
+        let (engine, bot) = (w.engine.clone(), bot.clone());
         async move {
             let deadline = Instant::now() + Duration::from_secs(120);
             loop {
-                if let Some(q) = engine.open_question("careful").await.unwrap() {
+                if let Some(q) = engine.open_question(&bot).await.unwrap() {
                     return q;
                 }
                 assert!(Instant::now() < deadline, "the run never asked");
@@ -958,22 +966,25 @@ async fn a_safety_check_waits_for_the_persons_answer() {
             }
         }
     };
-    let q = asked(&w).await;
+    let q = asked(w).await;
     assert!(q.question.contains("The page looks like a bank. (sensitive_domain)") && q.kind == "safety_check", "{q:?}");
     let states = w.engine.bot_statuses().await.unwrap();
     let (_, state) = states.iter().find(|(id, _)| *id == q.bot_id).unwrap();
     assert_eq!(*state, BotState { status: BotStatus::WaitingForYou, run: RunHold::AsksYou });
-    w.engine.answer_question("careful", true, None).await.unwrap();
-    let q2 = asked(&w).await;
+    w.engine.answer_question(&bot, true, None).await.unwrap();
+    let q2 = asked(w).await;
     assert_ne!(q2.id, q.id);
-    w.engine.answer_question("careful", false, Some("not this site")).await.unwrap();
+    w.engine.answer_question(&bot, false, Some("not this site")).await.unwrap();
     let run = run.await.unwrap().unwrap();
-    assert_eq!((run.status, run.failure), (RunStatus::Failed, Some(botdesk_core::RunFailure::Declined)), "{run:?}");
+    assert_eq!((run.status, run.failure), (RunStatus::Failed, Some(botdesk_core::RunFailure::Declined)), "{model}: {run:?}");
     assert!(run.error.as_deref().unwrap_or("").contains("not this site"), "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert!(w.engine.answer_question("careful", true, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
-    let chat = w.engine.chat("careful", 20).await.unwrap();
-    assert!(chat.iter().any(|m| m.text.contains("careful asks you:")) && chat.iter().any(|m| m.text.contains("You declined: not this site")), "{chat:?}");
+    assert!(w.engine.answer_question(&bot, true, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
+    let chat = w.engine.chat(&bot, 20).await.unwrap();
+    assert!(
+        chat.iter().any(|m| m.text.contains(&format!("{bot} asks you:"))) && chat.iter().any(|m| m.text.contains("You declined: not this site")),
+        "{chat:?}"
+    );
 }
 
 /// `model calibrate`: a scripted model that looks at the screenshot it is sent, finds the target

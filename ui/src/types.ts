@@ -159,7 +159,15 @@ screen_limit: number | null,
  * Keep one computer started in advance on this machine while the app runs, so a new bot's
  * computer is ready at once (an idle computer: about 40 MiB, no CPU).
  */
-spare_computer: boolean, };
+spare_computer: boolean, 
+/**
+ * Every checkpoint version of a workspace is kept this many hours (1–8760)…
+ */
+history_hours: number, 
+/**
+ * …then the newest of each day, this many days (0–3650).
+ */
+history_days: number, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.
@@ -333,6 +341,97 @@ export type Listing = { path: string, entries: Array<FileEntry>, };
  * A workspace file as the Files pane previews it.
  */
 export type Preview = { "kind": "text", text: string, size: number, } | { "kind": "image", url: string, size: number, } | { "kind": "binary", size: number, } | { "kind": "too_large", size: number, } | { "kind": "dir", size: number, };
+
+/**
+ * Why a version was made.
+ */
+export type Why = { "kind": "run", run_id: string, } | { "kind": "before_run", run_id: string, } | { "kind": "stop" } | { "kind": "suspend" } | { "kind": "destroy" } | { "kind": "asked" } | { "kind": "switch" } | { "kind": "before_restore" } | { "kind": "restored", from: number, path: string, } | { "kind": "earlier" };
+
+/**
+ * What changed in a version since the one before it: regular files written (new or changed) and
+ * removed, and the bytes written.
+ */
+export type Changes = { written: number, removed: number, bytes: number, };
+
+/**
+ * How long versions are kept.
+ */
+export type Retention = { 
+/**
+ * Every version younger than this is kept.
+ */
+all_hours: number, 
+/**
+ * Then the newest version of each day, for this many days.
+ */
+daily_days: number, };
+
+/**
+ * One version of a bot's folder.
+ */
+export type VersionView = { version: number, 
+/**
+ * When it was saved (ms since the epoch).
+ */
+at: number, 
+/**
+ * Why, in words ("after run 3f2a…", "computer stopped", "restored v12").
+ */
+label: string, why: Why, 
+/**
+ * Regular files and bytes of the whole home in this version.
+ */
+files: number, bytes: number, 
+/**
+ * What changed in the bot's folder since the version before.
+ */
+changes: Changes, 
+/**
+ * The latest version (what a new computer would start from).
+ */
+current: boolean, };
+
+/**
+ * The versions of a bot's folder, newest first.
+ */
+export type History = { bot: string, computer: string, 
+/**
+ * The bot's folder in its computer's home ("" on a Private computer: the whole home).
+ */
+folder: string, versions: Array<VersionView>, 
+/**
+ * Bytes all the versions of the home take on this machine (shared files counted once).
+ */
+disk_bytes: number, keep: Retention, };
+
+/**
+ * What a restore did.
+ */
+export type RestoreReport = { 
+/**
+ * The version restored from.
+ */
+from: number, 
+/**
+ * What was restored, relative to the bot's folder ("": all of it).
+ */
+path: string, 
+/**
+ * The version holding what was there before (restore it to undo this one).
+ */
+saved: number | null, 
+/**
+ * The version that now is the folder.
+ */
+version: number, 
+/**
+ * Regular files put back.
+ */
+files: number, 
+/**
+ * Made through the running computer (else in the store; the computer starts from it).
+ */
+live: boolean, };
 
 /**
  * What the build is doing now: real stages, not estimated percentages.

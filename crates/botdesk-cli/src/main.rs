@@ -119,6 +119,23 @@ enum Cmd {
         #[arg(long)]
         note: Option<String>,
     },
+    /// The versions of a bot's folder (the kept checkpoints of its computer), newest first, with
+    /// what changed in its folder in each.
+    History { bot: String },
+    /// Put a bot's folder, or one path in it, back as it was in a version (what is there now is
+    /// saved as a version first, so this can be undone). Works with Docker off too.
+    Restore {
+        bot: String,
+        /// The version (see `botdesk history BOT`).
+        #[arg(long, required_unless_present = "before_run", conflicts_with = "before_run")]
+        version: Option<u64>,
+        /// The version a run started from: undoes that run's file changes.
+        #[arg(long, value_name = "RUN")]
+        before_run: Option<String>,
+        /// One file or folder, relative to the bot's folder (default: all of it).
+        #[arg(long, conflicts_with = "before_run")]
+        path: Option<String>,
+    },
     /// A bot's chat: tasks, replies, tool calls and their results.
     Chat {
         bot: String,
@@ -384,13 +401,22 @@ enum ComputerCmd {
 #[derive(Subcommand)]
 enum FilesCmd {
     /// List a folder (from the stored workspace: works with the computer stopped or Docker off).
-    Ls { bot: String, path: Option<String> },
+    Ls {
+        bot: String,
+        path: Option<String>,
+        /// In this version of the folder (see `botdesk history BOT`).
+        #[arg(long)]
+        version: Option<u64>,
+    },
     /// Write a file's raw bytes to stdout (from the stored workspace, also offline).
     Cat {
         bot: String,
         path: String,
         #[arg(long, default_value_t = 512 << 20)]
         max_bytes: u64,
+        /// From this version of the folder.
+        #[arg(long)]
+        version: Option<u64>,
     },
     /// Copy a local file into the workspace.
     Put {
@@ -408,6 +434,9 @@ enum FilesCmd {
         local: PathBuf,
         #[arg(long, default_value_t = 512 << 20)]
         max_bytes: u64,
+        /// From this version of the folder.
+        #[arg(long)]
+        version: Option<u64>,
     },
 }
 
@@ -447,6 +476,48 @@ fn read_key(id: &str) -> Result<Option<String>, EngineError> {
     };
     let key = key.trim().to_string();
     Ok((!key.is_empty()).then_some(key))
+}
+
+/// `2026-12-04 15:02 UTC` for ms since the epoch.
+fn utc_minute(ms: i64) -> String {
+    let (days, min) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000) / 60_000);
+    let (y, m, d) = botdesk_core::civil::civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", min / 60, min % 60)
+}
+
+fn bytes_text(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+fn history_text(h: &botdesk_engine::History) -> String {
+    let whose = if h.folder.is_empty() { format!("{}'s home", h.computer) } else { format!("{}'s folder", h.bot) };
+    let mut out = vec![format!(
+        "{} versions of {whose} ({} on disk; every version kept {} hours, then one a day for {} days)",
+        h.versions.len(),
+        bytes_text(h.disk_bytes),
+        h.keep.all_hours,
+        h.keep.daily_days
+    )];
+    for v in &h.versions {
+        let c = v.changes;
+        let changed = if c.none() {
+            "no changes".to_string()
+        } else {
+            let removed = if c.removed > 0 { format!(", {} removed", c.removed) } else { String::new() };
+            format!("{} written ({}){removed}", c.written, bytes_text(c.bytes))
+        };
+        let current = if v.current { "  (latest)" } else { "" };
+        out.push(format!("v{:<5} {}  {:<32} {changed}{current}", v.version, utc_minute(v.at), v.label));
+    }
+    if h.versions.is_empty() {
+        out.push("nothing saved yet: a version is made when a run ends, and when its computer stops".into());
+    }
+    out.join("\n")
 }
 
 fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
@@ -886,6 +957,22 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
         }
         Cmd::Activity { bot, follow } => return activity(engine, json, &bot, follow).await,
+        Cmd::History { bot } => {
+            let h = engine.history(&bot).await?;
+            print(json, json!(h), || history_text(&h));
+        }
+        Cmd::Restore { bot, version, before_run, path } => {
+            let r = match (version, before_run) {
+                (_, Some(run)) => engine.undo_run(&run).await?,
+                (Some(v), None) => engine.restore(&bot, v, path.as_deref()).await?,
+                (None, None) => unreachable!("clap requires one"),
+            };
+            print(json, json!(r), || {
+                let what = if r.path.is_empty() { format!("{bot}'s folder") } else { r.path.clone() };
+                let undo = r.saved.map(|v| format!("; what was there is version {v} (`botdesk restore {bot} --version {v}` undoes this)")).unwrap_or_default();
+                format!("restored {what} from version {} as version {}{undo}", r.from, r.version)
+            });
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -1029,9 +1116,9 @@ async fn exec(engine: &Engine, json: bool, bot: &str, cwd: Option<String>, timeo
 
 async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineError> {
     match cmd {
-        FilesCmd::Ls { bot, path } => {
+        FilesCmd::Ls { bot, path, version } => {
             // From the stored workspace on this machine: works with the computer stopped or Docker off.
-            let (dir, entries) = engine.stored_list(&bot, path.as_deref().unwrap_or("")).await?;
+            let (dir, entries) = engine.stored_list_at(&bot, path.as_deref().unwrap_or(""), version).await?;
             print(json, json!({"path": dir, "entries": entries}), || {
                 entries
                     .iter()
@@ -1048,8 +1135,8 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
                     .join("\n")
             });
         }
-        FilesCmd::Cat { bot, path, max_bytes } => {
-            let bytes = engine.stored_read(&bot, &path, max_bytes).await?;
+        FilesCmd::Cat { bot, path, max_bytes, version } => {
+            let bytes = engine.stored_read_at(&bot, &path, max_bytes, version).await?;
             std::io::stdout().write_all(&bytes).and_then(|_| std::io::stdout().flush()).map_err(|e| EngineError::invalid(format!("writing to stdout: {e}")))?;
         }
         FilesCmd::Put { bot, local, path, executable } => {
@@ -1063,8 +1150,8 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
             let written = engine.files_write(&bot, &path, Bytes::from(data), exec).await?;
             print(json, json!({"path": written, "size": size, "executable": exec}), || format!("wrote {size} bytes to {written}"));
         }
-        FilesCmd::Get { bot, path, local, max_bytes } => {
-            let bytes = engine.stored_read(&bot, &path, max_bytes).await?;
+        FilesCmd::Get { bot, path, local, max_bytes, version } => {
+            let bytes = engine.stored_read_at(&bot, &path, max_bytes, version).await?;
             let tmp = local.with_extension("botdesk-partial");
             std::fs::write(&tmp, &bytes)
                 .and_then(|_| std::fs::rename(&tmp, &local))

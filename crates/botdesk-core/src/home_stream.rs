@@ -39,6 +39,9 @@
 //!   comes in, a file replaces an older one, anything newer or of another kind stays and is named
 //!   in `kept_newer`.
 //! - `{"mode":"replace","into":PATH}`: PATH becomes exactly the stream (a browser profile).
+//! - `{"mode":"put","into":PREFIX}`: each top-level entry of the stream replaces the entry of that
+//!   name in PREFIX (created as needed), whatever it was; the rest of PREFIX stays (a restore of
+//!   one file or folder).
 //!
 //! The computer stages everything and changes nothing unless the stream ended with `end`; it
 //! never follows a symlink while placing (a symlink in PREFIX or PATH is refused). It answers with
@@ -105,6 +108,7 @@ pub enum LoadMode {
     Restore,
     Merge { into: String },
     Replace { into: String },
+    Put { into: String },
 }
 
 /// The computer's answer to a load.

@@ -29,7 +29,8 @@ use tokio_util::io::SyncIoBridge;
 
 use crate::error::blocking;
 use crate::home_store::{self, Skipped};
-use crate::{Engine, EngineError, ErrorCode, Result};
+use crate::versions::{Meta, Why};
+use crate::{Engine, EngineError, ErrorCode, Result, Settings};
 
 /// A checkpoint whose computer sends nothing for this long is abandoned (the previous version stays).
 pub(crate) const IDLE_BOUND: Duration = Duration::from_secs(60);
@@ -126,7 +127,7 @@ pub(crate) struct Sending {
     /// The subtree sent (`""`: all of it). It must be a real folder in the version.
     pub sub: String,
     /// What goes (relative to `sub`).
-    pub keep: fn(&str) -> bool,
+    pub keep: Box<dyn Fn(&str) -> bool + Send>,
     pub mode: LoadMode,
 }
 
@@ -138,11 +139,12 @@ impl Engine {
     /// Checkpoints a computer's workspace: browsers closed gracefully first, then its home
     /// streamed into a new version of its home store. Serialised per home, also across processes.
     pub async fn checkpoint(&self, computer: &str) -> Result<CheckpointReport> {
-        self.checkpoint_closing(computer, Browsers::All).await
+        self.checkpoint_closing(computer, Browsers::All, Why::Asked).await
     }
 
-    /// A checkpoint that first closes `browsers`. The computer must be running on its home volume.
-    pub(crate) async fn checkpoint_closing(&self, computer: &str, browsers: Browsers) -> Result<CheckpointReport> {
+    /// A checkpoint that first closes `browsers`, made for `why`. The computer must be running on
+    /// its home volume.
+    pub(crate) async fn checkpoint_closing(&self, computer: &str, browsers: Browsers, why: Why) -> Result<CheckpointReport> {
         let started = Instant::now();
         let c = self.inner.store.computer(computer).await?;
         if c.home_volume.is_none() {
@@ -233,9 +235,11 @@ impl Engine {
             }
         };
         let index = std::mem::take(&mut got.index);
+        let meta = Meta { version, at: self.now(), why, files: got.files, bytes: got.bytes, changed: std::mem::take(&mut got.changed) };
+        let keep = self.settings().map(|s| s.retention()).unwrap_or_else(|_| Settings::default().retention());
         let s = store.clone();
         blocking(move || {
-            let done = home_store::commit(&s, &partial, version, &index);
+            let done = home_store::commit(&s, &partial, &index, &meta, keep);
             drop(file_lock);
             done
         })
@@ -277,7 +281,7 @@ impl Engine {
         let _held = handle.home.lock().await;
         let s = store.clone();
         let Some((version, root)) = blocking(move || Ok(home_store::current_version(&s))).await? else { return Ok(None) };
-        let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: everything, mode: LoadMode::Restore }).await?;
+        let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: Box::new(everything), mode: LoadMode::Restore }).await?;
         Ok(Some(CheckpointReport {
             version,
             files: summary.files,

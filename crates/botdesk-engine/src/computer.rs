@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use botdesk_core::*;
 use serde::Serialize;
 
-use crate::checkpoint::Before;
+use crate::checkpoint::{Before, Browsers};
+use crate::versions::Why;
 use crate::{leases, Engine, EngineError, ErrorCode, Result};
 
 #[derive(Default)]
@@ -336,7 +337,12 @@ impl Engine {
             }
             self.ensure_running(&c).await?;
         }
-        self.checkpoint(c.id.as_str())
+        let why = match doing {
+            Before::Stop => Why::Stop,
+            Before::Suspend => Why::Suspend,
+            Before::Destroy => Why::Destroy,
+        };
+        self.checkpoint_closing(c.id.as_str(), Browsers::All, why)
             .await
             .map(drop)
             .map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))

@@ -9,10 +9,12 @@ use ts_rs::{Config, TS};
 pub use crate::desktop::{BrowserGo, BrowserTab, BrowserView, PageElement, PageSnapshot};
 pub use crate::doctor::{Check, DoctorReport};
 pub use crate::error::{EngineError, ErrorCode};
+pub use crate::history::{History, RestoreReport, VersionView};
 pub use crate::hosts::HostView;
 pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
+pub use crate::versions::{Changes, Retention, Why};
 pub use crate::{BotState, BotStatus, BotView, ComputerBrief, ModelView, RunHold};
 pub use botdesk_core::{
     action::CoordSpace, ActivityStatus, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind, Prices,
@@ -158,6 +160,12 @@ pub fn typescript() -> String {
         FileEntry,
         Listing,
         Preview,
+        Why,
+        Changes,
+        Retention,
+        VersionView,
+        History,
+        RestoreReport,
         BuildProgress,
         ErrorCode,
         EngineError,

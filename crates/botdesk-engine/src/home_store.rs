@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use botdesk_core::home_stream::{read_header, ManifestEntry, Record, SaveOptions};
 use serde::{Deserialize, Serialize};
 
+use crate::versions::{self, Changed, Meta, Retention};
 use crate::{EngineError, ErrorCode, Result};
 
 /// Names not saved inside `.browser-profiles/`: caches, and lock files that would break the next
@@ -93,6 +94,9 @@ pub(crate) fn tidy(store: &Path) -> Result<()> {
             true
         } else if let Some(n) = rest.strip_suffix(".index") {
             n.parse::<u64>().ok() != current
+        } else if let Some(n) = rest.strip_suffix(".meta") {
+            // A version's meta stays with its version.
+            !store.join(format!("v{n}")).is_dir() || n.parse::<u64>().is_ok_and(|n| Some(n) > current)
         } else {
             rest.parse::<u64>().is_ok_and(|n| Some(n) > current || current.is_none())
         };
@@ -153,11 +157,11 @@ pub(crate) fn remove_tree(p: &Path) -> Result<()> {
     gone(fs::remove_dir(p), p)
 }
 
-fn mtime_ns(m: &fs::Metadata) -> i64 {
+pub(crate) fn mtime_ns(m: &fs::Metadata) -> i64 {
     m.mtime().saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec())
 }
 
-fn time_of(ns: i64) -> SystemTime {
+pub(crate) fn time_of(ns: i64) -> SystemTime {
     if ns >= 0 {
         UNIX_EPOCH + Duration::from_nanos(ns as u64)
     } else {
@@ -166,7 +170,7 @@ fn time_of(ns: i64) -> SystemTime {
 }
 
 /// Sets a symlink's own modification time (std has no way that does not follow it).
-fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
+pub(crate) fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(io::Error::other)?;
     let t = libc::timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) };
@@ -183,7 +187,7 @@ fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
 /// What a version holds, kept beside it as `v<N>.index` (written by [`commit`]): its folders,
 /// each after its parent, and its regular files as the manifest names them. The next checkpoint
 /// reads it instead of walking 10,000 files. Versions never change, so neither does their index.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Index {
     pub dirs: Vec<String>,
     pub files: Vec<ManifestEntry>,
@@ -199,6 +203,11 @@ pub(crate) fn index_of(store: &Path, version: u64, root: &Path) -> Result<Index>
     if let Some(index) = fs::read(index_path(store, version)).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
         return Ok(index);
     }
+    walk_index(root)
+}
+
+/// The index of the version at `root`, by a walk (never following a symlink).
+pub(crate) fn walk_index(root: &Path) -> Result<Index> {
     let mut index = Index::default();
     walk(root, "", &mut |rel, meta| {
         if meta.is_dir() {
@@ -247,7 +256,7 @@ pub(crate) fn prepare(partial: &Path, prev: Option<(&Path, &Index)>) -> Result<(
 
 /// Visits every entry under `root/sub` in pre-order (sorted), with `lstat` metadata; never
 /// descends through a symlink. `rel` is relative to `root/sub`.
-fn walk(root: &Path, sub: &str, f: &mut dyn FnMut(&str, &fs::Metadata) -> Result<()>) -> Result<()> {
+pub(crate) fn walk(root: &Path, sub: &str, f: &mut dyn FnMut(&str, &fs::Metadata) -> Result<()>) -> Result<()> {
     let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
     let mut stack = vec![String::new()];
     while let Some(rel) = stack.pop() {
@@ -281,6 +290,8 @@ pub(crate) struct Received {
     pub skipped: Vec<Skipped>,
     /// The new version's index.
     pub index: Index,
+    /// What changed since the previous version.
+    pub changed: Changed,
 }
 
 /// Most skipped entries named in a report (the count goes on).
@@ -360,6 +371,7 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
                 got.files += 1;
                 got.bytes += size;
                 got.copied += 1;
+                got.changed.count(&p, true, data.iter().map(|e| e.1).sum());
                 got.index.files.push((p, size, mtime, mode & 0o1777));
             }
             Record::Skipped { why, .. } => {
@@ -379,6 +391,9 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
             if !seen.contains(p) && in_named(p) {
                 remove_tree(&partial.join(p))?;
             }
+        }
+        for (p, ..) in index.files.iter().filter(|e| !seen.contains(&e.0)) {
+            got.changed.count(p, false, 0);
         }
     }
     // Folder modes and times last, deepest first: a read-only folder could not be filled.
@@ -404,13 +419,15 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Makes a finished `partial` version `v<version>` (with its index) and `current` (under the
-/// store's lock), then moves older versions to `trash/` for [`sweep`]. A reader sees the old
-/// version or the new one, never half of one.
-pub(crate) fn commit(store: &Path, partial: &Path, version: u64, index: &Index) -> Result<()> {
+/// Makes a finished `partial` version `v<N>` (with its index and meta) and `current` (under the
+/// store's lock), then moves the versions `keep` no longer keeps at `meta.at` to `trash/` for
+/// [`sweep`]. A reader sees the old version or the new one, never half of one.
+pub(crate) fn commit(store: &Path, partial: &Path, index: &Index, meta: &Meta, keep: Retention) -> Result<()> {
+    let version = meta.version;
     let ip = index_path(store, version);
     fs::write(&ip, serde_json::to_vec(index).expect("an index serialises")).map_err(|e| err("writing", &ip, e))?;
-    // One sync for the whole file system: the version and its index.
+    versions::write_meta(store, meta)?;
+    // One sync for the whole file system: the version, its index and meta.
     sync_dir(partial)?;
     let done = store.join(format!("v{version}"));
     fs::rename(partial, &done).map_err(|e| err("finishing", &done, e))?;
@@ -419,20 +436,24 @@ pub(crate) fn commit(store: &Path, partial: &Path, version: u64, index: &Index) 
     std::os::unix::fs::symlink(format!("v{version}"), &link).map_err(|e| err("writing", &link, e))?;
     fs::rename(&link, store.join("current")).map_err(|e| err("switching", store, e))?;
     sync_dir(store)?;
-    // Older versions go (a reader still in one keeps its open files): one rename each now, the
-    // removal after the checkpoint returned.
+    // Only the current version's index is read (by the next checkpoint).
+    for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.strip_prefix('v').and_then(|r| r.strip_suffix(".index")).and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n != version) {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+    // Versions the retention no longer keeps go (a reader still in one keeps its open files): one
+    // rename each now, the removal after the checkpoint returned.
+    let all: Vec<(u64, i64)> = versions::list(store)?.into_iter().map(|m| (m.version, m.at)).collect();
+    let kept = versions::kept(&all, version, meta.at, keep);
     let trash = store.join(TRASH);
     fs::DirBuilder::new().mode(0o700).recursive(true).create(&trash).map_err(|e| err("creating", &trash, e))?;
     let stamp = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
-    for e in fs::read_dir(store).map_err(|e| err("reading", store, e))?.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(rest) = name.strip_prefix('v') else { continue };
-        if rest.strip_suffix(".index").and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n != version) {
-            let _ = fs::remove_file(e.path());
-        } else if rest.parse::<u64>().is_ok_and(|n| n < version) {
-            let to = trash.join(format!("{name}.{stamp}"));
-            fs::rename(e.path(), &to).map_err(|e| err("removing", &to, e))?;
-        }
+    for (n, _) in all.iter().filter(|(n, _)| !kept.contains(n)) {
+        let to = trash.join(format!("v{n}.{stamp}"));
+        fs::rename(store.join(format!("v{n}")), &to).map_err(|e| err("removing", &to, e))?;
+        let _ = fs::remove_file(versions::meta_path(store, *n));
     }
     Ok(())
 }
@@ -726,7 +747,16 @@ mod tests {
         let v1 = store.join("v1.partial");
         prepare(&v1, None).unwrap();
         let got = receive(&mut &stream[..], &v1, None, &mut String::new()).unwrap();
-        commit(&store, &v1, 1, &got.index).unwrap();
+        let meta = |version: u64, at: i64, got: &Received| Meta {
+            version,
+            at,
+            why: versions::Why::Asked,
+            files: got.files,
+            bytes: got.bytes,
+            changed: got.changed.clone(),
+        };
+        let keep = Retention { all_hours: 48, daily_days: 0 };
+        commit(&store, &v1, &got.index, &meta(1, 0, &got), keep).unwrap();
         let before = tree(&store.join("v1"));
 
         let (n, root) = current_version(&store).unwrap();
@@ -773,8 +803,16 @@ mod tests {
         assert_eq!(fs::symlink_metadata(v2.join("keep")).unwrap().ino(), fs::symlink_metadata(root.join("keep")).unwrap().ino());
         assert_eq!(tree(&root), before, "the previous version is untouched");
 
-        commit(&store, &v2, 2, &got.index).unwrap();
-        assert!(!store.join("v1").exists() && !store.join("v1.index").exists() && store.join("v2.index").exists());
+        assert_eq!(got.changed.home, versions::Changes { written: 4, removed: 4, bytes: 3 + 10 + 6 + 5 });
+        // A day later v1 is kept (every version for 48 hours); three days later it goes.
+        let v2_meta = meta(2, 24 * 3600 * 1000, &got);
+        let (v3, index2) = (store.join("v3.partial"), got.index.clone());
+        commit(&store, &v2, &got.index, &v2_meta, keep).unwrap();
+        assert!(store.join("v1").exists() && !store.join("v1.index").exists() && store.join("v2.index").exists());
+        assert_eq!(versions::list(&store).unwrap().iter().map(|m| (m.version, m.at)).collect::<Vec<_>>(), [(1, 0), (2, 24 * 3600 * 1000)]);
+        prepare(&v3, Some((&store.join("v2"), &index2))).unwrap();
+        commit(&store, &v3, &index2, &meta(3, 3 * 24 * 3600 * 1000, &got), keep).unwrap();
+        assert!(!store.join("v1").exists() && !store.join("v1.meta").exists() && store.join("v2").exists(), "v1 is over 48 hours old");
         assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 1);
         sweep(&store).unwrap();
         assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 0);

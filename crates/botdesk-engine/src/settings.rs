@@ -18,11 +18,15 @@ pub struct Settings {
     /// Keep one computer started in advance on this machine while the app runs, so a new bot's
     /// computer is ready at once (an idle computer: about 40 MiB, no CPU).
     pub spare_computer: bool,
+    /// Every checkpoint version of a workspace is kept this many hours (1–8760)…
+    pub history_hours: u32,
+    /// …then the newest of each day, this many days (0–3650).
+    pub history_days: u32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true }
+        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true, history_hours: 48, history_days: 30 }
     }
 }
 
@@ -33,6 +37,12 @@ impl Settings {
         }
         if !(0.5..=64.0).contains(&self.cpus) {
             return Err(EngineError::invalid(format!("CPUs must be 0.5 to 64, not {}", self.cpus)));
+        }
+        if !(1..=8760).contains(&self.history_hours) {
+            return Err(EngineError::invalid(format!("every version is kept 1 to 8760 hours, not {}", self.history_hours)));
+        }
+        if self.history_days > 3650 {
+            return Err(EngineError::invalid(format!("daily versions are kept 0 to 3650 days, not {}", self.history_days)));
         }
         if let Some(n) = self.screen_limit {
             if !(1..=16).contains(&n) {
@@ -63,6 +73,11 @@ impl Settings {
         let io = |e: std::io::Error| EngineError::invalid(format!("cannot write {}: {e}", path.display()));
         std::fs::write(&tmp, serde_json::to_vec_pretty(self).expect("settings serialize")).map_err(io)?;
         std::fs::rename(&tmp, path).map_err(io)
+    }
+
+    /// How long checkpoint versions are kept.
+    pub fn retention(&self) -> crate::versions::Retention {
+        crate::versions::Retention { all_hours: self.history_hours, daily_days: self.history_days }
     }
 
     pub fn apply(&self, r: &mut botdesk_core::Resources) {
@@ -107,11 +122,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         assert_eq!(Settings::load(&path).unwrap(), Settings::default());
-        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false };
+        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false, history_hours: 24, history_days: 7 };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);
         assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());
         assert!(Settings { memory_mib: 100, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { history_hours: 0, ..s.clone() }.save(&path).is_err());
         assert_eq!(Settings::load(&path).unwrap(), s, "a refused save changes nothing");
         std::fs::write(&path, "{oops").unwrap();
         assert!(Settings::load(&path).unwrap_err().message.contains("settings.json"));

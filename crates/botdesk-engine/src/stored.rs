@@ -29,7 +29,7 @@ fn io(path: &str, e: std::io::Error) -> EngineError {
 
 /// `rel` inside the checkpoint `root` with every folder on the way a real folder, and the
 /// metadata of its last component (not followed).
-fn locate(root: &Path, rel: &WorkspacePath) -> Result<(PathBuf, fs::Metadata)> {
+pub(crate) fn locate(root: &Path, rel: &WorkspacePath) -> Result<(PathBuf, fs::Metadata)> {
     let mut p = root.to_path_buf();
     let parts: Vec<&str> = rel.as_str().split('/').filter(|c| !c.is_empty()).collect();
     let mut meta = fs::symlink_metadata(&p).map_err(|e| io("the stored workspace", e))?;
@@ -103,17 +103,36 @@ impl Engine {
         home_store::current_version(&self.inner.data.home(&computer.home_key)).map(|(_, p)| p)
     }
 
+    /// A kept version of the computer's home.
+    fn version_root(&self, computer: &botdesk_store::Computer, version: u64) -> Result<PathBuf> {
+        let root = self.inner.data.home(&computer.home_key).join(format!("v{version}"));
+        if !root.is_dir() {
+            return Err(EngineError::new(ErrorCode::NotFound, format!("there is no version {version} of this workspace (see its history)")));
+        }
+        Ok(root)
+    }
+
     /// Lists a folder of the workspace (relative to the bot's folder), sorted by path.
     pub async fn stored_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
+        self.stored_list_at(bot, path, None).await
+    }
+
+    /// [`Engine::stored_list`] in a kept version of the workspace (`version`), or as it is now.
+    pub async fn stored_list_at(&self, bot: &str, path: &str, version: Option<u64>) -> Result<(String, Vec<FileEntry>)> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&b, &computer, path)?;
         let own = dir == self.resolve(&b, &computer, "")?;
         let (ctx, at) = (CallCtx::for_bot(&b.id), &dir);
-        if let Some(mut entries) = self.live(&computer, |c| async move { self.inner.provider.list(&c, at, &ctx).await }).await? {
-            entries.sort_by(|a, b| a.path.cmp(&b.path));
-            return Ok((dir.to_string(), entries));
-        }
-        let root = self.stored_root(&computer);
+        let root = match version {
+            Some(v) => Some(self.version_root(&computer, v)?),
+            None => {
+                if let Some(mut entries) = self.live(&computer, |c| async move { self.inner.provider.list(&c, at, &ctx).await }).await? {
+                    entries.sort_by(|a, b| a.path.cmp(&b.path));
+                    return Ok((dir.to_string(), entries));
+                }
+                self.stored_root(&computer)
+            }
+        };
         blocking(move || {
             let found = root.as_ref().map(|r| locate(r, &dir));
             // A computer that never ran has no workspace yet: the bot's folder is simply empty.
@@ -145,13 +164,23 @@ impl Engine {
 
     /// One entry of the workspace.
     pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
+        self.stored_stat_at(bot, path, None).await
+    }
+
+    /// [`Engine::stored_stat`] in a kept version of the workspace, or as it is now.
+    pub async fn stored_stat_at(&self, bot: &str, path: &str, version: Option<u64>) -> Result<FileEntry> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), CallCtx::for_bot(&b.id));
-        if let Some(listed) = self.live(&computer, |c| async move { self.inner.provider.list(&c, &parent, &ctx).await }).await? {
-            return listed.into_iter().find(|e| e.path == file).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")));
-        }
-        let root = self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?;
+        let root = match version {
+            Some(v) => self.version_root(&computer, v)?,
+            None => {
+                if let Some(listed) = self.live(&computer, |c| async move { self.inner.provider.list(&c, &parent, &ctx).await }).await? {
+                    return listed.into_iter().find(|e| e.path == file).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")));
+                }
+                self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?
+            }
+        };
         blocking(move || {
             let (real, meta) = locate(&root, &file)?;
             let target = fs::read_link(&real).ok();
@@ -162,13 +191,23 @@ impl Engine {
 
     /// Reads a regular file of the workspace, all or nothing under `max_bytes`.
     pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
+        self.stored_read_at(bot, path, max_bytes, None).await
+    }
+
+    /// [`Engine::stored_read`] in a kept version of the workspace, or as it is now.
+    pub async fn stored_read_at(&self, bot: &str, path: &str, max_bytes: u64, version: Option<u64>) -> Result<Bytes> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (ctx, at) = (CallCtx::for_bot(&b.id), &file);
-        if let Some(bytes) = self.live(&computer, |c| async move { self.inner.provider.read(&c, at, max_bytes, &ctx).await }).await? {
-            return Ok(bytes);
-        }
-        let root = self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?;
+        let root = match version {
+            Some(v) => self.version_root(&computer, v)?,
+            None => {
+                if let Some(bytes) = self.live(&computer, |c| async move { self.inner.provider.read(&c, at, max_bytes, &ctx).await }).await? {
+                    return Ok(bytes);
+                }
+                self.stored_root(&computer).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("{file} does not exist")))?
+            }
+        };
         blocking(move || {
             let (real, _) = locate(&root, &file)?;
             let f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(|e| match e.raw_os_error() {

@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::checkpoint::{everything, Browsers, Sending};
 use crate::error::blocking;
 use crate::home_store::{self, current_version, Found, BROWSER_JUNK, PROFILES};
+use crate::versions::Why;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 /// What a switch did.
@@ -109,7 +110,7 @@ impl Engine {
     async fn move_private(&self, bot: &botdesk_store::Bot, c: &botdesk_store::Computer, host: &HostName) -> Result<SwitchReport> {
         if c.home_volume.is_some() && self.inner.provider.status(&c.cref()).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&c.id, &bot.id).await?.map(|d| d.slot);
-            self.checkpoint_closing(c.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay)).await?;
+            self.checkpoint_closing(c.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
         self.release_desktop(bot.id.as_str()).await?;
         self.move_computer(c, host).await?;
@@ -144,7 +145,7 @@ impl Engine {
         let from_ref = from.cref();
         if from.home_volume.is_some() && self.inner.provider.status(&from_ref).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&from.id, &bot.id).await?.map(|d| d.slot);
-            self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay)).await?;
+            self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
         self.release_desktop(bot.id.as_str()).await?;
 
@@ -179,17 +180,17 @@ impl Engine {
         let dest_ref = self.ensure_running(&dest).await?;
         let (mut copied, mut kept_newer) = (0, vec![]);
         if let (Some(root), true) = (&root, carry_work) {
-            let sending = Sending { root: root.clone(), sub: sub.to_string(), keep, mode: LoadMode::Merge { into: into.to_string() } };
+            let sending = Sending { root: root.clone(), sub: sub.to_string(), keep: Box::new(keep), mode: LoadMode::Merge { into: into.to_string() } };
             let summary = self.send_home(&dest_ref, sending).await?;
             copied += summary.files;
             kept_newer = summary.kept_newer;
         }
         if let (Some(root), true) = (root, carry_profile) {
-            let sending = Sending { root, sub: profile.clone(), keep: not_browser_junk, mode: LoadMode::Replace { into: profile.clone() } };
+            let sending = Sending { root, sub: profile.clone(), keep: Box::new(not_browser_junk), mode: LoadMode::Replace { into: profile.clone() } };
             copied += self.send_home(&dest_ref, sending).await?.files;
         }
         // The joined home's new content is durable before the bot moves.
-        self.checkpoint_closing(dest.id.as_str(), Browsers::None).await?;
+        self.checkpoint_closing(dest.id.as_str(), Browsers::None, Why::Switch).await?;
 
         // 4. The bot moves.
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;

@@ -169,7 +169,7 @@ async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
     assert_eq!(c.status, botdesk_engine::MachineStatus::Running);
     let mut names: Vec<String> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index"]);
+    assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index", "v1.meta"]);
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
     // The next checkpoint works.
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);
@@ -364,4 +364,29 @@ while time.time() < end:
     }
     let (code, _) = w.engine.shell("swapper", "pkill -f '^python3 swapper'; true").await.unwrap();
     assert_eq!(code, 0);
+}
+
+/// Thirty checkpoints, one changed file each, keep thirty versions sharing the rest; a destroyed
+/// computer's file is restored from an old version in the store alone (no computer to go
+/// through), and the computer's next start begins from that.
+#[tokio::test]
+async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer() {
+    let w = world().await;
+    let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.files_write("keeper", "big.bin", bytes::Bytes::from(vec![7u8; 4 << 20]), false).await.unwrap();
+    for i in 1..=30 {
+        w.engine.files_write("keeper", "count.txt", bytes::Bytes::from(format!("{i}\n")), false).await.unwrap();
+        assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, i);
+    }
+    let h = w.engine.history("keeper").await.unwrap();
+    assert_eq!(h.versions.len(), 30, "{h:?}");
+    assert!(h.versions[..29].iter().all(|v| v.changes.written == 1 && v.changes.removed == 0 && v.label == "checkpoint"), "{h:?}");
+    assert!(h.disk_bytes < 5 << 20, "30 versions share the 4 MiB file: {} bytes", h.disk_bytes);
+
+    w.engine.destroy_computer(&bot.computer.id).await.unwrap();
+    let r = w.engine.restore("keeper", 5, Some("count.txt")).await.unwrap();
+    assert_eq!((r.live, r.from, r.saved, r.version), (false, 5, Some(31), 32), "{r:?}");
+    assert_eq!(&w.engine.stored_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n");
+    assert_eq!(&w.engine.files_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n", "the computer starts from the restored version");
+    assert_eq!(w.engine.files_read("keeper", "big.bin", 8 << 20).await.unwrap().len(), 4 << 20);
 }

@@ -1018,3 +1018,50 @@ async fn calibration_tells_a_pixels_model_from_a_0_to_1000_one() {
         assert_eq!(w.engine.model(&model).await.unwrap().coordinates, action::CoordSpace::Pixels, "only said, not set");
     }
 }
+
+/// A bot wipes its folder in a run (a mistake, or a page steering it): the run's file changes are
+/// undone from the version it started from, on a Team computer without touching another bot's
+/// newer work, and the undo itself can be undone (the present was saved first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
+    let mut w = world().await;
+    let (server, _) = w.scripted_bot("wiper", Wire::Anthropic, action::CoordSpace::Pixels).await;
+    let (_, _) = w.scripted_bot("bystander", Wire::Anthropic, action::CoordSpace::Pixels).await;
+    let text = |b: bytes::Bytes| String::from_utf8(b.to_vec()).unwrap();
+    w.engine.files_write("wiper", "notes/plan.md", bytes::Bytes::from_static(b"# Plan\n"), false).await.unwrap();
+    w.engine.files_write("bystander", "mine.txt", bytes::Bytes::from_static(b"before\n"), false).await.unwrap();
+    server.push(Step::reply(Reply::call("shell", json!({"command": "rm -rf ./* && echo wiped"}))));
+    server.push(Step::check(|s: &Seen| s.body.to_string().contains("wiped").then_some(()).ok_or("no output".into()), Reply::text("Cleaned up.")));
+    let run = w.engine.run_task("wiper", "clean up").await.unwrap();
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err(), "the run wiped it");
+    // Meanwhile the other bot works on.
+    w.engine.files_write("bystander", "mine.txt", bytes::Bytes::from_static(b"after\n"), false).await.unwrap();
+
+    let h = w.engine.history("wiper").await.unwrap();
+    let labels: Vec<&str> = h.versions.iter().map(|v| v.label.as_str()).collect();
+    let short = &run.id[..8];
+    assert_eq!(labels, [format!("after run {short}"), format!("before run {short}")], "{h:?}");
+    assert_eq!(h.versions[0].changes, Changes { written: 0, removed: 1, bytes: 0 }, "{h:?}");
+    assert!(h.versions[0].current && h.disk_bytes > 0);
+
+    let r = w.engine.undo_run(&run.id).await.unwrap();
+    assert_eq!((r.from, r.saved, r.version, r.live, r.path.as_str()), (1, Some(3), 4, true, ""), "{r:?}");
+    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
+    assert_eq!(text(w.engine.files_read("bystander", "mine.txt", 100).await.unwrap()), "after\n", "only the bot's folder went back");
+    let h = w.engine.history("wiper").await.unwrap();
+    assert_eq!(h.versions[0].label, "restored v1");
+    assert_eq!(h.versions[0].changes.written, 1, "{h:?}");
+    // And back: the undo undone from the version saved before it.
+    w.engine.restore("wiper", r.saved.unwrap(), None).await.unwrap();
+    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err());
+    // One file of an old version, offline-browsable first.
+    assert_eq!(text(w.engine.stored_read_at("wiper", "notes/plan.md", 100, Some(1)).await.unwrap()), "# Plan\n");
+    w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
+    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
+    let e = w.engine.restore("wiper", 1, Some("nothing/here")).await.unwrap_err();
+    assert!(e.message.contains("nothing/here is not in version 1"), "{e}");
+    let e = w.engine.restore("wiper", 99, None).await.unwrap_err();
+    assert!(e.message.contains("wiper has no version 99"), "{e}");
+}

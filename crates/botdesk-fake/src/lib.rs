@@ -414,7 +414,7 @@ impl SandboxProvider for FakeProvider {
             let (into, fresh) = match mode {
                 LoadMode::Restore => (WorkspacePath::root(), true),
                 LoadMode::Merge { into } => (WorkspacePath::parse(into)?, false),
-                LoadMode::Replace { into } => (WorkspacePath::parse(into)?, true),
+                LoadMode::Replace { into } | LoadMode::Put { into } => (WorkspacePath::parse(into)?, matches!(mode, LoadMode::Replace { .. })),
             };
             let mut files = m.files.clone();
             if let Some(Node::Symlink(_)) = files.get(&into) {
@@ -422,6 +422,13 @@ impl SandboxProvider for FakeProvider {
             }
             if fresh {
                 files.retain(|p, _| !p.starts_with(&into));
+            }
+            if let LoadMode::Put { .. } = mode {
+                // Each top-level entry replaces the one of its name, whatever it was.
+                for (p, _) in staged.iter().filter(|(p, _)| p.parent().is_none_or(|d| d.is_root())) {
+                    let dest = into.join_path(p);
+                    files.retain(|q, _| !q.starts_with(&dest));
+                }
             }
             mkdirs(&mut files, &into)?;
             for (p, node) in staged {

@@ -215,6 +215,18 @@ impl Store {
         self.run(&id).await
     }
 
+    /// Records the checkpoint version of its computer's home a run started from.
+    pub async fn set_run_home_version(&self, id: &str, version: i64) -> Result<()> {
+        sqlx::query!("UPDATE runs SET home_version = ?1 WHERE id = ?2", version, id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The checkpoint version a run started from (None: its computer had none yet).
+    pub async fn run_home_version(&self, id: &str) -> Result<Option<i64>> {
+        let r = sqlx::query!("SELECT home_version FROM runs WHERE id = ?1", id).fetch_optional(&self.pool).await?;
+        Ok(r.ok_or_else(|| StoreError::NotFound(format!("run {id}")))?.home_version)
+    }
+
     pub async fn run(&self, id: &str) -> Result<Run> {
         let r = sqlx::query!(
             r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error, failure, pause_requested_at, handback_note FROM runs WHERE id = ?1"#,

@@ -718,6 +718,33 @@ def replace(staging, tree, parts):
     os.rename(tree, dest)
 
 
+def put(staging, tree, dirs, order, prefix):
+    """Each top-level staged entry replaces the entry of that name under prefix (checked by
+    real_dir), whatever it was; the old one goes with the staging folder, a link moved, never
+    followed."""
+    old = os.path.join(staging, "old")
+    os.mkdir(old, 0o700)
+    opened = {}
+    try:
+        for _, rel in order:
+            if "/" in rel:
+                continue
+            dest = full(prefix + [rel])
+            open_up(os.path.dirname(dest), opened)
+            try:
+                st = os.lstat(dest)
+            except FileNotFoundError:
+                st = None
+            if st:
+                if stat.S_ISDIR(st.st_mode):
+                    os.chmod(dest, stat.S_IMODE(st.st_mode) | 0o700)
+                os.rename(dest, os.path.join(old, rel))
+            place(os.path.join(tree, rel), dest, dirs.get(rel))
+    finally:
+        for path, mode in opened.items():
+            os.chmod(path, mode)
+
+
 def open_up(path, opened):
     """Lets entries be placed in one of the computer's read-only folders; its mode comes back after."""
     mode = stat.S_IMODE(os.lstat(path).st_mode)
@@ -772,7 +799,7 @@ def cmd_load():
     kind, into = how.get("mode"), how.get("into")
     if kind == "restore":
         into = ""
-    if kind not in ("restore", "merge", "replace") or not isinstance(into, str):
+    if kind not in ("restore", "merge", "replace", "put") or not isinstance(into, str):
         raise Fail("INVALID", "unknown load mode, or one without the path it goes into")
     if kind == "replace" and not into:
         raise Fail("INVALID", "a replace needs the path it replaces")
@@ -793,6 +820,8 @@ def cmd_load():
             restore(staging, tree, dirs, order)
         elif kind == "merge":
             merge(tree, dirs, order, real_dir(target), summary)
+        elif kind == "put":
+            put(staging, tree, dirs, order, real_dir(target))
         else:
             replace(staging, tree, target)
     finally:

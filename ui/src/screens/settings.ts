@@ -25,6 +25,8 @@ export async function openSettings() {
   const limit = el("input", { type: "number", min: "1", max: "16", placeholder: "no limit", value: s.screen_limit ? String(s.screen_limit) : "", id: "set-limit" }) as HTMLInputElement;
   const spare = el("input", { type: "checkbox", id: "set-spare" }) as HTMLInputElement;
   spare.checked = s.spare_computer;
+  const hours = el("input", { type: "number", min: "1", max: "8760", step: "1", value: String(s.history_hours), id: "set-history-hours" }) as HTMLInputElement;
+  const days = el("input", { type: "number", min: "0", max: "3650", step: "1", value: String(s.history_days), id: "set-history-days" }) as HTMLInputElement;
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -34,6 +36,9 @@ export async function openSettings() {
     field("CPUs", cpus, "Each computer's CPU share."),
     field("Screen limit", limit, "At most this many bot desktops at once on one computer. Empty: no limit."),
     field("Spare computer", spare, "While the app runs, keep one computer started on this machine, so a new bot's computer is ready at once. Unused, it is an idle computer: about 40 MiB and no CPU."),
+    el("h3", {}, "Versions"),
+    field("Keep every version (hours)", hours, "Each checkpoint of a bot's files (after each run, at each stop) is kept this long…"),
+    field("Then one a day (days)", days, "…then the newest of each day, this many days. A bot's Files → History shows them, with their size on disk."),
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
@@ -43,7 +48,7 @@ export async function openSettings() {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
-      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked });
+      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked, history_hours: Number(hours.value), history_days: Number(days.value) });
       msg.textContent = "Saved.";
       msg.className = "ok-text";
     } catch (err) {

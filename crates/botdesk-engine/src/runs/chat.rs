@@ -212,7 +212,7 @@ impl Engine {
     /// The bot's latest [`HISTORY_RUNS`] runs in the model's own form, within the run's context
     /// rules: each task, its tool calls with their results collapsed to a line each (screenshots
     /// are not kept), notes such as a failure, and its answer.
-    pub(super) async fn history(&self, bot: &botdesk_core::BotId) -> Result<Vec<Message>> {
+    pub(super) async fn earlier_runs(&self, bot: &botdesk_core::BotId) -> Result<Vec<Message>> {
         use botdesk_agent::conversation::{collapse_steps_to, Block, Role};
         let rows = self.inner.store.messages_of_runs(bot, HISTORY_RUNS).await?;
         let Some(first) = rows.first().map(|m| m.id) else { return Ok(vec![]) };

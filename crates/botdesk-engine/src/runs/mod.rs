@@ -27,6 +27,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoint::Browsers;
+use crate::versions::Why;
 use crate::{Engine, EngineError, ErrorCode, Result};
 
 use chat::graphical;
@@ -123,7 +124,7 @@ impl Engine {
         let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
         let cancel = CancellationToken::new();
         self.inner.runs.cancels.lock().unwrap().insert(run.id.clone(), cancel.clone());
-        let history = self.history(&bot.id).await?;
+        let history = self.earlier_runs(&bot.id).await?;
         let host = RunHost {
             engine: self.clone(),
             bot: bot.clone(),
@@ -138,6 +139,8 @@ impl Engine {
             prices,
             page_urls: matches!(client.config().dialect, botdesk_agent::Dialect::OpenAiComputer(_)),
         };
+        // What "Undo this run's file changes" goes back to.
+        self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
@@ -176,7 +179,7 @@ impl Engine {
         if running {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
-            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers).await {
+            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.id.clone() }).await {
                 host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
             }
         }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use base64::Engine as _;
-use botdesk_engine::dto::{ActivityRow, EngineError, ErrorCode, FileKind, Listing, Preview};
+use botdesk_engine::dto::{ActivityRow, EngineError, ErrorCode, FileKind, History, Listing, Preview, RestoreReport};
 use botdesk_engine::Engine;
 use tauri::{AppHandle, Emitter, State};
 
@@ -36,16 +36,17 @@ pub async fn activity(engine: State<'_, Engine>, bot: String) -> Res<Vec<Activit
     engine.latest_activity(&bot, 300).await
 }
 
+/// A folder of the workspace as it is, or in a kept `version` of it.
 #[tauri::command]
-pub async fn list_files(engine: State<'_, Engine>, bot: String, path: String) -> Res<Listing> {
-    let (path, entries) = engine.stored_list(&bot, &path).await?;
+pub async fn list_files(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<Listing> {
+    let (path, entries) = engine.stored_list_at(&bot, &path, version).await?;
     Ok(Listing { path, entries })
 }
 
-/// Text (UTF-8, up to 2 MiB) or an image (up to 10 MiB) from the stored workspace.
+/// Text (UTF-8, up to 2 MiB) or an image (up to 10 MiB) from the stored workspace (or a version).
 #[tauri::command]
-pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String) -> Res<Preview> {
-    let stat = engine.stored_stat(&bot, &path).await?;
+pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<Preview> {
+    let stat = engine.stored_stat_at(&bot, &path, version).await?;
     let size = stat.size;
     if stat.kind == FileKind::Dir {
         return Ok(Preview::Dir { size });
@@ -54,13 +55,13 @@ pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String) 
         if size > IMAGE_PREVIEW {
             return Ok(Preview::TooLarge { size });
         }
-        let data = engine.stored_read(&bot, &path, IMAGE_PREVIEW).await?;
+        let data = engine.stored_read_at(&bot, &path, IMAGE_PREVIEW, version).await?;
         return Ok(Preview::Image { url: format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(&data)), size });
     }
     if size > TEXT_PREVIEW {
         return Ok(Preview::TooLarge { size });
     }
-    let data = engine.stored_read(&bot, &path, TEXT_PREVIEW).await?;
+    let data = engine.stored_read_at(&bot, &path, TEXT_PREVIEW, version).await?;
     Ok(match String::from_utf8(data.to_vec()) {
         Ok(text) if !text.contains('\0') => Preview::Text { text, size },
         _ => Preview::Binary { size },
@@ -75,10 +76,22 @@ fn downloads_dir() -> PathBuf {
     home.join("Downloads")
 }
 
-/// Copies a file of the stored workspace to the Downloads folder (works offline); returns where.
+/// The largest file Download copies (it passes through memory): a larger one is refused with its
+/// size (`botdesk files get` takes it).
+pub const DOWNLOAD_LIMIT: u64 = 256 << 20;
+
+/// Copies a file of the stored workspace (or a version) to the Downloads folder (works offline);
+/// returns where.
 #[tauri::command]
-pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String) -> Res<String> {
-    let data = engine.stored_read(&bot, &path, u64::MAX / 2).await?;
+pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<String> {
+    let size = engine.stored_stat_at(&bot, &path, version).await?.size;
+    if size > DOWNLOAD_LIMIT {
+        return Err(EngineError::new(
+            ErrorCode::TooLarge,
+            format!("{path} is {} MiB; Download takes files up to {} MiB (`botdesk files get` takes larger ones)", size >> 20, DOWNLOAD_LIMIT >> 20),
+        ));
+    }
+    let data = engine.stored_read_at(&bot, &path, DOWNLOAD_LIMIT, version).await?;
     let dir = downloads_dir();
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot create {}: {e}", dir.display())))?;
     let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download");
@@ -97,6 +110,24 @@ pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String)
         .and_then(|_| std::fs::rename(&partial, &target))
         .map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot write {}: {e}", target.display())))?;
     Ok(target.display().to_string())
+}
+
+/// The versions of the bot's folder, newest first.
+#[tauri::command]
+pub async fn history(engine: State<'_, Engine>, bot: String) -> Res<History> {
+    engine.history(&bot).await
+}
+
+/// Puts the bot's folder (`path` None) or one path back as it was in `version`.
+#[tauri::command]
+pub async fn restore_version(engine: State<'_, Engine>, bot: String, version: u64, path: Option<String>) -> Res<RestoreReport> {
+    engine.restore(&bot, version, path.as_deref()).await
+}
+
+/// "Undo this run's file changes".
+#[tauri::command]
+pub async fn undo_run(engine: State<'_, Engine>, run: String) -> Res<RestoreReport> {
+    engine.undo_run(&run).await
 }
 
 /// Upload (base64 from the webview) into the bot's workspace; only while the person has control.

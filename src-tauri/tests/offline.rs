@@ -1,6 +1,7 @@
 //! Docker unreachable (DOCKER_HOST at a socket with no daemon behind it, so other tests keep
 //! theirs): the real app says so plainly, its Files pane still browses and previews the workspace,
-//! nothing crashes; when Docker is back (the socket appears), opening the bot's desktop works.
+//! its History restores a file from an earlier version, nothing crashes; when Docker is back (the
+//! socket appears), opening the bot's desktop works, and its computer starts from the restore.
 
 mod webdriver;
 
@@ -14,8 +15,10 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
     rt.block_on(engine.create_bot("offline", ComputerScope::Team, None, "")).unwrap();
-    rt.block_on(engine.files_write("offline", "report.md", b"# Report\nwritten before Docker went away\n".to_vec().into(), false)).unwrap();
+    rt.block_on(engine.files_write("offline", "report.md", b"# Report\nfirst draft\n".to_vec().into(), false)).unwrap();
     let computer = rt.block_on(engine.bot("offline")).unwrap().computer.id;
+    rt.block_on(engine.checkpoint(&computer)).unwrap();
+    rt.block_on(engine.files_write("offline", "report.md", b"# Report\nwritten before Docker went away\n".to_vec().into(), false)).unwrap();
     rt.block_on(engine.stop_computer(&computer)).unwrap();
 
     let sockets = tempfile::tempdir().unwrap();
@@ -55,10 +58,37 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     assert_eq!(d.js("return document.querySelectorAll('.bot').length"), 1, "the app still runs");
     screenshot("11-files-offline.png");
 
+    // History, offline too: the two versions; the first one browsed, its report.md put back.
+    d.click("#files-history");
+    d.wait_js("two versions", "return document.querySelectorAll('.version').length === 2", Duration::from_secs(10));
+    let labels = d.js("return [...document.querySelectorAll('.version .vwhy')].map(e => e.textContent)");
+    assert_eq!(labels, serde_json::json!(["computer stopped · latest", "checkpoint"]));
+    screenshot("28-files-history.png");
+    d.click(".version[data-version='1'] [data-browse]");
+    d.wait_js(
+        "the version's banner",
+        "return (document.querySelector('#version-banner')?.textContent ?? '') === 'Version 1 (read-only)'",
+        Duration::from_secs(10),
+    );
+    d.wait_js("report.md listed", "return !!document.querySelector('.file[data-path$=\"report.md\"]')", Duration::from_secs(10));
+    d.js("document.querySelector('.file[data-path$=\"report.md\"]').click(); return true");
+    d.wait_js("the old text", "return (document.querySelector('.preview-text')?.textContent ?? '').includes('first draft')", Duration::from_secs(10));
+    screenshot("29-files-version-browsed.png");
+    d.click("#restore-file");
+    d.wait_js("the restore's answer", "return !!document.querySelector('.files-msgs p')", Duration::from_secs(20));
+    let said = d.js("return document.querySelector('.files-msgs p').textContent");
+    assert!(said.as_str().unwrap().starts_with("Restored report.md from version 1. What was there is version 2"), "{said}");
+    assert!(d.js("return !document.querySelector('#version-banner')").as_bool().unwrap(), "back to the folder as it is now");
+    d.js("document.querySelector('.file[data-path$=\"report.md\"]').click(); return true");
+    d.wait_js("the restored text now", "return (document.querySelector('.preview-text')?.textContent ?? '').includes('first draft')", Duration::from_secs(10));
+    screenshot("30-file-restored-offline.png");
+
     // Docker is back: the same app opens the desktop.
     std::os::unix::fs::symlink("/var/run/docker.sock", &socket).unwrap();
     d.click("#open-desktop");
     d.wait_js("the desktop connected", "return document.querySelector('.viewer.interactive')?.dataset.state === 'connected'", Duration::from_secs(90));
+    // The computer started from the restored version.
+    assert_eq!(&rt.block_on(engine.files_read("offline", "report.md", 100)).unwrap()[..], b"# Report\nfirst draft\n");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

@@ -143,7 +143,8 @@ export function afterRunEvent(e: RunEvent) {
     }
     loadShots([{ calls: [e.call] } as ChatItem]);
   }
-  if (e.type === "status" && ["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
+  // A finished run's last message may offer to undo its file changes: the chat is read again.
+  if (e.type === "status" && ["completed", "failed", "cancelled"].includes(e.status)) loadChat(e.bot);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,7 +306,7 @@ function syncDock() {
   if (state.dock === "terminal" && !state.activity.has(b.id)) loadActivity(b.id);
   if (state.dock === "terminal" && state.terminalTab === "shell" && b.status === "you_have_control") openShell(b.id);
   if (state.dock === "files" && (state.files.bot !== b.id || state.files.computer !== b.computer.id)) {
-    Object.assign(state.files, { bot: b.id, computer: b.computer.id, dir: "", shown: "", entries: [], selected: null, preview: null, error: null, note: null });
+    Object.assign(state.files, { bot: b.id, computer: b.computer.id, dir: "", shown: "", entries: [], selected: null, preview: null, error: null, note: null, version: null, history: null });
     listDir("");
   }
   if (state.dock === "browser" && !state.looks.has(b.id)) {
@@ -395,7 +396,7 @@ export async function listDir(dir: string) {
   const id = f.bot;
   if (!id) return;
   try {
-    const r = await api.listFiles(id, dir);
+    const r = await api.listFiles(id, dir, f.version);
     if (f.bot !== id) return;
     Object.assign(f, { dir, shown: r.path, entries: r.entries, error: null });
   } catch (e) {
@@ -411,7 +412,7 @@ export async function selectFile(path: string) {
   f.selected = path;
   f.note = null;
   try {
-    f.preview = await api.preview(id, path);
+    f.preview = await api.preview(id, path, f.version);
   } catch (e) {
     f.preview = null;
     f.error = errorMessage(e);
@@ -424,6 +425,62 @@ export function filesChanged(id: string) {
   if (state.files.bot !== id || state.dock !== "files" || state.selected !== id) return;
   listDir(state.files.dir);
   if (state.files.selected) selectFile(state.files.selected);
+}
+
+/** Opens the History list of the Files pane: the versions of the bot's folder. */
+export async function openHistory() {
+  const f = state.files;
+  if (!f.bot) return;
+  f.error = null;
+  try {
+    f.history = await api.history(f.bot);
+  } catch (e) {
+    f.error = errorMessage(e);
+  }
+  changed("dock");
+}
+
+export function closeHistory() {
+  state.files.history = null;
+  changed("dock");
+}
+
+/** Browses a kept version (read-only), or the folder as it is now (null). */
+export async function browseVersion(version: number | null) {
+  const f = state.files;
+  Object.assign(f, { version, history: null, selected: null, preview: null, note: null, error: null });
+  await listDir("");
+}
+
+/** Puts the bot's folder (`path` null) or one path back as it was in `version`. */
+export async function restoreFrom(version: number, path: string | null) {
+  const f = state.files;
+  if (!f.bot) return;
+  f.error = null;
+  try {
+    const r = await api.restore(f.bot, version, path);
+    const folder = bot(f.bot)?.folder ?? "";
+    const what = path === null ? "the folder" : folder && path.startsWith(folder + "/") ? path.slice(folder.length + 1) : path;
+    const undo = r.saved ? ` What was there is version ${r.saved}: restore it to undo this.` : "";
+    Object.assign(f, { version: null, history: null, selected: null, preview: null });
+    await listDir(f.dir);
+    f.note = `Restored ${what} from version ${r.from}.${undo}`;
+  } catch (e) {
+    f.error = errorMessage(e);
+  }
+  changed("dock");
+}
+
+/** "Undo this run's file changes" in the chat. */
+export async function undoRun(bot: string, run: string) {
+  try {
+    const r = await api.undoRun(run);
+    state.undone.set(run, `Undone: the folder is back to version ${r.from}.${r.saved ? ` What the run left is version ${r.saved} (Files → History).` : ""}`);
+    filesChanged(bot);
+  } catch (e) {
+    state.undone.set(run, errorMessage(e));
+  }
+  changed("chat");
 }
 
 export async function upload(file: File) {
@@ -453,7 +510,7 @@ export async function download(path: string) {
   const f = state.files;
   if (!f.bot) return;
   try {
-    f.note = `Saved to ${await api.download(f.bot, path)}`;
+    f.note = `Saved to ${await api.download(f.bot, path, f.version)}`;
   } catch (e) {
     f.error = errorMessage(e);
   }

@@ -2,35 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type {
-  ActivityRow,
-  BotList,
-  BotSpend,
-  BotView,
-  BrowserGo,
-  BrowserView,
-  Budget,
-  BuildProgress,
-  ChatItem,
-  ComputerScope,
-  ControlLease,
-  CoordSpace,
-  Question,
-  DoctorReport,
-  EngineError,
-  ErrorCode,
-  HostView,
-  Limits,
-  Listing,
-  ModelKind,
-  ModelRow,
-  Preview,
-  Prices,
-  RunEvent,
-  Settings,
-  SettingsView,
-  SwitchReport,
-} from "./types";
+import type { ActivityRow, BotList, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, Preview, Prices, Question, RestoreReport, RunEvent, Settings, SettingsView, SwitchReport } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -50,9 +22,16 @@ export const api = {
   sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),
   shot: (path: string) => invoke<string>("shot", { path }),
   activity: (bot: string) => invoke<ActivityRow[]>("activity", { bot }),
-  listFiles: (bot: string, path: string) => invoke<Listing>("list_files", { bot, path }),
-  preview: (bot: string, path: string) => invoke<Preview>("preview_file", { bot, path }),
-  download: (bot: string, path: string) => invoke<string>("download_file", { bot, path }),
+  /** `version`: in that kept version of the folder (null: as it is now). */
+  listFiles: (bot: string, path: string, version: number | null = null) => invoke<Listing>("list_files", { bot, path, version }),
+  preview: (bot: string, path: string, version: number | null = null) => invoke<Preview>("preview_file", { bot, path, version }),
+  download: (bot: string, path: string, version: number | null = null) => invoke<string>("download_file", { bot, path, version }),
+  /** The versions of the bot's folder, newest first. */
+  history: (bot: string) => invoke<History>("history", { bot }),
+  /** The bot's folder (`path` null) or one path back as it was in `version`; the present is saved first. */
+  restore: (bot: string, version: number, path: string | null) => invoke<RestoreReport>("restore_version", { bot, version, path }),
+  /** "Undo this run's file changes": the bot's folder back to the version the run started from. */
+  undoRun: (run: string) => invoke<RestoreReport>("undo_run", { run }),
   upload: (bot: string, path: string, data: string) => invoke<string>("upload_file", { bot, path, data }),
   terminalOpen: (bot: string, cols: number, rows: number, onOutput: (bytes: Uint8Array | null) => void) => {
     const output = new Channel<number[]>();

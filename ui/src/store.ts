@@ -2,7 +2,7 @@
 // calls the backend or touches the page: actions (actions.ts) fetch and act, the screens
 // (screens/) draw what is here, and `changed` says which parts to draw again.
 import type { Terminal } from "@xterm/xterm";
-import type { ActivityRow, BotList, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, Preview, Question, RunEvent } from "./types";
+import type { ActivityRow, BotList, BotRow, BotSpend, BrowserView, ChatItem, DoctorReport, ErrorCode, FileEntry, History, Preview, Question, RunEvent } from "./types";
 import type { Viewer } from "./viewer";
 
 export type Dock = "terminal" | "files" | "browser";
@@ -77,7 +77,13 @@ export const state = {
     preview: null as Preview | null,
     error: null as string | null,
     note: null as string | null,
+    /** Browsing this kept version of the folder (read-only; null: as it is now). */
+    version: null as number | null,
+    /** The versions, while the History list is open. */
+    history: null as History | null,
   },
+  /** What "Undo this run's file changes" did, by run id (said in place of the button). */
+  undone: new Map<string, string>(),
   /** The Browser pane, per bot. */
   looks: new Map<string, Look>(),
 };

@@ -274,7 +274,12 @@ usage?: Usage, cost_usd?: number,
 /**
  * On the last message of a failed run: what it failed of.
  */
-failure?: RunFailure, };
+failure?: RunFailure, 
+/**
+ * On the last message of a run that wrote or removed files in the bot's folder: how many
+ * (its changes can be undone, `Engine::undo_run`).
+ */
+files_changed?: number, };
 
 /**
  * queued → leased → running ⇄ waiting_takeover → completed | failed | cancelled
@@ -345,7 +350,7 @@ export type Preview = { "kind": "text", text: string, size: number, } | { "kind"
 /**
  * Why a version was made.
  */
-export type Why = { "kind": "run", run_id: string, } | { "kind": "before_run", run_id: string, } | { "kind": "stop" } | { "kind": "suspend" } | { "kind": "destroy" } | { "kind": "asked" } | { "kind": "switch" } | { "kind": "before_restore" } | { "kind": "restored", from: number, path: string, } | { "kind": "earlier" };
+export type Why = { "kind": "run", run_id: string, } | { "kind": "before_run", run_id: string, } | { "kind": "stop" } | { "kind": "suspend" } | { "kind": "destroy" } | { "kind": "asked" } | { "kind": "switch" } | { "kind": "before_restore" } | { "kind": "restored", from: number, path: string, } | { "kind": "undone", run_id: string, } | { "kind": "earlier" };
 
 /**
  * What changed in a version since the one before it: regular files written (new or changed) and
@@ -425,13 +430,17 @@ saved: number | null,
  */
 version: number, 
 /**
- * Regular files put back.
+ * Files of the bot's folder written or removed.
  */
 files: number, 
 /**
  * Made through the running computer (else in the store; the computer starts from it).
  */
-live: boolean, };
+live: boolean, 
+/**
+ * Undo only: what changed again since the run, left as it is.
+ */
+kept: Array<string>, };
 
 /**
  * What the build is doing now: real stages, not estimated percentages.

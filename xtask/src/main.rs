@@ -235,9 +235,13 @@ fn debug_cli() -> Result<PathBuf> {
 }
 
 /// Builds the computer image only when the image for the current recipe is missing (with a
-/// progress bar).
+/// progress bar). The image lives in Docker; the CLI gets a data directory of its own under
+/// `target/`, so the state of the developer's own database (say, a migration edited since it was
+/// applied there) never decides whether a build or a CI run passes.
 fn build_image(cli: &Path) -> Result {
-    status(Command::new(cli).args(["image", "build"]))
+    let data = root().join("target").join("xtask-data");
+    std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
+    status(Command::new(cli).args(["image", "build"]).env("BOTDESK_DATA_DIR", &data))
 }
 
 // ------------------------------------------------------------------------------------------------

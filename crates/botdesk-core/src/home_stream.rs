@@ -39,9 +39,10 @@
 //!   comes in, a file replaces an older one, anything newer or of another kind stays and is named
 //!   in `kept_newer`.
 //! - `{"mode":"replace","into":PATH}`: PATH becomes exactly the stream (a browser profile).
-//! - `{"mode":"put","into":PREFIX}`: each top-level entry of the stream replaces the entry of that
-//!   name in PREFIX (created as needed), whatever it was; the rest of PREFIX stays (a restore of
-//!   one file or folder).
+//! - `{"mode":"put","into":PREFIX,"names":[NAME,...]}`: each NAME in PREFIX (created as needed)
+//!   becomes what the stream holds under that name at its top, whatever it was, or nothing when
+//!   the stream holds none; the rest of PREFIX stays (a restore, an undo). A NAME is one plain
+//!   path component.
 //!
 //! The computer stages everything and changes nothing unless the stream ended with `end`; it
 //! never follows a symlink while placing (a symlink in PREFIX or PATH is refused). It answers with
@@ -108,7 +109,7 @@ pub enum LoadMode {
     Restore,
     Merge { into: String },
     Replace { into: String },
-    Put { into: String },
+    Put { into: String, names: Vec<String> },
 }
 
 /// The computer's answer to a load.

@@ -29,7 +29,7 @@ use tokio_util::io::SyncIoBridge;
 
 use crate::error::blocking;
 use crate::home_store::{self, Skipped};
-use crate::versions::{Meta, Why};
+use crate::versions::{Changed, Meta, Why};
 use crate::{Engine, EngineError, ErrorCode, Result, Settings};
 
 /// A checkpoint whose computer sends nothing for this long is abandoned (the previous version stays).
@@ -77,6 +77,8 @@ pub struct CheckpointReport {
     pub millis: u64,
     /// What the computer did not hand over: FIFOs, sockets, devices, unreadable files (the first 100).
     pub skipped: Vec<Skipped>,
+    /// What changed since the version before.
+    pub changed: Changed,
 }
 
 /// A reader that fails with `TimedOut` when nothing arrives for `idle`, or past `deadline`.
@@ -235,7 +237,7 @@ impl Engine {
             }
         };
         let index = std::mem::take(&mut got.index);
-        let meta = Meta { version, at: self.now(), why, files: got.files, bytes: got.bytes, changed: std::mem::take(&mut got.changed) };
+        let meta = Meta { version, at: self.now(), why, files: got.files, bytes: got.bytes, changed: got.changed.clone() };
         let keep = self.settings().map(|s| s.retention()).unwrap_or_else(|_| Settings::default().retention());
         let s = store.clone();
         blocking(move || {
@@ -258,6 +260,7 @@ impl Engine {
             copied: got.copied,
             millis: started.elapsed().as_millis() as u64,
             skipped: got.skipped,
+            changed: got.changed,
         };
         tracing::info!(computer = %c.id, version, files = report.files, copied = report.copied, skipped = report.skipped.len(), ms = report.millis, "checkpoint");
         Ok(report)
@@ -289,6 +292,7 @@ impl Engine {
             copied: summary.files,
             millis: started.elapsed().as_millis() as u64,
             skipped: vec![],
+            changed: Changed::default(),
         }))
     }
 

@@ -208,6 +208,8 @@ impl Engine {
         };
         let provisioned = async {
             let p = self.inner.provider.provision(&self.spec(computer, volume.clone()), &ctx).await?;
+            // From here the volume may hold work its latest version does not.
+            self.inner.store.set_home_saved(&computer.id, false).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             self.inner.provider.prepare(&cref, &ctx).await?;
             if new_home {
                 if let Some(r) = self.restore_into(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("restoring its workspace: {e}")))? {
@@ -283,6 +285,8 @@ impl Engine {
             .finish_reservation(&res.id, if ok { ReservationStatus::Completed } else { ReservationStatus::Failed }, err.as_deref(), self.now())
             .await?;
         stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
+        // Saved just before it stopped (a computer without a home has nothing to save).
+        self.inner.store.set_home_saved(&c.id, c.home_volume.is_some()).await?;
         self.inner.store.clear_desktops(&c.id).await?;
         match self.stored_state(&c.id).await? {
             ComputerState::Running => self.swap(&c.id, ComputerState::Running, ComputerState::Stopped, self.now()).await?,

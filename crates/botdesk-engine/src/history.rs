@@ -5,13 +5,14 @@
 //! computer's next start begins from it.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{ComputerState, MachineStatus, SandboxError, WorkspacePath};
+use botdesk_core::{MachineStatus, SandboxError};
 use serde::Serialize;
 
 use crate::checkpoint::{Browsers, Sending};
 use crate::error::blocking;
-use crate::versions::{self, Changed, Changes, Meta, Retention, Why};
+use crate::versions::{self, Changed, Changes, Edits, Meta, Retention, Take, Why};
 use crate::{home_store, Engine, EngineError, ErrorCode, Result};
+use std::collections::BTreeSet;
 
 /// One version of a bot's folder.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -55,10 +56,39 @@ pub struct RestoreReport {
     pub saved: Option<u64>,
     /// The version that now is the folder.
     pub version: u64,
-    /// Regular files put back.
+    /// Files of the bot's folder written or removed.
     pub files: u64,
     /// Made through the running computer (else in the store; the computer starts from it).
     pub live: bool,
+    /// Undo only: what changed again since the run, left as it is.
+    pub kept: Vec<String>,
+}
+
+/// What goes into the computer once a version is made: what the edits touched in `folder`, by its
+/// top entries (`put`), or the whole home when an edit is the whole of it.
+fn put_into(root: std::path::PathBuf, folder: &str, edits: &[(String, Take)]) -> Sending {
+    let inside = |t: &str| if folder.is_empty() { t.to_string() } else { t.strip_prefix(folder).unwrap_or(t).trim_start_matches('/').to_string() };
+    let whole = edits.iter().any(|(t, _)| inside(t).is_empty());
+    match (whole, folder.rsplit_once('/')) {
+        (true, _) if folder.is_empty() => Sending { root, sub: String::new(), keep: Box::new(crate::checkpoint::everything), mode: LoadMode::Restore },
+        (true, split) => {
+            let (parent, name) = split.map_or((String::new(), folder.to_string()), |(p, n)| (p.to_string(), n.to_string()));
+            let n = name.clone();
+            let keep = move |rel: &str| rel.split('/').next() == Some(n.as_str());
+            Sending { root, sub: parent.clone(), keep: Box::new(keep), mode: LoadMode::Put { into: parent, names: vec![name] } }
+        }
+        (false, _) => {
+            let names: BTreeSet<String> = edits.iter().filter_map(|(t, _)| inside(t).split('/').next().map(str::to_string)).collect();
+            let keep_names = names.clone();
+            let keep = move |rel: &str| rel.split('/').next().is_some_and(|n| keep_names.contains(n));
+            Sending {
+                root,
+                sub: folder.to_string(),
+                keep: Box::new(keep),
+                mode: LoadMode::Put { into: folder.to_string(), names: names.into_iter().collect() },
+            }
+        }
+    }
 }
 
 impl Engine {
@@ -95,13 +125,9 @@ impl Engine {
     /// while the bot works on a task.
     pub async fn restore(&self, bot: &str, version: u64, path: Option<&str>) -> Result<RestoreReport> {
         let (b, c) = self.bot_and_computer(bot).await?;
-        if !self.inner.store.active_runs(&b.id).await?.is_empty() {
-            return Err(EngineError::new(ErrorCode::BotRunning, format!("Stop the bot first: {} is working on a task", b.name)));
-        }
         let shown = path.unwrap_or("").trim_matches('/').to_string();
         let target = self.resolve(&b, &c, &shown)?;
-        let store = self.inner.data.home(&c.home_key);
-        let from = store.join(format!("v{version}"));
+        let from = self.inner.data.home(&c.home_key).join(format!("v{version}"));
         {
             let (from, target, name) = (from.clone(), target.clone(), b.name.clone());
             blocking(move || {
@@ -119,18 +145,62 @@ impl Engine {
             })
             .await?;
         }
-        // Through the computer when it runs or Docker can start it; in the store alone when
-        // there is no computer to go through (none made yet, destroyed, or Docker not there).
+        let t = target.as_str().to_string();
+        let why = Why::Restored { from: version, path: t.clone() };
+        let r = self.put_back(&b, &c, why, move |_| Ok(Edits { edits: vec![(t, Take::From(from))], kept: vec![] })).await?;
+        Ok(RestoreReport { from: version, path: shown, ..r })
+    }
+
+    /// Undoes a run's file changes in its bot's folder: each file or folder the run created,
+    /// changed or removed goes back to how it was when the run started, unless it changed again
+    /// since (then it stays, named in `kept`). The present is saved first, so this too can be undone.
+    pub async fn undo_run(&self, run_id: &str) -> Result<RestoreReport> {
+        let run = self.inner.store.run(run_id).await?;
+        let (b, c) = self.bot_and_computer(run.bot_id.as_str()).await?;
+        if c.id != run.computer_id {
+            return Err(EngineError::invalid(format!("{} works on another computer since this run; see `botdesk history {}`", b.name, b.name)));
+        }
+        let Some(before) = self.inner.store.run_home_version(run_id).await? else {
+            return Err(EngineError::new(ErrorCode::NotFound, "this run kept no version to go back to (it is from before versions were kept)"));
+        };
+        let before = before as u64;
+        let store = self.inner.data.home(&c.home_key);
+        let folder = self.resolve(&b, &c, "")?.as_str().to_string();
+        let id = run_id.to_string();
+        let (s, f) = (store.clone(), folder.clone());
+        let edits = move |present: &std::path::Path| {
+            let metas = versions::list(&s)?;
+            let gone = || EngineError::new(ErrorCode::NotFound, format!("version {before}, from before the run, is no longer kept"));
+            metas.iter().find(|m| m.version == before).ok_or_else(gone)?;
+            // What the run left: the version saved when it ended (the present if none was).
+            let after = metas.iter().find(|m| m.why == Why::Run { run_id: id.clone() }).map_or(present.to_path_buf(), |m| s.join(format!("v{}", m.version)));
+            versions::undo_edits(&s.join(format!("v{before}")), &after, present, &f)
+        };
+        let r = self.put_back(&b, &c, Why::Undone { run_id: run_id.to_string() }, edits).await?;
+        Ok(RestoreReport { from: before, path: String::new(), ..r })
+    }
+
+    /// Makes a new version of the computer's home: the present (saved first when the computer
+    /// runs) with the `edits` computed from it applied, and puts what they touch in the bot's
+    /// folder into the computer. Without a computer to go through (none made, destroyed, or
+    /// Docker not there) the version alone is made, and the computer's next start begins from it.
+    async fn put_back<F>(&self, b: &botdesk_store::Bot, c: &botdesk_store::Computer, why: Why, edits: F) -> Result<RestoreReport>
+    where
+        F: FnOnce(&std::path::Path) -> Result<Edits> + Send + 'static,
+    {
+        if !self.inner.store.active_runs(&b.id).await?.is_empty() {
+            return Err(EngineError::new(ErrorCode::BotRunning, format!("Stop the bot first: {} is working on a task", b.name)));
+        }
         let live = match &c.home_volume {
             None => false,
             Some(_) => match self.inner.provider.status(&c.cref()).await {
                 Ok(_) => true,
                 Err(SandboxError::Unavailable(why)) => {
-                    // Its volume holds what its last checkpoint holds only when it stopped through us.
-                    if !matches!(c.state, ComputerState::Stopped | ComputerState::Suspended) {
+                    // Its volume may be replaced only when it holds just what its latest version holds.
+                    if !self.inner.store.home_saved(&c.id).await? {
                         return Err(EngineError::new(
                             ErrorCode::DockerUnavailable,
-                            format!("computer {} stopped without saving its workspace and Docker cannot be reached ({why}): start Docker, so its work is saved before the restore", c.name),
+                            format!("computer {} stopped without saving its workspace and Docker cannot be reached ({why}): start Docker, so its work is saved first", c.name),
                         ));
                     }
                     false
@@ -138,90 +208,65 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             },
         };
-        let report = if live { self.restore_live(&c, version, &target).await? } else { self.restore_stored(&c, version, &target).await? };
-        Ok(RestoreReport { path: shown, ..report })
-    }
-
-    async fn restore_live(&self, c: &botdesk_store::Computer, version: u64, target: &WorkspacePath) -> Result<RestoreReport> {
-        let cref = self.ensure_running(c).await?;
-        // The whole home holds the browser profiles: their browsers close first.
-        let browsers = if target.is_root() { Browsers::All } else { Browsers::None };
-        let saved = self.checkpoint_closing(c.id.as_str(), browsers, Why::BeforeRestore).await?.version;
-        let root = self.inner.data.home(&c.home_key).join(format!("v{version}"));
-        let sending = match target.parent() {
-            None => Sending { root, sub: String::new(), keep: Box::new(crate::checkpoint::everything), mode: LoadMode::Restore },
-            Some(parent) => {
-                let name = target.as_str().rsplit('/').next().unwrap_or_default().to_string();
-                let keep = move |rel: &str| rel == name || rel.strip_prefix(name.as_str()).is_some_and(|r| r.starts_with('/'));
-                Sending { root, sub: parent.as_str().to_string(), keep: Box::new(keep), mode: LoadMode::Put { into: parent.as_str().to_string() } }
-            }
-        };
-        let put = self.send_home(&cref, sending).await.map_err(|e| e.context(format!("restoring version {version}")))?;
-        let why = Why::Restored { from: version, path: target.as_str().to_string() };
-        let after = self.checkpoint_closing(c.id.as_str(), Browsers::None, why).await?;
-        Ok(RestoreReport { from: version, path: String::new(), saved: Some(saved), version: after.version, files: put.files, live: true })
-    }
-
-    /// A restore made in the store alone: a new version, the current one with `target` as it was
-    /// in `version`. A computer volume left from before is not used again (the next start makes
-    /// a new one from this version).
-    async fn restore_stored(&self, c: &botdesk_store::Computer, version: u64, target: &WorkspacePath) -> Result<RestoreReport> {
+        let folder = self.resolve(b, c, "")?.as_str().to_string();
+        let cref = if live { Some(self.ensure_running(c).await?) } else { None };
+        if live {
+            // The whole home holds the browser profiles: their browsers close first.
+            let browsers = if folder.is_empty() { Browsers::All } else { Browsers::None };
+            self.checkpoint_closing(c.id.as_str(), browsers, Why::BeforeRestore).await?;
+        }
         let store = self.inner.data.home(&c.home_key);
         let handle = self.handle(&c.id);
-        let _held = handle.home.lock().await;
+        let held = handle.home.lock().await;
         let keep = self.settings()?.retention();
-        let (s, t, at) = (store.clone(), target.as_str().to_string(), self.now());
-        let (saved, meta) = blocking(move || {
+        let (s, at) = (store.clone(), self.now());
+        let (saved, meta, edits, kept) = blocking(move || {
             let _lock = home_store::lock_store(&s)?;
             home_store::tidy(&s)?;
-            let prev = match home_store::current_version(&s) {
-                Some((n, root)) => Some((n, home_store::index_of(&s, n, &root)?, root)),
-                None => None,
+            let Some((n, root)) = home_store::current_version(&s) else {
+                return Err(EngineError::new(ErrorCode::NotFound, "nothing of this workspace was saved yet"));
             };
-            let n = prev.as_ref().map_or(1, |(n, ..)| n + 1);
-            let partial = s.join(format!("v{n}.partial"));
+            let index = home_store::index_of(&s, n, &root)?;
+            let Edits { edits, kept } = edits(&root)?;
+            let partial = s.join(format!("v{}.partial", n + 1));
             let mut changed = Changed::default();
-            let from = s.join(format!("v{version}"));
-            let made = versions::derive(&partial, prev.as_ref().map(|(_, i, r)| (r.as_path(), i)), &from, &t, &mut changed)
-                .and_then(|()| home_store::walk_index(&partial));
-            let index = match made {
-                Ok(index) => index,
+            let made = versions::derive(&partial, Some((&root, &index)), &edits, &mut changed).and_then(|()| home_store::walk_index(&partial));
+            let new_index = match made {
+                Ok(i) => i,
                 Err(e) => {
                     let _ = home_store::remove_tree(&partial);
                     return Err(e);
                 }
             };
-            let (files, bytes) = (index.files.len() as u64, index.files.iter().map(|f| f.1).sum());
-            let meta = Meta { version: n, at, why: Why::Restored { from: version, path: t }, files, bytes, changed };
-            home_store::commit(&s, &partial, &index, &meta, keep)?;
-            Ok((prev.map(|(n, ..)| n), meta))
+            let (files, bytes) = (new_index.files.len() as u64, new_index.files.iter().map(|f| f.1).sum());
+            let meta = Meta { version: n + 1, at, why, files, bytes, changed };
+            home_store::commit(&s, &partial, &new_index, &meta, keep)?;
+            Ok((n, meta, edits, kept))
         })
         .await?;
-        if c.home_volume.is_some() {
-            self.inner.store.set_home_volume(&c.id, None, self.now()).await?;
-            self.forget_ready(&c.id).await;
-        }
+        drop(held);
+        let s = store.clone();
         self.inner.background.spawn(async move {
-            if let Err(e) = blocking(move || home_store::sweep(&store)).await {
+            if let Err(e) = blocking(move || home_store::sweep(&s)).await {
                 tracing::warn!("removing a version no longer kept: {e}");
             }
         });
-        let files = meta.changed.home.written;
-        Ok(RestoreReport { from: version, path: String::new(), saved, version: meta.version, files, live: false })
-    }
-
-    /// Undoes a run's file changes: its bot's folder goes back to the version the run started
-    /// from (the present is saved first, so this too can be undone).
-    pub async fn undo_run(&self, run_id: &str) -> Result<RestoreReport> {
-        let run = self.inner.store.run(run_id).await?;
-        let (b, c) = self.bot_and_computer(run.bot_id.as_str()).await?;
-        if c.id != run.computer_id {
-            return Err(EngineError::invalid(format!("{} works on another computer since this run; see `botdesk history {}`", b.name, b.name)));
+        match cref {
+            Some(cref) => {
+                let root = store.join(format!("v{}", meta.version));
+                self.send_home(&cref, put_into(root, &folder, &edits))
+                    .await
+                    .map_err(|e| e.context(format!("putting version {} into the computer", meta.version)))?;
+            }
+            None if c.home_volume.is_some() => {
+                // Its volume holds the version before: the next start makes a new one from this.
+                self.inner.store.set_home_volume(&c.id, None, self.now()).await?;
+                self.forget_ready(&c.id).await;
+            }
+            None => {}
         }
-        let Some(version) = self.inner.store.run_home_version(run_id).await? else {
-            return Err(EngineError::new(ErrorCode::NotFound, "this run kept no version to go back to (it is from before versions were kept)"));
-        };
-        self.restore(b.id.as_str(), version as u64, None).await
+        let files = meta.changed.in_folder(&folder);
+        Ok(RestoreReport { from: 0, path: String::new(), saved: Some(saved), version: meta.version, files: files.written + files.removed, live, kept })
     }
 
     /// The version a run starts from, recorded with the run: a checkpoint now when its computer

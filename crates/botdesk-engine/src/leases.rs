@@ -450,6 +450,8 @@ impl Engine {
                 if state == ComputerState::Running {
                     self.inner.store.transition_computer(&c.id, ComputerState::Suspending, ComputerState::Suspended, self.now()).await?;
                 }
+                // Its home was checkpointed just before.
+                self.inner.store.set_home_saved(&c.id, c.home_volume.is_some()).await?;
                 self.inner.store.set_reservation_stage(&res.id, ReservationStage::Done, self.now()).await?;
                 self.inner.store.finish_reservation(&res.id, ReservationStatus::Completed, None, self.now()).await?;
                 Ok(IdleOutcome::Suspended)

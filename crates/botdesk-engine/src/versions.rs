@@ -45,6 +45,10 @@ pub enum Why {
         from: u64,
         path: String,
     },
+    /// A run's file changes undone.
+    Undone {
+        run_id: String,
+    },
     /// Made by a Botdesk that kept no history.
     Earlier,
 }
@@ -70,6 +74,7 @@ impl Why {
                     None => format!("restored {path} from v{from}"),
                 }
             }
+            Why::Undone { run_id } => format!("undid run {}", run(run_id)),
             Why::Earlier => "earlier checkpoint".into(),
         }
     }
@@ -275,55 +280,68 @@ fn link_one(from: &Path, to: &Path, m: &fs::Metadata, modes: &mut Vec<(PathBuf, 
     Ok(())
 }
 
+/// What a path of a derived version becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// What it is in the version at this folder (it must be there).
+    From(PathBuf),
+    /// Nothing.
+    Remove,
+}
+
 /// Makes `partial` (it must not exist) the version `prev` (the current one: its folder and index)
-/// with `target` ("": everything) as it is in the version at `from`: the rest shared with `prev`,
-/// the restored part with `from`, all by hard links. `target` must exist in `from`. Returns what
-/// changed under `target`, counted as a checkpoint counts.
-pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Index)>, from: &Path, target: &str, changed: &mut Changed) -> Result<()> {
-    let under = |p: &str| target.is_empty() || p == target || p.strip_prefix(target).is_some_and(|r| r.starts_with('/'));
+/// with each edit's path ("": everything) taken from another version or removed; everything else
+/// stays as in `prev`. All by hard links, so the versions share their files. Edits must not nest.
+/// `changed` counts what changed under the edited paths, as a checkpoint counts.
+pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Index)>, edits: &[(String, Take)], changed: &mut Changed) -> Result<()> {
+    let within = |p: &str, t: &str| t.is_empty() || p == t || p.strip_prefix(t).is_some_and(|r| r.starts_with('/'));
+    let edited = |p: &str| edits.iter().any(|(t, _)| within(p, t));
     fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
     let mut modes = vec![];
-    if let Some((root, _)) = prev.filter(|_| !target.is_empty()) {
-        // What stays: everything of the current version but the target.
-        home_store::walk(root, "", &mut |rel, m| if under(rel) { Ok(()) } else { link_one(&root.join(rel), &partial.join(rel), m, &mut modes) })?;
-    }
-    // The target's folders on the way, as `from` has them.
-    let parts: Vec<&str> = target.split('/').filter(|c| !c.is_empty()).collect();
-    for i in 1..parts.len() {
-        let rel = parts[..i].join("/");
-        let to = partial.join(&rel);
-        if fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
-            continue;
-        }
-        home_store::remove_tree(&to)?;
-        let m = fs::symlink_metadata(from.join(&rel)).map_err(|e| err("reading", &from.join(&rel), e))?;
-        link_one(&from.join(&rel), &to, &m, &mut modes)?;
+    if let Some((root, _)) = prev {
+        // What stays: everything of the current version but the edited paths.
+        home_store::walk(root, "", &mut |rel, m| if edited(rel) { Ok(()) } else { link_one(&root.join(rel), &partial.join(rel), m, &mut modes) })?;
     }
     let mut now: HashMap<String, (u64, i64, u32)> = HashMap::new();
     let mut note = |p: String, m: &fs::Metadata| {
         now.insert(p, (m.len(), home_store::mtime_ns(m), m.mode() & 0o1777));
     };
-    let src = from.join(target);
-    let m = fs::symlink_metadata(&src).map_err(|e| err("reading", &src, e))?;
-    if target.is_empty() {
-        link_tree(&src, partial, "", &mut modes, &mut note)?;
-    } else {
-        let to = partial.join(target);
-        link_one(&src, &to, &m, &mut modes)?;
-        if m.is_dir() {
-            link_tree(&src, &to, target, &mut modes, &mut note)?;
-        } else if m.is_file() {
-            note(target.to_string(), &m);
+    for (target, take) in edits {
+        let Take::From(from) = take else { continue };
+        // The folders on the way, as `from` has them where the current version has none.
+        let parts: Vec<&str> = target.split('/').filter(|c| !c.is_empty()).collect();
+        for i in 1..parts.len() {
+            let rel = parts[..i].join("/");
+            let to = partial.join(&rel);
+            if fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            home_store::remove_tree(&to)?;
+            let m = fs::symlink_metadata(from.join(&rel)).map_err(|e| err("reading", &from.join(&rel), e))?;
+            link_one(&from.join(&rel), &to, &m, &mut modes)?;
+        }
+        let src = from.join(target);
+        let m = fs::symlink_metadata(&src).map_err(|e| err("reading", &src, e))?;
+        if target.is_empty() {
+            link_tree(&src, partial, "", &mut modes, &mut note)?;
+        } else {
+            let to = partial.join(target);
+            link_one(&src, &to, &m, &mut modes)?;
+            if m.is_dir() {
+                link_tree(&src, &to, target, &mut modes, &mut note)?;
+            } else if m.is_file() {
+                note(target.to_string(), &m);
+            }
         }
     }
-    // What changed under the target.
+    // What changed under the edited paths.
     let before: HashMap<&str, (u64, i64, u32)> =
-        prev.map(|(_, i)| i.files.iter().filter(|f| under(&f.0)).map(|f| (f.0.as_str(), (f.1, f.2, f.3))).collect()).unwrap_or_default();
+        prev.map(|(_, i)| i.files.iter().filter(|f| edited(&f.0)).map(|f| (f.0.as_str(), (f.1, f.2, f.3))).collect()).unwrap_or_default();
     for (p, was) in &before {
-        if !now.contains_key(*p) {
-            changed.count(p, false, 0);
-        } else if now[*p] != *was {
-            changed.count(p, true, now[*p].0);
+        match now.get(*p) {
+            None => changed.count(p, false, 0),
+            Some(is) if is != was => changed.count(p, true, is.0),
+            Some(_) => {}
         }
     }
     for (p, is) in &now {
@@ -339,6 +357,94 @@ pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Index)>, from: &Path,
         f.set_permissions(fs::Permissions::from_mode(mode)).map_err(|e| err("finishing", &p, e))?;
     }
     Ok(())
+}
+
+/// A derived version's edits (see [`derive`]), and what an undo left because it changed since.
+#[derive(Debug, Default)]
+pub(crate) struct Edits {
+    pub edits: Vec<(String, Take)>,
+    pub kept: Vec<String>,
+}
+
+/// One entry of a version, as undo compares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Dir,
+    /// Inode, size, mtime, mode.
+    File(u64, u64, i64, u32),
+    Link(PathBuf),
+}
+
+impl Entry {
+    /// The same content: a file by its inode (versions share unchanged files) or its size, time
+    /// and mode; a link by its target; a folder is a folder.
+    fn same(a: Option<&Entry>, b: Option<&Entry>) -> bool {
+        match (a, b) {
+            (Some(Entry::File(i, s, t, m)), Some(Entry::File(j, z, u, n))) => i == j || (s, t, m) == (z, u, n),
+            (a, b) => a == b,
+        }
+    }
+}
+
+fn entries(root: &Path, folder: &str) -> Result<BTreeMap<String, Entry>> {
+    let mut out = BTreeMap::new();
+    if home_store::find_dir(root, folder)? != home_store::Found::Folder {
+        return Ok(out);
+    }
+    home_store::walk(root, folder, &mut |rel, m| {
+        let p = if folder.is_empty() { rel.to_string() } else { format!("{folder}/{rel}") };
+        let e = if m.is_dir() {
+            Entry::Dir
+        } else if m.is_file() {
+            Entry::File(m.ino(), m.len(), home_store::mtime_ns(m), m.mode() & 0o1777)
+        } else if m.file_type().is_symlink() {
+            Entry::Link(fs::read_link(root.join(&p)).unwrap_or_default())
+        } else {
+            return Ok(());
+        };
+        out.insert(p, e);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The edits that undo, in `folder` of the version at `present`, what changed from the version at
+/// `before` to the one at `after` (a run's): each path the run created, changed or removed goes
+/// back to `before`, unless it changed again since (then it is kept, and named).
+pub(crate) fn undo_edits(before: &Path, after: &Path, present: &Path, folder: &str) -> Result<Edits> {
+    let (b, a, n) = (entries(before, folder)?, entries(after, folder)?, entries(present, folder)?);
+    let under = |p: &str, d: &str| p.strip_prefix(d).is_some_and(|r| r.starts_with('/'));
+    // A folder's whole subtree is the same in two versions.
+    let same_tree = |x: &BTreeMap<String, Entry>, y: &BTreeMap<String, Entry>, d: &str| {
+        let sub = |m: &BTreeMap<String, Entry>| {
+            m.range(d.to_string()..).filter(|(p, _)| *p == d || under(p, d)).map(|(p, e)| (p.clone(), e.clone())).collect::<Vec<_>>()
+        };
+        let (sx, sy) = (sub(x), sub(y));
+        sx.len() == sy.len() && sx.iter().zip(&sy).all(|((p, e), (q, f))| p == q && Entry::same(Some(e), Some(f)))
+    };
+    let mut edits: Vec<(String, Take)> = vec![];
+    let mut kept = vec![];
+    let paths: BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+    for p in paths {
+        if edits.iter().any(|(t, _)| under(p, t)) {
+            continue;
+        }
+        let (was, became, is) = (b.get(p), a.get(p), n.get(p));
+        if Entry::same(was, became) {
+            continue; // the run left it (a folder's insides are looked at one by one)
+        }
+        let dir_after = matches!(became, Some(Entry::Dir));
+        // What is there now must still be what the run left, all of it for a folder.
+        let untouched = if dir_after { matches!(is, Some(Entry::Dir)) && same_tree(&n, &a, p) } else { Entry::same(is, became) };
+        if !untouched {
+            if !dir_after || was.is_none() && !matches!(is, Some(Entry::Dir)) {
+                kept.push(p.clone());
+            }
+            continue; // a folder with something new inside: its entries are looked at one by one
+        }
+        edits.push((p.clone(), if was.is_some() { Take::From(before.to_path_buf()) } else { Take::Remove }));
+    }
+    Ok(Edits { edits, kept })
 }
 
 #[cfg(test)]
@@ -411,7 +517,7 @@ mod tests {
 
         let v3 = t.path().join("v3.partial");
         let mut changed = Changed::default();
-        derive(&v3, Some((&v2, &index)), &v1, "bots/a", &mut changed).unwrap();
+        derive(&v3, Some((&v2, &index)), &[("bots/a".into(), Take::From(v1.clone()))], &mut changed).unwrap();
         assert_eq!(
             tree(&v3),
             [
@@ -435,17 +541,59 @@ mod tests {
         // One file, and everything.
         let v4 = t.path().join("v4.partial");
         let mut changed = Changed::default();
-        derive(&v4, Some((&v2, &index)), &v1, "bots/a/notes/x.md", &mut changed).unwrap();
+        derive(&v4, Some((&v2, &index)), &[("bots/a/notes/x.md".into(), Take::From(v1.clone()))], &mut changed).unwrap();
         assert_eq!(fs::read_to_string(v4.join("bots/a/notes/x.md")).unwrap(), "first");
         assert_eq!(fs::read_to_string(v4.join("bots/a/new.md")).unwrap(), "new");
         assert!(!v4.join("bots/a/notes/old.md").exists());
         assert_eq!(changed.home, Changes { written: 1, removed: 0, bytes: 5 });
         let v5 = t.path().join("v5.partial");
-        derive(&v5, Some((&v2, &index)), &v1, "", &mut Changed::default()).unwrap();
+        derive(&v5, Some((&v2, &index)), &[(String::new(), Take::From(v1.clone()))], &mut Changed::default()).unwrap();
         assert_eq!(tree(&v5), before1);
         for v in [&v1, &v3, &v4, &v5] {
             home_store::remove_tree(v).unwrap();
         }
+    }
+
+    /// Undo puts back what the run changed, as it was, and leaves what changed again since.
+    #[test]
+    fn undo_takes_back_only_what_the_run_changed_and_nothing_changed_since() {
+        let t = tempfile::tempdir().unwrap();
+        let (before, after, present) = (t.path().join("v1"), t.path().join("v2"), t.path().join("v3"));
+        let put = |root: &Path, p: &str, body: &str| {
+            fs::create_dir_all(root.join(p).parent().unwrap()).unwrap();
+            fs::write(root.join(p), body).unwrap();
+        };
+        let link = |from: &Path, to: &Path, p: &str| {
+            fs::create_dir_all(to.join(p).parent().unwrap()).unwrap();
+            fs::hard_link(from.join(p), to.join(p)).unwrap();
+        };
+        for p in ["f/a", "f/b", "f/d/x", "g/other"] {
+            put(&before, p, "1");
+        }
+        // The run: changes a, removes b and the folder d, creates c and e/y.
+        put(&after, "f/a", "2");
+        put(&after, "f/c", "new");
+        put(&after, "f/e/y", "new");
+        link(&before, &after, "g/other");
+        // Since: the person edits c, adds e/z and late; a and e/y are as the run left them.
+        for p in ["f/a", "f/e/y", "g/other"] {
+            link(&after, &present, p);
+        }
+        put(&present, "f/c", "edited");
+        put(&present, "f/e/z", "mine");
+        put(&present, "f/late", "mine");
+        let Edits { edits, kept } = undo_edits(&before, &after, &present, "f").unwrap();
+        let from = || Take::From(before.clone());
+        assert_eq!(edits, [("f/a".to_string(), from()), ("f/b".to_string(), from()), ("f/d".to_string(), from()), ("f/e/y".to_string(), Take::Remove)]);
+        assert_eq!(kept, ["f/c"]);
+        // Applied: the folder as before the run, but for what changed since.
+        let index = home_store::walk_index(&present).unwrap();
+        let v4 = t.path().join("v4");
+        derive(&v4, Some((&present, &index)), &edits, &mut Changed::default()).unwrap();
+        assert_eq!(
+            tree(&v4),
+            ["f dir 755", "g dir 755", "f/a 1", "f/b 1", "f/c edited", "f/d dir 755", "f/e dir 755", "f/late mine", "f/d/x 1", "f/e/z mine", "g/other 1"]
+        );
     }
 
     #[test]

@@ -1019,47 +1019,61 @@ async fn calibration_tells_a_pixels_model_from_a_0_to_1000_one() {
     }
 }
 
-/// A bot wipes its folder in a run (a mistake, or a page steering it): the run's file changes are
-/// undone from the version it started from, on a Team computer without touching another bot's
-/// newer work, and the undo itself can be undone (the present was saved first).
+/// A bot wipes part of its folder in a run (a mistake, or a page steering it): the run's file
+/// changes are undone from the version it started from, on a Team computer, without touching
+/// another bot's work nor what the person changed since (kept, and named); the undo itself can be
+/// undone (the present was saved first), and one file comes back from an old version.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     let mut w = world().await;
     let (server, _) = w.scripted_bot("wiper", Wire::Anthropic, action::CoordSpace::Pixels).await;
     let (_, _) = w.scripted_bot("bystander", Wire::Anthropic, action::CoordSpace::Pixels).await;
     let text = |b: bytes::Bytes| String::from_utf8(b.to_vec()).unwrap();
-    w.engine.files_write("wiper", "notes/plan.md", bytes::Bytes::from_static(b"# Plan\n"), false).await.unwrap();
-    w.engine.files_write("bystander", "mine.txt", bytes::Bytes::from_static(b"before\n"), false).await.unwrap();
-    server.push(Step::reply(Reply::call("shell", json!({"command": "rm -rf ./* && echo wiped"}))));
+    let write = |bot: &'static str, p: &'static str, body: &'static str| w.engine.files_write(bot, p, bytes::Bytes::from_static(body.as_bytes()), false);
+    write("wiper", "notes/plan.md", "# Plan\n").await.unwrap();
+    write("wiper", "draft.txt", "draft 1\n").await.unwrap();
+    write("bystander", "mine.txt", "before\n").await.unwrap();
+    server.push(Step::reply(Reply::call("shell", json!({"command": "echo changed-by-run > draft.txt && rm -rf notes && echo wiped"}))));
     server.push(Step::check(|s: &Seen| s.body.to_string().contains("wiped").then_some(()).ok_or("no output".into()), Reply::text("Cleaned up.")));
     let run = w.engine.run_task("wiper", "clean up").await.unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err(), "the run wiped it");
-    // Meanwhile the other bot works on.
-    w.engine.files_write("bystander", "mine.txt", bytes::Bytes::from_static(b"after\n"), false).await.unwrap();
+    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err(), "the run removed it");
+    // Since the run: the other bot works on, and the person edits the draft and adds a file.
+    write("bystander", "mine.txt", "after\n").await.unwrap();
+    write("wiper", "draft.txt", "edited by me\n").await.unwrap();
+    write("wiper", "late.txt", "added later\n").await.unwrap();
 
     let h = w.engine.history("wiper").await.unwrap();
     let labels: Vec<&str> = h.versions.iter().map(|v| v.label.as_str()).collect();
     let short = &run.id[..8];
     assert_eq!(labels, [format!("after run {short}"), format!("before run {short}")], "{h:?}");
-    assert_eq!(h.versions[0].changes, Changes { written: 0, removed: 1, bytes: 0 }, "{h:?}");
+    assert_eq!(h.versions[0].changes, Changes { written: 1, removed: 1, bytes: 15 }, "{h:?}");
     assert!(h.versions[0].current && h.disk_bytes > 0);
+    let chat = w.engine.chat("wiper", 10).await.unwrap();
+    assert_eq!(chat.last().unwrap().files_changed, Some(2), "the chat offers to undo the run's 2 file changes");
 
     let r = w.engine.undo_run(&run.id).await.unwrap();
-    assert_eq!((r.from, r.saved, r.version, r.live, r.path.as_str()), (1, Some(3), 4, true, ""), "{r:?}");
-    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
-    assert_eq!(text(w.engine.files_read("bystander", "mine.txt", 100).await.unwrap()), "after\n", "only the bot's folder went back");
+    assert_eq!(
+        (r.from, r.saved, r.version, r.live, r.kept.clone()),
+        (1, Some(3), 4, true, vec![format!("bots/{}/draft.txt", w.engine.bot("wiper").await.unwrap().id)]),
+        "{r:?}"
+    );
+    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n", "what the run removed is back");
+    assert_eq!(text(w.engine.files_read("wiper", "draft.txt", 100).await.unwrap()), "edited by me\n", "what changed since is kept");
+    assert_eq!(text(w.engine.files_read("wiper", "late.txt", 100).await.unwrap()), "added later\n");
+    assert_eq!(text(w.engine.files_read("bystander", "mine.txt", 100).await.unwrap()), "after\n", "another bot's work is not touched");
     let h = w.engine.history("wiper").await.unwrap();
-    assert_eq!(h.versions[0].label, "restored v1");
-    assert_eq!(h.versions[0].changes.written, 1, "{h:?}");
+    assert_eq!((h.versions[0].label.as_str(), h.versions[0].changes.written), (format!("undid run {short}").as_str(), 1), "{h:?}");
     // And back: the undo undone from the version saved before it.
     w.engine.restore("wiper", r.saved.unwrap(), None).await.unwrap();
     assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err());
-    // One file of an old version, offline-browsable first.
+    assert_eq!(text(w.engine.files_read("wiper", "late.txt", 100).await.unwrap()), "added later\n");
+    // One file of an old version, browsed first.
     assert_eq!(text(w.engine.stored_read_at("wiper", "notes/plan.md", 100, Some(1)).await.unwrap()), "# Plan\n");
     w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
     assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
+    assert_eq!(text(w.engine.files_read("wiper", "draft.txt", 100).await.unwrap()), "edited by me\n", "only that file came back");
     let e = w.engine.restore("wiper", 1, Some("nothing/here")).await.unwrap_err();
     assert!(e.message.contains("nothing/here is not in version 1"), "{e}");
     let e = w.engine.restore("wiper", 99, None).await.unwrap_err();

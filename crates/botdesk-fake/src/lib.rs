@@ -414,7 +414,7 @@ impl SandboxProvider for FakeProvider {
             let (into, fresh) = match mode {
                 LoadMode::Restore => (WorkspacePath::root(), true),
                 LoadMode::Merge { into } => (WorkspacePath::parse(into)?, false),
-                LoadMode::Replace { into } | LoadMode::Put { into } => (WorkspacePath::parse(into)?, matches!(mode, LoadMode::Replace { .. })),
+                LoadMode::Replace { into } | LoadMode::Put { into, .. } => (WorkspacePath::parse(into)?, matches!(mode, LoadMode::Replace { .. })),
             };
             let mut files = m.files.clone();
             if let Some(Node::Symlink(_)) = files.get(&into) {
@@ -423,10 +423,10 @@ impl SandboxProvider for FakeProvider {
             if fresh {
                 files.retain(|p, _| !p.starts_with(&into));
             }
-            if let LoadMode::Put { .. } = mode {
-                // Each top-level entry replaces the one of its name, whatever it was.
-                for (p, _) in staged.iter().filter(|(p, _)| p.parent().is_none_or(|d| d.is_root())) {
-                    let dest = into.join_path(p);
+            if let LoadMode::Put { names, .. } = mode {
+                // Each name becomes what the stream holds for it, or nothing.
+                for name in names {
+                    let dest = into.child(name)?;
                     files.retain(|q, _| !q.starts_with(&dest));
                 }
             }

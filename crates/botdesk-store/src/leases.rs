@@ -221,6 +221,23 @@ impl Store {
         Ok(())
     }
 
+    /// Records how many files of its bot's folder a run wrote or removed (by its ending checkpoint).
+    pub async fn set_run_files_changed(&self, id: &str, files: i64) -> Result<()> {
+        sqlx::query!("UPDATE runs SET files_changed = ?1 WHERE id = ?2", files, id).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Runs of a bot whose file changes can be undone: run id → files they changed (only runs
+    /// with a starting version that changed something).
+    pub async fn undoable_runs(&self, bot: &BotId) -> Result<std::collections::HashMap<String, i64>> {
+        let b = bot.as_str();
+        let rows =
+            sqlx::query!(r#"SELECT id AS "id!", files_changed AS "files!" FROM runs WHERE bot_id = ?1 AND home_version IS NOT NULL AND files_changed > 0"#, b)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|r| (r.id, r.files)).collect())
+    }
+
     /// The checkpoint version a run started from (None: its computer had none yet).
     pub async fn run_home_version(&self, id: &str) -> Result<Option<i64>> {
         let r = sqlx::query!("SELECT home_version FROM runs WHERE id = ?1", id).fetch_optional(&self.pool).await?;

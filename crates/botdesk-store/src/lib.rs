@@ -427,6 +427,20 @@ impl Store {
         Ok(())
     }
 
+    /// Records whether the computer's home volume holds exactly its latest checkpoint version (it
+    /// stopped after one), or may hold more (it started since).
+    pub async fn set_home_saved(&self, id: &ComputerId, saved: bool) -> Result<()> {
+        let cid = id.as_str();
+        sqlx::query!("UPDATE computers SET home_saved = ?1 WHERE id = ?2", saved, cid).execute(&self.pool).await?;
+        Ok(())
+    }
+
+    /// Whether the computer's home volume holds exactly its latest checkpoint version.
+    pub async fn home_saved(&self, id: &ComputerId) -> Result<bool> {
+        let cid = id.as_str();
+        Ok(sqlx::query!(r#"SELECT home_saved AS "saved: bool" FROM computers WHERE id = ?1"#, cid).fetch_one(&self.pool).await?.saved)
+    }
+
     /// Last activity on a computer (ms), for idle suspend.
     pub async fn last_active(&self, id: &ComputerId) -> Result<i64> {
         let cid = id.as_str();

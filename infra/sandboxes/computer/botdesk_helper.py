@@ -718,18 +718,16 @@ def replace(staging, tree, parts):
     os.rename(tree, dest)
 
 
-def put(staging, tree, dirs, order, prefix):
-    """Each top-level staged entry replaces the entry of that name under prefix (checked by
-    real_dir), whatever it was; the old one goes with the staging folder, a link moved, never
-    followed."""
+def put(staging, tree, dirs, names, prefix):
+    """Each name under prefix (checked by real_dir) becomes the staged top-level entry of that
+    name, whatever it was, or nothing when none was staged; the old one goes with the staging
+    folder, a link moved, never followed."""
     old = os.path.join(staging, "old")
     os.mkdir(old, 0o700)
     opened = {}
     try:
-        for _, rel in order:
-            if "/" in rel:
-                continue
-            dest = full(prefix + [rel])
+        for name in names:
+            dest = full(prefix + [name])
             open_up(os.path.dirname(dest), opened)
             try:
                 st = os.lstat(dest)
@@ -738,8 +736,10 @@ def put(staging, tree, dirs, order, prefix):
             if st:
                 if stat.S_ISDIR(st.st_mode):
                     os.chmod(dest, stat.S_IMODE(st.st_mode) | 0o700)
-                os.rename(dest, os.path.join(old, rel))
-            place(os.path.join(tree, rel), dest, dirs.get(rel))
+                os.rename(dest, os.path.join(old, name))
+            staged = os.path.join(tree, name)
+            if os.path.lexists(staged):
+                place(staged, dest, dirs.get(name))
     finally:
         for path, mode in opened.items():
             os.chmod(path, mode)
@@ -803,6 +803,9 @@ def cmd_load():
         raise Fail("INVALID", "unknown load mode, or one without the path it goes into")
     if kind == "replace" and not into:
         raise Fail("INVALID", "a replace needs the path it replaces")
+    names = how.get("names", [])
+    if kind == "put" and (not isinstance(names, list) or not all(isinstance(n, str) and len(stream_parts(n)) == 1 for n in names)):
+        raise Fail("INVALID", "a put names plain entries of the folder it puts into")
     target = stream_parts(into) if into else []
     staging = full([f"{LOAD_PREFIX}{os.getpid()}"])
     if os.path.lexists(staging):  # left by a killed load that had this pid
@@ -821,7 +824,9 @@ def cmd_load():
         elif kind == "merge":
             merge(tree, dirs, order, real_dir(target), summary)
         elif kind == "put":
-            put(staging, tree, dirs, order, real_dir(target))
+            if any(rel.split("/")[0] not in names for _, rel in order):
+                raise Fail("INVALID", "the home stream holds an entry the put does not name")
+            put(staging, tree, dirs, names, real_dir(target))
         else:
             replace(staging, tree, target)
     finally:

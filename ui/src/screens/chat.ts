@@ -1,6 +1,6 @@
 // The chat column: the bot's messages with their tool calls and screenshots, the streamed reply,
 // what its runs cost, and the task box.
-import { answerQuestion, sendTask } from "../actions";
+import { answerQuestion, sendTask, undoRun } from "../actions";
 import { button, el } from "../dom";
 import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
@@ -86,6 +86,22 @@ function message(m: ChatItem): HTMLElement {
   if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)));
   const fix = m.failure && failureFix(m.failure);
   if (fix) box.append(el("div", { class: "row failure-fix", "data-failure": m.failure! }, fix));
+  if (m.files_changed) {
+    const done = state.undone.get(m.run_id);
+    const n = m.files_changed === 1 ? "1 file" : `${m.files_changed} files`;
+    box.append(
+      done
+        ? el("div", { class: "muted undone" }, done)
+        : el(
+            "div",
+            { class: "row undo-run" },
+            button("Undo this run's file changes", { class: "small", "data-undo-run": m.run_id, title: `This run wrote or removed ${n} in the bot's folder. Undo puts the folder back as it was before the run; what it is now is kept as a version.` }, () =>
+              undoRun(state.selected ?? "", m.run_id),
+            ),
+            el("span", { class: "muted" }, `${n} changed`),
+          ),
+    );
+  }
   return box;
 }
 

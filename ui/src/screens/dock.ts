@@ -2,11 +2,11 @@
 // person's shell while in control), the Files pane (the stored workspace: browse, preview,
 // download, also offline; upload while in control) and the Browser pane (the page the bot's
 // Chromium shows, driven by the person while in control).
-import { download, driveBrowser, listDir, lookAgain, selectFile, setDock, setTerminalTab, upload } from "../actions";
+import { browseVersion, closeHistory, download, driveBrowser, listDir, lookAgain, openHistory, restoreFrom, selectFile, setDock, setTerminalTab, upload } from "../actions";
 import { button, el } from "../dom";
 import { baseName, humanSize } from "../format";
 import { bot, Dock, live, state } from "../store";
-import type { ActivityRow, BotRow, BrowserGo } from "../types";
+import type { ActivityRow, BotRow, BrowserGo, History } from "../types";
 
 export function dock(b: BotRow): HTMLElement {
   const panes: Record<Dock, [string, string]> = {
@@ -103,18 +103,69 @@ function activityEntry(a: ActivityRow): HTMLElement {
 // ---------------------------------------------------------------------------------------------
 // Files
 
+/** "4 Dec 15:02" in the person's time zone. */
+function when(ms: number): string {
+  const d = new Date(ms);
+  return `${d.toLocaleDateString("en-GB", { day: "numeric", month: "short" })} ${d.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" })}`;
+}
+
+/** The versions of the bot's folder, newest first: browse one, or put it all back. */
+function historyList(b: BotRow, h: History): HTMLElement {
+  const list = el("ul", { class: "history-list", "aria-label": "Versions" });
+  for (const v of h.versions) {
+    const c = v.changes;
+    const changes = c.written || c.removed ? `${c.written} written (${humanSize(c.bytes)})${c.removed ? `, ${c.removed} removed` : ""}` : "no changes here";
+    list.append(
+      el(
+        "li",
+        { class: "version" + (v.current ? " current" : ""), "data-version": String(v.version) },
+        el("span", { class: "vnum" }, `v${v.version}`),
+        el("span", { class: "vwhen" }, when(v.at)),
+        el("span", { class: "vwhy" }, v.label + (v.current ? " · latest" : "")),
+        el("span", { class: "vchanges muted" }, changes),
+        button("Browse", { class: "ghost small", "data-browse": String(v.version) }, () => browseVersion(v.version)),
+        button("Restore all", { class: "ghost small", "data-restore": String(v.version), title: `Put ${b.name}'s folder back as it was in version ${v.version} (what is there now is kept as a version)` }, () =>
+          restoreFrom(v.version, null),
+        ),
+      ),
+    );
+  }
+  if (h.versions.length === 0) list.append(el("li", { class: "muted" }, "Nothing saved yet: a version is made when a run ends and when the computer stops."));
+  const head = el(
+    "div",
+    { class: "files-bar" },
+    el("strong", {}, "History"),
+    el("span", { class: "muted" }, ` ${h.versions.length} versions · ${humanSize(h.disk_bytes)} on disk · every version kept ${h.keep.all_hours} h, then one a day for ${h.keep.daily_days} days`),
+    button("Back to files", { class: "ghost", id: "history-close" }, () => closeHistory()),
+  );
+  return el("div", { class: "history" }, head, list);
+}
+
 function filesPane(b: BotRow): HTMLElement {
   const files = state.files;
+  const msgs = el("div", { class: "files-msgs" });
+  if (files.error) msgs.append(el("p", { class: "error" }, files.error));
+  if (files.note) msgs.append(el("p", { class: "ok" }, files.note));
+  if (files.history) return el("section", { class: "dock-pane files", "data-pane": "files", id: "files-pane" }, msgs, historyList(b, files.history));
   const controlling = b.status === "you_have_control";
+  const version = files.version;
   const up = files.shown && files.shown !== "." ? files.shown.split("/").slice(0, -1).join("/") : null;
   const crumbs = el("div", { class: "files-bar" }, el("code", { class: "files-path", id: "files-path" }, files.shown || "…"));
   if (up !== null) crumbs.prepend(button("↑", { class: "ghost", title: "Up one folder", id: "files-up" }, () => listDir(up === "" ? "/" : up)));
-  const uploader = el("label", { class: "upload" + (controlling ? "" : " disabled"), title: controlling ? "Upload a file into this folder (up to 10 MiB)" : "Take control to upload files" }, "Upload…");
-  const input = el("input", { type: "file", id: "files-upload" }) as HTMLInputElement;
-  input.disabled = !controlling;
-  input.addEventListener("change", () => input.files?.[0] && upload(input.files[0]));
-  uploader.append(input);
-  crumbs.append(uploader);
+  if (version === null) {
+    const uploader = el("label", { class: "upload" + (controlling ? "" : " disabled"), title: controlling ? "Upload a file into this folder (up to 10 MiB)" : "Take control to upload files" }, "Upload…");
+    const input = el("input", { type: "file", id: "files-upload" }) as HTMLInputElement;
+    input.disabled = !controlling;
+    input.addEventListener("change", () => input.files?.[0] && upload(input.files[0]));
+    uploader.append(input);
+    crumbs.append(button("History", { class: "ghost", id: "files-history", title: `Earlier versions of ${b.name}'s folder: browse one, restore a file or all of it` }, () => openHistory()), uploader);
+  } else {
+    crumbs.append(
+      el("span", { class: "version-banner", id: "version-banner" }, `Version ${version} (read-only)`),
+      button("Restore this folder", { class: "ghost", id: "restore-folder", title: `Put ${b.name}'s whole folder back as it was in version ${version}` }, () => restoreFrom(version, null)),
+      button("Back to now", { class: "ghost", id: "version-close" }, () => browseVersion(null)),
+    );
+  }
 
   const list = el("ul", { class: "files-list", "aria-label": "Files" });
   const sorted = [...files.entries].sort((a, b) => Number(b.kind === "dir") - Number(a.kind === "dir") || a.path.localeCompare(b.path));
@@ -136,17 +187,15 @@ function filesPane(b: BotRow): HTMLElement {
   if (path && p) {
     const head = el("div", { class: "preview-head" }, el("code", {}, baseName(path)), el("span", { class: "muted" }, humanSize(p.size)));
     head.append(button("Download", { class: "ghost", id: "files-download" }, () => download(path)));
+    if (version !== null) head.append(button("Restore this file", { class: "primary small", id: "restore-file", title: `Put it back as it was in version ${version}` }, () => restoreFrom(version, path)));
     preview.append(head);
     if (p.kind === "text") preview.append(el("pre", { class: "preview-text" }, p.text));
     else if (p.kind === "image") preview.append(el("img", { class: "preview-img", src: p.url, alt: baseName(path) }));
     else if (p.kind === "too_large") preview.append(el("p", { class: "muted" }, "Too large to preview (text up to 2 MiB, images up to 10 MiB). Download it instead."));
     else preview.append(el("p", { class: "muted" }, "Not text or an image: download it to open it."));
   } else {
-    preview.append(el("p", { class: "muted" }, "Pick a file to preview it. This is the stored workspace: it is here even when the computer is stopped."));
+    preview.append(el("p", { class: "muted" }, version === null ? "Pick a file to preview it. This is the stored workspace: it is here even when the computer is stopped." : `Pick a file to see it as it was in version ${version}.`));
   }
-  const msgs = el("div", { class: "files-msgs" });
-  if (files.error) msgs.append(el("p", { class: "error" }, files.error));
-  if (files.note) msgs.append(el("p", { class: "ok" }, files.note));
   return el("section", { class: "dock-pane files", "data-pane": "files", id: "files-pane" }, crumbs, msgs, el("div", { class: "files-body" }, list, preview));
 }
 

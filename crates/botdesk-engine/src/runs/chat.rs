@@ -39,6 +39,11 @@ pub struct ChatItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub failure: Option<RunFailure>,
+    /// On the last message of a run that wrote or removed files in the bot's folder: how many
+    /// (its changes can be undone, `Engine::undo_run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub files_changed: Option<u64>,
 }
 
 /// What happens in runs, for front ends. `bot` is the bot id.
@@ -192,18 +197,21 @@ impl Engine {
                     usage: None,
                     cost_usd: None,
                     failure: None,
+                    files_changed: None,
                 }
             })
             .collect();
         // Each run's cost, and what a failed one failed of, go on its last message.
         let usages = self.inner.store.run_usages(&bot.id).await?;
         let failures = self.inner.store.run_failures(&bot.id).await?;
+        let undoable = self.inner.store.undoable_runs(&bot.id).await?;
         for i in 0..items.len() {
             if items.get(i + 1).is_none_or(|next| next.run_id != items[i].run_id) {
                 if let Some(&(u, usd)) = usages.get(&items[i].run_id) {
                     (items[i].usage, items[i].cost_usd) = (Some(u), usd);
                 }
                 items[i].failure = failures.get(&items[i].run_id).copied();
+                items[i].files_changed = undoable.get(&items[i].run_id).map(|&n| n as u64);
             }
         }
         Ok(items)

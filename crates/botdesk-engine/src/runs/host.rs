@@ -37,7 +37,18 @@ impl RunHost {
         let now = self.engine.now();
         match self.engine.inner.store.add_message(&self.run.id, role, &content, now).await {
             Ok(id) => {
-                let item = ChatItem { id, run_id: self.run.id.clone(), role, text, calls: vec![], created_at: now, usage: None, cost_usd: None, failure: None };
+                let item = ChatItem {
+                    id,
+                    run_id: self.run.id.clone(),
+                    role,
+                    text,
+                    calls: vec![],
+                    created_at: now,
+                    usage: None,
+                    cost_usd: None,
+                    files_changed: None,
+                    failure: None,
+                };
                 self.engine.emit(RunEvent::Message { bot: self.bot_id(), item });
                 id
             }

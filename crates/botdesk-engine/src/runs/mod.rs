@@ -179,8 +179,16 @@ impl Engine {
         if running {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
-            if let Err(e) = self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.id.clone() }).await {
-                host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
+            match self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.id.clone() }).await {
+                Ok(r) => {
+                    let team = with_home.as_ref().is_some_and(|c| c.scope == botdesk_core::ComputerScope::Team);
+                    let folder = if team { botdesk_core::path::bot_folder(&bot.id).as_str().to_string() } else { String::new() };
+                    let c = r.changed.in_folder(&folder);
+                    let _ = self.inner.store.set_run_files_changed(&run.id, (c.written + c.removed) as i64).await;
+                }
+                Err(e) => {
+                    host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
+                }
             }
         }
         if let Some(e) = &finished.error {

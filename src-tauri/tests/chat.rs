@@ -93,6 +93,13 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.js("document.querySelectorAll('.call')[1].open = true; return true");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("07-chat.png");
+    // The run wrote one file, so its last message offers to undo that (the run-end checkpoint
+    // counted what changed in the bot's folder).
+    d.wait_js(
+        "the offer to undo the run's file changes",
+        "const r = document.querySelector('.msg .undo-run'); return !!r && r.querySelector('[data-undo-run]') && r.textContent.endsWith('1 file changed')",
+        Duration::from_secs(20),
+    );
     // The run's last message with what the run cost, and the bot's totals in the header.
     d.js("document.querySelector('.msg .usage').scrollIntoView(); return true");
     std::thread::sleep(Duration::from_millis(300));
@@ -123,6 +130,18 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     assert_eq!(d.js("return document.querySelector('.preview-text').textContent"), json!("# Notes\nThe machine runs Linux.\n"));
     assert_eq!(d.js("return document.querySelector('#files-path').textContent"), json!(rt.block_on(engine.bot("writer")).unwrap().folder));
     screenshot("09-files-pane-computer-stopped.png");
+    // Undo the run's file changes from its message, with the computer still stopped: notes.md
+    // goes (the folder had none before the run), and the pane follows.
+    d.js("document.querySelector('[data-undo-run]').click(); return true");
+    d.wait_js(
+        "the undo said",
+        "return /^Undone: the folder is back to version [0-9]+\\. What the run left is version [0-9]+ \\(Files → History\\)\\.$/.test(document.querySelector('.msg .undone')?.textContent ?? '')",
+        Duration::from_secs(20),
+    );
+    d.wait_js("notes.md gone from the pane", "return !document.querySelector('.file[data-path$=\"notes.md\"]')", Duration::from_secs(10));
+    assert!(rt.block_on(engine.stored_read("writer", "notes.md", 1000)).is_err(), "the undo removed notes.md");
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("09b-run-undone.png");
     // The pane follows what the bot writes: the computer starts again (the pane now reads it live)
     // and a file written there shows up (inotify inside the computer; the host walks nothing).
     let (code, _) = rt.block_on(engine.shell("writer", "echo 'written later' > later.txt")).unwrap();
@@ -146,14 +165,14 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     );
     d.wait_js(
         "its files at the root of its Private home",
-        "return !!document.querySelector('.file[data-path=\"notes.md\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')",
+        "return !!document.querySelector('.file[data-path=\"live.txt\"]') && !!document.querySelector('.file[data-path=\"later.txt\"]')",
         Duration::from_secs(10),
     );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("12-moved-to-private.png");
     let (code, out) = rt.block_on(engine.shell("writer", "ls")).unwrap();
     assert_eq!(code, 0);
-    assert!(!out.lines().any(|l| l == "bots") && out.lines().any(|l| l == "notes.md"), "the Private home holds the bot's work at its root: {out}");
+    assert!(!out.lines().any(|l| l == "bots") && out.lines().any(|l| l == "later.txt"), "the Private home holds the bot's work at its root: {out}");
     // Settings → Models: this model has no prices; the person gives it some, and the engine
     // costs later calls with them.
     d.click("#open-settings");
@@ -239,7 +258,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
-    assert_eq!(&rt.block_on(engine.stored_read("writer", "notes.md", 1000)).unwrap()[..], b"# Notes\nThe machine runs Linux.\n");
+    assert_eq!(&rt.block_on(engine.stored_read("writer", "later.txt", 1000)).unwrap()[..], b"written later\n");
     // A run the provider refuses the key for fails with that said, and the way to fix it under it.
     server.push(Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid api key"}}"#.into() }));
     d.type_into("#task-input", "One more thing");

@@ -143,8 +143,7 @@ export function afterRunEvent(e: RunEvent) {
     }
     loadShots([{ calls: [e.call] } as ChatItem]);
   }
-  // A finished run's last message may offer to undo its file changes: the chat is read again.
-  if (e.type === "status" && ["completed", "failed", "cancelled"].includes(e.status)) loadChat(e.bot);
+  if (e.type === "status" && ["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -216,6 +216,12 @@ export function applyRunEvent(e: RunEvent) {
       // The reply broke off and is asked for again: what streamed so far is not the answer.
       state.live.delete(e.bot);
       break;
+    case "saved": {
+      // The run's end was saved: its last message offers to undo what it changed.
+      const last = [...(items ?? [])].reverse().find((m) => m.run_id === e.run_id);
+      if (last && e.files_changed) last.files_changed = e.files_changed;
+      break;
+    }
     case "usage": {
       // The run's cost so far goes on its last message (as the chat shows it when loaded).
       const runItems = (items ?? []).filter((m) => m.run_id === e.run_id);

@@ -1283,6 +1283,11 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
             println!("\n[the bot asks you: {}]\n[answer here, in the app, or with `botdesk approve BOT` / `botdesk deny BOT --note TEXT`]", sanitize(question))
         }
         E::Answered { .. } => {}
+        E::Saved { bot, run_id, files_changed } if *files_changed > 0 => {
+            let files = if *files_changed == 1 { "1 file".to_string() } else { format!("{files_changed} files") };
+            println!("\n[the run changed {files} in the bot's folder; `botdesk restore {bot} --before-run {run_id}` undoes that]")
+        }
+        E::Saved { .. } => {}
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
                 println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));

@@ -30,6 +30,9 @@ pub(crate) struct ComputerHandle {
     /// set-up; forgotten on release, when the computer is set up again, and when a call on the
     /// display fails.
     displays: Mutex<HashSet<(u32, String)>>,
+    /// Runs of this process that started while the computer was down and take their starting
+    /// version when it is next brought up (see `Engine::mark_run_start`).
+    waiting_runs: Mutex<Vec<String>>,
 }
 
 impl ComputerHandle {
@@ -56,6 +59,18 @@ impl ComputerHandle {
     /// A computer set up again has none of the displays brought up before.
     pub fn forget_displays(&self) {
         self.displays.lock().unwrap().clear();
+    }
+
+    pub fn await_start_version(&self, run_id: &str) {
+        self.waiting_runs.lock().unwrap().push(run_id.to_string());
+    }
+
+    pub fn take_waiting_runs(&self) -> Vec<String> {
+        std::mem::take(&mut *self.waiting_runs.lock().unwrap())
+    }
+
+    pub fn forget_waiting_run(&self, run_id: &str) {
+        self.waiting_runs.lock().unwrap().retain(|r| r != run_id);
     }
 }
 
@@ -166,8 +181,15 @@ impl Engine {
     }
 
     /// [`Engine::ensure_running`], saying whether the computer was up already (made ready
-    /// earlier, by this process or another) or was started now.
+    /// earlier, by this process or another) or was started now. Runs waiting for their starting
+    /// version get it here, before the caller works there.
     pub(crate) async fn bring_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
+        let up = self.start_up(computer).await?;
+        self.version_waiting_runs(&computer.id).await;
+        Ok(up)
+    }
+
+    async fn start_up(&self, computer: &botdesk_store::Computer) -> Result<(ComputerRef, Up)> {
         let cref = computer.cref();
         self.inner.store.touch(&computer.id, self.now()).await?;
         let handle = self.handle(&computer.id);

@@ -5,7 +5,7 @@
 //! computer's next start begins from it.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{MachineStatus, SandboxError};
+use botdesk_core::{ComputerId, MachineStatus, SandboxError};
 use serde::Serialize;
 
 use crate::checkpoint::{Browsers, Sending};
@@ -270,11 +270,16 @@ impl Engine {
     }
 
     /// The version a run starts from, recorded with the run: a checkpoint now when its computer
-    /// runs on its home (it may hold work newer than its latest version), else the latest version
-    /// (what the computer starts from). Nothing when it fails: the run goes on without one.
+    /// runs on its home (it may hold work newer than its latest version); the latest version when
+    /// that is exactly what the computer starts from; else (a new computer, or a volume that may
+    /// hold unsaved work) a checkpoint when the run first brings the computer up, before any of
+    /// its work ([`Engine::version_waiting_runs`]). Nothing when that fails: the run goes on
+    /// without one (and cannot be undone).
     pub(crate) async fn mark_run_start(&self, bot: &botdesk_store::Bot, run_id: &str) {
         let Ok(c) = self.inner.store.computer(bot.computer_id.as_str()).await else { return };
         let running = c.home_volume.is_some() && matches!(self.inner.provider.status(&c.cref()).await, Ok(MachineStatus::Running));
+        let latest = home_store::current_version(&self.inner.data.home(&c.home_key)).map(|(n, _)| n);
+        let starts_from_latest = c.home_volume.is_none() || self.inner.store.home_saved(&c.id).await.unwrap_or(false);
         let version = if running {
             match self.checkpoint_closing(c.id.as_str(), Browsers::None, Why::BeforeRun { run_id: run_id.to_string() }).await {
                 Ok(r) => Some(r.version),
@@ -283,13 +288,42 @@ impl Engine {
                     None
                 }
             }
+        } else if let (Some(v), true) = (latest, starts_from_latest) {
+            Some(v)
         } else {
-            home_store::current_version(&self.inner.data.home(&c.home_key)).map(|(n, _)| n)
+            self.handle(&c.id).await_start_version(run_id);
+            None
         };
         if let Some(v) = version {
-            if let Err(e) = self.inner.store.set_run_home_version(run_id, v as i64).await {
-                tracing::warn!(run = run_id, "the run's starting version was not recorded: {e}");
+            self.record_run_start(run_id, v).await;
+        }
+    }
+
+    /// Checkpoints the home for the runs that wait for their starting version (see
+    /// [`Engine::mark_run_start`]): called when the computer is up, before the call that brought
+    /// it up does anything there.
+    pub(crate) async fn version_waiting_runs(&self, computer: &ComputerId) {
+        let runs = self.handle(computer).take_waiting_runs();
+        let Some(first) = runs.first() else { return };
+        // Boxed: the checkpoint brings the computer up again (it is up: nothing waits then).
+        match Box::pin(self.checkpoint_closing(computer.as_str(), Browsers::None, Why::BeforeRun { run_id: first.clone() })).await {
+            Ok(r) => {
+                for run in &runs {
+                    self.record_run_start(run, r.version).await;
+                }
             }
+            Err(e) => tracing::warn!(computer = %computer, "no version before the run: {e}"),
+        }
+    }
+
+    /// A run that ended without bringing its computer up waits for nothing.
+    pub(crate) fn forget_run_start(&self, computer: &ComputerId, run_id: &str) {
+        self.handle(computer).forget_waiting_run(run_id);
+    }
+
+    async fn record_run_start(&self, run_id: &str, version: u64) {
+        if let Err(e) = self.inner.store.set_run_home_version(run_id, version as i64).await {
+            tracing::warn!(run = run_id, "the run's starting version was not recorded: {e}");
         }
     }
 }

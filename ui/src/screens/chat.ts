@@ -95,7 +95,7 @@ function message(m: ChatItem): HTMLElement {
         : el(
             "div",
             { class: "row undo-run" },
-            button("Undo this run's file changes", { class: "small", "data-undo-run": m.run_id, title: `This run wrote or removed ${n} in the bot's folder. Undo puts the folder back as it was before the run; what it is now is kept as a version.` }, () =>
+            button("Undo file changes", { class: "small", "data-undo-run": m.run_id, title: `This run wrote or removed ${n} in the bot's folder. Undo puts the folder back as it was before the run; what it is now is kept as a version.` }, () =>
               undoRun(state.selected ?? "", m.run_id),
             ),
             el("span", { class: "muted" }, `${n} changed`),

@@ -115,6 +115,13 @@ pub enum RunEvent {
         run: Usage,
         run_usd: Option<f64>,
     },
+    /// The run's end was saved as a version: `files_changed` paths of the bot's folder were
+    /// written or removed by the run (its last message offers to undo them when not zero).
+    Saved {
+        bot: String,
+        run_id: String,
+        files_changed: u64,
+    },
 }
 
 impl RunEvent {
@@ -129,7 +136,8 @@ impl RunEvent {
             | RunEvent::Waiting { bot, .. }
             | RunEvent::Question { bot, .. }
             | RunEvent::Answered { bot, .. }
-            | RunEvent::Usage { bot, .. } => bot,
+            | RunEvent::Usage { bot, .. }
+            | RunEvent::Saved { bot, .. } => bot,
         }
     }
 }

@@ -169,6 +169,7 @@ impl Engine {
         } else {
             self.finish_run(&run, &lease, status, error.as_deref(), failure).await?
         };
+        self.forget_run_start(&bot.computer_id, &run.id);
         // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
         // (A run that never touched its computer has nothing to save.)
         let with_home = self.inner.store.computer(bot.computer_id.as_str()).await.ok().filter(|c| c.home_volume.is_some());
@@ -184,7 +185,10 @@ impl Engine {
                     let team = with_home.as_ref().is_some_and(|c| c.scope == botdesk_core::ComputerScope::Team);
                     let folder = if team { botdesk_core::path::bot_folder(&bot.id).as_str().to_string() } else { String::new() };
                     let c = r.changed.in_folder(&folder);
-                    let _ = self.inner.store.set_run_files_changed(&run.id, (c.written + c.removed) as i64).await;
+                    let files_changed = c.written + c.removed;
+                    if self.inner.store.set_run_files_changed(&run.id, files_changed as i64).await.is_ok() {
+                        self.emit(RunEvent::Saved { bot: bot.id.to_string(), run_id: run.id.clone(), files_changed });
+                    }
                 }
                 Err(e) => {
                     host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;

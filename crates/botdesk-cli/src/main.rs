@@ -382,6 +382,10 @@ enum ComputerCmd {
     /// Remove a computer's machine; its stored workspace is kept.
     Destroy {
         id: String,
+        /// Destroy it even when its workspace cannot be saved first (what changed since its last
+        /// saved version is lost).
+        #[arg(long)]
+        unsaved: bool,
     },
     /// Adopt or remove containers left by a crash (also runs at every app start).
     Reconcile,
@@ -819,17 +823,21 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Computer { cmd: ComputerCmd::Stop { id } } => {
             let c = engine.stop_computer(&id).await?;
-            print(json, serde_json::to_value(&c).unwrap(), || format!("stopped computer {} ({}); its disk is kept", c.name, c.id));
+            print(json, serde_json::to_value(&c).unwrap(), || match &c.not_saved {
+                None => format!("stopped computer {} ({}); its disk is kept", c.name, c.id),
+                Some(why) => format!("stopped computer {} ({}); {why}; its disk keeps the work", c.name, c.id),
+            });
         }
-        Cmd::Computer { cmd: ComputerCmd::Destroy { id } } => {
-            let c = engine.destroy_computer(&id).await?;
-            print(json, serde_json::to_value(&c).unwrap(), || {
-                format!(
+        Cmd::Computer { cmd: ComputerCmd::Destroy { id, unsaved } } => {
+            let c = if unsaved { engine.destroy_computer_unsaved(&id).await? } else { engine.destroy_computer(&id).await? };
+            print(json, serde_json::to_value(&c).unwrap(), || match &c.not_saved {
+                None => format!(
                     "destroyed computer {} ({}); its workspace is checkpointed in {} and comes back on the next use",
                     c.name,
                     c.id,
                     c.home.join("current").display()
-                )
+                ),
+                Some(why) => format!("destroyed computer {} ({}); {why}, and comes back on the next use", c.name, c.id),
             });
         }
         Cmd::Computer { cmd: ComputerCmd::Checkpoint { id } } => {

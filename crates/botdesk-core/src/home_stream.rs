@@ -12,6 +12,7 @@
 //! ```text
 //! {"t":"dir","p":PATH,"mode":M,"mtime":NS}
 //! {"t":"file","p":PATH,"mode":M,"mtime":NS,"size":S,"data":[[OFF,LEN],...]}   then Σ LEN bytes
+//! {"t":"extents","p":PATH,"data":[[OFF,LEN],...]}   then Σ LEN bytes: more of the file just sent
 //! {"t":"same","p":PATH}                 (out of a computer only) unchanged since the previous version
 //! {"t":"link","p":PATH,"target":T,"mtime":NS}
 //! {"t":"skipped","p":PATH,"why":WHY}    (out of a computer only) a FIFO, socket, device, or unreadable
@@ -24,6 +25,9 @@
 //!   modification time in nanoseconds since the epoch.
 //! - `data` lists the file's data extents in order, not overlapping, inside `S`; the rest of the
 //!   file is holes, so a sparse file stays sparse. A whole file is `[[0,S]]`; an empty one `[]`.
+//!   A file with more extents than one header holds says `"more":true`, and `extents` records
+//!   carry the rest (the last one without `more`), each after the one before: holes are never
+//!   sent as zeros, however many there are. An `extents` record is not an entry of its own.
 //! - A stream is complete only with its `end` record; anything cut short changes nothing.
 //!
 //! # Saving (`botdesk-helper save`)
@@ -65,18 +69,54 @@ pub const MAX_FILE: u64 = 1 << 40;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "lowercase")]
 pub enum Record {
-    Dir { p: String, mode: u32, mtime: i64 },
-    File { p: String, mode: u32, mtime: i64, size: u64, data: Vec<(u64, u64)> },
-    Same { p: String },
-    Link { p: String, target: String, mtime: i64 },
-    Skipped { p: String, why: String },
-    End { entries: u64 },
+    Dir {
+        p: String,
+        mode: u32,
+        mtime: i64,
+    },
+    File {
+        p: String,
+        mode: u32,
+        mtime: i64,
+        size: u64,
+        data: Vec<(u64, u64)>,
+        /// `extents` records follow with the rest of the file's data.
+        #[serde(default, skip_serializing_if = "is_false")]
+        more: bool,
+    },
+    /// More data extents of the file just sent (whose record said `more`).
+    Extents {
+        p: String,
+        data: Vec<(u64, u64)>,
+        #[serde(default, skip_serializing_if = "is_false")]
+        more: bool,
+    },
+    Same {
+        p: String,
+    },
+    Link {
+        p: String,
+        target: String,
+        mtime: i64,
+    },
+    Skipped {
+        p: String,
+        why: String,
+    },
+    End {
+        entries: u64,
+    },
 }
 
 impl Record {
     pub fn path(&self) -> Option<&str> {
         match self {
-            Record::Dir { p, .. } | Record::File { p, .. } | Record::Same { p } | Record::Link { p, .. } | Record::Skipped { p, .. } => Some(p),
+            Record::Dir { p, .. }
+            | Record::File { p, .. }
+            | Record::Extents { p, .. }
+            | Record::Same { p }
+            | Record::Link { p, .. }
+            | Record::Skipped { p, .. } => Some(p),
             Record::End { .. } => None,
         }
     }
@@ -87,6 +127,53 @@ impl Record {
         v.push(b'\n');
         v
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Where one file's data stands while its records come: each extent after the one before and
+/// inside its size, an `extents` record only for the file that asked for more.
+#[derive(Debug)]
+pub struct FileData {
+    pub p: String,
+    pub size: u64,
+    end: u64,
+}
+
+impl FileData {
+    /// After a `file` record (checked by [`parse_header`]).
+    pub fn new(p: &str, size: u64, data: &[(u64, u64)]) -> FileData {
+        FileData { p: p.to_string(), size, end: data.last().map_or(0, |&(o, l)| o + l) }
+    }
+
+    /// Checks an `extents` record's data against what came before it.
+    pub fn more(&mut self, p: &str, data: &[(u64, u64)]) -> Result<(), SandboxError> {
+        if p != self.p {
+            return Err(bad(format!("extents of {p} came while {} was sent", self.p)));
+        }
+        for &(off, len) in data {
+            let stop = off.checked_add(len).ok_or_else(|| bad(format!("{p}: extent overflows")))?;
+            if off < self.end || stop > self.size {
+                return Err(bad(format!("{p}: extents out of order or past its size")));
+            }
+            self.end = stop;
+        }
+        Ok(())
+    }
+}
+
+/// Splits a file's extents into the `file` record and its `extents` records, at most `per` each.
+pub fn file_records(p: &str, mode: u32, mtime: i64, size: u64, data: &[(u64, u64)], per: usize) -> Vec<Record> {
+    let mut chunks = data.chunks(per.max(1));
+    let first = chunks.next().unwrap_or(&[]).to_vec();
+    let rest: Vec<_> = chunks.collect();
+    let mut out = vec![Record::File { p: p.into(), mode, mtime, size, data: first, more: !rest.is_empty() }];
+    for (i, c) in rest.iter().enumerate() {
+        out.push(Record::Extents { p: p.into(), data: c.to_vec(), more: i + 1 < rest.len() });
+    }
+    out
 }
 
 /// One regular file of the previous version's manifest, sent before a save: path, size, mtime
@@ -168,6 +255,12 @@ pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
             }
             Ok(r)
         }
+        Record::Extents { p, data, .. } => {
+            if data.len() > MAX_EXTENTS {
+                return Err(bad(format!("{p} lists {} extents", data.len())));
+            }
+            Ok(r)
+        }
         Record::Link { p, target, .. } if target.is_empty() || target.len() > MAX_PATH || target.contains('\0') => Err(bad(format!("{p}: bad link target"))),
         Record::Skipped { why, .. } if why.len() > 256 => Err(bad("a skip reason is too long")),
         _ => Ok(r),
@@ -237,8 +330,9 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_bad_ones_are_refused() {
-        let r = Record::File { p: "a/b.txt".into(), mode: 0o644, mtime: 5, size: 10, data: vec![(0, 4), (8, 2)] };
+        let r = Record::File { p: "a/b.txt".into(), mode: 0o644, mtime: 5, size: 10, data: vec![(0, 4), (8, 2)], more: false };
         let line = r.line();
+        assert!(!String::from_utf8_lossy(&line).contains("more"), "a file in one record says nothing of more");
         assert_eq!(parse_header(&line[..line.len() - 1]).unwrap(), r);
         for bad in [
             r#"{"t":"dir","p":"../x","mode":493,"mtime":0}"#,
@@ -253,6 +347,28 @@ mod tests {
         ] {
             assert!(parse_header(bad.as_bytes()).is_err(), "{bad}");
         }
+    }
+
+    /// A file with more extents than one record holds goes as a `file` and `extents` records,
+    /// each checked against the ones before.
+    #[test]
+    fn many_extents_go_in_several_records_checked_in_order() {
+        let data: Vec<(u64, u64)> = (0..5).map(|i| (i * 10, 2)).collect();
+        let recs = file_records("f", 0o644, 0, 100, &data, 2);
+        assert_eq!(recs.len(), 3);
+        assert!(matches!(&recs[0], Record::File { data, more: true, .. } if data.len() == 2));
+        assert!(matches!(&recs[1], Record::Extents { data, more: true, .. } if data == &[(20, 2), (30, 2)]));
+        assert!(matches!(&recs[2], Record::Extents { data, more: false, .. } if data == &[(40, 2)]));
+        for r in &recs {
+            let line = r.line();
+            assert_eq!(&parse_header(&line[..line.len() - 1]).unwrap(), r);
+        }
+        let mut f = FileData::new("f", 100, &data[..2]);
+        f.more("f", &data[2..4]).unwrap();
+        assert!(f.more("f", &[(5, 1)]).unwrap_err().to_string().contains("out of order"), "before the last extent");
+        assert!(f.more("f", &[(99, 2)]).unwrap_err().to_string().contains("past its size"));
+        assert!(f.more("g", &[(60, 1)]).unwrap_err().to_string().contains("while f was sent"));
+        assert_eq!(file_records("e", 0o600, 0, 0, &[], 2).len(), 1, "an empty file is one record");
     }
 
     #[test]

@@ -33,6 +33,8 @@ pub(crate) struct ComputerHandle {
     /// Runs of this process that started while the computer was down and take their starting
     /// version when it is next brought up (see `Engine::mark_run_start`).
     waiting_runs: Mutex<Vec<String>>,
+    /// An idle suspend of the app's upkeep is under way.
+    suspending: AtomicBool,
 }
 
 impl ComputerHandle {
@@ -59,6 +61,15 @@ impl ComputerHandle {
     /// A computer set up again has none of the displays brought up before.
     pub fn forget_displays(&self) {
         self.displays.lock().unwrap().clear();
+    }
+
+    /// Whether this call may start an idle suspend (none is under way).
+    pub fn start_suspend(&self) -> bool {
+        !self.suspending.swap(true, Ordering::SeqCst)
+    }
+
+    pub fn end_suspend(&self) {
+        self.suspending.store(false, Ordering::SeqCst);
     }
 
     pub fn await_start_version(&self, run_id: &str) {
@@ -107,6 +118,10 @@ pub struct ComputerView {
     /// last recorded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreachable: Option<String>,
+    /// A stop or destroy went ahead though the workspace could not be saved first: why, and
+    /// which version is the last saved (for a stop its disk keeps the work).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_saved: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -291,11 +306,16 @@ impl Engine {
     }
 
     /// Stops a computer and keeps its disk. Refused while bots hold live execution leases on it
-    /// ("Other bots are still using this computer") or while it is reserved.
+    /// ("Other bots are still using this computer") or while it is reserved. A checkpoint that
+    /// fails (a stalled helper, a full disk) never keeps it running: it stops, its disk keeps the
+    /// work, and the view says so (`not_saved`).
     pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
-        // Never stop a computer whose checkpoint failed: it keeps running and the error is returned.
-        self.checkpoint_before(&c, Before::Stop).await?;
+        let not_saved = match self.checkpoint_before(&c, Before::Stop).await {
+            Ok(()) => None,
+            Err(e) if e.code == ErrorCode::Busy || e.code == ErrorCode::Conflict => return Err(e),
+            Err(e) => Some(self.not_saved(&c, &e).await),
+        };
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         self.forget_ready(&c.id).await;
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
@@ -308,25 +328,57 @@ impl Engine {
             .await?;
         stopped.map_err(|e| EngineError::from(e).context(format!("stopping computer {}", c.name)))?;
         // Saved just before it stopped (a computer without a home has nothing to save).
-        self.inner.store.set_home_saved(&c.id, c.home_volume.is_some()).await?;
+        self.inner.store.set_home_saved(&c.id, c.home_volume.is_some() && not_saved.is_none()).await?;
         self.inner.store.clear_desktops(&c.id).await?;
         match self.stored_state(&c.id).await? {
             ComputerState::Running => self.swap(&c.id, ComputerState::Running, ComputerState::Stopped, self.now()).await?,
             ComputerState::Booting => self.swap(&c.id, ComputerState::Booting, ComputerState::Stopped, self.now()).await?,
             _ => {}
         }
-        self.computer_view(c).await
+        Ok(ComputerView { not_saved, ..self.computer_view(c).await? })
+    }
+
+    /// What a stop or destroy that went ahead without a checkpoint says: why, and the last
+    /// version saved.
+    async fn not_saved(&self, c: &botdesk_store::Computer, e: &EngineError) -> String {
+        let store = self.inner.data.home(&c.home_key);
+        let last = match crate::home_store::current_version(&store) {
+            Some((n, _)) => format!("version {n} is the last saved"),
+            None => "nothing of it was saved yet".to_string(),
+        };
+        tracing::warn!(computer = %c.id, "going ahead without a checkpoint: {e}");
+        format!("its workspace could not be saved ({}); {last}", e.message)
     }
 
     /// Removes the machine and its home volume, after a checkpoint (refused when the checkpoint
-    /// fails). Fenced like stop: it takes the computer's reservation, so it is refused while a bot
-    /// holds a lease there. The home store keeps the workspace: the next use restores it.
+    /// fails: see [`Engine::destroy_computer_unsaved`]). Fenced like stop: it takes the
+    /// computer's reservation, so it is refused while a bot holds a lease there. The home store
+    /// keeps the workspace: the next use restores it.
     pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
+        self.destroy(id_or_name, false).await
+    }
+
+    /// [`Engine::destroy_computer`] that goes ahead when the checkpoint fails (a bot that wedges
+    /// every save cannot keep its computer alive): the last saved version is kept, what changed
+    /// since is lost, and the view says which version that is (`not_saved`).
+    pub async fn destroy_computer_unsaved(&self, id_or_name: &str) -> Result<ComputerView> {
+        self.destroy(id_or_name, true).await
+    }
+
+    async fn destroy(&self, id_or_name: &str, unsaved: bool) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        let mut not_saved = None;
         let destroyed = async {
             self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
-            self.checkpoint_before(&c, Before::Destroy).await?;
+            match self.checkpoint_before(&c, Before::Destroy).await {
+                Ok(()) => {}
+                Err(e) if unsaved => not_saved = Some(self.not_saved(&c, &e).await),
+                Err(e) => {
+                    let anyway = format!("; `botdesk computer destroy --unsaved {}` destroys it anyway, keeping the last saved version", c.name);
+                    return Err(EngineError { message: e.message.clone() + &anyway, ..e });
+                }
+            }
             self.forget_ready(&c.id).await;
             // The fence: from here on the old volume is never used or checkpointed again, even if
             // its deletion is interrupted (the next start makes a new one from the checkpoint).
@@ -345,7 +397,7 @@ impl Engine {
         destroyed?;
         self.inner.store.clear_desktops(&c.id).await?;
         self.inner.store.set_computer_state(&c.id, ComputerState::Stopped, None, self.now()).await?;
-        self.computer_view(c).await
+        Ok(ComputerView { not_saved, ..self.computer_view(c).await? })
     }
 
     /// A checkpoint before stopping, suspending or destroying a computer that has a home. A
@@ -397,6 +449,7 @@ impl Engine {
             bots,
             host: c.host.to_string(),
             unreachable,
+            not_saved: None,
         })
     }
 

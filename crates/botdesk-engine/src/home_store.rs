@@ -20,11 +20,11 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use botdesk_core::home_stream::{read_header, ManifestEntry, Record, SaveOptions};
+use botdesk_core::home_stream::{file_records, read_header, FileData, ManifestEntry, Record, SaveOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::versions::{self, Changed, Meta, Retention};
@@ -355,25 +355,32 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
                 got.bytes += e.1;
                 got.index.files.push((*e).clone());
             }
-            Record::File { mode, mtime, size, data, .. } => {
+            Record::File { mode, mtime, size, data, more, .. } => {
                 clear(&to)?;
                 let mut f = fs::File::options().write(true).create_new(true).mode(0o600).open(&to).map_err(|e| err("writing", &to, e))?;
-                for (off, len) in &data {
-                    f.seek(SeekFrom::Start(*off)).map_err(|e| err("writing", &to, e))?;
-                    let n = io::copy(&mut r.by_ref().take(*len), &mut f).map_err(|e| read(e, at))?;
-                    if n != *len {
-                        return Err(bad(format!("{p} ended after {n} of {len} bytes")));
-                    }
+                let mut written = write_extents(r, &mut f, &data, &to, &p, at)?;
+                let (mut more, mut file) = (more, FileData::new(&p, size, &data));
+                while more {
+                    let rec = read_header(r).map_err(|e| read(e, at))?;
+                    let Some(Record::Extents { p: q, data, more: m }) = rec else {
+                        return Err(bad(format!("the rest of {p} did not follow it")));
+                    };
+                    file.more(&q, &data).map_err(|e| bad(e.to_string()))?;
+                    written += write_extents(r, &mut f, &data, &to, &p, at)?;
+                    more = m;
                 }
                 f.set_len(size).map_err(|e| err("writing", &to, e))?;
-                f.set_permissions(fs::Permissions::from_mode(mode & 0o1777)).map_err(|e| err("writing", &to, e))?;
+                // The owner can always read what the store keeps (a restore reads it); the index
+                // holds the real mode.
+                f.set_permissions(fs::Permissions::from_mode((mode & 0o1777) | 0o400)).map_err(|e| err("writing", &to, e))?;
                 f.set_modified(time_of(mtime)).map_err(|e| err("writing", &to, e))?;
                 got.files += 1;
                 got.bytes += size;
                 got.copied += 1;
-                got.changed.count(&p, true, data.iter().map(|e| e.1).sum());
+                got.changed.count(&p, true, written);
                 got.index.files.push((p, size, mtime, mode & 0o1777));
             }
+            Record::Extents { p, .. } => return Err(bad(format!("extents of {p} came without their file"))),
             Record::Skipped { why, .. } => {
                 clear(&to)?;
                 if got.skipped.len() < MAX_SKIPPED_SHOWN {
@@ -396,16 +403,48 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
             got.changed.count(p, false, 0);
         }
     }
-    // Folder modes and times last, deepest first: a read-only folder could not be filled.
+    // Folder modes and times last, deepest first: a read-only folder could not be filled. The
+    // owner keeps read and search on every folder of the store, whatever the bot's was (a folder
+    // flipped to 000 mid-walk would break every later link and restore).
     let mut by_depth: Vec<_> = dirs.into_iter().collect();
     by_depth.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
     for (p, (mode, mtime)) in by_depth {
         let to = partial.join(&p);
         let f = fs::File::open(&to).map_err(|e| err("finishing", &to, e))?;
         f.set_modified(time_of(mtime)).map_err(|e| err("finishing", &to, e))?;
-        f.set_permissions(fs::Permissions::from_mode(mode & 0o1777)).map_err(|e| err("finishing", &to, e))?;
+        f.set_permissions(fs::Permissions::from_mode((mode & 0o1777) | 0o500)).map_err(|e| err("finishing", &to, e))?;
     }
     Ok(got)
+}
+
+/// Writes a file's data extents from `r` into `f`, leaving blocks of zeros unwritten (holes on
+/// the host, whatever the computer sent). Returns the bytes received.
+fn write_extents(r: &mut impl BufRead, f: &mut fs::File, data: &[(u64, u64)], to: &Path, p: &str, at: &str) -> Result<u64> {
+    const BLOCK: usize = 64 * 1024;
+    let mut buf = vec![0u8; BLOCK];
+    let mut total = 0;
+    for &(off, len) in data {
+        let mut done = 0u64;
+        while done < len {
+            let want = (len - done).min(BLOCK as u64) as usize;
+            let n = r.read(&mut buf[..want]).map_err(|e| {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    EngineError::new(ErrorCode::TimedOut, format!("the computer stopped sending (stuck on {at}): {e}"))
+                } else {
+                    EngineError::new(ErrorCode::Provider, format!("reading the home stream: {e}"))
+                }
+            })?;
+            if n == 0 {
+                return Err(EngineError::new(ErrorCode::Provider, format!("bad home stream from the computer: {p} ended after {done} of {len} bytes")));
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                f.write_all_at(&buf[..n], off + done).map_err(|e| err("writing", to, e))?;
+            }
+            done += n as u64;
+        }
+        total += len;
+    }
+    Ok(total)
 }
 
 /// Flushes the file system holding `dir` to disk.
@@ -507,14 +546,16 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
         } else if meta.is_file() {
             let mut f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&p).map_err(|e| err("reading", &p, e))?;
             let data = extents(&f, meta.len());
-            w.write_all(&Record::File { p: rel.into(), mode: meta.mode() & 0o1777, mtime: mtime_ns(meta), size: meta.len(), data: data.clone() }.line())
-                .map_err(io_err)?;
-            for (off, len) in data {
-                f.seek(SeekFrom::Start(off)).map_err(|e| err("reading", &p, e))?;
-                let n = io::copy(&mut (&mut f).take(len), w).map_err(io_err)?;
-                if n != len {
-                    // Versions never change; a short read means the disk failed.
-                    return Err(err("reading", &p, io::Error::other("the file is shorter than it was")));
+            for rec in file_records(rel, meta.mode() & 0o1777, mtime_ns(meta), meta.len(), &data, SEND_EXTENTS) {
+                w.write_all(&rec.line()).map_err(io_err)?;
+                let (Record::File { data, .. } | Record::Extents { data, .. }) = rec else { unreachable!("file records only") };
+                for (off, len) in data {
+                    f.seek(SeekFrom::Start(off)).map_err(|e| err("reading", &p, e))?;
+                    let n = io::copy(&mut (&mut f).take(len), w).map_err(io_err)?;
+                    if n != len {
+                        // Versions never change; a short read means the disk failed.
+                        return Err(err("reading", &p, io::Error::other("the file is shorter than it was")));
+                    }
                 }
             }
             entries += 1;
@@ -531,20 +572,9 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
     Ok(entries)
 }
 
-/// Most extents one record lists from here: with 4 KiB of path it stays well inside a header line.
+/// Most extents one record lists from here (the rest go in `extents` records): with 4 KiB of path
+/// it stays well inside a header line.
 const SEND_EXTENTS: usize = 256;
-
-/// Merges the extents with the smallest holes between them until at most `max` are left (the
-/// holes merged are sent as zeros).
-fn coalesce(mut v: Vec<(u64, u64)>, max: usize) -> Vec<(u64, u64)> {
-    while v.len() > max.max(1) {
-        let i = (0..v.len() - 1).min_by_key(|&i| v[i + 1].0 - (v[i].0 + v[i].1)).expect("two extents at least");
-        let end = v[i + 1].0 + v[i + 1].1;
-        v[i].1 = end - v[i].0;
-        v.remove(i + 1);
-    }
-    v
-}
 
 /// A file's data extents (holes left out), or the whole file where the file system cannot say.
 fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
@@ -575,7 +605,7 @@ fn extents(f: &fs::File, size: u64) -> Vec<(u64, u64)> {
         }
         pos = end as i64;
     }
-    coalesce(out, SEND_EXTENTS)
+    out
 }
 
 #[cfg(test)]
@@ -652,24 +682,30 @@ mod tests {
         }
     }
 
+    /// A file with more extents than a record holds goes in several records; every byte comes
+    /// through and no hole is written on the receiving side (nor a block of zeros sent as data).
     #[test]
-    fn many_extents_are_merged_to_fit_a_header_and_keep_every_byte() {
+    fn many_extents_go_in_several_records_keep_every_byte_and_every_hole() {
         let t = tempfile::tempdir().unwrap();
         let p = t.path().join("holey");
         let f = fs::File::create(&p).unwrap();
-        f.set_len(3000 * 8192).unwrap();
+        f.set_len(3000 * 65536).unwrap();
         for i in 0..3000u64 {
-            std::os::unix::fs::FileExt::write_at(&f, &[1 + (i % 200) as u8], i * 8192 + (i % 7) * 100).unwrap();
+            std::os::unix::fs::FileExt::write_at(&f, &[1 + (i % 200) as u8], i * 65536 + (i % 7) * 100).unwrap();
         }
-        let ex = extents(&f, 3000 * 8192);
-        assert!(ex.len() <= SEND_EXTENTS && ex.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "{}", ex.len());
+        // And a data block of zeros: sent, but never written.
+        std::os::unix::fs::FileExt::write_at(&f, &[0u8; 65536], 3000 * 65536).unwrap();
+        let ex = extents(&f, 3001 * 65536);
+        assert!(ex.len() > SEND_EXTENTS && ex.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "{}", ex.len());
         let mut stream = vec![];
         send_tree(t.path(), "", &|_| true, &mut stream).unwrap();
+        assert!(String::from_utf8_lossy(&stream).contains(r#"{"t":"extents","p":"holey""#));
         let got = t.path().join("got");
         prepare(&got, None).unwrap();
         receive(&mut &stream[..], &got, None, &mut String::new()).unwrap();
         assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
-        assert_eq!(coalesce(vec![(0, 1), (10, 1), (12, 1), (100, 1)], 2), vec![(0, 13), (100, 1)]);
+        let (sent, kept) = (fs::metadata(&p).unwrap().blocks(), fs::metadata(got.join("holey")).unwrap().blocks());
+        assert!(kept < sent, "the zeros stay a hole: {kept} blocks for {sent}");
     }
 
     /// A computer that stops sending mid-file: the checkpoint gives up and names the file.
@@ -678,7 +714,7 @@ mod tests {
         use tokio::io::AsyncWriteExt;
         let t = tempfile::tempdir().unwrap();
         let (rx, mut tx) = tokio::io::duplex(1024);
-        tx.write_all(&Record::File { p: "big.bin".into(), mode: 0o644, mtime: 0, size: 10, data: vec![(0, 10)] }.line()).await.unwrap();
+        tx.write_all(&Record::File { p: "big.bin".into(), mode: 0o644, mtime: 0, size: 10, data: vec![(0, 10)], more: false }.line()).await.unwrap();
         tx.write_all(b"abc").await.unwrap();
         let records = tokio_util::io::SyncIoBridge::new(crate::checkpoint::Bounded::new(rx, Duration::from_millis(300), Duration::from_secs(60)));
         let dest = t.path().join("v1.partial");
@@ -763,7 +799,7 @@ mod tests {
         let index = index_of(&store, n, &root).unwrap();
         assert_eq!(index.files.len(), 9);
         let f = |p: &str, body: &str| {
-            let mut v = Record::File { p: p.into(), mode: 0o640, mtime: 7, size: body.len() as u64, data: vec![(0, body.len() as u64)] }.line();
+            let mut v = Record::File { p: p.into(), mode: 0o640, mtime: 7, size: body.len() as u64, data: vec![(0, body.len() as u64)], more: false }.line();
             v.extend_from_slice(body.as_bytes());
             v
         };

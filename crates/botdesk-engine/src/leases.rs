@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
+/// Longest the upkeep waits on one computer for one step of ending lapsed control.
+const UPKEEP_CALL_BOUND: Duration = Duration::from_secs(10);
+/// Longest one idle suspend may take in the background (its checkpoint has its own bound).
+pub(crate) const IDLE_SUSPEND_BOUND: Duration = Duration::from_secs(35 * 60);
+
 /// Lease timings (milliseconds).
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
@@ -346,11 +351,21 @@ impl Engine {
     /// calls it when it opens the engine).
     pub(crate) async fn end_lapsed_control(&self) -> Result<Vec<ControlLease>> {
         let revoked = self.inner.store.expire_control(self.now()).await?;
-        for c in &revoked {
+        // Each computer's part at once, each bounded: an unreachable host holds up only its own
+        // (its lease is over in the database either way, so its screen turns view-only).
+        let ends = revoked.iter().map(|c| async move {
             self.close_terminals(&c.bot_id);
-            self.end_control_shells(&c.computer_id, &c.lease_id).await;
-            self.revoke_control_transport(&c.bot_id, &c.computer_id).await?;
-        }
+            let end = async {
+                self.end_control_shells(&c.computer_id, &c.lease_id).await;
+                self.revoke_control_transport(&c.bot_id, &c.computer_id).await
+            };
+            match tokio::time::timeout(UPKEEP_CALL_BOUND, end).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(computer = %c.computer_id, "ending lapsed control: {e}"),
+                Err(_) => tracing::warn!(computer = %c.computer_id, "ending lapsed control took over {} s; left to the computer", UPKEEP_CALL_BOUND.as_secs()),
+            }
+        });
+        futures::future::join_all(ends).await;
         self.close_orphan_terminals().await?;
         Ok(revoked)
     }
@@ -412,8 +427,9 @@ impl Engine {
     // Idle suspend
 
     /// Suspends a computer idle for the policy's time: never during an active run or a live lease,
-    /// checkpointed first (`checkpoint` does it), re-checked after the checkpoint, and never when
-    /// the checkpoint failed (the computer keeps running and the error is returned).
+    /// checkpointed first (`checkpoint` does it) and re-checked after the checkpoint. A checkpoint
+    /// that fails does not keep it running (a bot could wedge every save): it is suspended with
+    /// its disk, which keeps the work, and the failure is logged.
     pub async fn idle_suspend<F, Fut>(&self, computer: &str, checkpoint: F) -> Result<IdleOutcome>
     where
         F: FnOnce() -> Fut,
@@ -429,10 +445,17 @@ impl Engine {
             Err(e) => return Err(e.into()),
         };
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
-        if let Err(e) = checkpoint().await {
-            self.inner.store.finish_reservation(&res.id, ReservationStatus::Failed, Some(&e.message), self.now()).await?;
-            return Err(e.context("idle suspend skipped: the checkpoint failed, so the computer keeps running"));
-        }
+        let saved = match checkpoint().await {
+            Ok(()) => true,
+            Err(e) if e.code == ErrorCode::Busy || e.code == ErrorCode::Conflict => {
+                self.inner.store.finish_reservation(&res.id, ReservationStatus::Failed, Some(&e.message), self.now()).await?;
+                return Ok(IdleOutcome::Aborted);
+            }
+            Err(e) => {
+                tracing::warn!(computer = %c.id, "suspending without a checkpoint (its disk keeps the work): {e}");
+                false
+            }
+        };
         // Re-check: a run may have been queued while we checkpointed.
         if self.has_active_runs(&c.id).await? {
             self.inner.store.finish_reservation(&res.id, ReservationStatus::Completed, Some("activity during the checkpoint"), self.now()).await?;
@@ -450,8 +473,8 @@ impl Engine {
                 if state == ComputerState::Running {
                     self.inner.store.transition_computer(&c.id, ComputerState::Suspending, ComputerState::Suspended, self.now()).await?;
                 }
-                // Its home was checkpointed just before.
-                self.inner.store.set_home_saved(&c.id, c.home_volume.is_some()).await?;
+                // Its home was checkpointed just before (or its disk holds what was not).
+                self.inner.store.set_home_saved(&c.id, c.home_volume.is_some() && saved).await?;
                 self.inner.store.set_reservation_stage(&res.id, ReservationStage::Done, self.now()).await?;
                 self.inner.store.finish_reservation(&res.id, ReservationStatus::Completed, None, self.now()).await?;
                 Ok(IdleOutcome::Suspended)
@@ -479,17 +502,50 @@ impl Engine {
     }
 
     /// Suspends every running computer idle for the policy's time, each checkpointed first (see
-    /// [`Engine::idle_suspend`]). The app calls this periodically.
+    /// [`Engine::idle_suspend`]), and waits for them all: all at once, a failure naming its
+    /// computer. The app uses [`Engine::start_idle_suspends`].
     pub async fn suspend_idle_computers(&self) -> Result<Vec<(String, IdleOutcome)>> {
-        let mut out = vec![];
+        let mut idle = vec![];
+        for c in self.inner.store.list_computers().await? {
+            if c.state == ComputerState::Running && self.idle_now(&c.id).await? {
+                idle.push(c);
+            }
+        }
+        let done = futures::future::join_all(idle.iter().map(|c| self.suspend_one(c))).await;
+        done.into_iter().zip(&idle).map(|(o, c)| Ok((c.id.to_string(), o.map_err(|e| e.context(format!("computer {}", c.name)))?))).collect()
+    }
+
+    /// Starts the idle suspend of each running computer idle for the policy's time, each in a
+    /// task of its own (at most one per computer in this process, bounded by
+    /// [`IDLE_SUSPEND_BOUND`]): a slow checkpoint or an unreachable host holds up only its own
+    /// computer, never control expiry, renewal or another computer's suspend. Returns how many
+    /// started. The app calls this every 30 s.
+    pub async fn start_idle_suspends(&self) -> Result<usize> {
+        let mut started = 0;
         for c in self.inner.store.list_computers().await? {
             if c.state != ComputerState::Running || !self.idle_now(&c.id).await? {
                 continue;
             }
-            let outcome = self.idle_suspend(c.id.as_str(), || self.checkpoint_before(&c, crate::checkpoint::Before::Suspend)).await?;
-            out.push((c.id.to_string(), outcome));
+            let handle = self.handle(&c.id);
+            if !handle.start_suspend() {
+                continue; // one is under way
+            }
+            started += 1;
+            let engine = self.clone();
+            self.inner.background.spawn(async move {
+                match tokio::time::timeout(IDLE_SUSPEND_BOUND, engine.suspend_one(&c)).await {
+                    Ok(Ok(outcome)) => tracing::info!(computer = %c.id, ?outcome, "idle suspend"),
+                    Ok(Err(e)) => tracing::warn!(computer = %c.id, "idle suspend: {e}"),
+                    Err(_) => tracing::warn!(computer = %c.id, "idle suspend took over {} s: given up", IDLE_SUSPEND_BOUND.as_secs()),
+                }
+                handle.end_suspend();
+            });
         }
-        Ok(out)
+        Ok(started)
+    }
+
+    async fn suspend_one(&self, c: &botdesk_store::Computer) -> Result<IdleOutcome> {
+        self.idle_suspend(c.id.as_str(), || self.checkpoint_before(c, crate::checkpoint::Before::Suspend)).await
     }
 
     async fn idle_now(&self, computer: &ComputerId) -> Result<bool> {

@@ -1,6 +1,7 @@
 //! Workspace checkpoints on the real Docker engine: a destroyed computer comes back with its files
-//! and its browser login; a checkpoint that fails (the data directory's disk full) is reported and
-//! the computer keeps running, with the previous checkpoint whole.
+//! and its browser login; a checkpoint that fails (the data directory's disk full) keeps the
+//! previous version whole and never keeps a computer alive; what a bot makes to wedge a checkpoint
+//! is skipped and named.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -149,7 +150,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
 }
 
 #[tokio::test]
-async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
+async fn a_checkpoint_that_fails_keeps_the_last_version_and_never_keeps_a_computer_alive() {
     let w = world().await;
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write("keeper", "small.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
@@ -160,19 +161,29 @@ async fn a_checkpoint_that_fails_is_reported_and_the_computer_keeps_running() {
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
     let (code, _) = w.engine.shell("keeper", "echo second > small.txt").await.unwrap();
     assert_eq!(code, 0);
-    let e = w.engine.stop_computer(&bot.computer.id).await.unwrap_err();
-    assert!(e.message.contains("not stopping computer") && e.message.contains("ermission denied"), "{}", e.message);
-    // Still running, still usable; the previous checkpoint is whole and nothing half-written is left.
-    let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
-    assert_eq!((code, out.as_str()), (0, "second\n"));
-    let c = w.engine.list_computers().await.unwrap().into_iter().find(|c| c.id == bot.computer.id).unwrap();
-    assert_eq!(c.status, botdesk_engine::MachineStatus::Running);
+    // Destroying would lose the work: refused, with the way to do it anyway.
+    let e = w.engine.destroy_computer(&bot.computer.id).await.unwrap_err();
+    assert!(e.message.contains("ermission denied") && e.message.contains("destroy --unsaved"), "{}", e.message);
+    // A stop goes ahead: the disk keeps the work, and the view says what was not saved.
+    let c = w.engine.stop_computer(&bot.computer.id).await.unwrap();
+    let why = c.not_saved.unwrap_or_default();
+    assert!(why.contains("could not be saved") && why.contains("version 1 is the last saved"), "{why}");
+    assert_eq!(c.status, botdesk_engine::MachineStatus::Stopped);
+    // The previous version is whole and nothing half-written is left.
     let mut names: Vec<String> = std::fs::read_dir(&store).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index", "v1.meta"]);
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // The next checkpoint works.
+    // It starts again with its disk, so the unsaved work is there, and the next checkpoint works.
+    let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
+    assert_eq!((code, out.as_str()), (0, "second\n"));
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);
+    // A destroy that cannot save goes ahead when the person says so, keeping the last version.
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let c = w.engine.destroy_computer_unsaved(&bot.computer.id).await.unwrap();
+    assert!(c.not_saved.unwrap_or_default().contains("version 2 is the last saved"));
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(&w.engine.files_read("keeper", "small.txt", 100).await.unwrap()[..], b"second\n", "it comes back from version 2");
 }
 
 /// Every file, folder and link of `dir` (relative to the bot's folder) with its kind, mode, size,
@@ -389,4 +400,65 @@ async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer
     assert_eq!(&w.engine.stored_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n");
     assert_eq!(&w.engine.files_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n", "the computer starts from the restored version");
     assert_eq!(w.engine.files_read("keeper", "big.bin", 8 << 20).await.unwrap().len(), 4 << 20);
+}
+
+/// What a bot can make to wedge a checkpoint: a sparse file of 1 TiB with 5,000 data extents (its
+/// holes stay holes on the host, both ways), one of 2 TiB (over the stream's limit), a path too
+/// long for the host's store, a folder it can read but not search, a file nobody may read. Each
+/// is saved well or skipped and named; the next checkpoint, stop, destroy and restore all work.
+#[tokio::test]
+async fn what_a_bot_makes_to_wedge_a_checkpoint_is_saved_sparse_or_skipped_and_named() {
+    use std::os::unix::fs::MetadataExt;
+    let w = world().await;
+    let bot = w.engine.create_bot("wedger", ComputerScope::Team, None, "").await.unwrap();
+    const MAKE: &str = r#"python3 - <<'PY'
+import os
+with open('sparse.bin', 'wb') as f:
+    f.truncate(1 << 40)
+    for i in range(5000):
+        f.seek(i * ((1 << 40) // 5000))
+        f.write(b'x' * 4096)
+with open('huge.bin', 'wb') as f:
+    f.truncate(2 << 40)
+p = 'deep'
+os.mkdir(p)
+while len(p) < 3200:
+    p += '/' + 'n' * 200
+    os.mkdir(p)
+open(p + '/' + 'f' * 200, 'w').write('x')
+os.mkdir('noexec'); open('noexec/inside', 'w').write('x'); os.chmod('noexec', 0o400)
+open('secret', 'w').write('x'); os.chmod('secret', 0)
+PY
+du -B1 sparse.bin | cut -f1"#;
+    let (code, out) = w.engine.shell("wedger", MAKE).await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let inside: u64 = out.trim().parse().unwrap();
+    let r = w.engine.checkpoint(&bot.computer.id).await.unwrap();
+    let named = |end: &str, why: &str| r.skipped.iter().any(|s| s.path.ends_with(end) && s.why.starts_with(why));
+    assert!(named("/huge.bin", "larger than 1 TiB"), "{:?}", r.skipped);
+    assert!(named("/secret", "unreadable"), "{:?}", r.skipped);
+    assert!(named("/noexec/inside", "unreadable"), "{:?}", r.skipped);
+    assert!(named("…", "path longer than 3072 bytes"), "{:?}", r.skipped);
+    // The sparse file takes on the host what it takes inside (no zero is written).
+    let home = w.engine.list_computers().await.unwrap().into_iter().find(|c| c.id == bot.computer.id).unwrap().home;
+    let root = home.join(format!("v{}", r.version)).join(&bot.folder);
+    let host = std::fs::metadata(root.join("sparse.bin")).unwrap();
+    assert_eq!(host.len(), 1 << 40);
+    assert!(host.blocks() * 512 <= inside * 12 / 10, "host {} bytes for {inside} inside", host.blocks() * 512);
+    // The next checkpoint links through the folder it could not search; stop and destroy work;
+    // the restore sends the sparse file back by its extents.
+    let (code, _) = w.engine.shell("wedger", "echo more > more.txt").await.unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, r.version + 1);
+    assert!(w.engine.stop_computer(&bot.computer.id).await.unwrap().not_saved.is_none());
+    let destroyed = w.engine.destroy_computer(&bot.computer.id).await.unwrap();
+    assert!(destroyed.not_saved.is_none());
+    let (code, out) = w.engine.shell("wedger", "stat -c '%s %b %B' sparse.bin && cat more.txt && ls noexec 2>&1; stat -c %a noexec").await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let mut l = out.lines();
+    let f: Vec<u64> = l.next().unwrap().split(' ').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(f[0], 1 << 40);
+    assert!(f[1] * f[2] <= inside * 12 / 10, "restored: {} bytes for {inside}", f[1] * f[2]);
+    assert_eq!(l.next(), Some("more"));
+    assert!(out.ends_with("\n500\n"), "the folder it could not search comes back searchable by its owner: {out}");
 }

@@ -152,7 +152,7 @@ async fn release_computer_needs_proof_that_the_worker_is_gone_or_the_owners_word
 }
 
 #[tokio::test]
-async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_checkpoint() {
+async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_no_computer_awake() {
     let policy = Policy { idle_suspend: 60_000, ..Policy::default() };
     let w = world(policy).await;
     assert!(
@@ -176,16 +176,19 @@ async fn idle_suspend_checkpoints_first_rechecks_and_never_stops_after_a_failed_
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
     w.engine.finish_run(&run, &lease, RunStatus::Completed, None, None).await.unwrap();
     w.advance(60_000);
-    // A failed checkpoint: clear error, and the computer keeps running.
-    let e = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap_err();
-    assert!(e.message.contains("the checkpoint failed") && e.message.contains("disk full"), "{}", e.message);
-    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Running);
     // Activity during the checkpoint: re-checked, aborted.
     let engine = w.engine.clone();
     let outcome = w.engine.idle_suspend("team", || async move { engine.create_run("b", "new work").await.map(drop) }).await.unwrap();
     assert_eq!(outcome, IdleOutcome::Aborted);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Running);
     w.engine.stop_bot("b").await.unwrap();
+    // A failed checkpoint does not keep it running (a bot could wedge every save): suspended with
+    // its disk, which keeps the work; the next use boots it again.
+    let outcome = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap();
+    assert_eq!(outcome, IdleOutcome::Suspended);
+    assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.advance(60_000);
     // Idle, checkpoint fine: suspended.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::Suspended);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
@@ -232,4 +235,48 @@ async fn a_running_command_keeps_its_computer_from_idle_suspend() {
     w.advance(31_000);
     let id = w.engine.list_computers().await.unwrap()[0].id.clone();
     assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id, IdleOutcome::Suspended)]);
+}
+
+/// One computer whose checkpoint hangs (a stopped helper, a host that drops packets) holds up
+/// nothing else: the upkeep suspends another idle computer and ends lapsed control meanwhile, and
+/// never starts a second suspend of the hung one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_checkpoint_holds_up_no_other_suspend_nor_control_expiry() {
+    let w = world(Policy::default()).await;
+    w.engine.create_bot("p", ComputerScope::Private, None, "").await.unwrap();
+    w.engine.create_bot("q", ComputerScope::Private, None, "").await.unwrap();
+    let mut computers = vec![];
+    for bot in ["a", "p", "q"] {
+        w.engine.exec(bot, vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+        let id = botdesk_core::ComputerId::new(w.engine.bot(bot).await.unwrap().computer.id);
+        computers.push(botdesk_core::ComputerRef::local(id));
+    }
+    let [team, p, q] = &computers[..] else { unreachable!() };
+    let control = w.engine.take_control("q").await.unwrap();
+    w.fake.stall_saves(&team.id, true);
+    let stopped = |c: &botdesk_core::ComputerRef| {
+        let (fake, c) = (w.fake.clone(), c.clone());
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while fake.status(&c).await.unwrap() != botdesk_core::MachineStatus::Stopped {
+                assert!(std::time::Instant::now() < deadline, "{} was not suspended", c.id);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    // Idle: the team computer's suspend hangs in its checkpoint, p's goes through.
+    w.advance(11 * 60_000);
+    assert_eq!(w.engine.start_idle_suspends().await.unwrap(), 2, "q is under control");
+    stopped(p).await;
+    assert_eq!(w.fake.status(team).await.unwrap(), botdesk_core::MachineStatus::Running);
+    // q's control lapses: it ends at once, and q is suspended in turn; the hung one is not
+    // started again.
+    w.advance(5 * 60_000);
+    let (revoked, _) = tokio::time::timeout(std::time::Duration::from_secs(5), w.engine.expire()).await.expect("expiry waited").unwrap();
+    assert_eq!(revoked.iter().map(|c| c.lease_id.as_str()).collect::<Vec<_>>(), [control.lease_id.as_str()]);
+    assert_eq!(w.engine.start_idle_suspends().await.unwrap(), 1);
+    stopped(q).await;
+    // Once its checkpoint answers, the team computer is suspended too.
+    w.fake.stall_saves(&team.id, false);
+    stopped(team).await;
 }

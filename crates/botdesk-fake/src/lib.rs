@@ -74,6 +74,8 @@ fn fixed_image(format: ImageFormat) -> Bytes {
 pub struct FakeProvider {
     machines: Mutex<HashMap<ComputerId, Machine>>,
     created: Mutex<u64>,
+    /// Computers whose home saves hang (as a SIGSTOPped helper or a host that drops packets).
+    stalled: Mutex<std::collections::HashSet<ComputerId>>,
 }
 
 const MAX_HOPS: usize = 40;
@@ -81,6 +83,16 @@ const MAX_HOPS: usize = 40;
 impl FakeProvider {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes computer `c`'s home saves hang until `stall` is false again.
+    pub fn stall_saves(&self, c: &ComputerId, stall: bool) {
+        let mut s = self.stalled.lock().unwrap();
+        if stall {
+            s.insert(c.clone());
+        } else {
+            s.remove(c);
+        }
     }
 
     /// Every action given to `slot`'s desktop on computer `c` since it opened, in order.
@@ -353,6 +365,9 @@ impl SandboxProvider for FakeProvider {
     /// The whole tree as home-stream records (no `same`: the fake keeps no times).
     async fn save_home(&self, c: &ComputerRef, _manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
         use botdesk_core::home_stream::Record;
+        while self.stalled.lock().unwrap().contains(&c.id) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         let out = self.with_machine(c, |m| {
             let mut out = Vec::new();
             for (p, n) in &m.files {
@@ -363,7 +378,7 @@ impl SandboxProvider for FakeProvider {
                     Node::File { bytes, executable } => {
                         let size = bytes.len() as u64;
                         let data = if size == 0 { vec![] } else { vec![(0, size)] };
-                        out.extend(Record::File { p, mode: if *executable { 0o755 } else { 0o644 }, mtime: 0, size, data }.line());
+                        out.extend(Record::File { p, mode: if *executable { 0o755 } else { 0o644 }, mtime: 0, size, data, more: false }.line());
                         out.extend_from_slice(bytes);
                         continue;
                     }

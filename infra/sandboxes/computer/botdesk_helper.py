@@ -32,6 +32,9 @@ LOAD_PREFIX = ".botdesk-load-"
 # The home stream's limits (botdesk_core::home_stream).
 MAX_HEADER = 16 * 1024
 MAX_PATH = 4096
+# Longest path a save takes: the host's store puts its own folders before it, and a path there
+# must stay under the host's PATH_MAX. A longer one is skipped and named.
+MAX_SAVE_PATH = 3072
 MAX_EXTENTS = 4096
 MAX_FILE = 1 << 40
 CHUNK = 1 << 20
@@ -324,50 +327,47 @@ def shown_name(name):
     return os.fsencode(name).decode("utf-8", "replace").encode()[:255].decode("utf-8", "ignore")
 
 
-def nameable(rel):
-    """Whether a record can carry this path: at most MAX_PATH bytes, and short enough escaped that
+def long_name(name):
+    """A stand-in for a name whose path is too long to save: its first 48 bytes and an ellipsis."""
+    return os.fsencode(name)[:48].decode("utf-8", "ignore") + "…"
+
+
+def nameable(rel, most=MAX_PATH):
+    """Whether a record can carry this path: at most `most` bytes, and short enough escaped that
     any record naming it fits a header line."""
     size = len(rel.encode())
     # Escaping makes a byte at most 6 long: only a long path needs the exact measure.
-    return size <= MAX_PATH and (size * 6 + 2 <= MAX_HEADER // 2 or len(line_of(rel)) <= MAX_HEADER // 2)
+    return size <= most and (size * 6 + 2 <= MAX_HEADER // 2 or len(line_of(rel)) <= MAX_HEADER // 2)
 
 
 def extents(fd, size):
-    if size == 0:
-        return []
-    out, pos = [], 0
-    try:
-        while pos < size:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError as e:
-                if e.errno == errno.ENXIO:
-                    break
-                raise
+    """The file's data extents in order, found one at a time (holes left out); from where the
+    file system cannot say, the rest of the file."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
             end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-            if end > start:
-                out.append([start, end - start])
-            pos = end
-            if len(out) > MAX_EXTENTS:
-                return [[0, size]]
-    except OSError:
-        return [[0, size]]
-    return out
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                yield [pos, size - pos]
+            return
+        if end > start:
+            yield [start, end - start]
+        pos = max(end, pos + 1)
 
 
-def coalesce(data, most):
-    """At most `most` extents: the smallest holes between them are sent as zeros instead."""
-    if len(data) <= most:
-        return data
-    gaps = sorted(range(1, len(data)), key=lambda i: data[i][0] - sum(data[i - 1]))
-    filled = set(gaps[: len(data) - most])
-    out = [list(data[0])]
-    for i in range(1, len(data)):
-        if i in filled:
-            out[-1][1] = sum(data[i]) - out[-1][0]
-        else:
-            out.append(list(data[i]))
-    return out
+def batches(items, per):
+    """(batch, more): `items` in lists of at most `per`, each said to have more after it or not.
+    An empty `items` is one empty batch."""
+    from itertools import islice
+    batch = list(islice(items, per))
+    while True:
+        following = list(islice(items, per))
+        yield batch, bool(following)
+        if not following:
+            return
+        batch = following
 
 
 def send_bytes(out, fd, off, length):
@@ -403,6 +403,13 @@ class Saver:
         for name in names:
             if not parts and own_staging(name) or skipping and name in self.skip_names:
                 continue
+            if name in plain and not nameable(prefix + name, MAX_SAVE_PATH):
+                # Named by a stand-in, once (a few long names may begin alike).
+                shown = long_name(name)
+                if shown not in plain and nameable(prefix + shown):
+                    plain.add(shown)
+                    self.skip(prefix + shown, f"path longer than {MAX_SAVE_PATH} bytes")
+                continue
             if name in plain:
                 self.entry(dfd, name, parts, prefix + name)
                 continue
@@ -413,8 +420,6 @@ class Saver:
                 self.skip(prefix + shown, "name is not UTF-8")
 
     def entry(self, dfd, name, parts, rel):
-        if not nameable(rel):
-            return  # no record could name it (a path over 4 KiB)
         try:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
@@ -488,13 +493,26 @@ class Saver:
         mode = st.st_mode & 0o1777
         if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode):
             return self.emit({"t": "same", "p": rel})
-        rec = {"t": "file", "p": rel, "mode": mode, "mtime": st.st_mtime_ns, "size": st.st_size, "data": []}
-        # The extents must fit the header line as well (a few hundred of them with long offsets).
+        if st.st_size > MAX_FILE:
+            return self.skip(rel, f"larger than {MAX_FILE >> 40} TiB")
+        rec = {"t": "file", "p": rel, "mode": mode, "mtime": st.st_mtime_ns, "size": st.st_size, "data": [], "more": True}
+        # The extents must fit the header line as well (a few hundred of them with long offsets);
+        # more go in `extents` records, so no hole is ever sent as zeros.
         room = MAX_HEADER - len(line_of(rec))
-        rec["data"] = coalesce(extents(fd, st.st_size), max(room // (2 * len(str(st.st_size)) + 4), 1))
-        self.emit(rec)
-        for off, length in rec["data"]:
-            send_bytes(self.out, fd, off, length)
+        per = min(max(room // (2 * len(str(st.st_size)) + 4), 1), MAX_EXTENTS)
+        first = True
+        for data, more in batches(extents(fd, st.st_size), per):
+            if first:
+                rec["data"] = data
+                if not more:
+                    del rec["more"]
+                self.emit(rec)
+                first = False
+            else:
+                # Not an entry of its own.
+                self.out.write(line_of({"t": "extents", "p": rel, "data": data, "more": True} if more else {"t": "extents", "p": rel, "data": data}))
+            for off, length in data:
+                send_bytes(self.out, fd, off, length)
 
 
 def save_input():
@@ -618,19 +636,40 @@ def check_record(r, rel):
 LOAD_BUFFER = memoryview(bytearray(CHUNK))
 
 
+def check_extents(rel, data, end, size):
+    """The end of the last of `data`, each extent after `end` and inside `size`."""
+    if not (isinstance(data, list) and len(data) <= MAX_EXTENTS):
+        raise Fail("INVALID", f"{rel}: malformed extents")
+    for e in data:
+        if not (isinstance(e, list) and len(e) == 2 and is_int(e[0], end, size) and is_int(e[1], 0, size - e[0])):
+            raise Fail("INVALID", f"{rel}: extents out of order or past its size")
+        end = e[0] + e[1]
+    return end
+
+
 def write_file(inp, dest, r):
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
-        for pos, length in r["data"]:
-            while length:
-                n = inp.readinto(LOAD_BUFFER[: min(CHUNK, length)])
-                if not n:
-                    raise Fail("INVALID", "the home stream ended inside a file; nothing was changed")
-                done = 0
-                while done < n:
-                    done += os.pwrite(fd, LOAD_BUFFER[done:n], pos + done)
-                pos += n
-                length -= n
+        data, more, end = r["data"], r.get("more") is True, check_extents(r["p"], r["data"], 0, r["size"])
+        while True:
+            for pos, length in data:
+                while length:
+                    n = inp.readinto(LOAD_BUFFER[: min(CHUNK, length)])
+                    if not n:
+                        raise Fail("INVALID", "the home stream ended inside a file; nothing was changed")
+                    done = 0
+                    while done < n:
+                        done += os.pwrite(fd, LOAD_BUFFER[done:n], pos + done)
+                    pos += n
+                    length -= n
+            if not more:
+                break
+            # The rest of the file's extents, each record after the one before.
+            nxt = read_line(inp)
+            if nxt.get("t") != "extents" or nxt.get("p") != r["p"]:
+                raise Fail("INVALID", f"{r['p']}: the rest of the file did not follow it")
+            data, more = nxt.get("data"), nxt.get("more") is True
+            end = check_extents(r["p"], data, end, r["size"])
         os.ftruncate(fd, r["size"])  # what no extent covers stays a hole
         os.fchmod(fd, r["mode"])
         os.utime(fd, ns=(r["mtime"], r["mtime"]))

@@ -334,14 +334,23 @@ impl Engine {
             .cwd(folder)
             .env("DISPLAY", format!(":{}", view.slot))
             .timeout(std::time::Duration::from_secs(20));
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let exit = self.inner.provider.exec(&cref, req, Some(tx), &CallCtx::for_bot(&b.id)).await?;
-        if exit.code != 0 {
-            let mut err = Vec::new();
-            while let Ok(o) = rx.try_recv() {
-                err.extend_from_slice(&o.data);
+        // What it says is read as it comes and kept to its first 4 KiB (the rest is dropped, so
+        // nothing piles up whatever the command prints).
+        const KEPT: usize = 4096;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<botdesk_core::ExecOutput>();
+        let said = tokio::spawn(async move {
+            let mut said = Vec::new();
+            while let Some(o) = rx.recv().await {
+                let room = KEPT.saturating_sub(said.len());
+                said.extend_from_slice(&o.data[..o.data.len().min(room)]);
             }
-            return Err(EngineError::invalid(String::from_utf8_lossy(&err).trim().to_string()));
+            said
+        });
+        let exit = self.inner.provider.exec(&cref, req, Some(tx), &CallCtx::for_bot(&b.id)).await;
+        // (The sender goes with the exec; a provider that kept it would cost 2 s, not a hang.)
+        let said = tokio::time::timeout(std::time::Duration::from_secs(2), said).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+        if exit?.code != 0 {
+            return Err(EngineError::invalid(String::from_utf8_lossy(&said).trim().to_string()));
         }
         Ok(format!("Started {command:?} on your desktop (display :{}).", view.slot))
     }

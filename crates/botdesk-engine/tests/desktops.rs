@@ -188,6 +188,12 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Docker)).await.unwrap();
     let shot = other.screenshot("d", ImageFormat::Png).await.unwrap();
     assert!(shot.image.is_some() && shot.width == 1280);
+    // A program launched on the display opens there; one that does not exist is said so.
+    let said = w.engine.launch_app("d", "xterm -T launched -e sleep 600").await.unwrap();
+    assert!(said.starts_with("Started \"xterm -T launched -e sleep 600\" on your desktop"), "{said}");
+    wait_for_window(&w.engine, "d", "launched").await;
+    let e = w.engine.launch_app("d", "no-such-program --flag").await.unwrap_err();
+    assert_eq!(e.message, "there is no program named no-such-program on this computer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,8 +6,9 @@
 //! sends the computer the manifest of the previous version (from its index `v<N>.index`) and
 //! receives its home as a stream (`botdesk-helper save`; unchanged files come as `same`) into
 //! `v<N+1>.partial`, which meanwhile was made as hard links to the previous version, so only
-//! changes are written. It syncs, renames it, swaps `current` with one rename and moves the old
-//! version to `trash/`, removed after the checkpoint returned (`Engine::settle` waits for that). The
+//! changes are written. It syncs, renames it, swaps `current` with one rename and moves the
+//! versions the person's retention no longer keeps (`versions::kept`) to `trash/`, removed after
+//! the checkpoint returned (`Engine::settle` waits for that). The
 //! stream has an idle bound and a total bound; a stall names the file it was stuck on. Checkpoints
 //! of one home are serialised, across processes too (a lock file). A new home volume (a destroyed
 //! computer, a new one) is restored from `current` through the computer (`botdesk-helper load`)

@@ -12,8 +12,8 @@
 //! - [`prepare`] starts a new version as hard links to the previous one (from the previous
 //!   version's index, `v<N>.index`, so nothing is walked); [`receive`] then changes only what the
 //!   stream says changed, and removes what it no longer names.
-//! - [`commit`] makes a finished version `current` with one rename and moves older versions to
-//!   `trash/`, which [`sweep`] empties after the checkpoint returned; [`tidy`] removes what an
+//! - [`commit`] makes a finished version `current` with one rename and moves the versions the
+//!   retention no longer keeps to `trash/`, which [`sweep`] empties after the checkpoint returned; [`tidy`] removes what an
 //!   interrupted checkpoint left, so a crash at any point leaves the previous version whole and
 //!   the next checkpoint working.
 

@@ -100,8 +100,9 @@ impl BotsFeed {
     }
 }
 
-/// Expires control whose lease ran out (the tab turns view-only by itself); every 10 s renews the
-/// control the person is using and gives memory back; every 30 s suspends idle computers.
+/// Expires control whose lease ran out (the tab turns view-only by itself); every 5 s ends runs
+/// whose process is gone; every 10 s renews the control the person is using and gives memory
+/// back; every 30 s suspends idle computers.
 async fn every_second(engine: &Engine, screens: &Screens, n: u64) {
     match engine.expire().await {
         Ok((revoked, _)) => {
@@ -110,6 +111,12 @@ async fn every_second(engine: &Engine, screens: &Screens, n: u64) {
             }
         }
         Err(e) => tracing::warn!("expiring leases: {e}"),
+    }
+    if n.is_multiple_of(5) {
+        // A run whose process died (a CLI killed mid-command) ends in its chat.
+        if let Err(e) = engine.recover_runs().await {
+            tracing::warn!("ending runs whose process is gone: {e}");
+        }
     }
     if n.is_multiple_of(30) {
         // Idle computers are suspended (checkpointed first), each in a task of its own: a slow

@@ -144,6 +144,8 @@ export function afterRunEvent(e: RunEvent) {
     loadShots([{ calls: [e.call] } as ChatItem]);
   }
   if (e.type === "status" && ["completed", "failed", "cancelled"].includes(e.status)) loadSpend(e.bot);
+  // A run whose process died was ended elsewhere: its chat (closed calls, the reason) is read again.
+  if (e.type === "status" && e.failure === "INTERRUPTED") loadChat(e.bot);
 }
 
 // ---------------------------------------------------------------------------------------------

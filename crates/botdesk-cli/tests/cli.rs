@@ -381,6 +381,37 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
         }
     }
     assert!(searched >= 3, "searched {searched} files");
+
+    // A run whose CLI is killed (SIGKILL) mid-command: the next look at the bot ends it in its
+    // chat, with its command's call closed and why, and the command stopped in the computer.
+    let sleeper = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "sleep 300"})))]));
+    let sid = format!("cli-sleep-{}", std::process::id());
+    data.scripted_model(&sid, &sleeper, botdesk_agent::Wire::Anthropic, "sk-cli-sleeper-key-1234");
+    assert!(data.run(&["bot", "create", "sleeper", "--model", &sid]).status.success());
+    let mut cli = data.cmd(&["run", "sleeper", "sleep a while"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let calls = |chat: &Value| -> Vec<Value> { chat["messages"].as_array().unwrap().iter().flat_map(|m| m["calls"].as_array().unwrap().clone()).collect() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while !calls(&data.json(&["chat", "sleeper"])).iter().any(|c| c["name"] == "shell" && c["status"] == "running") {
+        assert!(std::time::Instant::now() < deadline, "the shell call never started");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    cli.kill().unwrap();
+    cli.wait().unwrap();
+    let chat = data.json(&["chat", "sleeper"]);
+    let shell = calls(&chat).into_iter().find(|c| c["name"] == "shell").unwrap();
+    assert_eq!(shell["status"], "error", "{shell}");
+    assert!(shell["text"].as_str().unwrap().starts_with("not finished: the run was interrupted: the app or CLI running it stopped"), "{shell}");
+    let last = chat["messages"].as_array().unwrap().last().unwrap();
+    assert!(
+        last["text"].as_str().unwrap().starts_with(&format!("The run failed: interrupted: the app or CLI running it stopped (process {} is gone)", cli.id())),
+        "{last}"
+    );
+    assert_eq!(last["failure"], "INTERRUPTED", "{last}");
+    let left = data.run(&["exec", "sleeper", "--", "pgrep", "-a", "-f", "-x", "sleep 300"]);
+    assert_eq!(left.status.code(), Some(1), "the command was stopped: {}", stdout(&left));
+    assert!(data.run(&["bot", "rm", "sleeper"]).status.success());
+    assert!(data.run(&["model", "rm", &sid]).status.success());
+
     assert!(data.run(&["bot", "rm", "runner"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }

@@ -132,7 +132,9 @@ impl Engine {
     }
 
     /// Runs whose driving process is gone (the app or CLI was killed, or the machine restarted)
-    /// end as failed with the reason; their leases are freed at once. Returns their ids.
+    /// end as failed with the reason, their open tool calls and activity closed and a line in
+    /// their chat; their leases are freed at once. Every process does this when it opens the
+    /// engine, and the app every few seconds. Returns their ids.
     pub async fn recover_runs(&self) -> Result<Vec<String>> {
         let boot = boot_id();
         let mut ended = vec![];
@@ -148,6 +150,15 @@ impl Engine {
             };
             self.stop_leftovers(&id).await;
             if self.inner.store.abandon_run(&id, &reason, self.now()).await? {
+                if let Ok(run) = self.inner.store.run(&id).await {
+                    self.emit(crate::RunEvent::Status {
+                        bot: run.bot_id.to_string(),
+                        run_id: id.clone(),
+                        status: RunStatus::Failed,
+                        error: Some(reason),
+                        failure: Some(RunFailure::Interrupted),
+                    });
+                }
                 ended.push(id);
             }
         }

@@ -376,15 +376,35 @@ impl Store {
     /// next claim gets fence + 1). False if the run had already moved on.
     pub async fn abandon_run(&self, id: &str, reason: &str, now: i64) -> Result<bool> {
         let mut tx = self.write_tx().await?;
+        let failure = RunFailure::Interrupted.as_str();
         let done = sqlx::query!(
-            "UPDATE runs SET status = 'failed', error = ?1, updated_at = ?2 WHERE id = ?3 AND status NOT IN ('completed', 'failed', 'cancelled')",
+            "UPDATE runs SET status = 'failed', error = ?1, failure = ?4, updated_at = ?2
+             WHERE id = ?3 AND status NOT IN ('completed', 'failed', 'cancelled')",
             reason,
             now,
-            id
+            id,
+            failure
         )
         .execute(&mut *tx)
         .await?;
         sqlx::query!("UPDATE execution_leases SET holder = NULL, expires_at = 0 WHERE holder = ?1", id).execute(&mut *tx).await?;
+        if done.rows_affected() == 1 {
+            // Its chat says so, and nothing of it stays "running": its open tool calls and
+            // activity end as errors with the reason.
+            let (ended, note) = (format!("not finished: the run was {reason}"), format!("The run failed: {reason}"));
+            sqlx::query!(
+                "UPDATE tool_calls SET result = json_object('text', ?1), is_error = 1, finished_at = ?2 WHERE run_id = ?3 AND finished_at IS NULL",
+                ended,
+                now,
+                id
+            )
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query!("UPDATE activity SET status = 'error', updated_at = ?1 WHERE run_id = ?2 AND status = 'running'", now, id).execute(&mut *tx).await?;
+            sqlx::query!("INSERT INTO messages (run_id, role, content, created_at) VALUES (?1, 'system', json_object('text', ?2), ?3)", id, note, now)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }

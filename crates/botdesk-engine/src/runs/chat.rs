@@ -173,7 +173,7 @@ impl Engine {
         self.inner.runs.events.subscribe()
     }
 
-    pub(super) fn emit(&self, ev: RunEvent) {
+    pub(crate) fn emit(&self, ev: RunEvent) {
         let _ = self.inner.runs.events.send(ev);
     }
 

@@ -15,6 +15,7 @@
 //! {"t":"extents","p":PATH,"data":[[OFF,LEN],...]}   then Σ LEN bytes: more of the file just sent
 //! {"t":"same","p":PATH}                 (out of a computer only) unchanged since the previous version
 //! {"t":"link","p":PATH,"target":T,"mtime":NS}
+//! {"t":"hardlink","p":PATH,"to":PATH2}  the same file as PATH2, a regular file earlier in the stream
 //! {"t":"skipped","p":PATH,"why":WHY}    (out of a computer only) a FIFO, socket, device, or unreadable
 //! {"t":"end","entries":N}               N records before it
 //! ```
@@ -99,6 +100,11 @@ pub enum Record {
         target: String,
         mtime: i64,
     },
+    /// Another name of a regular file sent earlier in the same stream (a hard link).
+    Hardlink {
+        p: String,
+        to: String,
+    },
     Skipped {
         p: String,
         why: String,
@@ -116,6 +122,7 @@ impl Record {
             | Record::Extents { p, .. }
             | Record::Same { p }
             | Record::Link { p, .. }
+            | Record::Hardlink { p, .. }
             | Record::Skipped { p, .. } => Some(p),
             Record::End { .. } => None,
         }
@@ -253,6 +260,10 @@ pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
                 }
                 end = stop;
             }
+            Ok(r)
+        }
+        Record::Hardlink { to, .. } => {
+            check_path(to)?;
             Ok(r)
         }
         Record::Extents { p, data, .. } => {

@@ -315,6 +315,9 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
     let clear = |to: &Path| if prev.is_some() { remove_tree(to) } else { Ok(()) };
     let mut dirs: HashMap<String, (u32, i64)> = HashMap::new();
     let mut seen: HashSet<String> = HashSet::new();
+    // Regular files of this stream so far, by path: where their index entry is (a hard link may
+    // name only those).
+    let mut files_at: HashMap<String, usize> = HashMap::new();
     let mut got = Received::default();
     let mut entries = 0u64;
     loop {
@@ -353,6 +356,7 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
                 let e = known.get(p.as_str()).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?;
                 got.files += 1;
                 got.bytes += e.1;
+                files_at.insert(p, got.index.files.len());
                 got.index.files.push((*e).clone());
             }
             Record::File { mode, mtime, size, data, more, .. } => {
@@ -378,7 +382,22 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
                 got.bytes += size;
                 got.copied += 1;
                 got.changed.count(&p, true, written);
+                files_at.insert(p.clone(), got.index.files.len());
                 got.index.files.push((p, size, mtime, mode & 0o1777));
+            }
+            Record::Hardlink { to: first, .. } => {
+                let i = *files_at.get(&first).ok_or_else(|| bad(format!("{p} is a hard link to {first}, no file of this stream before it")))?;
+                clear(&to)?;
+                fs::hard_link(partial.join(&first), &to).map_err(|e| err("writing", &to, e))?;
+                let (_, size, mtime, mode) = got.index.files[i].clone();
+                let entry = (p.clone(), size, mtime, mode);
+                if known.get(p.as_str()).is_none_or(|e| **e != entry) {
+                    got.changed.count(&p, true, 0);
+                }
+                got.files += 1;
+                got.bytes += size;
+                files_at.insert(p, got.index.files.len());
+                got.index.files.push(entry);
             }
             Record::Extents { p, .. } => return Err(bad(format!("extents of {p} came without their file"))),
             Record::Skipped { why, .. } => {
@@ -528,6 +547,9 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
     let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
     let mut entries = 0u64;
     let mut skipped_dirs: Vec<String> = vec![];
+    // Files of this tree with more than one name in it, by inode: the first name sent. (Every
+    // version shares inodes with the others, so only names within this tree count.)
+    let mut names: HashMap<(u64, u64), String> = HashMap::new();
     let io_err = |e: io::Error| EngineError::new(ErrorCode::Provider, format!("sending the home stream: {e}"));
     walk(&base, "", &mut |rel, meta| {
         if skipped_dirs.iter().any(|d| rel.starts_with(d.as_str()) && rel.as_bytes().get(d.len()) == Some(&b'/')) || !keep(rel) {
@@ -543,7 +565,12 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
             let target = fs::read_link(&p).map_err(|e| err("reading", &p, e))?;
             let Some(target) = target.to_str() else { return Ok(()) };
             Record::Link { p: rel.into(), target: target.into(), mtime: mtime_ns(meta) }
+        } else if meta.is_file() && meta.nlink() > 1 && names.contains_key(&(meta.dev(), meta.ino())) {
+            Record::Hardlink { p: rel.into(), to: names[&(meta.dev(), meta.ino())].clone() }
         } else if meta.is_file() {
+            if meta.nlink() > 1 {
+                names.insert((meta.dev(), meta.ino()), rel.to_string());
+            }
             let mut f = fs::File::options().read(true).custom_flags(libc::O_NOFOLLOW).open(&p).map_err(|e| err("reading", &p, e))?;
             let data = extents(&f, meta.len());
             for rec in file_records(rel, meta.mode() & 0o1777, mtime_ns(meta), meta.len(), &data, SEND_EXTENTS) {
@@ -673,6 +700,17 @@ mod tests {
             (&[r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":10,"data":[[0,10]]}"#, "abc"], "ended after"),
             (&[r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"dir","p":"a","mode":493,"mtime":0}"#, r#"{"t":"end","entries":2}"#], "comes twice"),
             (&[r#"{"t":"end","entries":3}"#], "counts 3"),
+            (&[r#"{"t":"dir","p":"d","mode":493,"mtime":0}"#, r#"{"t":"hardlink","p":"h","to":"d"}"#, r#"{"t":"end","entries":2}"#], "no file of this stream"),
+            (&[r#"{"t":"hardlink","p":"h","to":"../../etc/passwd"}"#, r#"{"t":"end","entries":1}"#], "not a plain relative path"),
+            (
+                &[
+                    r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":20,"data":[[0,2]],"more":true}"#,
+                    "x",
+                    r#"{"t":"dir","p":"d","mode":493,"mtime":0}"#,
+                    r#"{"t":"end","entries":2}"#,
+                ],
+                "the rest of f did not follow it",
+            ),
         ];
         for (i, (recs, want)) in cases.iter().enumerate() {
             let dest = t.path().join(format!("v{i}"));
@@ -706,6 +744,25 @@ mod tests {
         assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
         let (sent, kept) = (fs::metadata(&p).unwrap().blocks(), fs::metadata(got.join("holey")).unwrap().blocks());
         assert!(kept < sent, "the zeros stay a hole: {kept} blocks for {sent}");
+    }
+
+    /// Hard links stay links: sent once and named again, received as one file with two names.
+    #[test]
+    fn hard_links_go_as_one_file_with_more_names() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        write(&src.join("a/one"), "shared bytes");
+        fs::hard_link(src.join("a/one"), src.join("two")).unwrap();
+        let mut stream = vec![];
+        send_tree(&src, "", &|_| true, &mut stream).unwrap();
+        // (A folder's entries come after its parent's: `two` is sent first.)
+        assert!(String::from_utf8_lossy(&stream).contains(r#"{"t":"hardlink","p":"a/one","to":"two"}"#));
+        let got = t.path().join("got");
+        prepare(&got, None).unwrap();
+        let r = receive(&mut &stream[..], &got, None, &mut String::new()).unwrap();
+        let (one, two) = (fs::metadata(got.join("a/one")).unwrap(), fs::metadata(got.join("two")).unwrap());
+        assert_eq!((one.ino(), fs::read_to_string(got.join("two")).unwrap().as_str()), (two.ino(), "shared bytes"));
+        assert_eq!((r.files, r.copied, r.index.files.len()), (2, 1, 2));
     }
 
     /// A computer that stops sending mid-file: the checkpoint gives up and names the file.

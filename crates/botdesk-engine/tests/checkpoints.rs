@@ -402,8 +402,9 @@ async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer
     assert_eq!(w.engine.files_read("keeper", "big.bin", 8 << 20).await.unwrap().len(), 4 << 20);
 }
 
-/// What a bot can make to wedge a checkpoint: a sparse file of 1 TiB with 5,000 data extents (its
-/// holes stay holes on the host, both ways), one of 2 TiB (over the stream's limit), a path too
+/// What a bot can make to wedge a checkpoint or fill the disk: a sparse file of 1 TiB with 5,000
+/// data extents (its holes stay holes on the host, both ways), a thousand hard links (one file on
+/// the host, links again after a restore), a file of 2 TiB (over the stream's limit), a path too
 /// long for the host's store, a folder it can read but not search, a file nobody may read. Each
 /// is saved well or skipped and named; the next checkpoint, stop, destroy and restore all work.
 #[tokio::test]
@@ -428,11 +429,15 @@ while len(p) < 3200:
 open(p + '/' + 'f' * 200, 'w').write('x')
 os.mkdir('noexec'); open('noexec/inside', 'w').write('x'); os.chmod('noexec', 0o400)
 open('secret', 'w').write('x'); os.chmod('secret', 0)
+os.mkdir('links'); open('links/base', 'wb').write(os.urandom(1 << 20))
+for i in range(1000):
+    os.link('links/base', 'links/l%d' % i)
 PY
-du -B1 sparse.bin | cut -f1"#;
+du -B1 sparse.bin | cut -f1; du -B1 -s links | cut -f1"#;
     let (code, out) = w.engine.shell("wedger", MAKE).await.unwrap();
     assert_eq!(code, 0, "{out}");
-    let inside: u64 = out.trim().parse().unwrap();
+    let du: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    let (inside, links_inside) = (du[0], du[1]);
     let r = w.engine.checkpoint(&bot.computer.id).await.unwrap();
     let named = |end: &str, why: &str| r.skipped.iter().any(|s| s.path.ends_with(end) && s.why.starts_with(why));
     assert!(named("/huge.bin", "larger than 1 TiB"), "{:?}", r.skipped);
@@ -445,6 +450,14 @@ du -B1 sparse.bin | cut -f1"#;
     let host = std::fs::metadata(root.join("sparse.bin")).unwrap();
     assert_eq!(host.len(), 1 << 40);
     assert!(host.blocks() * 512 <= inside * 12 / 10, "host {} bytes for {inside} inside", host.blocks() * 512);
+    // A thousand hard links stay one file.
+    let mut inodes = std::collections::HashMap::new();
+    for e in std::fs::read_dir(root.join("links")).unwrap() {
+        let m = e.unwrap().metadata().unwrap();
+        inodes.insert(m.ino(), m.blocks() * 512);
+    }
+    let links_host: u64 = inodes.values().sum();
+    assert!(links_host <= links_inside * 12 / 10, "1,001 names take {links_host} bytes on the host for {links_inside} inside");
     // The next checkpoint links through the folder it could not search; stop and destroy work;
     // the restore sends the sparse file back by its extents.
     let (code, _) = w.engine.shell("wedger", "echo more > more.txt").await.unwrap();
@@ -453,12 +466,14 @@ du -B1 sparse.bin | cut -f1"#;
     assert!(w.engine.stop_computer(&bot.computer.id).await.unwrap().not_saved.is_none());
     let destroyed = w.engine.destroy_computer(&bot.computer.id).await.unwrap();
     assert!(destroyed.not_saved.is_none());
-    let (code, out) = w.engine.shell("wedger", "stat -c '%s %b %B' sparse.bin && cat more.txt && ls noexec 2>&1; stat -c %a noexec").await.unwrap();
+    let (code, out) =
+        w.engine.shell("wedger", "stat -c '%s %b %B' sparse.bin && cat more.txt && stat -c %h links/base && ls noexec 2>&1; stat -c %a noexec").await.unwrap();
     assert_eq!(code, 0, "{out}");
     let mut l = out.lines();
     let f: Vec<u64> = l.next().unwrap().split(' ').map(|n| n.parse().unwrap()).collect();
     assert_eq!(f[0], 1 << 40);
     assert!(f[1] * f[2] <= inside * 12 / 10, "restored: {} bytes for {inside}", f[1] * f[2]);
     assert_eq!(l.next(), Some("more"));
+    assert_eq!(l.next(), Some("1001"), "the hard links came back as links");
     assert!(out.ends_with("\n500\n"), "the folder it could not search comes back searchable by its owner: {out}");
 }

@@ -385,6 +385,9 @@ class Saver:
     def __init__(self, out, manifest, skip_under, skip_names):
         self.out, self.manifest, self.skip_under, self.skip_names = out, manifest, skip_under, skip_names
         self.entries = 0
+        # Files with more than one name, by (device, inode): the first name sent. The others go as
+        # `hardlink` records, so a hard link never becomes a copy on the host.
+        self.names = {}
 
     def emit(self, rec):
         self.out.write(line_of(rec))
@@ -428,11 +431,16 @@ class Saver:
             return self.skip(rel, f"unreadable: {e.strerror}")
         mode = st.st_mode
         if stat.S_ISREG(mode):
+            first = self.names.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+            if first is not None:
+                return self.emit({"t": "hardlink", "p": rel, "to": first})
             if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode & 0o1777):
                 # Unchanged since the previous version: nothing to open. (The most common record,
                 # written without building a dict: a path string encodes as line_of would.)
                 self.out.write(b'{"t":"same","p":' + encode(rel).encode() + b"}\n")
                 self.entries += 1
+                if st.st_nlink > 1:
+                    self.names[(st.st_dev, st.st_ino)] = rel
                 return
             self.file(dfd, name, rel)
         elif stat.S_ISDIR(mode):
@@ -491,9 +499,12 @@ class Saver:
 
     def send_file(self, fd, rel, st):
         mode = st.st_mode & 0o1777
+        if st.st_nlink > 1:
+            self.names[(st.st_dev, st.st_ino)] = rel
         if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode):
             return self.emit({"t": "same", "p": rel})
         if st.st_size > MAX_FILE:
+            self.names.pop((st.st_dev, st.st_ino), None)
             return self.skip(rel, f"larger than {MAX_FILE >> 40} TiB")
         rec = {"t": "file", "p": rel, "mode": mode, "mtime": st.st_mtime_ns, "size": st.st_size, "data": [], "more": True}
         # The extents must fit the header line as well (a few hundred of them with long offsets);
@@ -610,6 +621,11 @@ def is_int(v, lo, hi):
 def check_record(r, rel):
     """A dir, file or link record whose fields can be acted on (home_stream::parse_header)."""
     t = r.get("t")
+    if t == "hardlink":
+        to = r.get("to")
+        if not (isinstance(to, str) and is_utf8(to)):
+            raise Fail("INVALID", f"{rel}: a malformed hardlink record")
+        return
     if t not in ("dir", "file", "link"):
         raise Fail("INVALID", f"{rel}: a {t!r} record cannot be loaded")
     ok = is_int(r.get("mtime"), -(1 << 63), (1 << 63) - 1)
@@ -685,7 +701,7 @@ def set_dir(path, mode, mtime):
 def stage(inp, tree, summary):
     """Writes the records up to `end` into tree. Returns the folders {rel: (mode, mtime)} and the
     records as (kind, rel) in stream order."""
-    dirs, seen, order = {"": None}, set(), []
+    dirs, seen, order, files = {"": None}, set(), [], set()
     while True:
         r = read_line(inp)
         if r.get("t") == "end":
@@ -703,12 +719,21 @@ def stage(inp, tree, summary):
             os.mkdir(dest, 0o700)
             dirs[rel] = (r["mode"], r["mtime"])
             summary["dirs"] += 1
+        elif t == "hardlink":
+            # Another name of a file this stream staged before.
+            if "/".join(stream_parts(r["to"])) not in files:
+                raise Fail("INVALID", f"{rel} is a hard link to {r['to']}, no file of this stream before it")
+            os.link(os.path.join(tree, r["to"]), dest)
+            files.add(rel)
+            summary["files"] += 1
+            t = "file"
         elif t == "link":
             os.symlink(r["target"], dest)
             os.utime(dest, ns=(r["mtime"], r["mtime"]), follow_symlinks=False)
             summary["links"] += 1
         else:
             write_file(inp, dest, r)
+            files.add(rel)
             summary["files"] += 1
             summary["bytes"] += r["size"]
         order.append((t, rel))

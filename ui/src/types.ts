@@ -167,7 +167,12 @@ history_hours: number,
 /**
  * …then the newest of each day, this many days (0–3650).
  */
-history_days: number, };
+history_days: number, 
+/**
+ * A checkpoint stops (the previous version kept) rather than leave less than this many GiB
+ * free on the disk of the data directory (0–1024).
+ */
+keep_free_gib: number, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.
@@ -450,7 +455,7 @@ export type BuildProgress = { "stage": "fetch_uv", message: string, } | { "stage
 /**
  * What a front end may branch on. Everything else is in the message.
  */
-export type ErrorCode = "NOT_FOUND" | "CONFLICT" | "INVALID" | "PATH_ESCAPES" | "TOO_LARGE" | "DOCKER_UNAVAILABLE" | "NOT_RUNNING" | "BUSY" | "BOT_RUNNING" | "MULTI_SCREEN_UNAVAILABLE" | "STALE" | "PROVIDER" | "TIMED_OUT" | "INTERNAL";
+export type ErrorCode = "NOT_FOUND" | "CONFLICT" | "INVALID" | "PATH_ESCAPES" | "TOO_LARGE" | "DOCKER_UNAVAILABLE" | "NOT_RUNNING" | "BUSY" | "BOT_RUNNING" | "MULTI_SCREEN_UNAVAILABLE" | "STALE" | "PROVIDER" | "TIMED_OUT" | "DISK_FULL" | "INTERNAL";
 
 /**
  * An engine error: a code and one clear sentence (with context) for a person.

@@ -207,11 +207,14 @@ impl Engine {
         };
         let records = SyncIoBridge::new(Bounded::new(out.records, IDLE_BOUND, TOTAL_BOUND));
         let p = partial.clone();
+        // The person's margin of free disk, looked at before and while the files come.
+        let keep_free = u64::from(self.settings().map(|s| s.keep_free_gib).unwrap_or_else(|_| Settings::default().keep_free_gib)) << 30;
+        let store_dir = store.clone();
         let received = blocking(move || {
             let mut r = BufReader::with_capacity(256 * 1024, records);
             let mut at = String::new();
             let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index));
-            home_store::receive(&mut r, &p, prev, &mut at)
+            home_store::receive_within(&mut r, &p, prev, &mut at, &|| home_store::check_free(&store_dir, keep_free))
         })
         .await;
         // The computer's own verdict counts too: a stream that ended well from a helper that failed

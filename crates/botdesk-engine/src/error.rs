@@ -23,6 +23,9 @@ pub enum ErrorCode {
     Provider,
     /// The computer stopped answering within the call's time bound.
     TimedOut,
+    /// This machine's disk would fill past the person's margin: a checkpoint stopped and kept
+    /// the version before.
+    DiskFull,
     Internal,
 }
 

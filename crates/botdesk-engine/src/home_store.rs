@@ -301,7 +301,25 @@ const MAX_SKIPPED_SHOWN: usize = 100;
 /// previous version and its index; `same` may name only that index's files). Whatever the
 /// previous version had where a record lands goes first; what the stream no longer names goes at
 /// the end. `at` is told the path being received, so a stall can name it.
+#[cfg(test)]
 pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path, &Index)>, at: &mut String) -> Result<Received> {
+    receive_within(r, partial, prev, at, &|| Ok(()))
+}
+
+/// Bytes of file data written between two looks at the free disk.
+const ROOM_EVERY: u64 = 64 << 20;
+
+/// [`receive`], asking `room` whether the disk may take more before it starts and after every
+/// [`ROOM_EVERY`] bytes written (its error ends the receive).
+pub(crate) fn receive_within(
+    r: &mut impl BufRead,
+    partial: &Path,
+    prev: Option<(&Path, &Index)>,
+    at: &mut String,
+    room: &dyn Fn() -> Result<()>,
+) -> Result<Received> {
+    room()?;
+    let mut since = 0u64;
     let bad = |msg: String| EngineError::new(ErrorCode::Provider, format!("bad home stream from the computer: {msg}"));
     let read = |e: io::Error, at: &str| {
         if e.kind() == io::ErrorKind::TimedOut {
@@ -362,7 +380,7 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
             Record::File { mode, mtime, size, data, more, .. } => {
                 clear(&to)?;
                 let mut f = fs::File::options().write(true).create_new(true).mode(0o600).open(&to).map_err(|e| err("writing", &to, e))?;
-                let mut written = write_extents(r, &mut f, &data, &to, &p, at)?;
+                let mut written = write_extents(r, &mut f, &data, &to, &p, at, (&mut since, room))?;
                 let (mut more, mut file) = (more, FileData::new(&p, size, &data));
                 while more {
                     let rec = read_header(r).map_err(|e| read(e, at))?;
@@ -370,7 +388,7 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
                         return Err(bad(format!("the rest of {p} did not follow it")));
                     };
                     file.more(&q, &data).map_err(|e| bad(e.to_string()))?;
-                    written += write_extents(r, &mut f, &data, &to, &p, at)?;
+                    written += write_extents(r, &mut f, &data, &to, &p, at, (&mut since, room))?;
                     more = m;
                 }
                 f.set_len(size).map_err(|e| err("writing", &to, e))?;
@@ -437,8 +455,17 @@ pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path,
 }
 
 /// Writes a file's data extents from `r` into `f`, leaving blocks of zeros unwritten (holes on
-/// the host, whatever the computer sent). Returns the bytes received.
-fn write_extents(r: &mut impl BufRead, f: &mut fs::File, data: &[(u64, u64)], to: &Path, p: &str, at: &str) -> Result<u64> {
+/// the host, whatever the computer sent), and asks `room` again every [`ROOM_EVERY`] bytes
+/// written. Returns the bytes received.
+fn write_extents(
+    r: &mut impl BufRead,
+    f: &mut fs::File,
+    data: &[(u64, u64)],
+    to: &Path,
+    p: &str,
+    at: &str,
+    (since, room): (&mut u64, &dyn Fn() -> Result<()>),
+) -> Result<u64> {
     const BLOCK: usize = 64 * 1024;
     let mut buf = vec![0u8; BLOCK];
     let mut total = 0;
@@ -458,12 +485,47 @@ fn write_extents(r: &mut impl BufRead, f: &mut fs::File, data: &[(u64, u64)], to
             }
             if buf[..n].iter().any(|&b| b != 0) {
                 f.write_all_at(&buf[..n], off + done).map_err(|e| err("writing", to, e))?;
+                *since += n as u64;
+                if *since >= ROOM_EVERY {
+                    *since = 0;
+                    room()?;
+                }
             }
             done += n as u64;
         }
         total += len;
     }
     Ok(total)
+}
+
+/// Whether the disk holding `dir` has more than `keep` bytes free (for this user), else a clear
+/// error with the numbers.
+pub(crate) fn check_free(dir: &Path, keep: u64) -> Result<()> {
+    let free = free_bytes(dir)?;
+    if free >= keep {
+        return Ok(());
+    }
+    let gib = |b: u64| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64);
+    Err(EngineError::new(
+        ErrorCode::DiskFull,
+        format!(
+            "the disk holding {} has {} free and checkpoints keep {} free (Settings → Versions): free some space, or keep less free; the previous version is kept",
+            dir.display(),
+            gib(free),
+            gib(keep)
+        ),
+    ))
+}
+
+fn free_bytes(dir: &Path) -> Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|e| err("reading", dir, io::Error::other(e)))?;
+    // SAFETY: statvfs fills the struct we pass; the path is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(err("reading", dir, io::Error::last_os_error()));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Flushes the file system holding `dir` to disk.
@@ -744,6 +806,33 @@ mod tests {
         assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
         let (sent, kept) = (fs::metadata(&p).unwrap().blocks(), fs::metadata(got.join("holey")).unwrap().blocks());
         assert!(kept < sent, "the zeros stay a hole: {kept} blocks for {sent}");
+    }
+
+    /// A disk that would fill: the receive asks before it starts and every 64 MiB written, and
+    /// stops at the first no.
+    #[test]
+    fn a_receive_stops_when_the_disk_has_no_room() {
+        let t = tempfile::tempdir().unwrap();
+        let size = 100u64 << 20;
+        let mut stream = Record::File { p: "big".into(), mode: 0o644, mtime: 0, size, data: vec![(0, size)], more: false }.line();
+        stream.extend(std::iter::repeat_n(7u8, size as usize));
+        stream.extend(Record::End { entries: 1 }.line());
+        let asked = std::cell::Cell::new(0);
+        let room = || {
+            asked.set(asked.get() + 1);
+            if asked.get() > 1 {
+                Err(EngineError::new(ErrorCode::DiskFull, "no room"))
+            } else {
+                Ok(())
+            }
+        };
+        let dest = t.path().join("v1");
+        prepare(&dest, None).unwrap();
+        let e = receive_within(&mut &stream[..], &dest, None, &mut String::new(), &room).unwrap_err();
+        assert_eq!((e.code, asked.get()), (ErrorCode::DiskFull, 2), "asked at the start and after 64 MiB");
+        assert!(check_free(t.path(), 0).is_ok());
+        let e = check_free(t.path(), u64::MAX).unwrap_err();
+        assert!(e.message.contains("GiB free and checkpoints keep"), "{e}");
     }
 
     /// Hard links stay links: sent once and named again, received as one file with two names.

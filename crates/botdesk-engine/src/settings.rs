@@ -22,11 +22,14 @@ pub struct Settings {
     pub history_hours: u32,
     /// …then the newest of each day, this many days (0–3650).
     pub history_days: u32,
+    /// A checkpoint stops (the previous version kept) rather than leave less than this many GiB
+    /// free on the disk of the data directory (0–1024).
+    pub keep_free_gib: u32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true, history_hours: 48, history_days: 30 }
+        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true, history_hours: 48, history_days: 30, keep_free_gib: 2 }
     }
 }
 
@@ -43,6 +46,9 @@ impl Settings {
         }
         if self.history_days > 3650 {
             return Err(EngineError::invalid(format!("daily versions are kept 0 to 3650 days, not {}", self.history_days)));
+        }
+        if self.keep_free_gib > 1024 {
+            return Err(EngineError::invalid(format!("checkpoints keep 0 to 1024 GiB free, not {}", self.keep_free_gib)));
         }
         if let Some(n) = self.screen_limit {
             if !(1..=16).contains(&n) {
@@ -122,7 +128,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         assert_eq!(Settings::load(&path).unwrap(), Settings::default());
-        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false, history_hours: 24, history_days: 7 };
+        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false, history_hours: 24, history_days: 7, keep_free_gib: 5 };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);
         assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());

@@ -178,6 +178,12 @@ async fn a_checkpoint_that_fails_keeps_the_last_version_and_never_keeps_a_comput
     let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "second\n"));
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);
+    // A disk that would fill past the person's margin: the checkpoint stops, says the numbers,
+    // and keeps the version before.
+    w.engine.save_settings(&Settings { keep_free_gib: 1024, ..Settings::default() }).unwrap();
+    let e = w.engine.checkpoint(&bot.computer.id).await.unwrap_err();
+    assert!(e.code == ErrorCode::DiskFull && e.message.contains("GiB free and checkpoints keep 1024.0 GiB free"), "{e:?}");
+    w.engine.save_settings(&Settings::default()).unwrap();
     // A destroy that cannot save goes ahead when the person says so, keeping the last version.
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
     let c = w.engine.destroy_computer_unsaved(&bot.computer.id).await.unwrap();

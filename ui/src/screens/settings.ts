@@ -27,6 +27,7 @@ export async function openSettings() {
   spare.checked = s.spare_computer;
   const hours = el("input", { type: "number", min: "1", max: "8760", step: "1", value: String(s.history_hours), id: "set-history-hours" }) as HTMLInputElement;
   const days = el("input", { type: "number", min: "0", max: "3650", step: "1", value: String(s.history_days), id: "set-history-days" }) as HTMLInputElement;
+  const free = el("input", { type: "number", min: "0", max: "1024", step: "1", value: String(s.keep_free_gib), id: "set-keep-free" }) as HTMLInputElement;
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -39,6 +40,7 @@ export async function openSettings() {
     el("h3", {}, "Versions"),
     field("Keep every version (hours)", hours, "Each checkpoint of a bot's files (after each run, at each stop) is kept this long…"),
     field("Then one a day (days)", days, "…then the newest of each day, this many days. A bot's Files → History shows them, with their size on disk."),
+    field("Keep free on this disk (GiB)", free, "A checkpoint stops, keeping the version before, rather than leave less than this free where your data lives."),
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
@@ -48,7 +50,7 @@ export async function openSettings() {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
-      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked, history_hours: Number(hours.value), history_days: Number(days.value) });
+      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked, history_hours: Number(hours.value), history_days: Number(days.value), keep_free_gib: Number(free.value) });
       msg.textContent = "Saved.";
       msg.className = "ok-text";
     } catch (err) {

@@ -21,6 +21,22 @@ pub struct Figures {
     pub cp_full: Duration,
     pub tar_full: Duration,
     pub tar_restore: Duration,
+    /// A restore of the first version, whole, through `Engine::restore` (a checkpoint of the
+    /// present first, then the version put back), the median of three.
+    pub version_restore: Duration,
+    /// Disk the store takes with 30 versions, one file changed between each, and one version.
+    pub disk_versions: u64,
+    pub disk_one: u64,
+    pub versions: u64,
+}
+
+/// Versions the disk row keeps (one changed file between each).
+const VERSIONS: usize = 30;
+
+/// Bytes on disk under `path`, each file once however many names it has (`du`).
+fn du(path: &Path) -> u64 {
+    let out = Command::new("du").args(["-s", "-B1"]).arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().next().unwrap().parse().unwrap()
 }
 
 const SMALL: usize = 10_000;
@@ -73,11 +89,19 @@ pub async fn run(dir: &Path) -> Figures {
         assert_eq!(r.copied, 1);
     }
     one.sort();
+    // Up to 30 versions, one changed file each: what they take on disk beside one version.
+    for _ in 6..VERSIONS {
+        sh(&engine, "ckpt", &["python3", "-c", "import os; open('project/src/m000/f00001.txt','wb').write(os.urandom(4096))"]).await;
+        engine.checkpoint(&computer).await.unwrap();
+    }
+    engine.settle().await;
 
     // Anchors on the same tree: cp -a of the checkpoint; tar out of the computer over exec; tar
     // back into it over exec.
     let store = data.join("homes").join(std::fs::read_dir(data.join("homes")).unwrap().next().unwrap().unwrap().file_name());
     let current = std::fs::canonicalize(store.join("current")).unwrap();
+    let versions = engine.history("ckpt").await.unwrap().versions.len() as u64;
+    let (disk_versions, disk_one) = (du(&store), du(&current));
     let anchor = dir.join("ckpt-anchor");
     let cp_full = timed(&format!("cp -a '{}' '{}' && sync", current.display(), anchor.display()));
     let _ = std::fs::remove_dir_all(&anchor);
@@ -85,7 +109,7 @@ pub async fn run(dir: &Path) -> Figures {
     let tar_full = timed(&format!("docker exec -u {BOT} {container} tar -C /home/botdesk -cf - . | tar -C '{}' -xf - && sync", anchor.display()));
     // Restores write 1 GiB each, and this disk's speed wanders: three rounds, each the anchor
     // then ours, and the median of each.
-    let (mut tar_restores, mut restores) = (vec![], vec![]);
+    let (mut tar_restores, mut restores, mut version_restores) = (vec![], vec![], vec![]);
     for _ in 0..3 {
         tar_restores.push(timed(&format!(
             "tar -C '{}' -cf - . | docker exec -i -u {BOT} {container} sh -c 'mkdir -p /home/botdesk/.anchor && tar -C /home/botdesk/.anchor -xf - && sync && rm -rf /home/botdesk/.anchor'",
@@ -96,12 +120,94 @@ pub async fn run(dir: &Path) -> Figures {
         sh(&engine, "ckpt", &["sync"]).await;
         restores.push(t.elapsed());
         assert_eq!(r.files, files);
+        let t = Instant::now();
+        engine.restore("ckpt", 1, None).await.unwrap();
+        sh(&engine, "ckpt", &["sync"]).await;
+        version_restores.push(t.elapsed());
     }
     let _ = std::fs::remove_dir_all(&anchor);
     tar_restores.sort();
     restores.sort();
     let (tar_restore, restore) = (tar_restores[1], restores[1]);
+    let version_restore = crate::median(version_restores);
     let _ = engine.remove_bot("ckpt").await;
     let _ = std::fs::remove_dir_all(&data);
-    Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, tar_full, tar_restore }
+    Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, tar_full, tar_restore, version_restore, disk_versions, disk_one, versions }
+}
+
+/// The disk row, as a line of the notes (bytes, not times).
+pub fn disk_line(f: &Figures) -> String {
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    format!(
+        "{} versions of the 1 GiB home, one changed file between each, take {:.1} MiB on disk beside {:.1} MiB for one version (`du`, each file once): {:.3}× (target ≤ 1.1×)",
+        f.versions,
+        mib(f.disk_versions),
+        mib(f.disk_one),
+        f.disk_versions as f64 / f.disk_one as f64
+    )
+}
+
+/// The whole process's memory while a home of `entries` empty files under long names is
+/// checkpointed.
+pub struct Memory {
+    pub entries: u64,
+    /// Resident memory of this process just before (the anchor), and the most seen during.
+    pub before: u64,
+    pub peak: u64,
+    pub took: Duration,
+    /// The checkpoint's error, when it refused.
+    pub refused: Option<String>,
+}
+
+fn rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").trim().parse().unwrap();
+    kb << 10
+}
+
+pub async fn memory(dir: &Path, entries: usize) -> Memory {
+    let data = dir.join("checkpoint-memory");
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let bot = engine.create_bot("many", ComputerScope::Private, None, "").await.unwrap();
+    // 2,000 folders of 1,000 empty files, each name 120 bytes long.
+    let make = format!(
+        "import os\nn={entries}\nfor d in range((n + 999) // 1000):\n p = 'many/' + 'd' * 100 + '%05d' % d\n os.makedirs(p)\n for i in range(min(1000, n - d * 1000)):\n  os.close(os.open(p + '/' + 'f' * 113 + '%07d' % (d * 1000 + i), os.O_CREAT | os.O_WRONLY, 0o644))\n"
+    );
+    sh(&engine, "many", &["python3", "-c", &make]).await;
+
+    let before = rss();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                peak = peak.max(rss());
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        })
+    };
+    let t = Instant::now();
+    let r = engine.checkpoint(&bot.computer.id).await;
+    let took = t.elapsed();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let peak = sampler.join().unwrap().max(rss());
+    let refused = r.err().map(|e| e.message);
+    let _ = engine.remove_bot("many").await;
+    let _ = std::fs::remove_dir_all(&data);
+    Memory { entries: entries as u64, before, peak, took, refused }
+}
+
+/// The memory row, as a line of the notes.
+pub fn memory_line(m: &Memory) -> String {
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    format!(
+        "A checkpoint of {} empty files under 120-byte names ({}, {:.1} s): this process's resident memory grew {:.0} MiB, from {:.0} MiB just before (target: < 64 MiB of growth)",
+        m.entries,
+        m.refused.as_deref().map_or("saved".to_string(), |e| format!("refused: {e}")),
+        m.took.as_secs_f64(),
+        mib(m.peak.saturating_sub(m.before)),
+        mib(m.before)
+    )
 }

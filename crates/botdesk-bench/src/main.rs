@@ -1,6 +1,6 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|agent|desktops|cli|start (prints
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start (prints
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
@@ -164,6 +164,12 @@ async fn main() {
                 println!("checkpoint: {} vs cp -a {}, tar over exec {}", ms(f.full), ms(f.cp_full), ms(f.tar_full));
                 println!("checkpoint after one changed file: {}", ms(f.one_changed));
                 println!("restore: {} vs tar over exec {}", ms(f.restore), ms(f.tar_restore));
+                println!("restore of version 1: {} vs tar over exec {}", ms(f.version_restore), ms(f.tar_restore));
+                println!("{}", checkpoint::disk_line(&f));
+            }
+            Some("memory") => {
+                let n = std::env::var("BOTDESK_BENCH_ENTRIES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000_000);
+                println!("{}", checkpoint::memory_line(&checkpoint::memory(dir.path(), n).await));
             }
             Some("agent") => {
                 let (ours, anchor) = agent::run().await;
@@ -264,6 +270,15 @@ async fn main() {
         anchor: ck.tar_restore,
         n: 3,
     });
+    rows.push(Row {
+        what: "restore of a version, whole (`botdesk restore --version 1`: the present saved first; target ≤ 1.2× anchor)",
+        ours: ck.version_restore,
+        anchor_name: "`tar` over `docker exec` into the same computer",
+        anchor: ck.tar_restore,
+        n: 3,
+    });
+
+    let mem = checkpoint::memory(dir.path(), 2_000_000).await;
 
     let far = remote::run(dir.path(), &viewer::app_binary()).await;
 
@@ -345,13 +360,16 @@ async fn main() {
          its anchor are the median of three rounds, taken in turn). A checkpoint after one changed file sends the manifest \
          of the previous version in (read from that version's index, not walked) and, while the computer starts and walks \
          its home, makes the new version as hard links to the previous one (versions are never modified); it then gets that \
-         one file and a `same` record for each of the {} others, writes the one file, swaps `current` with one rename and \
-         moves the older version to `trash/`, removed after the checkpoint returned. Each includes a final `syncfs`; the \
-         anchors are each followed by `sync`, timed.\n",
+         one file and a `same` record for each of the {} others, writes the one file and swaps `current` with one rename; \
+         the version before stays (every version is kept 48 hours). Each includes a final `syncfs`; the \
+         anchors are each followed by `sync`, timed. A restore of a version first checkpoints the present, then makes the \
+         new version from the old one by hard links and puts it into the computer (`botdesk-helper load`, `put`).\n- {}.\n",
         mib_s(ck.full),
         mib_s(ck.restore),
         ck.files - 1,
+        checkpoint::disk_line(&ck),
     ));
+    md.push_str(&format!("- {}.\n", checkpoint::memory_line(&mem)));
     md.push_str(&format!(
         "- Viewer: with the screen repainting, the 2 cores are the limit: the app's session receives about as many screen \
          updates per second as the webview draws, and none are dropped on the way. The screen comes as raw pixels in the X \

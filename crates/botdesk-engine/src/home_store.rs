@@ -17,7 +17,7 @@
 //!   interrupted checkpoint left, so a crash at any point leaves the previous version whole and
 //!   the next checkpoint working.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -200,7 +200,9 @@ fn index_path(store: &Path, version: u64) -> PathBuf {
 /// The index of version `version` (at `root`): its index file, or a walk of the version (never
 /// following a symlink) when the file is missing or unreadable (a store from before indexes).
 pub(crate) fn index_of(store: &Path, version: u64, root: &Path) -> Result<Index> {
-    if let Some(index) = fs::read(index_path(store, version)).ok().and_then(|b| serde_json::from_slice(&b).ok()) {
+    // Read as it is parsed: a large index is never held twice.
+    let parsed = fs::File::open(index_path(store, version)).ok().and_then(|f| serde_json::from_reader(io::BufReader::with_capacity(256 * 1024, f)).ok());
+    if let Some(index) = parsed {
         return Ok(index);
     }
     walk_index(root)
@@ -332,10 +334,9 @@ pub(crate) fn receive_within(
     // Only a prepared version has anything in the way.
     let clear = |to: &Path| if prev.is_some() { remove_tree(to) } else { Ok(()) };
     let mut dirs: HashMap<String, (u32, i64)> = HashMap::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    // Regular files of this stream so far, by path: where their index entry is (a hard link may
-    // name only those).
-    let mut files_at: HashMap<String, usize> = HashMap::new();
+    // Every path of this stream so far (each path is held once): for a regular file, where its
+    // index entry is (a hard link may name only those).
+    let mut seen: HashMap<String, Option<usize>> = HashMap::new();
     let mut got = Received::default();
     let mut entries = 0u64;
     loop {
@@ -350,7 +351,7 @@ pub(crate) fn receive_within(
         let p = rec.path().expect("only end has no path").to_string();
         // The record's folder must be one this stream made: nothing is reached through a link.
         let parent = p.rsplit_once('/').map(|(d, _)| d);
-        if parent.is_some_and(|d| !dirs.contains_key(d)) || !seen.insert(p.clone()) {
+        if parent.is_some_and(|d| !dirs.contains_key(d)) || seen.insert(p.clone(), None).is_some() {
             return Err(bad(format!("{p} does not follow its folder, or comes twice")));
         }
         at.clone_from(&p);
@@ -374,7 +375,7 @@ pub(crate) fn receive_within(
                 let e = known.get(p.as_str()).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?;
                 got.files += 1;
                 got.bytes += e.1;
-                files_at.insert(p, got.index.files.len());
+                seen.insert(p, Some(got.index.files.len()));
                 got.index.files.push((*e).clone());
             }
             Record::File { mode, mtime, size, data, more, .. } => {
@@ -400,11 +401,11 @@ pub(crate) fn receive_within(
                 got.bytes += size;
                 got.copied += 1;
                 got.changed.count(&p, true, written);
-                files_at.insert(p.clone(), got.index.files.len());
+                seen.insert(p.clone(), Some(got.index.files.len()));
                 got.index.files.push((p, size, mtime, mode & 0o1777));
             }
             Record::Hardlink { to: first, .. } => {
-                let i = *files_at.get(&first).ok_or_else(|| bad(format!("{p} is a hard link to {first}, no file of this stream before it")))?;
+                let i = seen.get(&first).copied().flatten().ok_or_else(|| bad(format!("{p} is a hard link to {first}, no file of this stream before it")))?;
                 clear(&to)?;
                 fs::hard_link(partial.join(&first), &to).map_err(|e| err("writing", &to, e))?;
                 let (_, size, mtime, mode) = got.index.files[i].clone();
@@ -414,7 +415,7 @@ pub(crate) fn receive_within(
                 }
                 got.files += 1;
                 got.bytes += size;
-                files_at.insert(p, got.index.files.len());
+                seen.insert(p, Some(got.index.files.len()));
                 got.index.files.push(entry);
             }
             Record::Extents { p, .. } => return Err(bad(format!("extents of {p} came without their file"))),
@@ -432,11 +433,11 @@ pub(crate) fn receive_within(
     if let Some((_, index)) = prev {
         let in_named = |p: &str| p.rsplit_once('/').is_none_or(|(d, _)| dirs.contains_key(d));
         for p in index.files.iter().map(|e| &e.0).chain(&index.dirs) {
-            if !seen.contains(p) && in_named(p) {
+            if !seen.contains_key(p) && in_named(p) {
                 remove_tree(&partial.join(p))?;
             }
         }
-        for (p, ..) in index.files.iter().filter(|e| !seen.contains(&e.0)) {
+        for (p, ..) in index.files.iter().filter(|e| !seen.contains_key(&e.0)) {
             got.changed.count(p, false, 0);
         }
     }
@@ -545,7 +546,11 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 pub(crate) fn commit(store: &Path, partial: &Path, index: &Index, meta: &Meta, keep: Retention) -> Result<()> {
     let version = meta.version;
     let ip = index_path(store, version);
-    fs::write(&ip, serde_json::to_vec(index).expect("an index serialises")).map_err(|e| err("writing", &ip, e))?;
+    // Streamed to the file: a large index is never held twice.
+    let f = fs::File::create(&ip).map_err(|e| err("writing", &ip, e))?;
+    let mut w = io::BufWriter::with_capacity(256 * 1024, f);
+    serde_json::to_writer(&mut w, index).map_err(|e| err("writing", &ip, io::Error::other(e)))?;
+    w.flush().map_err(|e| err("writing", &ip, e))?;
     versions::write_meta(store, meta)?;
     // One sync for the whole file system: the version, its index and meta.
     sync_dir(partial)?;

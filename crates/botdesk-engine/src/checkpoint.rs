@@ -33,8 +33,6 @@ use crate::home_store::{self, Skipped};
 use crate::versions::{Changed, Meta, Why};
 use crate::{Engine, EngineError, ErrorCode, Result, Settings};
 
-/// A checkpoint whose computer sends nothing for this long is abandoned (the previous version stays).
-pub(crate) const IDLE_BOUND: Duration = Duration::from_secs(60);
 /// The longest a checkpoint may take in all.
 pub(crate) const TOTAL_BOUND: Duration = Duration::from_secs(30 * 60);
 
@@ -205,7 +203,8 @@ impl Engine {
                 return Err(saving(e));
             }
         };
-        let records = SyncIoBridge::new(Bounded::new(out.records, IDLE_BOUND, TOTAL_BOUND));
+        let idle = Duration::from_millis(self.inner.policy.checkpoint_idle.max(1) as u64);
+        let records = SyncIoBridge::new(Bounded::new(out.records, idle, TOTAL_BOUND));
         let p = partial.clone();
         // The person's margin of free disk, looked at before and while the files come.
         let keep_free = u64::from(self.settings().map(|s| s.keep_free_gib).unwrap_or_else(|_| Settings::default().keep_free_gib)) << 30;

@@ -24,6 +24,9 @@ pub struct Policy {
     pub reservation_silence: i64,
     /// Idle time before a computer is suspended (at least 30 s).
     pub idle_suspend: i64,
+    /// A checkpoint whose computer sends nothing for this long is abandoned (the previous version
+    /// stays): a stalled or stopped save helper.
+    pub checkpoint_idle: i64,
 }
 
 impl Default for Policy {
@@ -35,6 +38,7 @@ impl Default for Policy {
             reservation_heartbeat: 30_000,
             reservation_silence: 10 * 60_000,
             idle_suspend: 10 * 60_000,
+            checkpoint_idle: 60_000,
         }
     }
 }

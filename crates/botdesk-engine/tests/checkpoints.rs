@@ -483,3 +483,31 @@ du -B1 sparse.bin | cut -f1; du -B1 -s links | cut -f1"#;
     assert_eq!(l.next(), Some("1001"), "the hard links came back as links");
     assert!(out.ends_with("\n500\n"), "the folder it could not search comes back searchable by its owner: {out}");
 }
+
+/// A bot stops its own save helper (it runs as the bot's user): the checkpoint gives up after its
+/// idle bound (2 s here, 60 s by default) and says so, the previous version stays, and the
+/// computer still stops and is destroyed.
+#[tokio::test]
+async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    cfg.policy.checkpoint_idle = 2_000;
+    let w = World { engine: Engine::open(cfg).await.unwrap(), dir };
+    let bot = w.engine.create_bot("stopper", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.files_write("stopper", "kept.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
+    assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 1);
+    // In the background, the bot stops every save helper it sees (the class keeps the loop from
+    // matching its own command line), so every checkpoint would hang.
+    const STOPPER: &str = r#"setsid -f sh -c 'for i in $(seq 20000); do pkill -STOP -f "botdesk-helpe[r] save"; sleep 0.005; done' >/dev/null 2>&1 </dev/null"#;
+    let (code, _) = w.engine.shell("stopper", STOPPER).await.unwrap();
+    assert_eq!(code, 0);
+    let e = w.engine.checkpoint(&bot.computer.id).await.unwrap_err();
+    assert!(e.code == ErrorCode::TimedOut && e.message.contains("stopped sending"), "{e:?}");
+    let c = w.engine.stop_computer(&bot.computer.id).await.unwrap();
+    let why = c.not_saved.unwrap_or_default();
+    assert!(why.contains("stopped sending") && why.contains("version 1 is the last saved"), "{why}");
+    assert_eq!(c.status, botdesk_engine::MachineStatus::Stopped);
+    // Destroy starts it again to save first: the stop ended the loop, so that save goes through.
+    assert!(w.engine.destroy_computer(&bot.computer.id).await.unwrap().not_saved.is_none());
+    assert_eq!(&w.engine.stored_read("stopper", "kept.txt", 100).await.unwrap()[..], b"first");
+}

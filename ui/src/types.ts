@@ -406,7 +406,7 @@ current: boolean, };
  */
 export type History = { bot: string, computer: string, 
 /**
- * The bot's folder in its computer's home ("" on a Private computer: the whole home).
+ * The bot's folder in its computer's home (`.` on a Private computer: the whole home).
  */
 folder: string, versions: Array<VersionView>, 
 /**

@@ -37,7 +37,7 @@ pub struct VersionView {
 pub struct History {
     pub bot: String,
     pub computer: String,
-    /// The bot's folder in its computer's home ("" on a Private computer: the whole home).
+    /// The bot's folder in its computer's home (`.` on a Private computer: the whole home).
     pub folder: String,
     pub versions: Vec<VersionView>,
     /// Bytes all the versions of the home take on this machine (shared files counted once).

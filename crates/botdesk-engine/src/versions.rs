@@ -78,13 +78,6 @@ impl Why {
             Why::Earlier => "earlier checkpoint".into(),
         }
     }
-
-    pub fn run_id(&self) -> Option<&str> {
-        match self {
-            Why::Run { run_id } | Why::BeforeRun { run_id } => Some(run_id),
-            _ => None,
-        }
-    }
 }
 
 /// What changed in a version since the one before it: regular files written (new or changed) and

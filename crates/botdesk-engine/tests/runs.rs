@@ -1074,6 +1074,20 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
     assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
     assert_eq!(text(w.engine.files_read("wiper", "draft.txt", 100).await.unwrap()), "edited by me\n", "only that file came back");
+    // The bot plants a link where a restore lands, a FIFO over its draft and a read-only folder
+    // in the way: the restores replace them, and nothing is followed, on the host (the version
+    // made from the present holds the link) or in the computer.
+    let (code, out) = w
+        .engine
+        .shell("wiper", "rm -rf notes && ln -s /etc notes && rm draft.txt && mkfifo draft.txt && mkdir -p ro/in && chmod 555 ro && echo planted")
+        .await
+        .unwrap();
+    assert_eq!(code, 0, "{out}");
+    w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
+    w.engine.restore("wiper", 1, Some("draft.txt")).await.unwrap();
+    let (code, out) =
+        w.engine.shell("wiper", "test -d notes && ! test -L notes && cat notes/plan.md draft.txt && ls /etc/plan.md 2>&1; stat -c %a ro").await.unwrap();
+    assert_eq!((code, out.as_str()), (0, "# Plan\ndraft 1\nls: cannot access '/etc/plan.md': No such file or directory\n555\n"));
     let e = w.engine.restore("wiper", 1, Some("nothing/here")).await.unwrap_err();
     assert!(e.message.contains("nothing/here is not in version 1"), "{e}");
     let e = w.engine.restore("wiper", 99, None).await.unwrap_err();

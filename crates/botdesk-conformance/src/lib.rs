@@ -317,7 +317,7 @@ pub async fn home_stream_round_trip(t: &Target) {
     t.provider.write(&a, &p("notes/readme.md"), Bytes::from_static(b"# hi\n"), false, &ctx()).await.unwrap();
     assert_eq!(run(t, &a, &["ln", "-s", "notes/readme.md", "readme-link"]).await.0.code, 0);
     let options = Bytes::from_static(b"{\"skip_under\":\".browser-profiles\",\"skip_names\":[]}\n");
-    let mut out = t.provider.save_home(&a, options, &ctx()).await.unwrap();
+    let mut out = t.provider.save_home(&a, Box::pin(std::io::Cursor::new(options)), &ctx()).await.unwrap();
     let mut stream = Vec::new();
     out.records.read_to_end(&mut stream).await.unwrap();
     out.finished.await.unwrap();

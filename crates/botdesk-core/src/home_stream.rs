@@ -15,13 +15,17 @@
 //! {"t":"extents","p":PATH,"data":[[OFF,LEN],...]}   then Σ LEN bytes: more of the file just sent
 //! {"t":"same","p":PATH}                 (out of a computer only) unchanged since the previous version
 //! {"t":"link","p":PATH,"target":T,"mtime":NS}
-//! {"t":"hardlink","p":PATH,"to":PATH2}  the same file as PATH2, a regular file earlier in the stream
+//! {"t":"hardlink","p":PATH,"to":PATH2,"mode":M}  the same file as PATH2, a regular file earlier in the stream
 //! {"t":"skipped","p":PATH,"why":WHY}    (out of a computer only) a FIFO, socket, device, or unreadable
 //! {"t":"end","entries":N}               N records before it
 //! ```
 //!
 //! - `PATH` is relative to the home (or to the subtree being sent), `/`-separated, with no empty,
-//!   `.` or `..` component and no NUL ([`check_path`]). A folder comes before anything inside it.
+//!   `.` or `..` component and no NUL ([`check_path`]). Records come in walk order: a folder, then
+//!   everything inside it, then its next sibling; the entries of a folder by name (UTF-8 bytes).
+//!   A host receiving a save holds only the chain of folders it is in, so it refuses a path that
+//!   is not after the one before it (a `skipped` record excepted: a stand-in name may sort
+//!   anywhere).
 //! - `M` is the permission bits (`0o1777` at most: setuid and setgid never travel); `NS` is the
 //!   modification time in nanoseconds since the epoch.
 //! - `data` lists the file's data extents in order, not overlapping, inside `S`; the rest of the
@@ -33,9 +37,11 @@
 //!
 //! # Saving (`botdesk-helper save`)
 //! The host writes an options line `{"skip_under":".browser-profiles","skip_names":[...]}` and
-//! then one line holding the previous version's regular files, `[[PATH,S,NS,M],...]` (one JSON
-//! array decodes far faster inside the computer than a line per file), and closes stdin. The computer answers with the records of its whole home; a regular file whose
-//! size, mtime and mode equal its manifest line comes as `same`.
+//! then the previous version's index, a line per entry in walk order (its first line
+//! `botdesk-index 2`, then `d "PATH"` for a folder and `f S NS M "PATH"` for a regular file, the
+//! path a JSON string), and closes stdin. The computer reads the index as its walk goes (both are
+//! in walk order, so neither side holds it) and answers with the records of its whole home; a
+//! regular file whose size, mtime and mode equal its index line comes as `same`.
 //!
 //! # Loading (`botdesk-helper load`)
 //! The host writes an options line, then records (no `same`, no `skipped`), then `end`:
@@ -104,6 +110,9 @@ pub enum Record {
     Hardlink {
         p: String,
         to: String,
+        /// The file's mode (the same inode's as `to`'s: said again so the host need not keep it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<u32>,
     },
     Skipped {
         p: String,

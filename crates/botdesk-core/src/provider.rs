@@ -374,8 +374,9 @@ pub trait SandboxProvider: Send + Sync + 'static {
 
     // 5. The home as a stream (see [`crate::home_stream`]): checkpoints, restores and switches.
     /// Streams the whole home out: `manifest` is the save's options line and the previous
-    /// version's manifest lines; the records come on [`HomeOut::records`].
-    async fn save_home(&self, _computer: &ComputerRef, _manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+    /// version's index, read by the computer while it walks (so it goes in while the records come
+    /// out); the records come on [`HomeOut::records`].
+    async fn save_home(&self, _computer: &ComputerRef, _manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         unsupported(self.kind(), "save_home")
     }
     /// Streams records into the home; nothing changes unless `records` ends with its `end`.

@@ -16,6 +16,15 @@ use tokio_util::io::StreamReader;
 
 use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 
+/// A task that ends when its handle is dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How much of the helper's stderr is kept for an error message.
 const MAX_STDERR: usize = 64 * 1024;
 /// Largest load summary (it names the files a merge kept).
@@ -89,19 +98,23 @@ fn split_output(output: crate::provider::ExecOutputStream, stderr: Arc<Mutex<Vec
     })
 }
 
-pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, manifest: Bytes) -> Result<HomeOut> {
+pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, mut manifest: HomeIn) -> Result<HomeOut> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "save".to_string()];
     let (exec_id, output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
-    // The helper reads its whole stdin before it writes anything.
-    let io = |e: std::io::Error| SandboxError::Provider(format!("sending the manifest to the computer: {e}"));
-    input.write_all(&manifest).await.map_err(io)?;
-    input.shutdown().await.map_err(io)?;
+    // The helper reads the manifest as its walk goes: it goes in while the records come out. The
+    // sending ends with the exec (its input closes), and `finished` owns it.
+    let sending = tokio::spawn(async move {
+        tokio::io::copy(&mut manifest, &mut input).await?;
+        input.shutdown().await
+    });
+    let sending = AbortOnDrop(sending);
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let records = Box::pin(StreamReader::new(split_output(output, stderr.clone())));
     let client = p.client().await?.clone();
     let finished = async move {
         let code = crate::provider::wait_exit_code(&client, &exec_id).await?;
+        drop(sending);
         match code {
             0 => Ok(()),
             _ => Err(crate::files::helper_error(&WorkspacePath::root(), 0, code, &stderr.lock().unwrap())),

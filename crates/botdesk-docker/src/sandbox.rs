@@ -302,7 +302,7 @@ impl SandboxProvider for DockerProvider {
     async fn import(&self, c: &ComputerRef, entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
         crate::files::import(self, c, entries).await
     }
-    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+    async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         crate::home::save_home(self, c, manifest).await
     }
     async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {

@@ -23,9 +23,9 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use botdesk_core::home_stream::{LoadMode, LoadSummary};
-use botdesk_core::{CallCtx, ComputerRef, ExecRequest, MachineStatus, WorkspacePath};
+use botdesk_core::{CallCtx, ComputerRef, ExecRequest, HomeIn, MachineStatus, WorkspacePath};
 use serde::Serialize;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio_util::io::SyncIoBridge;
 
 use crate::error::blocking;
@@ -169,20 +169,30 @@ impl Engine {
             let file_lock = home_store::lock_store(&s)?;
             home_store::tidy(&s)?;
             let previous = match home_store::current_version(&s) {
-                Some((n, root)) => Some((n, home_store::index_of(&s, n, &root)?, root)),
+                Some((n, root)) => Some((n, home_store::index_file(&s, n, &root)?, root)),
                 None => None,
             };
             Ok((file_lock, previous))
         })
         .await
         .map_err(saving)?;
-        let manifest = home_store::manifest(previous.as_ref().map(|(_, index, _)| index));
         let version = previous.as_ref().map_or(1, |(n, ..)| n + 1);
         let partial = store.join(format!("v{version}.partial"));
+        let index_to = home_store::partial_index_path(&store, version);
+        // The save request: its options, then the previous version's index, read from its file as
+        // the computer takes it.
+        let options = std::io::Cursor::new(home_store::save_options());
+        let manifest: HomeIn = match &previous {
+            Some((_, index, _)) => {
+                let file = tokio::fs::File::open(index).await.map_err(|e| saving(home_store::err("reading", index, e)))?;
+                Box::pin(options.chain(file))
+            }
+            None => Box::pin(options),
+        };
         // The new version is linked from the previous one while the computer starts its walk.
         let (p, s) = (partial.clone(), store.clone());
         let prepared = blocking(move || {
-            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index));
+            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index.as_path()));
             if let Err(e) = home_store::prepare(&p, prev) {
                 // An index that does not match its version (changed by hand) is not used again.
                 if let Some((n, ..)) = previous {
@@ -193,7 +203,7 @@ impl Engine {
             Ok(previous)
         });
         let ctx = CallCtx::default();
-        let (out, prepared) = tokio::join!(self.inner.provider.save_home(&cref, manifest.into(), &ctx), prepared);
+        let (out, prepared) = tokio::join!(self.inner.provider.save_home(&cref, manifest, &ctx), prepared);
         let (out, previous) = match (out, prepared) {
             (Ok(out), Ok(previous)) => (out, previous),
             (out, prepared) => {
@@ -208,12 +218,12 @@ impl Engine {
         let p = partial.clone();
         // The person's margin of free disk, looked at before and while the files come.
         let keep_free = u64::from(self.settings().map(|s| s.keep_free_gib).unwrap_or_else(|_| Settings::default().keep_free_gib)) << 30;
-        let store_dir = store.clone();
+        let (store_dir, to) = (store.clone(), index_to.clone());
         let received = blocking(move || {
             let mut r = BufReader::with_capacity(256 * 1024, records);
             let mut at = String::new();
-            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index));
-            home_store::receive_within(&mut r, &p, prev, &mut at, &|| home_store::check_free(&store_dir, keep_free))
+            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index.as_path()));
+            home_store::receive_within(&mut r, &p, prev, &to, &mut at, &|| home_store::check_free(&store_dir, keep_free))
         })
         .await;
         // The computer's own verdict counts too: a stream that ended well from a helper that failed
@@ -231,20 +241,23 @@ impl Engine {
             (Err(e), Err(helper)) if e.code == ErrorCode::Provider => Err(helper.clone()),
             (r, _) => r,
         };
-        let p = partial.clone();
-        let mut got = match received.and_then(|got| finished.map(|()| got)) {
+        let (p, i) = (partial.clone(), index_to.clone());
+        let got = match received.and_then(|got| finished.map(|()| got)) {
             Ok(got) => got,
             Err(e) => {
-                let _ = blocking(move || home_store::remove_tree(&p)).await;
+                let _ = blocking(move || {
+                    let _ = std::fs::remove_file(&i);
+                    home_store::remove_tree(&p)
+                })
+                .await;
                 return Err(saving(e));
             }
         };
-        let index = std::mem::take(&mut got.index);
         let meta = Meta { version, at: self.now(), why, files: got.files, bytes: got.bytes, changed: got.changed.clone() };
         let keep = self.settings().map(|s| s.retention()).unwrap_or_else(|_| Settings::default().retention());
         let s = store.clone();
         blocking(move || {
-            let done = home_store::commit(&s, &partial, &index, &meta, keep);
+            let done = home_store::commit(&s, &partial, &index_to, &meta, keep);
             drop(file_lock);
             done
         })

@@ -13,6 +13,7 @@ use crate::error::blocking;
 use crate::versions::{self, Changed, Changes, Edits, Meta, Retention, Take, Why};
 use crate::{home_store, Engine, EngineError, ErrorCode, Result};
 use std::collections::BTreeSet;
+use std::fs;
 
 /// One version of a bot's folder.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -226,21 +227,22 @@ impl Engine {
             let Some((n, root)) = home_store::current_version(&s) else {
                 return Err(EngineError::new(ErrorCode::NotFound, "nothing of this workspace was saved yet"));
             };
-            let index = home_store::index_of(&s, n, &root)?;
+            let index = home_store::index_file(&s, n, &root)?;
             let Edits { edits, kept } = edits(&root)?;
             let partial = s.join(format!("v{}.partial", n + 1));
+            let index_to = home_store::partial_index_path(&s, n + 1);
             let mut changed = Changed::default();
-            let made = versions::derive(&partial, Some((&root, &index)), &edits, &mut changed).and_then(|()| home_store::walk_index(&partial));
-            let new_index = match made {
-                Ok(i) => i,
+            let made = versions::derive(&partial, Some((&root, &index)), &edits, &mut changed).and_then(|()| home_store::write_walk_index(&partial, &index_to));
+            let (files, bytes) = match made {
+                Ok(counts) => counts,
                 Err(e) => {
+                    let _ = fs::remove_file(&index_to);
                     let _ = home_store::remove_tree(&partial);
                     return Err(e);
                 }
             };
-            let (files, bytes) = (new_index.files.len() as u64, new_index.files.iter().map(|f| f.1).sum());
             let meta = Meta { version: n + 1, at, why, files, bytes, changed };
-            home_store::commit(&s, &partial, &new_index, &meta, keep)?;
+            home_store::commit(&s, &partial, &index_to, &meta, keep)?;
             Ok((n, meta, edits, kept))
         })
         .await?;

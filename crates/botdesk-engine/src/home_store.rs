@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use botdesk_core::home_stream::{file_records, read_header, FileData, ManifestEntry, Record, SaveOptions};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::versions::{self, Changed, Meta, Retention};
 use crate::{EngineError, ErrorCode, Result};
@@ -184,42 +184,150 @@ pub(crate) fn link_mtime(p: &Path, ns: i64) -> io::Result<()> {
     }
 }
 
-/// What a version holds, kept beside it as `v<N>.index` (written by [`commit`]): its folders,
-/// each after its parent, and its regular files as the manifest names them. The next checkpoint
-/// reads it instead of walking 10,000 files. Versions never change, so neither does their index.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub(crate) struct Index {
-    pub dirs: Vec<String>,
-    pub files: Vec<ManifestEntry>,
+/// The index of a version, `v<N>.index` beside it (written by [`receive`] or
+/// [`write_walk_index`], made the version's by [`commit`]): its folders and regular files, one a
+/// line, in walk order (see [`walk_cmp`]), so the next checkpoint reads it as it goes instead of
+/// walking the version or holding it. The lines are also the manifest the computer reads
+/// (`botdesk_core::home_stream`):
+///
+/// ```text
+/// botdesk-index 2
+/// d "PATH"
+/// f SIZE MTIME_NS MODE "PATH"
+/// ```
+///
+/// Versions never change, so neither does their index.
+pub(crate) const INDEX_HEAD: &str = "botdesk-index 2";
+
+/// One line of an index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IndexEntry {
+    Dir(String),
+    /// Path, size, mtime (ns), mode.
+    File(ManifestEntry),
+}
+
+impl IndexEntry {
+    pub fn path(&self) -> &str {
+        match self {
+            IndexEntry::Dir(p) | IndexEntry::File((p, ..)) => p,
+        }
+    }
+
+    fn parse(line: &str) -> Option<IndexEntry> {
+        let line = line.strip_suffix('\n')?;
+        if let Some(p) = line.strip_prefix("d ") {
+            return serde_json::from_str(p).ok().map(IndexEntry::Dir);
+        }
+        let mut f = line.strip_prefix("f ")?.splitn(4, ' ');
+        let (size, mtime, mode) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+        Some(IndexEntry::File((serde_json::from_str(f.next()?).ok()?, size, mtime, mode)))
+    }
+}
+
+/// Writes an index file, a line per entry (see [`INDEX_HEAD`]).
+pub(crate) struct IndexWriter {
+    w: io::BufWriter<fs::File>,
+    path: PathBuf,
+}
+
+impl IndexWriter {
+    pub fn create(path: &Path) -> Result<IndexWriter> {
+        let f = fs::File::options().write(true).create(true).truncate(true).mode(0o600).open(path).map_err(|e| err("writing", path, e))?;
+        let mut w = IndexWriter { w: io::BufWriter::with_capacity(256 * 1024, f), path: path.to_path_buf() };
+        writeln!(w.w, "{INDEX_HEAD}").map_err(|e| err("writing", path, e))?;
+        Ok(w)
+    }
+
+    pub fn push(&mut self, e: &IndexEntry) -> Result<()> {
+        let json = |p: &str| serde_json::to_string(p).expect("a string serialises");
+        match e {
+            IndexEntry::Dir(p) => writeln!(self.w, "d {}", json(p)),
+            IndexEntry::File((p, size, mtime, mode)) => writeln!(self.w, "f {size} {mtime} {mode} {}", json(p)),
+        }
+        .map_err(|e| err("writing", &self.path, e))
+    }
+
+    pub fn finish(mut self) -> Result<()> {
+        self.w.flush().map_err(|e| err("writing", &self.path, e))
+    }
+}
+
+/// Reads an index file a line at a time.
+pub(crate) struct IndexReader {
+    r: io::BufReader<fs::File>,
+    line: String,
+    path: PathBuf,
+}
+
+impl IndexReader {
+    /// Opens an index of this format (else an error: one from before it, or not an index).
+    pub fn open(path: &Path) -> Result<IndexReader> {
+        let f = fs::File::open(path).map_err(|e| err("reading", path, e))?;
+        let mut r = IndexReader { r: io::BufReader::with_capacity(256 * 1024, f), line: String::new(), path: path.to_path_buf() };
+        r.r.read_line(&mut r.line).map_err(|e| err("reading", path, e))?;
+        if r.line.trim_end() != INDEX_HEAD {
+            return Err(err("reading", path, io::Error::other("not an index of this Botdesk")));
+        }
+        Ok(r)
+    }
+}
+
+impl Iterator for IndexReader {
+    type Item = Result<IndexEntry>;
+
+    fn next(&mut self) -> Option<Result<IndexEntry>> {
+        self.line.clear();
+        match self.r.read_line(&mut self.line) {
+            Ok(0) => None,
+            Ok(_) => Some(
+                IndexEntry::parse(&self.line).ok_or_else(|| err("reading", &self.path, io::Error::other(format!("a damaged line: {}", self.line.trim_end())))),
+            ),
+            Err(e) => Some(Err(err("reading", &self.path, e))),
+        }
+    }
 }
 
 fn index_path(store: &Path, version: u64) -> PathBuf {
     store.join(format!("v{version}.index"))
 }
 
-/// The index of version `version` (at `root`): its index file, or a walk of the version (never
-/// following a symlink) when the file is missing or unreadable (a store from before indexes).
-pub(crate) fn index_of(store: &Path, version: u64, root: &Path) -> Result<Index> {
-    // Read as it is parsed: a large index is never held twice.
-    let parsed = fs::File::open(index_path(store, version)).ok().and_then(|f| serde_json::from_reader(io::BufReader::with_capacity(256 * 1024, f)).ok());
-    if let Some(index) = parsed {
-        return Ok(index);
-    }
-    walk_index(root)
+/// Where a checkpoint writes the index of version `version` until [`commit`] (what [`tidy`]
+/// removes if it never got there).
+pub(crate) fn partial_index_path(store: &Path, version: u64) -> PathBuf {
+    store.join(format!("v{version}.index.partial"))
 }
 
-/// The index of the version at `root`, by a walk (never following a symlink).
-pub(crate) fn walk_index(root: &Path) -> Result<Index> {
-    let mut index = Index::default();
+/// The index file of version `version` (at `root`). One that is missing, damaged or from before
+/// this format is made anew by a walk of the version (never following a symlink).
+pub(crate) fn index_file(store: &Path, version: u64, root: &Path) -> Result<PathBuf> {
+    let path = index_path(store, version);
+    if IndexReader::open(&path).is_ok() {
+        return Ok(path);
+    }
+    let partial = partial_index_path(store, version);
+    write_walk_index(root, &partial)?;
+    fs::rename(&partial, &path).map_err(|e| err("writing", &path, e))?;
+    Ok(path)
+}
+
+/// Writes the index of the tree at `root` to `to`, by a walk. Returns its files and their bytes.
+pub(crate) fn write_walk_index(root: &Path, to: &Path) -> Result<(u64, u64)> {
+    let mut w = IndexWriter::create(to)?;
+    let (mut files, mut bytes) = (0, 0);
     walk(root, "", &mut |rel, meta| {
         if meta.is_dir() {
-            index.dirs.push(rel.to_string());
+            w.push(&IndexEntry::Dir(rel.to_string()))
         } else if meta.is_file() {
-            index.files.push((rel.to_string(), meta.len(), mtime_ns(meta), meta.mode() & 0o1777));
+            files += 1;
+            bytes += meta.len();
+            w.push(&IndexEntry::File((rel.to_string(), meta.len(), mtime_ns(meta), meta.mode() & 0o1777)))
+        } else {
+            Ok(())
         }
-        Ok(())
     })?;
-    Ok(index)
+    w.finish()?;
+    Ok((files, bytes))
 }
 
 /// Forgets a version's index (the next checkpoint walks the version instead).
@@ -227,57 +335,74 @@ pub(crate) fn drop_index(store: &Path, version: u64) {
     let _ = fs::remove_file(index_path(store, version));
 }
 
-/// The save request: options, then one line listing the previous version's regular files.
-pub(crate) fn manifest(prev: Option<&Index>) -> Vec<u8> {
+/// The first line of the save request: its options. The previous version's index follows it as
+/// the manifest.
+pub(crate) fn save_options() -> Vec<u8> {
     let opts = SaveOptions { skip_under: PROFILES.into(), skip_names: BROWSER_JUNK.iter().map(|s| s.to_string()).collect() };
     let mut out = serde_json::to_vec(&opts).expect("options serialise");
-    out.push(b'\n');
-    let files: &[ManifestEntry] = prev.map_or(&[], |i| &i.files);
-    out.extend(serde_json::to_vec(files).expect("a manifest serialises"));
     out.push(b'\n');
     out
 }
 
-/// Makes `partial` (it must not exist) and, given the previous version and its index, fills it
-/// with that version's folders (owner-only until [`receive`] sets their modes) and hard links to
-/// its files. Symlinks are not copied: a stream always sends them. This runs while the computer
-/// starts walking its home, so [`receive`] has only the changes to make.
-pub(crate) fn prepare(partial: &Path, prev: Option<(&Path, &Index)>) -> Result<()> {
+/// Makes `partial` (it must not exist) and, given the previous version and its index file, fills
+/// it with that version's folders (owner-only until [`receive`] sets their modes) and hard links
+/// to its files, reading the index as it goes. Symlinks are not copied: a stream always sends
+/// them. This runs while the computer starts walking its home, so [`receive`] has only the
+/// changes to make.
+pub(crate) fn prepare(partial: &Path, prev: Option<(&Path, &Path)>) -> Result<()> {
     fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
     let Some((root, index)) = prev else { return Ok(()) };
-    for d in &index.dirs {
-        let to = partial.join(d);
-        fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
-    }
-    for (p, ..) in &index.files {
-        let to = partial.join(p);
-        fs::hard_link(root.join(p), &to).map_err(|e| err("linking", &to, e))?;
+    for e in IndexReader::open(index)? {
+        match e? {
+            IndexEntry::Dir(d) => {
+                let to = partial.join(&d);
+                fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
+            }
+            IndexEntry::File((p, ..)) => {
+                let to = partial.join(&p);
+                fs::hard_link(root.join(&p), &to).map_err(|e| err("linking", &to, e))?;
+            }
+        }
     }
     Ok(())
 }
 
-/// Visits every entry under `root/sub` in pre-order (sorted), with `lstat` metadata; never
-/// descends through a symlink. `rel` is relative to `root/sub`.
+/// The order of a walk (and of a home stream, and of an index): a folder's entries right after
+/// it, each folder's entries by name (by bytes). Compares two relative paths in it.
+pub(crate) fn walk_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    a.split('/').cmp(b.split('/'))
+}
+
+/// Whether `p` is `dir` or inside it.
+fn within(p: &str, dir: &str) -> bool {
+    p.strip_prefix(dir).is_some_and(|r| r.is_empty() || r.starts_with('/'))
+}
+
+/// Visits every entry under `root/sub` in walk order ([`walk_cmp`]), with `lstat` metadata;
+/// never descends through a symlink. `rel` is relative to `root/sub`. Holds one sorted listing
+/// per folder it is in.
 pub(crate) fn walk(root: &Path, sub: &str, f: &mut dyn FnMut(&str, &fs::Metadata) -> Result<()>) -> Result<()> {
     let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
-    let mut stack = vec![String::new()];
-    while let Some(rel) = stack.pop() {
-        let dir = if rel.is_empty() { base.clone() } else { base.join(&rel) };
+    let listing = |dir: &Path| -> Result<std::vec::IntoIter<String>> {
         let mut names: Vec<String> =
-            fs::read_dir(&dir).map_err(|e| err("reading", &dir, e))?.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+            fs::read_dir(dir).map_err(|e| err("reading", dir, e))?.flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
         names.sort();
-        let mut subdirs = vec![];
-        for name in names {
-            let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
-            let p = base.join(&r);
-            let meta = fs::symlink_metadata(&p).map_err(|e| err("reading", &p, e))?;
-            f(&r, &meta)?;
-            if meta.is_dir() {
-                subdirs.push(r);
-            }
+        Ok(names.into_iter())
+    };
+    let mut open = vec![(String::new(), listing(&base)?)];
+    while let Some((rel, names)) = open.last_mut() {
+        let Some(name) = names.next() else {
+            open.pop();
+            continue;
+        };
+        let r = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+        let p = base.join(&r);
+        let meta = fs::symlink_metadata(&p).map_err(|e| err("reading", &p, e))?;
+        f(&r, &meta)?;
+        if meta.is_dir() {
+            let names = listing(&p)?;
+            open.push((r, names));
         }
-        // Pre-order, sorted: the stack takes the last first.
-        stack.extend(subdirs.into_iter().rev());
     }
     Ok(())
 }
@@ -290,8 +415,6 @@ pub(crate) struct Received {
     /// Files written (the others were unchanged and linked from the previous version).
     pub copied: u64,
     pub skipped: Vec<Skipped>,
-    /// The new version's index.
-    pub index: Index,
     /// What changed since the previous version.
     pub changed: Changed,
 }
@@ -300,23 +423,82 @@ pub(crate) struct Received {
 const MAX_SKIPPED_SHOWN: usize = 100;
 
 /// Writes the records from `r` into `partial`, made by [`prepare`] with the same `prev` (the
-/// previous version and its index; `same` may name only that index's files). Whatever the
-/// previous version had where a record lands goes first; what the stream no longer names goes at
-/// the end. `at` is told the path being received, so a stall can name it.
+/// previous version and its index file; `same` may name only that index's files), and the new
+/// version's index into `index_to`. Whatever the previous version had where a record lands goes
+/// first; what the stream no longer names goes as the stream passes it. `at` is told the path
+/// being received, so a stall can name it.
 #[cfg(test)]
-pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path, &Index)>, at: &mut String) -> Result<Received> {
-    receive_within(r, partial, prev, at, &|| Ok(()))
+pub(crate) fn receive(r: &mut impl BufRead, partial: &Path, prev: Option<(&Path, &Path)>, index_to: &Path, at: &mut String) -> Result<Received> {
+    receive_within(r, partial, prev, index_to, at, &|| Ok(()))
 }
 
 /// Bytes of file data written between two looks at the free disk.
 const ROOM_EVERY: u64 = 64 << 20;
 
+/// The previous version's index, read alongside a stream in the same order: what the stream
+/// passes without naming is gone.
+struct Passing {
+    entries: Option<std::iter::Peekable<IndexReader>>,
+    /// The entry last removed (or replaced) with everything inside it: the entries inside it that
+    /// follow are gone already.
+    dead: Option<String>,
+}
+
+impl Passing {
+    /// Takes the entries before `p` (`None`: all that are left), removing each from `partial`,
+    /// and returns the previous version's entry at `p`, if any.
+    fn upto(&mut self, p: Option<&str>, partial: &Path, changed: &mut Changed) -> Result<Option<IndexEntry>> {
+        use std::cmp::Ordering;
+        let Passing { entries, dead } = self;
+        let Some(entries) = entries.as_mut() else { return Ok(None) };
+        loop {
+            let order = match entries.peek() {
+                None => return Ok(None),
+                Some(Ok(e)) => p.map(|p| walk_cmp(e.path(), p)),
+                Some(Err(_)) => None,
+            };
+            if order == Some(Ordering::Greater) {
+                return Ok(None);
+            }
+            let e = entries.next().expect("peeked")?;
+            if order == Some(Ordering::Equal) {
+                return Ok(Some(e));
+            }
+            if let IndexEntry::File((p, ..)) = &e {
+                changed.count(p, false, 0);
+            }
+            remove_passed(dead, e.path(), partial)?;
+        }
+    }
+
+    /// Removes `p` from `partial` unless it went with an entry removed before it. Only the
+    /// store's own folders lead there: inside a removed or replaced entry nothing is left to
+    /// remove (and a link the stream put there is never followed).
+    fn remove(&mut self, p: &str, partial: &Path) -> Result<()> {
+        remove_passed(&mut self.dead, p, partial)
+    }
+}
+
+fn remove_passed(dead: &mut Option<String>, p: &str, partial: &Path) -> Result<()> {
+    if !dead.as_deref().is_some_and(|d| within(p, d)) {
+        remove_tree(&partial.join(p))?;
+        *dead = Some(p.to_string());
+    }
+    Ok(())
+}
+
 /// [`receive`], asking `room` whether the disk may take more before it starts and after every
 /// [`ROOM_EVERY`] bytes written (its error ends the receive).
+///
+/// Memory stays flat whatever the tree: the stream must come in walk order ([`walk_cmp`]; each
+/// path after the last, so none twice), each record inside the folder record it follows, which
+/// is open until the stream leaves it; the previous index is read alongside. What is held is the
+/// chain of open folders.
 pub(crate) fn receive_within(
     r: &mut impl BufRead,
     partial: &Path,
-    prev: Option<(&Path, &Index)>,
+    prev: Option<(&Path, &Path)>,
+    index_to: &Path,
     at: &mut String,
     room: &dyn Fn() -> Result<()>,
 ) -> Result<Received> {
@@ -330,13 +512,20 @@ pub(crate) fn receive_within(
             EngineError::new(ErrorCode::Provider, format!("reading the home stream: {e}"))
         }
     };
-    let known: HashMap<&str, &ManifestEntry> = prev.map(|(_, i)| i.files.iter().map(|e| (e.0.as_str(), e)).collect()).unwrap_or_default();
-    // Only a prepared version has anything in the way.
-    let clear = |to: &Path| if prev.is_some() { remove_tree(to) } else { Ok(()) };
-    let mut dirs: HashMap<String, (u32, i64)> = HashMap::new();
-    // Every path of this stream so far (each path is held once): for a regular file, where its
-    // index entry is (a hard link may name only those).
-    let mut seen: HashMap<String, Option<usize>> = HashMap::new();
+    let mut passing = Passing { entries: prev.map(|(_, index)| IndexReader::open(index)).transpose()?.map(Iterator::peekable), dead: None };
+    let mut index = IndexWriter::create(index_to)?;
+    // The folders the stream is in, outermost first, with their modes and times (set when the
+    // stream leaves them: a read-only folder could not be filled).
+    let mut open: Vec<(String, u32, i64)> = vec![];
+    let leave = |(p, mode, mtime): (String, u32, i64)| -> Result<()> {
+        // The owner keeps read and search on every folder of the store, whatever the bot's was (a
+        // folder flipped to 000 mid-walk would break every later link and restore).
+        let to = partial.join(&p);
+        let f = fs::File::open(&to).map_err(|e| err("finishing", &to, e))?;
+        f.set_modified(time_of(mtime)).map_err(|e| err("finishing", &to, e))?;
+        f.set_permissions(fs::Permissions::from_mode((mode & 0o1777) | 0o500)).map_err(|e| err("finishing", &to, e))
+    };
+    let mut last: Option<String> = None;
     let mut got = Received::default();
     let mut entries = 0u64;
     loop {
@@ -349,37 +538,68 @@ pub(crate) fn receive_within(
         }
         entries += 1;
         let p = rec.path().expect("only end has no path").to_string();
-        // The record's folder must be one this stream made: nothing is reached through a link.
-        let parent = p.rsplit_once('/').map(|(d, _)| d);
-        if parent.is_some_and(|d| !dirs.contains_key(d)) || seen.insert(p.clone(), None).is_some() {
-            return Err(bad(format!("{p} does not follow its folder, or comes twice")));
-        }
         at.clone_from(&p);
         let to = partial.join(&p);
+        // A computer names what it skips as it can (a stand-in for a name that is not UTF-8 may
+        // sort anywhere): a skipped entry is out of the order, and changes nothing here (what the
+        // previous version had there goes as the stream passes it).
+        let skipped = matches!(rec, Record::Skipped { .. });
+        let found = if skipped {
+            None
+        } else {
+            if last.as_deref().is_some_and(|l| walk_cmp(l, &p) != std::cmp::Ordering::Less) {
+                return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+            }
+            last = Some(p.clone());
+            passing.upto(Some(&p), partial, &mut got.changed)?
+        };
+        // The record's folder must be one this stream made and has not left: nothing is reached
+        // through a link.
+        let parent = p.rsplit_once('/').map(|(d, _)| d);
+        while let Some(d) = open.pop_if(|(d, ..)| !parent.is_some_and(|parent| within(parent, d))) {
+            leave(d)?;
+        }
+        if open.last().map(|(d, ..)| d.as_str()) != parent {
+            return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+        }
+        // What the previous version had here goes first, unless it is what stays (a file that
+        // becomes a folder or a link is counted removed; one written again, changed).
+        let changed = &mut got.changed;
+        let mut clear = |keep_dir: bool, file: bool| -> Result<()> {
+            match &found {
+                Some(IndexEntry::Dir(_)) if keep_dir => Ok(()),
+                Some(e) => {
+                    if matches!(e, IndexEntry::File(_)) && !file {
+                        changed.count(&p, false, 0);
+                    }
+                    passing.remove(&p, partial)
+                }
+                None => Ok(()),
+            }
+        };
         match rec {
             Record::Dir { mode, mtime, .. } => {
-                if !(prev.is_some() && fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir())) {
-                    clear(&to)?;
+                clear(true, false)?;
+                if !matches!(found, Some(IndexEntry::Dir(_))) {
                     fs::DirBuilder::new().mode(0o700).create(&to).map_err(|e| err("creating", &to, e))?;
                 }
-                got.index.dirs.push(p.clone());
-                dirs.insert(p, (mode, mtime));
+                index.push(&IndexEntry::Dir(p.clone()))?;
+                open.push((p, mode, mtime));
             }
             Record::Link { target, mtime, .. } => {
-                clear(&to)?;
+                clear(false, false)?;
                 std::os::unix::fs::symlink(&target, &to).map_err(|e| err("writing", &to, e))?;
                 link_mtime(&to, mtime).map_err(|e| err("writing", &to, e))?;
             }
             Record::Same { .. } => {
                 // Already linked by `prepare`.
-                let e = known.get(p.as_str()).ok_or_else(|| bad(format!("{p} is not a file of the previous version")))?;
+                let Some(IndexEntry::File(e)) = found else { return Err(bad(format!("{p} is not a file of the previous version"))) };
                 got.files += 1;
                 got.bytes += e.1;
-                seen.insert(p, Some(got.index.files.len()));
-                got.index.files.push((*e).clone());
+                index.push(&IndexEntry::File(e))?;
             }
             Record::File { mode, mtime, size, data, more, .. } => {
-                clear(&to)?;
+                clear(false, true)?;
                 let mut f = fs::File::options().write(true).create_new(true).mode(0o600).open(&to).map_err(|e| err("writing", &to, e))?;
                 let mut written = write_extents(r, &mut f, &data, &to, &p, at, (&mut since, room))?;
                 let (mut more, mut file) = (more, FileData::new(&p, size, &data));
@@ -401,26 +621,30 @@ pub(crate) fn receive_within(
                 got.bytes += size;
                 got.copied += 1;
                 got.changed.count(&p, true, written);
-                seen.insert(p.clone(), Some(got.index.files.len()));
-                got.index.files.push((p, size, mtime, mode & 0o1777));
+                index.push(&IndexEntry::File((p, size, mtime, mode & 0o1777)))?;
             }
-            Record::Hardlink { to: first, .. } => {
-                let i = seen.get(&first).copied().flatten().ok_or_else(|| bad(format!("{p} is a hard link to {first}, no file of this stream before it")))?;
-                clear(&to)?;
-                fs::hard_link(partial.join(&first), &to).map_err(|e| err("writing", &to, e))?;
-                let (_, size, mtime, mode) = got.index.files[i].clone();
-                let entry = (p.clone(), size, mtime, mode);
-                if known.get(p.as_str()).is_none_or(|e| **e != entry) {
+            Record::Hardlink { to: first, mode, .. } => {
+                // `first` came earlier: everything before this record is as the stream made it,
+                // so a regular file reached through real folders only is one of its files.
+                let no_file = || bad(format!("{p} is a hard link to {first}, no file of this stream before it"));
+                let dir = first.rsplit_once('/').map_or("", |(d, _)| d);
+                if walk_cmp(&first, &p) != std::cmp::Ordering::Less || find_dir(partial, dir)? != Found::Folder {
+                    return Err(no_file());
+                }
+                let from = partial.join(&first);
+                let m = fs::symlink_metadata(&from).ok().filter(|m| m.is_file()).ok_or_else(no_file)?;
+                clear(false, true)?;
+                fs::hard_link(&from, &to).map_err(|e| err("writing", &to, e))?;
+                let entry = (p.clone(), m.len(), mtime_ns(&m), mode.unwrap_or(m.mode()) & 0o1777);
+                if found.is_none_or(|e| e != IndexEntry::File(entry.clone())) {
                     got.changed.count(&p, true, 0);
                 }
                 got.files += 1;
-                got.bytes += size;
-                seen.insert(p, Some(got.index.files.len()));
-                got.index.files.push(entry);
+                got.bytes += entry.1;
+                index.push(&IndexEntry::File(entry))?;
             }
             Record::Extents { p, .. } => return Err(bad(format!("extents of {p} came without their file"))),
             Record::Skipped { why, .. } => {
-                clear(&to)?;
                 if got.skipped.len() < MAX_SKIPPED_SHOWN {
                     got.skipped.push(Skipped { path: p, why });
                 }
@@ -428,30 +652,13 @@ pub(crate) fn receive_within(
             Record::End { .. } => unreachable!("handled above"),
         }
     }
-    // What the previous version had and the stream no longer names goes (below a folder that
-    // went or was replaced, it went with it).
-    if let Some((_, index)) = prev {
-        let in_named = |p: &str| p.rsplit_once('/').is_none_or(|(d, _)| dirs.contains_key(d));
-        for p in index.files.iter().map(|e| &e.0).chain(&index.dirs) {
-            if !seen.contains_key(p) && in_named(p) {
-                remove_tree(&partial.join(p))?;
-            }
-        }
-        for (p, ..) in index.files.iter().filter(|e| !seen.contains_key(&e.0)) {
-            got.changed.count(p, false, 0);
-        }
+    // What the previous version had after the stream's last entry goes; then the folders still
+    // open are left, innermost first.
+    passing.upto(None, partial, &mut got.changed)?;
+    while let Some(d) = open.pop() {
+        leave(d)?;
     }
-    // Folder modes and times last, deepest first: a read-only folder could not be filled. The
-    // owner keeps read and search on every folder of the store, whatever the bot's was (a folder
-    // flipped to 000 mid-walk would break every later link and restore).
-    let mut by_depth: Vec<_> = dirs.into_iter().collect();
-    by_depth.sort_by_key(|(p, _)| std::cmp::Reverse(p.matches('/').count()));
-    for (p, (mode, mtime)) in by_depth {
-        let to = partial.join(&p);
-        let f = fs::File::open(&to).map_err(|e| err("finishing", &to, e))?;
-        f.set_modified(time_of(mtime)).map_err(|e| err("finishing", &to, e))?;
-        f.set_permissions(fs::Permissions::from_mode((mode & 0o1777) | 0o500)).map_err(|e| err("finishing", &to, e))?;
-    }
+    index.finish()?;
     Ok(got)
 }
 
@@ -540,17 +747,13 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Makes a finished `partial` version `v<N>` (with its index and meta) and `current` (under the
+/// Makes a finished `partial` version `v<N>` (with its index file `index` and meta) and `current` (under the
 /// store's lock), then moves the versions `keep` no longer keeps at `meta.at` to `trash/` for
 /// [`sweep`]. A reader sees the old version or the new one, never half of one.
-pub(crate) fn commit(store: &Path, partial: &Path, index: &Index, meta: &Meta, keep: Retention) -> Result<()> {
+pub(crate) fn commit(store: &Path, partial: &Path, index: &Path, meta: &Meta, keep: Retention) -> Result<()> {
     let version = meta.version;
     let ip = index_path(store, version);
-    // Streamed to the file: a large index is never held twice.
-    let f = fs::File::create(&ip).map_err(|e| err("writing", &ip, e))?;
-    let mut w = io::BufWriter::with_capacity(256 * 1024, f);
-    serde_json::to_writer(&mut w, index).map_err(|e| err("writing", &ip, io::Error::other(e)))?;
-    w.flush().map_err(|e| err("writing", &ip, e))?;
+    fs::rename(index, &ip).map_err(|e| err("writing", &ip, e))?;
     versions::write_meta(store, meta)?;
     // One sync for the whole file system: the version, its index and meta.
     sync_dir(partial)?;
@@ -633,7 +836,7 @@ pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: 
             let Some(target) = target.to_str() else { return Ok(()) };
             Record::Link { p: rel.into(), target: target.into(), mtime: mtime_ns(meta) }
         } else if meta.is_file() && meta.nlink() > 1 && names.contains_key(&(meta.dev(), meta.ino())) {
-            Record::Hardlink { p: rel.into(), to: names[&(meta.dev(), meta.ino())].clone() }
+            Record::Hardlink { p: rel.into(), to: names[&(meta.dev(), meta.ino())].clone(), mode: Some(meta.mode() & 0o1777) }
         } else if meta.is_file() {
             if meta.nlink() > 1 {
                 names.insert((meta.dev(), meta.ino()), rel.to_string());
@@ -711,6 +914,14 @@ mod tests {
         fs::write(p, s).unwrap();
     }
 
+    fn entries_of(index: &Path) -> Vec<IndexEntry> {
+        IndexReader::open(index).unwrap().map(Result::unwrap).collect()
+    }
+
+    fn file(p: &str, m: &fs::Metadata) -> IndexEntry {
+        IndexEntry::File((p.into(), m.len(), mtime_ns(m), m.mode() & 0o1777))
+    }
+
     /// A version streamed out and received again is the same tree, modes, times, links and holes.
     #[test]
     fn a_sent_tree_is_received_whole_and_read_only_parts_stay_read_only() {
@@ -729,7 +940,7 @@ mod tests {
         let got = t.path().join("got");
         let mut at = String::new();
         prepare(&got, None).unwrap();
-        let r = receive(&mut &stream[..], &got, None, &mut at).unwrap();
+        let r = receive(&mut &stream[..], &got, None, &t.path().join("got.index"), &mut at).unwrap();
         assert_eq!((r.files, r.copied), (2, 2));
         assert_eq!(fs::read_to_string(got.join("repo/.git/objects/ab/cdef")).unwrap(), "blob");
         assert_eq!(fs::symlink_metadata(got.join("repo/.git/objects/ab")).unwrap().mode() & 0o777, 0o555);
@@ -769,6 +980,29 @@ mod tests {
             (&[r#"{"t":"end","entries":3}"#], "counts 3"),
             (&[r#"{"t":"dir","p":"d","mode":493,"mtime":0}"#, r#"{"t":"hardlink","p":"h","to":"d"}"#, r#"{"t":"end","entries":2}"#], "no file of this stream"),
             (&[r#"{"t":"hardlink","p":"h","to":"../../etc/passwd"}"#, r#"{"t":"end","entries":1}"#], "not a plain relative path"),
+            // A link made by the stream is never a way to a file of this machine.
+            (
+                &[r#"{"t":"link","p":"a","target":"/etc","mtime":0}"#, r#"{"t":"hardlink","p":"z","to":"a/passwd"}"#, r#"{"t":"end","entries":2}"#],
+                "no file of this stream before it",
+            ),
+            // Out of walk order, or a name twice (the receiver holds only the folders it is in).
+            (
+                &[
+                    r#"{"t":"file","p":"b","mode":420,"mtime":0,"size":0,"data":[]}"#,
+                    r#"{"t":"file","p":"a","mode":420,"mtime":0,"size":0,"data":[]}"#,
+                    r#"{"t":"end","entries":2}"#,
+                ],
+                "does not follow its folder, or comes twice",
+            ),
+            (
+                &[
+                    r#"{"t":"dir","p":"d","mode":493,"mtime":0}"#,
+                    r#"{"t":"file","p":"e","mode":420,"mtime":0,"size":0,"data":[]}"#,
+                    r#"{"t":"file","p":"d/late","mode":420,"mtime":0,"size":0,"data":[]}"#,
+                    r#"{"t":"end","entries":3}"#,
+                ],
+                "does not follow its folder",
+            ),
             (
                 &[
                     r#"{"t":"file","p":"f","mode":420,"mtime":0,"size":20,"data":[[0,2]],"more":true}"#,
@@ -782,7 +1016,7 @@ mod tests {
         for (i, (recs, want)) in cases.iter().enumerate() {
             let dest = t.path().join(format!("v{i}"));
             prepare(&dest, None).unwrap();
-            let e = receive(&mut &lines(recs)[..], &dest, None, &mut String::new()).unwrap_err();
+            let e = receive(&mut &lines(recs)[..], &dest, None, &t.path().join(format!("v{i}.index")), &mut String::new()).unwrap_err();
             assert!(e.message.contains(want), "case {i}: {e}");
         }
     }
@@ -807,7 +1041,7 @@ mod tests {
         assert!(String::from_utf8_lossy(&stream).contains(r#"{"t":"extents","p":"holey""#));
         let got = t.path().join("got");
         prepare(&got, None).unwrap();
-        receive(&mut &stream[..], &got, None, &mut String::new()).unwrap();
+        receive(&mut &stream[..], &got, None, &t.path().join("got.index"), &mut String::new()).unwrap();
         assert_eq!(fs::read(got.join("holey")).unwrap(), fs::read(&p).unwrap());
         let (sent, kept) = (fs::metadata(&p).unwrap().blocks(), fs::metadata(got.join("holey")).unwrap().blocks());
         assert!(kept < sent, "the zeros stay a hole: {kept} blocks for {sent}");
@@ -833,7 +1067,7 @@ mod tests {
         };
         let dest = t.path().join("v1");
         prepare(&dest, None).unwrap();
-        let e = receive_within(&mut &stream[..], &dest, None, &mut String::new(), &room).unwrap_err();
+        let e = receive_within(&mut &stream[..], &dest, None, &t.path().join("v1.index"), &mut String::new(), &room).unwrap_err();
         assert_eq!((e.code, asked.get()), (ErrorCode::DiskFull, 2), "asked at the start and after 64 MiB");
         assert!(check_free(t.path(), 0).is_ok());
         let e = check_free(t.path(), u64::MAX).unwrap_err();
@@ -849,14 +1083,16 @@ mod tests {
         fs::hard_link(src.join("a/one"), src.join("two")).unwrap();
         let mut stream = vec![];
         send_tree(&src, "", &|_| true, &mut stream).unwrap();
-        // (A folder's entries come after its parent's: `two` is sent first.)
-        assert!(String::from_utf8_lossy(&stream).contains(r#"{"t":"hardlink","p":"a/one","to":"two"}"#));
+        // (In walk order `a/one` is sent first.)
+        assert!(String::from_utf8_lossy(&stream).contains(r#"{"t":"hardlink","p":"two","to":"a/one","mode":420}"#));
         let got = t.path().join("got");
         prepare(&got, None).unwrap();
-        let r = receive(&mut &stream[..], &got, None, &mut String::new()).unwrap();
+        let index = t.path().join("got.index");
+        let r = receive(&mut &stream[..], &got, None, &index, &mut String::new()).unwrap();
         let (one, two) = (fs::metadata(got.join("a/one")).unwrap(), fs::metadata(got.join("two")).unwrap());
         assert_eq!((one.ino(), fs::read_to_string(got.join("two")).unwrap().as_str()), (two.ino(), "shared bytes"));
-        assert_eq!((r.files, r.copied, r.index.files.len()), (2, 1, 2));
+        assert_eq!((r.files, r.copied), (2, 1));
+        assert_eq!(entries_of(&index), [IndexEntry::Dir("a".into()), file("a/one", &one), file("two", &two)]);
     }
 
     /// A computer that stops sending mid-file: the checkpoint gives up and names the file.
@@ -872,7 +1108,7 @@ mod tests {
         let e = tokio::task::spawn_blocking(move || {
             let mut r = io::BufReader::new(records);
             prepare(&dest, None).unwrap();
-            receive(&mut r, &dest, None, &mut String::new())
+            receive(&mut r, &dest, None, &dest.with_extension("index"), &mut String::new())
         })
         .await
         .unwrap()
@@ -917,8 +1153,9 @@ mod tests {
     }
 
     /// A version made from the previous one by links changes only what the stream says, drops what
-    /// it no longer names, and leaves the previous version as it was; the next one starts from
-    /// the index the commit wrote, and the replaced version goes with the sweep.
+    /// it no longer names (never through a link the stream put in its way), and leaves the
+    /// previous version as it was; the next one starts from the index the receive wrote, and the
+    /// replaced version goes with the sweep.
     #[test]
     fn a_version_prepared_from_the_previous_one_holds_exactly_the_new_tree() {
         let t = tempfile::tempdir().unwrap();
@@ -928,12 +1165,15 @@ mod tests {
             write(&src.join(f), f);
         }
         fs::set_permissions(src.join("ro"), fs::Permissions::from_mode(0o555)).unwrap();
+        // What `to-link` will point at: the previous `to-link/z` goes, this `z` stays.
+        let outside = t.path().join("outside");
+        write(&outside.join("z"), "not the store's");
         let mut stream = vec![];
         send_tree(&src, "", &|_| true, &mut stream).unwrap();
         lock_store(&store).unwrap();
         let v1 = store.join("v1.partial");
         prepare(&v1, None).unwrap();
-        let got = receive(&mut &stream[..], &v1, None, &mut String::new()).unwrap();
+        let got = receive(&mut &stream[..], &v1, None, &partial_index_path(&store, 1), &mut String::new()).unwrap();
         let meta = |version: u64, at: i64, got: &Received| Meta {
             version,
             at,
@@ -943,12 +1183,12 @@ mod tests {
             changed: got.changed.clone(),
         };
         let keep = Retention { all_hours: 48, daily_days: 0 };
-        commit(&store, &v1, &got.index, &meta(1, 0, &got), keep).unwrap();
+        commit(&store, &v1, &partial_index_path(&store, 1), &meta(1, 0, &got), keep).unwrap();
         let before = tree(&store.join("v1"));
 
         let (n, root) = current_version(&store).unwrap();
-        let index = index_of(&store, n, &root).unwrap();
-        assert_eq!(index.files.len(), 9);
+        let index = index_file(&store, n, &root).unwrap();
+        assert_eq!(entries_of(&index).iter().filter(|e| matches!(e, IndexEntry::File(_))).count(), 9);
         let f = |p: &str, body: &str| {
             let mut v = Record::File { p: p.into(), mode: 0o640, mtime: 7, size: body.len() as u64, data: vec![(0, body.len() as u64)], more: false }.line();
             v.extend_from_slice(body.as_bytes());
@@ -956,22 +1196,23 @@ mod tests {
         };
         let d = |p: &str, mode: u32| Record::Dir { p: p.into(), mode, mtime: 9 }.line();
         let same = |p: &str| Record::Same { p: p.into() }.line();
+        // In walk order.
         let recs = [
-            same("keep"),
             f("change", "new"),
             f("dir-to-file", "now a file"),
             d("file-to-dir", 0o755),
             f("file-to-dir/in", "inside"),
-            Record::Link { p: "to-link".into(), target: "/etc".into(), mtime: 0 }.line(),
+            same("keep"),
+            f("new", "fresh"),
             d("ro", 0o555),
             same("ro/kept"),
             Record::Skipped { p: "skip-me".into(), why: "fifo".into() }.line(),
-            f("new", "fresh"),
+            Record::Link { p: "to-link".into(), target: outside.to_str().unwrap().into(), mtime: 0 }.line(),
             Record::End { entries: 10 }.line(),
         ];
         let v2 = store.join("v2.partial");
         prepare(&v2, Some((&root, &index))).unwrap();
-        let got = receive(&mut &recs.concat()[..], &v2, Some((&root, &index)), &mut String::new()).unwrap();
+        let got = receive(&mut &recs.concat()[..], &v2, Some((&root, &index)), &partial_index_path(&store, 2), &mut String::new()).unwrap();
         assert_eq!((got.files, got.copied, got.skipped.len()), (6, 4, 1));
         assert_eq!(
             tree(&v2),
@@ -979,39 +1220,44 @@ mod tests {
                 "change 640 new",
                 "dir-to-file 640 now a file",
                 "file-to-dir 755 dir",
+                "file-to-dir/in 640 inside",
                 "keep 644 keep",
                 "new 640 fresh",
                 "ro 555 dir",
-                "to-link 777 -> /etc",
-                "file-to-dir/in 640 inside",
                 "ro/kept 644 ro/kept",
+                &format!("to-link 777 -> {}", outside.display()),
             ]
         );
+        assert_eq!(fs::read_to_string(outside.join("z")).unwrap(), "not the store's", "nothing is removed through a link");
         assert_eq!(fs::symlink_metadata(v2.join("keep")).unwrap().ino(), fs::symlink_metadata(root.join("keep")).unwrap().ino());
         assert_eq!(tree(&root), before, "the previous version is untouched");
 
-        assert_eq!(got.changed.home, versions::Changes { written: 4, removed: 4, bytes: 3 + 10 + 6 + 5 });
+        // Written: change, dir-to-file, file-to-dir/in, new; removed: dir-to-file/y, file-to-dir,
+        // gone, old-dir/x, skip-me, to-link/z.
+        assert_eq!(got.changed.home, versions::Changes { written: 4, removed: 6, bytes: 3 + 10 + 6 + 5 });
         // A day later v1 is kept (every version for 48 hours); three days later it goes.
         let v2_meta = meta(2, 24 * 3600 * 1000, &got);
-        let (v3, index2) = (store.join("v3.partial"), got.index.clone());
-        commit(&store, &v2, &got.index, &v2_meta, keep).unwrap();
+        commit(&store, &v2, &partial_index_path(&store, 2), &v2_meta, keep).unwrap();
         assert!(store.join("v1").exists() && !store.join("v1.index").exists() && store.join("v2.index").exists());
         assert_eq!(versions::list(&store).unwrap().iter().map(|m| (m.version, m.at)).collect::<Vec<_>>(), [(1, 0), (2, 24 * 3600 * 1000)]);
+        let index2 = index_file(&store, 2, &store.join("v2")).unwrap();
+        let written = entries_of(&index2);
+        let v3 = store.join("v3.partial");
         prepare(&v3, Some((&store.join("v2"), &index2))).unwrap();
-        commit(&store, &v3, &index2, &meta(3, 3 * 24 * 3600 * 1000, &got), keep).unwrap();
+        fs::copy(&index2, partial_index_path(&store, 3)).unwrap();
+        commit(&store, &v3, &partial_index_path(&store, 3), &meta(3, 3 * 24 * 3600 * 1000, &got), keep).unwrap();
         assert!(!store.join("v1").exists() && !store.join("v1.meta").exists() && store.join("v2").exists(), "v1 is over 48 hours old");
         assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 1);
         sweep(&store).unwrap();
         assert_eq!(fs::read_dir(store.join(TRASH)).unwrap().count(), 0);
-        let index = index_of(&store, 2, &store.join("v2")).unwrap();
-        assert_eq!(index.dirs, ["file-to-dir", "ro"]);
-        assert_eq!(index.files.len(), 6);
-        // Without its index file a version is walked, to the same files.
+        let dirs: Vec<&str> = written.iter().filter(|e| matches!(e, IndexEntry::Dir(_))).map(IndexEntry::path).collect();
+        assert_eq!(dirs, ["file-to-dir", "ro"]);
+        assert_eq!(written.len(), 8);
+        // Without its index file (or with one from before this format) a version is walked, to
+        // the same entries.
         drop_index(&store, 2);
-        let mut walked = index_of(&store, 2, &store.join("v2")).unwrap().files;
-        let mut written = index.files;
-        walked.sort();
-        written.sort();
-        assert_eq!(walked, written);
+        assert_eq!(entries_of(&index_file(&store, 2, &store.join("v2")).unwrap()), written);
+        fs::write(index_path(&store, 2), r#"{"dirs":[],"files":[]}"#).unwrap();
+        assert_eq!(entries_of(&index_file(&store, 2, &store.join("v2")).unwrap()), written);
     }
 }

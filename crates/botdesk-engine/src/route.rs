@@ -158,7 +158,7 @@ impl SandboxProvider for HostRouter {
     async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
         routed!(self, &c.host, import(c, entries, ctx))
     }
-    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, ctx: &CallCtx) -> Result<HomeOut> {
+    async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         routed!(self, &c.host, save_home(c, manifest, ctx))
     }
     async fn load_home(&self, c: &ComputerRef, mode: &LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<LoadSummary> {

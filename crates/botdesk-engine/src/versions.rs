@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::home_store::{self, err, Index};
+use crate::home_store::{self, err, IndexEntry, IndexReader};
 use crate::Result;
 
 /// Why a version was made.
@@ -282,11 +282,12 @@ pub(crate) enum Take {
     Remove,
 }
 
-/// Makes `partial` (it must not exist) the version `prev` (the current one: its folder and index)
+/// Makes `partial` (it must not exist) the version `prev` (the current one: its folder and index
+/// file)
 /// with each edit's path ("": everything) taken from another version or removed; everything else
 /// stays as in `prev`. All by hard links, so the versions share their files. Edits must not nest.
 /// `changed` counts what changed under the edited paths, as a checkpoint counts.
-pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Index)>, edits: &[(String, Take)], changed: &mut Changed) -> Result<()> {
+pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Path)>, edits: &[(String, Take)], changed: &mut Changed) -> Result<()> {
     let within = |p: &str, t: &str| t.is_empty() || p == t || p.strip_prefix(t).is_some_and(|r| r.starts_with('/'));
     let edited = |p: &str| edits.iter().any(|(t, _)| within(p, t));
     fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
@@ -328,10 +329,18 @@ pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Index)>, edits: &[(St
         }
     }
     // What changed under the edited paths.
-    let before: HashMap<&str, (u64, i64, u32)> =
-        prev.map(|(_, i)| i.files.iter().filter(|f| edited(&f.0)).map(|f| (f.0.as_str(), (f.1, f.2, f.3))).collect()).unwrap_or_default();
+    let mut before: HashMap<String, (u64, i64, u32)> = HashMap::new();
+    if let Some((_, index)) = prev {
+        for e in IndexReader::open(index)? {
+            if let IndexEntry::File((p, size, mtime, mode)) = e? {
+                if edited(&p) {
+                    before.insert(p, (size, mtime, mode));
+                }
+            }
+        }
+    }
     for (p, was) in &before {
-        match now.get(*p) {
+        match now.get(p) {
             None => changed.count(p, false, 0),
             Some(is) if is != was => changed.count(p, true, is.0),
             Some(_) => {}
@@ -506,7 +515,8 @@ mod tests {
         put(&v2, "bots/a/new.md", "new");
         put(&v2, "bots/b/y.md", "b's, changed");
         let (before1, before2) = (tree(&v1), tree(&v2));
-        let index = home_store::walk_index(&v2).unwrap();
+        let index = t.path().join("v2.index");
+        home_store::write_walk_index(&v2, &index).unwrap();
 
         let v3 = t.path().join("v3.partial");
         let mut changed = Changed::default();
@@ -516,11 +526,11 @@ mod tests {
             [
                 "bots dir 755",
                 "bots/a dir 755",
-                "bots/b dir 755",
                 "bots/a/link -> notes/x.md",
                 "bots/a/notes dir 555",
                 "bots/a/notes/old.md old",
                 "bots/a/notes/x.md first",
+                "bots/b dir 755",
                 "bots/b/y.md b's, changed",
             ]
         );
@@ -580,12 +590,13 @@ mod tests {
         assert_eq!(edits, [("f/a".to_string(), from()), ("f/b".to_string(), from()), ("f/d".to_string(), from()), ("f/e/y".to_string(), Take::Remove)]);
         assert_eq!(kept, ["f/c"]);
         // Applied: the folder as before the run, but for what changed since.
-        let index = home_store::walk_index(&present).unwrap();
+        let index = t.path().join("present.index");
+        home_store::write_walk_index(&present, &index).unwrap();
         let v4 = t.path().join("v4");
         derive(&v4, Some((&present, &index)), &edits, &mut Changed::default()).unwrap();
         assert_eq!(
             tree(&v4),
-            ["f dir 755", "g dir 755", "f/a 1", "f/b 1", "f/c edited", "f/d dir 755", "f/e dir 755", "f/late mine", "f/d/x 1", "f/e/z mine", "g/other 1"]
+            ["f dir 755", "f/a 1", "f/b 1", "f/c edited", "f/d dir 755", "f/d/x 1", "f/e dir 755", "f/e/z mine", "f/late mine", "g dir 755", "g/other 1"]
         );
     }
 

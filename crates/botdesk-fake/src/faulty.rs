@@ -155,7 +155,7 @@ impl SandboxProvider for Faulty {
     async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
         self.inner.kill_tagged(c, key, value).await
     }
-    async fn save_home(&self, c: &ComputerRef, manifest: Bytes, ctx: &CallCtx) -> Result<HomeOut> {
+    async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         self.inner.save_home(c, manifest, ctx).await
     }
     async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<home_stream::LoadSummary> {

@@ -363,15 +363,17 @@ impl SandboxProvider for FakeProvider {
     }
 
     /// The whole tree as home-stream records (no `same`: the fake keeps no times).
-    async fn save_home(&self, c: &ComputerRef, _manifest: Bytes, _ctx: &CallCtx) -> Result<HomeOut> {
+    async fn save_home(&self, c: &ComputerRef, _manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         use botdesk_core::home_stream::Record;
         while self.stalled.lock().unwrap().contains(&c.id) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         let out = self.with_machine(c, |m| {
             let mut out = Vec::new();
-            for (p, n) in &m.files {
-                let p = p.to_string();
+            // In walk order, as a computer sends them: a folder's entries right after it.
+            let mut all: Vec<(String, &Node)> = m.files.iter().map(|(p, n)| (p.to_string(), n)).collect();
+            all.sort_by(|(a, _), (b, _)| a.split('/').cmp(b.split('/')));
+            for (p, n) in all {
                 let rec = match n {
                     Node::Dir => Record::Dir { p, mode: 0o755, mtime: 0 },
                     Node::Symlink(target) => Record::Link { p, target: target.clone(), mtime: 0 },

@@ -433,7 +433,7 @@ class Saver:
         if stat.S_ISREG(mode):
             first = self.names.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
             if first is not None:
-                return self.emit({"t": "hardlink", "p": rel, "to": first})
+                return self.emit({"t": "hardlink", "p": rel, "to": first, "mode": mode & 0o1777})
             if self.manifest.get(rel) == (st.st_size, st.st_mtime_ns, mode & 0o1777):
                 # Unchanged since the previous version: nothing to open. (The most common record,
                 # written without building a dict: a path string encodes as line_of would.)
@@ -526,16 +526,50 @@ class Saver:
                 send_bytes(self.out, fd, off, length)
 
 
+class Manifest:
+    """The previous version's regular files, read from stdin as the walk goes: the index lines
+    (`f SIZE MTIME MODE "PATH"`) come in walk order, the order in which `get` is asked, so
+    nothing of it is held."""
+
+    def __init__(self, lines):
+        import json
+        self.lines, self.loads = lines, json.loads
+        self.key = self.entry = None
+        self.advance()
+
+    def advance(self):
+        for line in self.lines:
+            if not line.startswith(b"f "):
+                continue  # the index's first line, and its folders
+            try:
+                _, size, mtime, mode, path = line.split(b" ", 4)
+                path = self.loads(path)
+                self.key, self.entry = path.split("/"), (int(size), int(mtime), int(mode))
+                return
+            except ValueError:
+                raise Fail("INVALID", "the manifest is not readable")
+        self.key = self.entry = None
+
+    def get(self, rel):
+        """(size, mtime, mode) of `rel` in the previous version, or None. Asked in walk order."""
+        key = rel.split("/")
+        while self.key is not None and self.key < key:
+            self.advance()
+        return self.entry if self.key == key else None
+
+    def drain(self):
+        for _ in self.lines:
+            pass
+
+
 def save_input():
-    """The options line and the previous version's manifest {path: (size, mtime, mode)}."""
+    """The options line, and the previous version's manifest as it comes."""
     import json
-    first, _, rest = sys.stdin.buffer.read().partition(b"\n")
     try:
-        opts = json.loads(first)
-        manifest = {p: (size, mtime, mode) for p, size, mtime, mode in (json.loads(rest) if rest.strip() else [])}
-        return opts["skip_under"], set(opts["skip_names"]), manifest
+        opts = json.loads(sys.stdin.buffer.readline())
+        return opts["skip_under"], set(opts["skip_names"]), Manifest(sys.stdin.buffer)
     except (ValueError, KeyError, TypeError):
-        raise Fail("INVALID", "the save options or the manifest are not readable")
+        raise Fail("INVALID", "the save options are not readable")
 
 
 def cmd_save():
@@ -550,6 +584,8 @@ def cmd_save():
         os.close(root)
     saver.out.write(line_of({"t": "end", "entries": saver.entries}))
     saver.out.flush()
+    # The rest of the manifest (files gone since) is read, so the host's sending ends.
+    manifest.drain()
 
 
 def rmtree_force(path):

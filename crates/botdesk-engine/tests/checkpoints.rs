@@ -498,7 +498,7 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 1);
     // In the background, the bot stops every save helper it sees (the class keeps the loop from
     // matching its own command line), so every checkpoint would hang.
-    const STOPPER: &str = r#"setsid -f sh -c 'for i in $(seq 20000); do pkill -STOP -f "botdesk-helpe[r] save"; sleep 0.005; done' >/dev/null 2>&1 </dev/null"#;
+    const STOPPER: &str = r#"setsid -f sh -c 'for i in $(seq 200000); do pkill -STOP -f "botdesk-helpe[r] save"; done' >/dev/null 2>&1 </dev/null"#;
     let (code, _) = w.engine.shell("stopper", STOPPER).await.unwrap();
     assert_eq!(code, 0);
     let e = w.engine.checkpoint(&bot.computer.id).await.unwrap_err();

@@ -17,6 +17,6 @@ pub mod uitars;
 
 pub use client::{Listener, ModelClient};
 pub use conversation::{Image, Message, ToolCall, ToolResult};
-pub use model::{ClaudeTool, Dialect, ModelConfig, ModelError, OpenAiTool, Request, Retry, ToolChoice, Wire};
+pub use model::{key_may_go_to, ClaudeTool, Dialect, ModelConfig, ModelError, OpenAiTool, Request, Retry, ToolChoice, Wire};
 pub use run::{run, system_prompt, Host, RunConfig, RunEnd, ToolOutput};
 pub use tools::Tool;

@@ -138,6 +138,22 @@ impl std::fmt::Debug for ModelConfig {
     }
 }
 
+/// Whether an API key may be sent to `base_url`: over `https://`, or over plain `http://` only to
+/// this machine (a local server); anywhere else anyone on the way would read it.
+pub fn key_may_go_to(base_url: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(base_url).map_err(|e| format!("the base URL {base_url:?} is not a URL: {e}"))?;
+    let host = url.host_str().unwrap_or("");
+    let ip = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>();
+    let local = host.eq_ignore_ascii_case("localhost") || ip.is_ok_and(|ip| ip.is_loopback());
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if local => Ok(()),
+        _ => Err(format!(
+            "an API key goes only over https:// (or plain http:// to this machine), not to {base_url}: use the server's https:// address, or add the model without a key"
+        )),
+    }
+}
+
 impl ModelConfig {
     /// `kind` is `anthropic`, `openai` or `openai-compatible` (as stored by `model add`).
     pub fn new(kind: &str, model: &str, base_url: Option<&str>, key: Option<String>) -> Result<Self, ModelError> {
@@ -150,6 +166,9 @@ impl ModelConfig {
         let base_url = base_url.unwrap_or(default_base).trim_end_matches('/').to_string();
         if base_url.is_empty() {
             return Err(ModelError::Config("an OpenAI-compatible model needs a base URL".into()));
+        }
+        if key.as_deref().is_some_and(|k| !k.is_empty()) {
+            key_may_go_to(&base_url).map_err(ModelError::Config)?;
         }
         let dialect = Dialect::default_for(kind, model);
         // OpenAI's reasoning models keep their reasoning between tool calls only on Responses,
@@ -323,5 +342,26 @@ pub(crate) fn stream_error(data: &serde_json::Value) -> Attempt {
         Attempt::Retry { error: ModelError::Unavailable { status: 529, attempts: 0, message }, wait: None }
     } else {
         Attempt::Fatal(ModelError::Rejected { status: 200, message: format!("{kind}: {message}") })
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    /// A key goes over https, or over plain http only to this machine; a model without a key
+    /// may be anywhere.
+    #[test]
+    fn a_key_never_goes_over_plain_http_to_another_machine() {
+        for ok in ["https://api.example.com/v1", "http://localhost:11434/v1", "http://127.0.0.1:8080", "http://127.8.0.1", "http://[::1]:9000/v1"] {
+            assert!(key_may_go_to(ok).is_ok(), "{ok}");
+        }
+        for bad in ["http://192.168.1.20:8000/v1", "http://example.com/v1", "http://localhost.example.com", "http://[::2]/v1", "ftp://localhost/"] {
+            let e = key_may_go_to(bad).unwrap_err();
+            assert!(e.contains("only over https://"), "{bad}: {e}");
+        }
+        let e = ModelConfig::new("openai-compatible", "m", Some("http://10.0.0.5:8000/v1"), Some("sk-1".into())).unwrap_err();
+        assert!(e.to_string().contains("only over https://"), "{e}");
+        assert!(ModelConfig::new("openai-compatible", "m", Some("http://10.0.0.5:8000/v1"), None).is_ok(), "no key, nothing to leak");
     }
 }

@@ -106,6 +106,15 @@ fn a_host_on_another_machine_is_added_checked_listed_and_removed() {
     let local = botdesk(d, &["host", "add", "local", &url, "--tls-dir", good]);
     assert!(String::from_utf8_lossy(&local.stderr).contains("`local` is the Docker engine on this machine"));
 
+    // A private key other users may read is refused before anything is sent.
+    let open = tempfile::tempdir().unwrap();
+    for f in ["ca.pem", "cert.pem", "key.pem"] {
+        std::fs::copy(Path::new(good).join(f), open.path().join(f)).unwrap();
+    }
+    std::fs::set_permissions(open.path().join("key.pem"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let e = refused(d, &["host", "add", "open", &url, "--tls-dir", open.path().to_str().unwrap()], "open");
+    assert!(e.contains("open to other users (mode 644)") && e.contains("chmod 600"), "{e}");
+
     // A host whose certificates went away fails its check in doctor, with the fix.
     let moved = tempfile::tempdir().unwrap();
     for f in ["ca.pem", "cert.pem", "key.pem"] {

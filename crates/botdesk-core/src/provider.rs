@@ -65,11 +65,21 @@ pub struct ExecRequest {
     pub cwd: WorkspacePath,
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
+    /// Written to the command's stdin, then closed (none: no stdin). What must not be seen goes
+    /// here: every process of the machine can read the others' arguments.
+    pub stdin: Option<Bytes>,
 }
+
+/// The most a command's stdin may carry.
+pub const MAX_EXEC_STDIN: usize = 1 << 20;
 
 impl ExecRequest {
     pub fn new(argv: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self { argv: argv.into_iter().map(Into::into).collect(), cwd: WorkspacePath::root(), env: vec![], timeout: DEFAULT_EXEC_TIMEOUT }
+        Self { argv: argv.into_iter().map(Into::into).collect(), cwd: WorkspacePath::root(), env: vec![], timeout: DEFAULT_EXEC_TIMEOUT, stdin: None }
+    }
+    pub fn stdin(mut self, data: Bytes) -> Self {
+        self.stdin = Some(data);
+        self
     }
     pub fn cwd(mut self, cwd: WorkspacePath) -> Self {
         self.cwd = cwd;
@@ -91,6 +101,9 @@ impl ExecRequest {
         }
         if self.argv.iter().any(|a| a.contains('\0')) {
             return Err(SandboxError::Invalid("an argument contains a NUL byte".into()));
+        }
+        if self.stdin.as_ref().is_some_and(|d| d.len() > MAX_EXEC_STDIN) {
+            return Err(SandboxError::Invalid(format!("a command's input is at most {} KiB", MAX_EXEC_STDIN / 1024)));
         }
         if !(MIN_EXEC_TIMEOUT..=MAX_EXEC_TIMEOUT).contains(&self.timeout) {
             return Err(SandboxError::Invalid(format!("timeout must be between 1 ms and 60 min, got {} ms", self.timeout.as_millis())));

@@ -393,22 +393,24 @@ impl DockerProvider {
         Ok(stream)
     }
 
-    /// `botdesk-display ARGS` in the computer, as the screen services' user.
-    pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str]) -> Result<()> {
-        self.display_script_as(InComputer::Screen, c, args).await
+    /// `botdesk-display ARGS` in the computer, as the screen services' user, with `token` on its
+    /// stdin (a token is never an argument: every process can read the others' command lines).
+    pub(crate) async fn display_script(&self, c: &ComputerRef, args: &[&str], token: Option<&str>) -> Result<()> {
+        self.display_script_as(InComputer::Screen, c, args, token).await
     }
 
     /// `botdesk-display ARGS` in the computer, as `who`.
-    async fn display_script_as(&self, who: InComputer, c: &ComputerRef, args: &[&str]) -> Result<()> {
+    async fn display_script_as(&self, who: InComputer, c: &ComputerRef, args: &[&str], token: Option<&str>) -> Result<()> {
         let container = self.running_container(c).await?;
         let mut argv = vec!["botdesk-display"];
         argv.extend_from_slice(args);
+        let stdin = token.map(|t| Bytes::from(format!("{t}\n")));
         // Bringing up a display starts Xvfb and its window manager and waits for them.
-        self.run_checked(who, &container, &argv, std::time::Duration::from_secs(60), &argv.join(" ")).await
+        self.run_checked_input(who, &container, &argv, stdin, std::time::Duration::from_secs(60), &argv.join(" ")).await
     }
 
     pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str) -> Result<DesktopInfo> {
-        self.display_script(c, &["up", &slot.to_string(), view_token]).await?;
+        self.display_script(c, &["up", &slot.to_string()], Some(view_token)).await?;
         Ok(DesktopInfo { display: slot, slot })
     }
 
@@ -416,7 +418,7 @@ impl DockerProvider {
         if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: 0, token: Some(token) }).await {
             tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");
         }
-        self.display_script(c, &["revoke", token]).await
+        self.display_script(c, &["revoke"], Some(token)).await
     }
 
     pub(crate) async fn expire_token_impl(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
@@ -431,10 +433,10 @@ impl DockerProvider {
         }
         // The bot's browser is closed gracefully, as the bot (so its cookies are saved); what the
         // bot broke there does not stop the teardown: its processes lose their display with X.
-        if let Err(e) = self.display_script_as(InComputer::Bot, c, &["release", &slot.to_string()]).await {
+        if let Err(e) = self.display_script_as(InComputer::Bot, c, &["release", &slot.to_string()], None).await {
             tracing::warn!("closing display {slot}'s browser failed ({e}); the teardown goes on");
         }
-        self.display_script(c, &["down", &slot.to_string()]).await
+        self.display_script(c, &["down", &slot.to_string()], None).await
     }
 
     pub(crate) async fn screen_impl(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
@@ -591,6 +593,59 @@ mod tests {
         assert_eq!(runs[1], ["click", "--repeat", "3", "--delay", "10", "5", "sleep", "0.250"]);
         assert_eq!(keysym("Enter"), "Return");
         assert_eq!(keysym("PageDown"), "Next");
+    }
+
+    /// The gateway runs only the xdotool commands this side sends: every kind of action passes
+    /// its allowlist, and what a bot would smuggle in (`exec`, `behave`, an option in a key's
+    /// place) does not.
+    #[test]
+    fn the_gateway_allows_every_run_the_engine_sends_and_nothing_else() {
+        use botdesk_core::action::{Button, Direction};
+        let actions = vec![
+            Action::Click { x: 10, y: 20, button: Button::Left },
+            Action::Click { x: 10, y: 20, button: Button::Right },
+            Action::Move { x: 1, y: 2 },
+            Action::Down { at: Some((3, 4)), button: Button::Middle },
+            Action::Up { at: None, button: Button::Middle },
+            Action::Drag { x: 1, y: 1, to_x: 99, to_y: 99, button: Button::Left },
+            Action::Key { key: "Enter".into(), modifiers: vec!["ctrl".into(), "shift".into()] },
+            Action::Key { key: "-".into(), modifiers: vec![] },
+            Action::KeyDown { key: "é".into() },
+            Action::KeyUp { key: "é".into() },
+            Action::Scroll { at: Some((5, 5)), direction: Direction::Left, amount: 7 },
+            Action::Wait { ms: 1500 },
+            Action::Type { text: "--window 1 exec sh -c id".into() },
+            Action::Type { text: "".into() },
+        ];
+        let mut runs = xdotool_runs(&actions);
+        let allowed = runs.len();
+        for bad in [
+            vec!["exec", "sh", "-c", "id"],
+            vec!["key", "--clearmodifiers", "--window", "1", "exec", "sh"],
+            vec!["behave", "1", "focus", "exec", "sh"],
+            vec!["mousemove", "--sync", "1", "2", "exec", "sh"],
+            vec!["type", "--delay", "8", "--", "x", "exec", "sh"],
+            vec!["sleep", "1", "search", "--name", "x"],
+        ] {
+            runs.push(bad.into_iter().map(String::from).collect());
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/sandboxes/computer");
+        let out = std::process::Command::new("python3")
+            .args([
+                "-I",
+                "-B",
+                "-c",
+                "import json, sys; sys.path.insert(0, sys.argv[1]); import botdesk_gateway as g; print(json.dumps([g.xdotool_allowed(r) for r in json.loads(sys.argv[2])]))",
+            ])
+            .arg(&dir)
+            .arg(serde_json::to_string(&runs).unwrap())
+            .output()
+            .expect("python3 runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let verdicts: Vec<bool> = serde_json::from_slice(&out.stdout).unwrap();
+        for (run, ok) in runs.iter().zip(&verdicts) {
+            assert_eq!(*ok, runs.iter().position(|r| r == run).unwrap() < allowed, "{run:?}");
+        }
     }
 
     #[test]

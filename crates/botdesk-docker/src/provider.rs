@@ -215,7 +215,20 @@ impl DockerProvider {
     /// otherwise `{what}: ` and the last lines of its stderr (or its exit code), and a lapse is
     /// `TimedOut` naming `what`.
     pub(crate) async fn run_checked(&self, who: InComputer, container: &str, argv: &[&str], bound: Duration, what: &str) -> Result<()> {
-        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, container, argv, None, QUIET_MAX))
+        self.run_checked_input(who, container, argv, None, bound, what).await
+    }
+
+    /// [`Self::run_checked`], with `stdin` written to the command (then closed).
+    pub(crate) async fn run_checked_input(
+        &self,
+        who: InComputer,
+        container: &str,
+        argv: &[&str],
+        stdin: Option<Bytes>,
+        bound: Duration,
+        what: &str,
+    ) -> Result<()> {
+        let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, container, argv, stdin, QUIET_MAX))
             .await
             .map_err(|_| SandboxError::TimedOut(format!("{what}: no end within {} s", bound.as_secs())))??;
         if code == 0 {
@@ -426,6 +439,8 @@ pub(crate) async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str,
     let once = || async {
         let opts = CreateExecOptions {
             cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]),
+            // The gateway's agent token is the engine's capability, not the bot's (every exec).
+            env: Some(vec!["BOTDESK_AGENT_TOKEN=".to_string()]),
             user: Some(InComputer::Bot.user().to_string()),
             attach_stdout: Some(true),
             attach_stderr: Some(true),

@@ -90,6 +90,15 @@ fn certificates(dir: &Path) -> Result<[PathBuf; 3], HostProblem> {
     for f in &files {
         std::fs::File::open(f).map_err(|e| HostProblem::Certificates(format!("cannot read {}: {e}", f.display())))?;
     }
+    // The private key opens the remote engine (root on that machine): like ssh, refused when
+    // anyone but its owner may read or change it.
+    let key = &files[2];
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(key).map_err(|e| HostProblem::Certificates(format!("cannot read {}: {e}", key.display())))?.permissions(),
+    );
+    if mode & 0o077 != 0 {
+        return Err(HostProblem::Certificates(format!("{} is open to other users (mode {:o}): `chmod 600` it", key.display(), mode & 0o777)));
+    }
     Ok(files)
 }
 

@@ -208,9 +208,22 @@ impl SandboxProvider for DockerProvider {
         // Starting is not raced against the deadline: once Docker may have started the process we
         // must know its exec id to kill its tree. An elapsed deadline fires right after.
         let cwd = req.cwd.in_computer();
-        let (exec_id, mut output, _stdin) = self.start_exec(InComputer::Bot, &container, req.argv.clone(), env, &cwd, false, false).await?;
+        let (exec_id, mut output, mut stdin) = self.start_exec(InComputer::Bot, &container, req.argv.clone(), env, &cwd, req.stdin.is_some(), false).await?;
+        // The input goes in while the output comes out (bounded by `validate`).
+        let input = req.stdin.clone();
+        let writing = async move {
+            if let Some(data) = input {
+                use tokio::io::AsyncWriteExt;
+                // A command that exits without reading it is not an error.
+                let _ = stdin.write_all(&data).await;
+                let _ = stdin.shutdown().await;
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::pin!(writing);
         let stopped = loop {
             tokio::select! {
+                _ = &mut writing => unreachable!("it never ends"),
                 item = output.next() => match item {
                     Some(Ok(LogOutput::StdOut { message })) => send(&out, StreamKind::Stdout, message),
                     Some(Ok(LogOutput::StdErr { message })) => send(&out, StreamKind::Stderr, message),
@@ -256,7 +269,7 @@ impl SandboxProvider for DockerProvider {
         self.release_desktop_impl(c, slot).await
     }
     async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, _ctx: &CallCtx) -> Result<()> {
-        self.display_script(c, &["control", &slot.to_string(), token]).await
+        self.display_script(c, &["control", &slot.to_string()], Some(token)).await
     }
     async fn expire_token_at(&self, c: &ComputerRef, token: &str, expires_ms: i64) -> Result<()> {
         self.expire_token_impl(c, token, expires_ms).await

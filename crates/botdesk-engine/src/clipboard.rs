@@ -9,17 +9,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
 
-/// The most clipboard text that goes either way (UTF-8 bytes): one X property, one argument.
+/// The most clipboard text that goes either way (UTF-8 bytes): one X property.
 pub const MAX_CLIPBOARD: usize = 64 * 1024;
 
-/// Owns the display's CLIPBOARD and PRIMARY with ARGV[1] (base64 of UTF-8 text) and serves
+/// Owns the display's CLIPBOARD and PRIMARY with its stdin (UTF-8 text: never an argument, which
+/// every process can read for as long as this one keeps the selection) and serves
 /// UTF8_STRING, TEXT, STRING (Latin-1, others as ?) and TARGETS until something else is copied
 /// there; it forks away once it owns them, so the command returns at once.
 const SET: &str = r#"
-import base64, os, sys
+import os, sys
 from Xlib import X, Xatom, display
 from Xlib.protocol import event
-data = base64.b64decode(sys.argv[1])
+data = sys.stdin.buffer.read()
 d = display.Display()
 w = d.screen().root.create_window(0, 0, 1, 1, 0, X.CopyFromParent)
 UTF8, TARGETS, TEXT = d.intern_atom('UTF8_STRING'), d.intern_atom('TARGETS'), d.intern_atom('TEXT')
@@ -97,27 +98,27 @@ impl Engine {
         if self.control_of(bot).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Stale, "take control of the screen to give the bot your clipboard"));
         }
-        use base64::Engine as _;
-        let data = base64::engine::general_purpose::STANDARD.encode(text);
-        self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), SET.into(), data]).await.map(drop)
+        let text = bytes::Bytes::copy_from_slice(text.as_bytes());
+        self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), SET.into()], Some(text)).await.map(drop)
     }
 
     /// The text on the bot's clipboard (its display's CLIPBOARD), empty when there is none.
     pub async fn clipboard_text(&self, bot: &str) -> Result<String> {
-        let out = self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), GET.into(), MAX_CLIPBOARD.to_string()]).await?;
+        let out = self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), GET.into(), MAX_CLIPBOARD.to_string()], None).await?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
-    /// Runs a command as the bot on its display (its desktop must be open) within 10 s; its
-    /// output, of which the host keeps at most [`MAX_CLIPBOARD`] bytes (more stops it).
-    async fn on_display(&self, bot: &str, argv: Vec<String>) -> Result<Vec<u8>> {
+    /// Runs a command as the bot on its display (its desktop must be open) within 10 s, with
+    /// `stdin`; its output, of which the host keeps at most [`MAX_CLIPBOARD`] bytes (more stops
+    /// it).
+    async fn on_display(&self, bot: &str, argv: Vec<String>, stdin: Option<bytes::Bytes>) -> Result<Vec<u8>> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         if self.display_of(&computer.id, &b.id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("{}'s desktop is not open", b.name)));
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let exec = self.exec(b.id.as_str(), argv, None, Some(Duration::from_secs(10)), Some(tx), cancel.clone());
+        let exec = self.exec_for(b.id.as_str(), None, argv, stdin, None, Some(Duration::from_secs(10)), Some(tx), cancel.clone());
         let drain = async {
             let (mut out, mut err, mut over) = (Vec::new(), Vec::new(), false);
             while let Some(o) = rx.recv().await {

@@ -73,6 +73,9 @@ impl NewModel {
         if !has_key && self.kind != ModelKind::OpenAiCompatible {
             return Err(EngineError::invalid(format!("an {} model needs an API key", self.kind)));
         }
+        if let (true, Some(u)) = (has_key, &self.base_url) {
+            botdesk_agent::key_may_go_to(u).map_err(EngineError::invalid)?;
+        }
         Ok(())
     }
 }

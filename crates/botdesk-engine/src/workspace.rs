@@ -36,17 +36,18 @@ impl Engine {
         out: OutputSink,
         cancel: CancellationToken,
     ) -> Result<ExecExit> {
-        self.exec_for(bot, None, argv, cwd, timeout, out, cancel).await
+        self.exec_for(bot, None, argv, None, cwd, timeout, out, cancel).await
     }
 
-    /// [`Engine::exec`] for a run: the command's processes carry the run's tag, so they are
-    /// stopped if the run's driver dies.
+    /// [`Engine::exec`] for a run (the command's processes carry the run's tag, so they are
+    /// stopped if the run's driver dies), with `stdin` for the command.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn exec_for(
         &self,
         bot: &str,
         run: Option<&str>,
         argv: Vec<String>,
+        stdin: Option<Bytes>,
         cwd: Option<&str>,
         timeout: Option<Duration>,
         out: OutputSink,
@@ -58,6 +59,9 @@ impl Engine {
         let mut req = ExecRequest::new(argv).cwd(cwd).env("BOTDESK_BOT_ID", bot.id.as_str());
         if let Some(t) = timeout {
             req = req.timeout(t);
+        }
+        if let Some(data) = stdin {
+            req = req.stdin(data);
         }
         let display = self.display_of(&computer.id, &bot.id).await?;
         let ctx = CallCtx { cancel, run: run.map(str::to_string), display, ..CallCtx::for_bot(&bot.id) };

@@ -661,8 +661,9 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
 /// The clipboard both ways as UTF-8 (RFB's cut text is Latin-1 only): the person's text reaches
 /// the bot's display whole (another program there, an xterm, pastes it) and the bot's comes back
 /// whole; only while the person controls the screen, at most 64 KiB, refusals change nothing.
+/// And no token or clipboard text is ever in a process list.
 #[tokio::test]
-async fn clipboard_text_goes_both_ways_whole_and_only_under_control() {
+async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secret_is_in_a_process_list() {
     let w = world(None, &["clip"]).await;
     let d = w.engine.open_desktop("clip").await.unwrap();
     let text = "héllo wörld — 世界 € ß";
@@ -700,6 +701,59 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control() {
         }
         assert!(t0.elapsed() < Duration::from_secs(30), "one program holds the clipboard, not {owners:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // No secret in a process list: with a view and a control transport up, the person's text on
+    // the clipboard and a command that timed out (its processes stopped by their tag), no
+    // command line or environment that the bot (inside) or another user of this machine (the
+    // test's own user, outside) can read holds a screen token, the agent token or the text.
+    let secret_text = "pässwörd-7f3e1c";
+    w.engine.set_clipboard("clip", secret_text).await.unwrap();
+    let view = w.engine.screen_target("clip").await.unwrap();
+    let control = w.engine.take_control_screen("clip").await.unwrap();
+    let (cancel, (tx, _rx)) = (tokio_util::sync::CancellationToken::new(), tokio::sync::mpsc::unbounded_channel());
+    let timed_out = w.engine.exec("clip", vec!["sleep".into(), "30".into()], None, Some(Duration::from_secs(1)), Some(tx), cancel).await.unwrap();
+    assert_eq!(timed_out.outcome, botdesk_core::ExecOutcome::TimedOut, "{timed_out:?}");
+    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    let inspect = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
+    let container = String::from_utf8(inspect.stdout).unwrap().trim().to_string();
+    let env = std::process::Command::new("docker").args(["inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", &container]).output().unwrap();
+    let agent_token = String::from_utf8(env.stdout).unwrap().lines().find_map(|l| l.strip_prefix("BOTDESK_AGENT_TOKEN=")).unwrap().to_string();
+    let encoded = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(secret_text)
+    };
+    let secrets = [
+        ("view token", view.token.as_str()),
+        ("control token", control.control_token.as_str()),
+        ("agent token", agent_token.as_str()),
+        ("clipboard", secret_text),
+        ("clipboard, in base64", encoded.as_str()),
+    ];
+    assert!(secrets.iter().all(|(_, s)| s.len() >= 15), "{secrets:?}");
+    let (code, out) = w
+        .engine
+        .shell(
+            "clip",
+            "o=$PWD/procs.txt; cd /proc && for p in [0-9]*; do tr '\\0' '\\n' < $p/cmdline; tr '\\0' '\\n' < $p/environ; done > $o 2>/dev/null; wc -l < $o",
+        )
+        .await
+        .unwrap();
+    assert!(code == 0 && out.trim().parse::<u64>().unwrap() > 50, "the bot read its processes: {out}");
+    let inside = String::from_utf8_lossy(&w.engine.files_read("clip", "procs.txt", 16 << 20).await.unwrap()).into_owned();
+    assert!(inside.contains("x11vnc") && inside.contains("BOTDESK_BOT_ID="), "the scan saw the transports and the bot's own environment");
+    let mut outside = String::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        for f in ["cmdline", "environ"] {
+            if let Ok(b) = std::fs::read(e.path().join(f)) {
+                outside.push_str(&String::from_utf8_lossy(&b).replace('\0', "\n"));
+            }
+        }
+    }
+    assert!(outside.contains("x11vnc"), "the host sees the computer's processes");
+    for (what, secret) in secrets {
+        assert!(!inside.contains(secret), "the bot reads the {what} in a process list");
+        assert!(!outside.contains(secret), "another user of this machine reads the {what} in a process list");
     }
     w.engine.release_control("clip", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
 }

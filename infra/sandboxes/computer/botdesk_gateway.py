@@ -2,8 +2,9 @@
 
 A client sends one line, its token, then speaks to what the token grants:
   * a view (or control) token: the raw byte stream of that display's x11vnc Unix socket. Tokens are
-    files in /tmp/botdesk-gw/tokens/<token> ("display=N kind=view socket=PATH"). Revoking a token
-    removes its file; an open connection whose token is gone is dropped within a second.
+    files in /tmp/botdesk-gw/tokens/<sha256 of the token> ("display=N kind=view socket=PATH"): no
+    token is ever a file name or a command's argument, which any process could read. Revoking a
+    token removes its file; an open connection whose token is gone is dropped within a second.
   * the engine's agent token (BOTDESK_AGENT_TOKEN): JSON requests, one per line, each answered by one
     JSON line (and, for screenshots, that many raw bytes):
       {"op": "shot", "display": N}            -> {"ok": true, "len": L} + L bytes of XWD, read from
@@ -44,19 +45,24 @@ AGENT_TOKEN = os.environ.get("BOTDESK_AGENT_TOKEN", "")
 TOKEN_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
-def token_fields(token):
+def key_of(token):
+    """A token's name at rest (its file, its open connections): its SHA-256, in hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_fields(key):
     try:
-        with open(os.path.join(TOKENS, token)) as f:
+        with open(os.path.join(TOKENS, key)) as f:
             return dict(kv.split("=", 1) for kv in f.read().split())
     except (FileNotFoundError, ValueError):
         return None
 
 
-def token_target(token):
-    """The token's fields, or None once it is revoked or past its `expires` (Unix ms; a token
-    without one lasts until revoked). Expiry holds here, whichever process took the token and
-    whether or not any process runs when it comes."""
-    fields = token_fields(token)
+def token_target(key):
+    """The fields of the token named `key`, or None once it is revoked or past its `expires` (Unix
+    ms; a token without one lasts until revoked). Expiry holds here, whichever process took the
+    token and whether or not any process runs when it comes."""
+    fields = token_fields(key)
     try:
         expires = int(fields.get("expires", "0")) if fields else 0
     except ValueError:
@@ -68,11 +74,11 @@ def token_target(token):
 
 def extend(token, expires):
     """Sets a token's expiry (Unix ms): control renewed."""
-    fields = token_target(token) if TOKEN_RE.match(token) else None
+    fields = token_target(key_of(token)) if TOKEN_RE.match(token) else None
     if fields is None:
         return False
     fields["expires"] = str(int(expires))
-    path = os.path.join(TOKENS, token)
+    path = os.path.join(TOKENS, key_of(token))
     with open(path + ".tmp", "w") as f:
         f.write(" ".join(f"{k}={v}" for k, v in fields.items()) + "\n")
     os.replace(path + ".tmp", path)
@@ -107,12 +113,12 @@ def pump(src, dst):
                 pass
 
 
-# Open screen connections by token, so a revocation through the agent drops them at once.
+# Open screen connections by their token's key, so a revocation through the agent drops them at once.
 LIVE = {}
 
 
-def drop_live(token):
-    for s in LIVE.pop(token, ()):
+def drop_live(key):
+    for s in LIVE.pop(key, ()):
         try:
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -121,8 +127,9 @@ def drop_live(token):
 
 def revoke(display, token=None):
     removed = 0
+    key = key_of(token) if token is not None else None
     for name in os.listdir(TOKENS):
-        if token is not None and name != token:
+        if key is not None and name != key:
             continue
         target = token_fields(name)
         if target is not None and (token is not None or target.get("display") == str(display)):
@@ -143,7 +150,7 @@ def detach(writer):
     return own
 
 
-async def proxy(token, target, reader, writer):
+async def proxy(key, target, reader, writer):
     up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         up.connect(target["socket"])
@@ -158,7 +165,7 @@ async def proxy(token, target, reader, writer):
     writer.transport.pause_reading()
     if early:
         up.sendall(early)
-    live = LIVE.setdefault(token, set())
+    live = LIVE.setdefault(key, set())
     live.update((client, up))
     threads = [threading.Thread(target=pump, args=pair, daemon=True) for pair in ((client, up), (up, client))]
     for t in threads:
@@ -166,8 +173,8 @@ async def proxy(token, target, reader, writer):
     # Revocation by the teardown script (the token file removed) or expiry: dropped within a
     # second. A revocation through the agent drops the connection at once (`drop_live`).
     while any(t.is_alive() for t in threads):
-        if token_target(token) is None:
-            drop_live(token)
+        if token_target(key) is None:
+            drop_live(key)
         await asyncio.sleep(0.25)
     live.discard(client)
     live.discard(up)
@@ -643,6 +650,48 @@ def _int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+XDO_NUM = re.compile(r"[0-9]{1,6}")
+XDO_SECONDS = re.compile(r"[0-9]{1,6}(\.[0-9]{1,3})?")
+XDO_BUTTON = re.compile(r"[1-9]")
+XDO_KEYS = re.compile(r"[^\s-]\S{0,299}|-")  # a key or combo, never an option
+# What each command the engine sends takes (the engine's `xdotool_runs`), in order; `click` may
+# start with `--repeat N --delay N`, and `type --delay 8 -- TEXT` ends a run.
+XDO_ARGS = {
+    "mousemove": ["--sync", XDO_NUM, XDO_NUM],
+    "click": [XDO_BUTTON],
+    "mousedown": [XDO_BUTTON],
+    "mouseup": [XDO_BUTTON],
+    "key": ["--clearmodifiers", XDO_KEYS],
+    "keydown": [XDO_KEYS],
+    "keyup": [XDO_KEYS],
+    "sleep": [XDO_SECONDS],
+}
+
+
+def xdotool_allowed(args):
+    """Whether a run holds only the commands the engine sends, with their arguments: nothing else
+    of xdotool (`exec`, `behave`, window and desktop commands) runs as the services' user."""
+    i = 0
+    while i < len(args):
+        cmd = args[i]
+        if cmd == "type":
+            return args[i + 1:i + 4] == ["--delay", "8", "--"] and len(args) == i + 5
+        expected = XDO_ARGS.get(cmd)
+        if expected is None:
+            return False
+        i += 1
+        if cmd == "click" and args[i:i + 1] == ["--repeat"]:
+            expected = ["--repeat", XDO_NUM, "--delay", XDO_NUM] + expected
+        for want in expected:
+            if i >= len(args):
+                return False
+            ok = args[i] == want if isinstance(want, str) else want.fullmatch(args[i]) is not None
+            if not ok:
+                return False
+            i += 1
+    return True
+
+
 def _runs(v):
     return isinstance(v, list) and all(isinstance(r, list) and all(isinstance(a, str) for a in r) for r in v)
 
@@ -738,9 +787,12 @@ async def agent(reader, writer):
                 settle = req.get("settle") or {}
                 still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
                 before = await asyncio.to_thread(screen_digest, display) if still_ms else None
-                for args in req["runs"]:
-                    args = [str(a) for a in args]
-                    if "type" in args:
+                runs = [[str(a) for a in args] for args in req["runs"]]
+                refused_run = next((args for args in runs if not xdotool_allowed(args)), None)
+                if refused_run is not None:
+                    raise RuntimeError(f"xdotool {refused_run[0] if refused_run else ''}: not a command Botdesk sends")
+                for args in runs:
+                    if args[-5:-3] == ["type", "--delay"]:
                         code, _, err = await type_text(args, display)
                     else:
                         code, _, err = await run(["xdotool"] + args, display)
@@ -789,11 +841,12 @@ async def handle(reader, writer):
         if AGENT_TOKEN and hmac.compare_digest(token, AGENT_TOKEN):
             await agent(reader, writer)
             return
-        target = token_target(token) if TOKEN_RE.match(token) else None
+        key = key_of(token) if TOKEN_RE.match(token) else None
+        target = token_target(key) if key else None
         if target is None:
             writer.write(refused("unknown or revoked token"))
             return
-        await proxy(token, target, reader, writer)
+        await proxy(key, target, reader, writer)
     except (asyncio.TimeoutError, ConnectionError):
         pass
     finally:

@@ -31,7 +31,7 @@ mkdir -m 0755 /tmp/.X11-unix || exit 1
 # The gateway needs no display: it starts beside Xvfb, and takes its port (marking it listening)
 # before its Python has loaded; a connection made meanwhile waits in the port's backlog.
 setsid botdesk-gateway >/tmp/botdesk-logs/gateway.log 2>&1 < /dev/null &
-botdesk-display up 1 || exit 1
+botdesk-display up 1 </dev/null || exit 1
 i=0
 until [ -e /tmp/botdesk-gw/listening ]; do
   i=$((i + 1))

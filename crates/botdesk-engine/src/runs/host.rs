@@ -214,7 +214,8 @@ impl RunHost {
         let entry = self.activity(ToolKind::Shell, command, ActivityStatus::Running).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let argv = vec!["sh".into(), "-c".into(), command.into()];
-        let exec = self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
+        let exec =
+            self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, None, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
         // Drained while the command runs, into a bounded tail: `yes` for half an hour costs nothing.
         let drain = async {
             let mut out = OutputTail::default();

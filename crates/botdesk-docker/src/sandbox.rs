@@ -41,7 +41,10 @@ impl SandboxProvider for DockerProvider {
             None => {
                 let name = spec::container_name(&self.cfg.data_dir_label, spec);
                 let labels = spec::labels(&self.cfg.data_dir_label, spec.id.as_str(), self.cfg.test_run.as_deref());
-                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::gateway::new_token(), &network);
+                // This machine's own addresses, when the computer runs here (another host's are
+                // its own business: its gateway and private ranges are fenced all the same).
+                let fence = if self.cfg.remote.is_none() { spec::host_addresses() } else { vec![] };
+                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::gateway::new_token(), &network, &fence);
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;

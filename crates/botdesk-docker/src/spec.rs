@@ -62,17 +62,48 @@ pub fn labels(data_dir_label: &str, computer: &str, test_run: Option<&str>) -> H
     l
 }
 
+/// The IPv4 addresses of this machine but loopback (from the kernel's routing table): a computer
+/// on this machine's Docker is fenced from each of them (`start.sh`), whatever the person runs
+/// on them.
+pub fn host_addresses() -> Vec<std::net::Ipv4Addr> {
+    let trie = std::fs::read_to_string("/proc/net/fib_trie").unwrap_or_default();
+    let lines: Vec<&str> = trie.lines().collect();
+    let mut out: Vec<std::net::Ipv4Addr> = lines
+        .windows(2)
+        .filter(|w| w[1].trim() == "/32 host LOCAL")
+        .filter_map(|w| w[0].trim().trim_start_matches(['|', '+', '-', ' ']).parse().ok())
+        .filter(|a: &std::net::Ipv4Addr| !a.is_loopback())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// `agent_token` is the engine's capability on the screen gateway (screenshots and input);
-/// `network` the computer's own network.
-pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &ComputerSpec, agent_token: &str, network: &str) -> Config<String> {
+/// `network` the computer's own network; `fence` addresses no process of the computer reaches
+/// (the host's own), besides the private and reserved ranges and its gateway.
+pub fn container_config(
+    image: &str,
+    labels: HashMap<String, String>,
+    spec: &ComputerSpec,
+    agent_token: &str,
+    network: &str,
+    fence: &[std::net::Ipv4Addr],
+) -> Config<String> {
     let r = spec.resources;
+    let fence = fence.iter().map(|a| format!("{a}/32")).collect::<Vec<_>>().join(" ");
     Config {
         image: Some(image.to_string()),
         hostname: Some("botdesk".into()),
         // The container's own process (start.sh) fences the network as root, then becomes the
         // screen services' user and brings them up.
         user: Some("0:0".into()),
-        env: Some(vec![format!("BOTDESK_COMPUTER_ID={}", spec.id), format!("HOME={HOME}"), format!("BOTDESK_AGENT_TOKEN={agent_token}")]),
+        env: Some(vec![
+            format!("BOTDESK_COMPUTER_ID={}", spec.id),
+            format!("HOME={HOME}"),
+            format!("BOTDESK_AGENT_TOKEN={agent_token}"),
+            format!("BOTDESK_FENCE={fence}"),
+        ]),
         labels: Some(labels),
         exposed_ports: Some(HashMap::from([(GATEWAY_PORT.to_string(), HashMap::new())])),
         host_config: Some(HostConfig {
@@ -86,6 +117,11 @@ pub fn container_config(image: &str, labels: HashMap<String, String>, spec: &Com
             // Alone on its own network, with traffic between its containers off; start.sh's fence
             // keeps its processes from every private address but its gateway (the host).
             network_mode: Some(network.to_string()),
+            // No IPv6 at all: the fence is IPv4 routing.
+            sysctls: Some(HashMap::from([
+                ("net.ipv6.conf.all.disable_ipv6".to_string(), "1".to_string()),
+                ("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string()),
+            ])),
             // Only what start.sh needs to fence the network (NET_ADMIN) and become the services'
             // user with nothing left (SETUID, SETGID, SETPCAP). A process started as a bot or as
             // the services' user holds none of them and, with no-new-privileges, never can.

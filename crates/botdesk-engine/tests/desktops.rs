@@ -544,8 +544,9 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
 
 /// A bot on one Private computer cannot connect to another computer's gateway or to a server the
 /// other bot started, not even while networks are being made (when Docker's own isolation between
-/// networks lapses for a moment): the computer's fence refuses at once. It still reaches a service
-/// of the host through its gateway, and cannot take the fence down.
+/// networks lapses for a moment): the computer's fence refuses at once. Nor does it reach a service
+/// of the host (through its gateway or at the host's addresses), nor anything over IPv6, and it
+/// cannot take the fence down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
     let w = world(None, &[]).await;
@@ -613,16 +614,38 @@ EOF"#
     assert!(made > 0, "no network was made during the probe");
     assert!(tried.parse::<u32>().unwrap() > 100, "{tried}");
 
-    // The host, through near's gateway: a service listening on all its interfaces answers.
+    // The host: a service listening on all its interfaces is refused through near's gateway and
+    // at each of the host's own addresses; IPv6 is off.
     let host = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
     let port = host.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = host.accept().unwrap();
-        s.write_all(b"host here\n").unwrap();
-    });
-    let got = sh("near", format!("python3 -c 'import socket, subprocess; gw = subprocess.check_output([\"ip\", \"-4\", \"route\", \"show\", \"default\"]).split()[2].decode(); print(socket.create_connection((gw, {port}), timeout=5).recv(64).decode())'")).await;
-    assert_eq!(got, "host here");
-    server.join().unwrap();
+    let addresses = botdesk_docker::spec::host_addresses();
+    assert!(!addresses.is_empty(), "this machine has an address besides loopback");
+    let probe = format!(
+        r#"python3 - <<'EOF'
+import errno, socket, subprocess, sys
+gw = subprocess.check_output(["ip", "-4", "route", "show", "default"]).split()[2].decode()
+for ip in [gw] + "{addresses}".split():
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((ip, {port}))
+        sys.exit(f"reached the host at {{ip}}")
+    except OSError as e:
+        if e.errno != errno.EACCES:
+            sys.exit(f"{{ip}} not refused by the fence: {{e!r}}")
+try:
+    socket.create_connection(("::1", 7900), timeout=3)
+    sys.exit("IPv6 works")
+except OSError:
+    pass
+print(open("/proc/sys/net/ipv6/conf/all/disable_ipv6").read().strip(), gw)
+EOF"#,
+        addresses = addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(" ")
+    );
+    let got = sh("near", probe).await;
+    assert!(got.starts_with("1 "), "{got}");
+    host.set_nonblocking(true).unwrap();
+    assert!(host.accept().is_err(), "nothing reached the listener");
 
     // A bot holds no capability and cannot lift the fence.
     let caps = sh("near", "grep -E '^Cap(Eff|Prm)' /proc/self/status; ip rule del priority 100 2>&1 || true".into()).await;

@@ -5,20 +5,22 @@
 # computer ready. If anything fails it exits non-zero with the reason, so a broken image fails loudly.
 set -u
 if [ "$(id -u)" = 0 ]; then
-  # The fence: every process but root's finds no route to private, shared and link-local
-  # addresses (other computers and containers, the LAN, a cloud's metadata service), except this
-  # computer's gateway, which is the host. Docker's own isolation between networks lapses for a
-  # moment whenever any network is made; this does not. Root is exempt because Docker's DNS
-  # forwarder works in this namespace as root (the host's resolver may be a private address);
-  # no process of a bot can become root (no-new-privileges, and the capabilities to change routes
-  # are dropped below before any service starts).
+  # The fence: every process but root's finds no route to private, shared, link-local,
+  # benchmarking, multicast and reserved addresses (other computers and containers, the LAN, a
+  # cloud's metadata service), nor to the host: this computer's gateway and the host's own
+  # addresses (BOTDESK_FENCE, from the engine), where any service the person runs would answer.
+  # Docker's own isolation between networks lapses for a moment whenever any network is made;
+  # this does not. Root is exempt because Docker's DNS forwarder works in this namespace as root
+  # (the host's resolver may be a private address); no process of a bot can become root
+  # (no-new-privileges, and the capabilities to change routes are dropped below before any
+  # service starts). IPv6 is off in the computer (Docker sets its sysctls).
   set -- $(ip -4 route show default)
   [ "${1:-}" = default ] && [ "${2:-}" = via ] && [ "${4:-}" = dev ] || { echo "botdesk: no default route to fence" >&2; exit 1; }
   ip rule add uidrange 1-4294967294 lookup 100 priority 100 || { echo "botdesk: cannot fence the network (the computer needs NET_ADMIN)" >&2; exit 1; }
-  for net in 10.0.0.0/8 172.16.0.0/12 192.168.0.0/16 169.254.0.0/16 100.64.0.0/10; do
-    ip route add prohibit "$net" table 100 || exit 1
+  for net in 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16 198.18.0.0/15 224.0.0.0/4 240.0.0.0/4 "$3/32" ${BOTDESK_FENCE:-}; do
+    ip route add prohibit "$net" table 100 2>/dev/null || ip route replace prohibit "$net" table 100 || { echo "botdesk: cannot fence $net" >&2; exit 1; }
   done
-  ip route add "$3" dev "$5" table 100 || exit 1
+  unset BOTDESK_FENCE
   exec setpriv --reuid=botdesk-screen --regid=botdesk-screen --init-groups --inh-caps=-all --bounding-set=-all -- "$0"
 fi
 [ "$(id -un)" = botdesk-screen ] || { echo "botdesk: start.sh must start as root (to fence the network)" >&2; exit 1; }

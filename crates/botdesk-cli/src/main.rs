@@ -451,7 +451,7 @@ fn main() -> ExitCode {
     let code = match rt.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("botdesk: {e}");
+            eprintln!("botdesk: {}", sanitize(&e.to_string()));
             ExitCode::from(1)
         }
     };
@@ -462,6 +462,9 @@ fn main() -> ExitCode {
 
 /// Text a bot or a page wrote, safe to print on a terminal: control characters (which could move
 /// the cursor or rewrite what is shown) are written as escapes.
+/// `text` with its control characters (a terminal's escape sequences among them) shown as escapes,
+/// but for new lines and tabs: what a bot or a web page wrote (file names, titles, messages, a
+/// command's output tail) never drives the person's terminal.
 fn sanitize(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
@@ -530,7 +533,7 @@ fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
     } else {
         let t = text();
         if !t.is_empty() {
-            println!("{t}");
+            println!("{}", sanitize(&t));
         }
     }
 }
@@ -1224,7 +1227,7 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
     if !json {
         let code = finished.failure.map(|f| format!(" ({f})")).unwrap_or_default();
         match &finished.error {
-            Some(e) => eprintln!("\nrun {} {}{code}: {e}", finished.id, finished.status),
+            Some(e) => eprintln!("\nrun {} {}{code}: {}", finished.id, finished.status, sanitize(e)),
             None => eprintln!("\nrun {} {}{code}", finished.id, finished.status),
         }
         match engine.run_usage(&finished.id).await {
@@ -1269,23 +1272,23 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
     }
     match ev {
         E::Delta { text, .. } => {
-            print!("{text}");
+            print!("{}", sanitize(text));
             let _ = std::io::stdout().flush();
         }
-        E::Message { item, .. } if item.role == botdesk_core::MessageRole::System => println!("\n[{}]", item.text),
+        E::Message { item, .. } if item.role == botdesk_core::MessageRole::System => println!("\n[{}]", sanitize(&item.text)),
         E::Message { item, .. } if item.role == botdesk_core::MessageRole::Assistant && !item.text.is_empty() => println!(),
         E::Message { .. } => {}
         E::Tool { call, .. } if call.status == botdesk_core::CallStatus::Running => {
             names.insert(call.id.clone(), call.name.clone());
-            println!("→ {} {}", call.name, call.arguments);
+            println!("→ {} {}", sanitize(&call.name), sanitize(&call.arguments.to_string()));
         }
         E::Tool { call, .. } => {
             let first = call.text.as_deref().unwrap_or("").lines().next().unwrap_or("").to_string();
             let shot = call.image.as_deref().map(|i| format!(" (screenshot {i})")).unwrap_or_default();
-            println!("  ← {} {}: {first}{shot}", names.get(&call.id).map(String::as_str).unwrap_or(""), call.status);
+            println!("  ← {} {}: {}{shot}", sanitize(names.get(&call.id).map(String::as_str).unwrap_or("")), call.status, sanitize(&first));
         }
         E::Activity { .. } | E::Usage { .. } => {}
-        E::Restart { why, .. } => println!("\n[the reply broke off ({why}); asking the model again]"),
+        E::Restart { why, .. } => println!("\n[the reply broke off ({}); asking the model again]", sanitize(why)),
         E::Waiting { seconds, why, .. } => println!("[waiting for {why}, {seconds} s]"),
         E::Question { question, .. } => {
             println!("\n[the bot asks you: {}]\n[answer here, in the app, or with `botdesk approve BOT` / `botdesk deny BOT --note TEXT`]", sanitize(question))
@@ -1298,7 +1301,7 @@ fn print_event(json: bool, ev: &botdesk_engine::RunEvent, names: &mut std::colle
         E::Saved { .. } => {}
         E::Status { status, error, .. } => {
             if *status == botdesk_engine::RunStatus::WaitingTakeover {
-                println!("[the bot needs you: {}; take control of its screen, then release it]", error.as_deref().unwrap_or(""));
+                println!("[the bot needs you: {}; take control of its screen, then release it]", sanitize(error.as_deref().unwrap_or("")));
             }
         }
     }
@@ -1317,8 +1320,13 @@ fn activity_line(a: &botdesk_engine::ActivityRow) -> String {
 /// Prints a bot's activity; with --follow keeps printing new and changed entries.
 async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Result<ExitCode, EngineError> {
     use botdesk_core::ActivityStatus;
-    let show =
-        |a: &botdesk_engine::ActivityRow| if json { println!("{}", serde_json::to_string(a).unwrap_or_default()) } else { println!("{}", activity_line(a)) };
+    let show = |a: &botdesk_engine::ActivityRow| {
+        if json {
+            println!("{}", serde_json::to_string(a).unwrap_or_default())
+        } else {
+            println!("{}", sanitize(&activity_line(a)))
+        }
+    };
     let mut open: std::collections::BTreeSet<i64> = Default::default();
     let mut after = 0;
     loop {

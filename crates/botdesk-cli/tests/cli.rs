@@ -75,10 +75,28 @@ fn doctor_reports_every_check() {
     let out = data.run(&["--json", "doctor"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["docker", "image", "image_age", "data_dir", "keyring", "display_libraries"]);
+    assert_eq!(names, ["docker", "image", "image_age", "uids", "data_dir", "keyring", "display_libraries"]);
     for c in report["checks"].as_array().unwrap() {
         assert_eq!(c["ok"], true, "check failed: {c}");
-        assert_eq!(c["warn"], false, "a fresh image is not flagged: {c}");
+        if c["name"] != "uids" {
+            assert_eq!(c["warn"], false, "a fresh image is not flagged: {c}");
+        }
+    }
+    // An account of this machine with the bots' or the services' uid is named (this Docker does
+    // not remap users).
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap();
+    let owner = |uid: &str| passwd.lines().find(|l| l.split(':').nth(2) == Some(uid)).map(|l| l.split(':').next().unwrap().to_string());
+    let uids = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == "uids").unwrap();
+    let detail = uids["detail"].as_str().unwrap();
+    match (owner("1000"), owner("990")) {
+        (None, None) => assert_eq!(uids["warn"], false, "{uids}"),
+        (a, b) => {
+            assert_eq!(uids["warn"], true, "{uids}");
+            for name in [a, b].into_iter().flatten() {
+                assert!(detail.contains(&name), "{uids}");
+            }
+            assert!(uids["fix"].as_str().unwrap().contains("userns-remap"), "{uids}");
+        }
     }
     assert!(out.status.success());
     assert!(report["checks"][0]["detail"].as_str().unwrap().starts_with("Docker "), "the engine version is reported");
@@ -115,6 +133,12 @@ fn bots_exec_and_files_against_a_real_computer() {
     assert_eq!(stderr(&out).trim(), "oops");
     let out = data.run(&["exec", "solo", "--", "pwd"]);
     assert_eq!(stdout(&out).trim(), "/home/botdesk", "a Private bot's folder is the whole home");
+
+    // What a bot names never drives the person's terminal: a listing shows its escapes as text.
+    let out = data.run(&["exec", "gamma", "--", "sh", "-c", "mkdir -p loud && touch \"loud/$(printf 'red\\033[31m\\033]0;title\\007')\""]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ls = stdout(&data.run(&["files", "ls", "gamma", "loud"]));
+    assert!(!ls.contains('\u{1b}') && !ls.contains('\u{7}') && ls.contains("red\\u{1b}[31m"), "{ls:?}");
 
     // files: put / ls / cat / get, binary-exact, executable bit kept; relative to the bot's folder.
     let local = data.path().join("tool.bin");

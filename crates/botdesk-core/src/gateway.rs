@@ -3,10 +3,15 @@
 //! `infra/sandboxes/computer/botdesk_gateway.py`; both replay the golden fixtures in
 //! `infra/sandboxes/computer/protocol.json` in their tests.
 //!
-//! A client sends one line, its token ([`hello`]); the gateway answers `OK` or `ERR why`
-//! ([`present`] reads that answer, bounded). With the engine's agent token, requests
-//! ([`AgentRequest`]) and answers ([`AgentAnswer`]) follow as JSON lines; with a view or control
-//! token, the display's RFB byte stream.
+//! A viewer sends one line, its view or control token ([`hello`]); the gateway answers `OK` or
+//! `ERR why` ([`present`] reads that answer, bounded), then the display's RFB byte stream follows.
+//!
+//! The engine never sends its agent token: it could be talking to whatever took a port the
+//! gateway had before a restart. It proves it knows the token, and the gateway proves it first
+//! ([`prove`]): `HELLO E` (E: 32 random hex digits), answered `PROOF G P` (G: the gateway's 32;
+//! P: [`proof`] of `botdesk-gateway E G`), then `AGENT Q` (Q: `proof` of `botdesk-engine E G`),
+//! answered `OK` or `ERR why`. Agent requests ([`AgentRequest`]) and answers ([`AgentAnswer`])
+//! follow as JSON lines.
 //!
 //! The gateway runs inside a computer, where a bot can replace it: everything read here is
 //! bounded and checked, and a bad answer is an error, never a panic or an allocation of the
@@ -49,23 +54,69 @@ impl Greeting {
     }
 }
 
-/// Presents `token` on a new connection and reads the gateway's answer byte by byte, so nothing
-/// that follows it (the RFB handshake) is consumed. Errors say what failed, for one line to the
-/// person.
-pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, token: &str) -> Result<(), String> {
-    stream.write_all(&hello(token)).await.map_err(|e| format!("screen gateway: {e}"))?;
+/// HMAC-SHA256 of `message` keyed by `token`, in hex: what each side of the agent's handshake
+/// shows to prove it knows the agent token without sending it.
+pub fn proof(token: &str, message: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut key = [0u8; 64];
+    if token.len() > 64 {
+        key[..32].copy_from_slice(&Sha256::digest(token.as_bytes()));
+    } else {
+        key[..token.len()].copy_from_slice(token.as_bytes());
+    }
+    let pad = |b: u8| key.map(|k| k ^ b);
+    let inner = Sha256::new().chain_update(pad(0x36)).chain_update(message.as_bytes()).finalize();
+    hex::encode(Sha256::new().chain_update(pad(0x5c)).chain_update(inner).finalize())
+}
+
+/// Reads one line of at most [`MAX_GREETING`] bytes, byte by byte (nothing after it is consumed).
+async fn greeting_line<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Vec<u8>, String> {
     let mut line = Vec::new();
     loop {
         let b = stream.read_u8().await.map_err(|_| "the screen gateway closed the connection".to_string())?;
         if b == b'\n' {
-            break;
+            return Ok(line);
         }
         if line.len() == MAX_GREETING {
             return Err(format!("the screen gateway sent no answer line within {MAX_GREETING} bytes"));
         }
         line.push(b);
     }
-    match Greeting::parse(&line) {
+}
+
+/// The engine's handshake with a gateway (see the module's text): the gateway proves it knows
+/// `agent_token` before the engine proves it does; the token itself never crosses. A listener
+/// that is not this computer's gateway learns a random number.
+pub async fn prove<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, agent_token: &str) -> Result<(), String> {
+    let mut nonce = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").map_err(|e| format!("random numbers: {e}"))?, &mut nonce)
+        .map_err(|e| format!("random numbers: {e}"))?;
+    let ours = hex::encode(nonce);
+    stream.write_all(format!("HELLO {ours}\n").as_bytes()).await.map_err(|e| format!("screen gateway: {e}"))?;
+    let line = greeting_line(stream).await?;
+    let text = String::from_utf8_lossy(&line);
+    let mut words = text.strip_prefix("PROOF ").unwrap_or("").split(' ');
+    let (theirs, shown) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let hex32 = |s: &str| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    if !hex32(theirs) || shown != proof(agent_token, &format!("botdesk-gateway {ours} {theirs}")) {
+        return Err("what answers at this port is not this computer's screen gateway (it could not prove it)".into());
+    }
+    stream
+        .write_all(format!("AGENT {}\n", proof(agent_token, &format!("botdesk-engine {ours} {theirs}"))).as_bytes())
+        .await
+        .map_err(|e| format!("screen gateway: {e}"))?;
+    match Greeting::parse(&greeting_line(stream).await?) {
+        Greeting::Granted => Ok(()),
+        Greeting::Refused(why) => Err(format!("the screen gateway refused the engine: {why}")),
+    }
+}
+
+/// Presents `token` on a new connection and reads the gateway's answer byte by byte, so nothing
+/// that follows it (the RFB handshake) is consumed. Errors say what failed, for one line to the
+/// person.
+pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, token: &str) -> Result<(), String> {
+    stream.write_all(&hello(token)).await.map_err(|e| format!("screen gateway: {e}"))?;
+    match Greeting::parse(&greeting_line(stream).await?) {
         Greeting::Granted => Ok(()),
         Greeting::Refused(why) => Err(format!("the screen gateway refused the token: {why}")),
     }
@@ -242,6 +293,42 @@ mod tests {
         });
         assert_eq!(present(&mut ours, "ab").await.unwrap_err(), "the screen gateway closed the connection");
         gone.await.unwrap();
+    }
+
+    /// The engine's handshake: a gateway that knows the token passes; one that does not (what
+    /// took the port of a gateway that moved) learns only a random number and is refused.
+    #[tokio::test]
+    async fn the_gateway_proves_it_knows_the_agent_token_before_the_engine_does() {
+        // RFC 4231, test case 2 (HMAC-SHA256).
+        assert_eq!(proof("Jefe", "what do ya want for nothing?"), "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        let token = "ab".repeat(16);
+        let (mut ours, mut theirs) = tokio::io::duplex(4096);
+        let gateway = tokio::spawn(async move {
+            let hello = String::from_utf8(greeting_line(&mut theirs).await.unwrap()).unwrap();
+            let e = hello.strip_prefix("HELLO ").unwrap().to_string();
+            let g = "0123456789abcdef0123456789abcdef";
+            theirs.write_all(format!("PROOF {g} {}\n", proof(&"ab".repeat(16), &format!("botdesk-gateway {e} {g}"))).as_bytes()).await.unwrap();
+            let agent = String::from_utf8(greeting_line(&mut theirs).await.unwrap()).unwrap();
+            assert_eq!(agent, format!("AGENT {}", proof(&"ab".repeat(16), &format!("botdesk-engine {e} {g}"))));
+            theirs.write_all(b"OK\n").await.unwrap();
+            hello
+        });
+        prove(&mut ours, &token).await.unwrap();
+        assert!(!gateway.await.unwrap().contains(&token));
+        // A listener that does not know the token: refused, and it saw one line with no secret.
+        let (mut ours, mut theirs) = tokio::io::duplex(4096);
+        let impostor = tokio::spawn(async move {
+            let seen = greeting_line(&mut theirs).await.unwrap();
+            theirs.write_all(format!("PROOF {} {}\n", "0".repeat(32), "0".repeat(64)).as_bytes()).await.unwrap();
+            let mut rest = vec![];
+            let _ = theirs.read_to_end(&mut rest).await;
+            (seen, rest)
+        });
+        let e = prove(&mut ours, &token).await.unwrap_err();
+        assert!(e.contains("not this computer's screen gateway"), "{e}");
+        drop(ours);
+        let (seen, rest) = impostor.await.unwrap();
+        assert!(String::from_utf8(seen).unwrap().starts_with("HELLO ") && rest.is_empty(), "nothing more was sent");
     }
 
     #[test]

@@ -103,6 +103,14 @@ fn greetings_read_as_the_fixtures_mean() {
     }
 }
 
+#[test]
+fn proofs_are_made_as_the_fixtures_say() {
+    let fx = fixtures();
+    for p in fx["proofs"].as_array().unwrap() {
+        assert_eq!(botdesk_core::gateway::proof(p["token"].as_str().unwrap(), p["message"].as_str().unwrap()), p["proof"].as_str().unwrap(), "{}", p["name"]);
+    }
+}
+
 /// The gateway's own code makes the same answers and accepts the same requests.
 #[test]
 fn the_gateway_replays_the_same_fixtures() {

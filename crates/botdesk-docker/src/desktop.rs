@@ -383,13 +383,13 @@ impl DockerProvider {
         read_answer(conn).await
     }
 
-    /// Connects to the gateway and presents the agent token.
+    /// Connects to the gateway, which proves it is this computer's, and proves the engine is.
     async fn agent_connect(g: &Gateway) -> Result<AgentConn> {
         let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
         let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
         stream.set_nodelay(true).map_err(io)?;
         let mut stream = BufReader::new(stream);
-        gateway::present(&mut stream, &g.agent_token).await.map_err(SandboxError::Provider)?;
+        gateway::prove(&mut stream, &g.agent_token).await.map_err(SandboxError::Provider)?;
         Ok(stream)
     }
 

@@ -91,6 +91,14 @@ impl DockerProvider {
         Ok(v.version.unwrap_or_else(|| "unknown".into()))
     }
 
+    /// Whether the engine runs containers' users as users of their own on its machine
+    /// (user-namespace remapping, or rootless Docker): then no account there shares a uid with a
+    /// bot or the screen services.
+    pub async fn remaps_users(&self) -> Result<bool> {
+        let info = self.client().await?.info().await.map_err(docker_err)?;
+        Ok(info.security_options.unwrap_or_default().iter().any(|o| o.contains("name=userns") || o.contains("name=rootless")))
+    }
+
     /// Every container of this data directory (for `computer ls` and reconcile).
     pub async fn list_managed(&self) -> Result<Vec<Found>> {
         self.find(None).await

@@ -34,6 +34,14 @@ impl InComputer {
             InComputer::Screen => "990:990",
         }
     }
+
+    /// The uid, which is also the host's uid unless Docker remaps users.
+    pub const fn uid(self) -> u32 {
+        match self {
+            InComputer::Bot => 1000,
+            InComputer::Screen => 990,
+        }
+    }
 }
 
 pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {

@@ -50,6 +50,39 @@ async fn image_age_check(d: &DockerProvider, tag: &str, now_ms: i64) -> Check {
     }
 }
 
+/// Whether an account of this machine shares a uid with the bots or the screen services (without
+/// Docker's remapping, the computers' processes run as those host uids: such an account can read
+/// the computers through `/proc/PID/root` and signal their processes). `passwd` is
+/// `/etc/passwd`'s text.
+async fn uids_check(d: &DockerProvider, passwd: &str) -> Check {
+    use botdesk_docker::spec::InComputer;
+    match d.remaps_users().await {
+        Ok(true) => return pass("uids", "Docker runs the computers' users as users of their own (user-namespace remapping or rootless)"),
+        Ok(false) => {}
+        Err(e) => return warn("uids", e.to_string(), "check the Docker engine"),
+    }
+    let owners: Vec<String> = [(InComputer::Bot, "the bots'"), (InComputer::Screen, "the screen services'")]
+        .iter()
+        .flat_map(|(who, whose)| {
+            passwd
+                .lines()
+                .filter(move |l| l.split(':').nth(2).and_then(|u| u.parse::<u32>().ok()) == Some(who.uid()))
+                .map(move |l| format!("{} has {whose} uid {}", l.split(':').next().unwrap_or("?"), who.uid()))
+        })
+        .collect();
+    if owners.is_empty() {
+        return pass(
+            "uids",
+            format!("no account of this machine has the bots' uid {} or the screen services' uid {}", InComputer::Bot.uid(), InComputer::Screen.uid()),
+        );
+    }
+    warn(
+        "uids",
+        format!("{}: that account can read the computers (through /proc/PID/root) and signal their processes", owners.join("; ")),
+        "turn on Docker's user-namespace remapping (\"userns-remap\": \"default\" in /etc/docker/daemon.json, then restart Docker and rebuild the image) or use rootless Docker (README, Host users)",
+    )
+}
+
 pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, now_ms: i64) -> DoctorReport {
     let mut checks = vec![];
     let tag = botdesk_docker::image::image_tag();
@@ -66,6 +99,7 @@ pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, now_ms: i64) -
                 if matches!(present, Ok(true)) {
                     checks.push(image_age_check(d, &tag, now_ms).await);
                 }
+                checks.push(uids_check(d, &std::fs::read_to_string("/etc/passwd").unwrap_or_default()).await);
             }
             Err(e) => {
                 checks.push(fail("docker", e.to_string(), "start the Docker engine: `sudo systemctl start docker` or `sudo dockerd &`"));

@@ -460,12 +460,17 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
     assert_eq!(e.code, ErrorCode::TimedOut, "{e}");
     assert!(e.message.contains("did not answer"), "{e}");
 
-    // An impostor on the gateway's port that accepts the engine's token and claims a 1 PB body.
+    // An impostor on the gateway's port (one that knows the agent token, as the services' user
+    // does: it passes the handshake) claims a 1 PB body. (Its text must not name the gateway, or
+    // the pkill before it would end the shell that starts it.)
     let impostor = r#"
-import socket
+import hashlib, hmac, os, socket
+t = os.environ["BOTDESK_AGENT_TOKEN"].encode()
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 7900)); s.listen()
 while True:
     c, _ = s.accept(); f = c.makefile("rb")
+    e, g = f.readline().split()[1].decode(), "0" * 32
+    c.sendall(("PROOF %s %s\n" % (g, hmac.new(t, ("botdesk-" "gateway %s %s" % (e, g)).encode(), hashlib.sha256).hexdigest())).encode())
     f.readline(); c.sendall(b"OK\n")
     while f.readline():
         c.sendall(b"{\"ok\": true, \"len\": 1000000000000000}\n")
@@ -779,6 +784,51 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
         assert!(!outside.contains(secret), "another user of this machine reads the {what} in a process list");
     }
     w.engine.release_control("clip", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+}
+
+/// After its computer restarted from another process (its gateway now on a new port), the engine
+/// that cached the old port meets whatever took it: that listener gets a random hello and nothing
+/// else (no token), and the engine finds the gateway again.
+#[tokio::test]
+async fn a_listener_on_the_gateways_old_port_gets_no_secret() {
+    let w = world(None, &["moved"]).await;
+    w.engine.open_desktop("moved").await.unwrap();
+    w.engine.screenshot("moved", ImageFormat::Png).await.unwrap();
+    let computer = w.engine.list_computers().await.unwrap().remove(0).id;
+    let docker = |args: &[&str]| String::from_utf8(std::process::Command::new("docker").args(args).output().unwrap().stdout).unwrap().trim().to_string();
+    let container = docker(&["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]);
+    let port = || docker(&["port", &container, "7900/tcp"]);
+    let old = port();
+    let agent_token = docker(&["inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", &container])
+        .lines()
+        .find_map(|l| l.strip_prefix("BOTDESK_AGENT_TOKEN=").map(str::to_string))
+        .unwrap();
+    // Another process restarts the computer; a local program takes the old port.
+    docker(&["restart", "-t", "1", &container]);
+    assert_ne!(port(), old, "the gateway moved");
+    let listener = std::net::TcpListener::bind(old.as_str()).unwrap();
+    let taker = std::thread::spawn(move || {
+        let mut seen = vec![];
+        listener.set_nonblocking(false).unwrap();
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        seen.extend(line.as_bytes());
+        // What it would say if it could.
+        let _ = s.write_all(format!("PROOF {} {}\n", "1".repeat(32), "2".repeat(64)).as_bytes());
+        let _ = r.read_to_end(&mut seen);
+        seen
+    });
+    let t0 = Instant::now();
+    while w.engine.screenshot("moved", ImageFormat::Png).await.is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(60), "the engine did not find the gateway again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let seen = String::from_utf8_lossy(&taker.join().unwrap()).into_owned();
+    assert!(seen.starts_with("HELLO ") && seen.lines().count() == 1, "{seen:?}");
+    assert!(!seen.contains(&agent_token), "the agent token reached the listener");
 }
 
 /// Looks at the bot's screen until two looks half a second apart see the same frame (the

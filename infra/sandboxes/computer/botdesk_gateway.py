@@ -5,8 +5,12 @@ A client sends one line, its token, then speaks to what the token grants:
     files in /tmp/botdesk-gw/tokens/<sha256 of the token> ("display=N kind=view socket=PATH"): no
     token is ever a file name or a command's argument, which any process could read. Revoking a
     token removes its file; an open connection whose token is gone is dropped within a second.
-  * the engine's agent token (BOTDESK_AGENT_TOKEN): JSON requests, one per line, each answered by one
-    JSON line (and, for screenshots, that many raw bytes):
+  * the engine, which never sends its agent token (BOTDESK_AGENT_TOKEN): whatever took an old port
+    of this gateway would get it. It sends "HELLO E" (32 hex digits); the gateway answers
+    "PROOF G P" (its own 32 and P = HMAC-SHA256(token, "botdesk-gateway E G") in hex), and the
+    engine "AGENT Q" (Q = HMAC-SHA256(token, "botdesk-engine E G")), answered OK or ERR. Then JSON
+    requests, one per line, each answered by one JSON line (and, for screenshots, that many raw
+    bytes):
       {"op": "shot", "display": N}            -> {"ok": true, "len": L} + L bytes of XWD, read from
         the display's shared-memory framebuffer (Xvfb -fbdir), no process spawned
       {"op": "ping", "display": 0}            -> {"ok": true}
@@ -829,17 +833,46 @@ def self_test(path):
         line = GRANTED if case["granted"] else refused(case["why"])
         if line != case["line"].encode():
             failures.append(f"greeting {case['name']}: made {line!r}")
+    for case in fixtures["proofs"]:
+        if proof(case["token"], case["message"]) != case["proof"]:
+            failures.append(f"proof {case['name']}: made {proof(case['token'], case['message'])}")
     for failure in failures:
         print(failure, file=sys.stderr)
     return len(failures)
+
+
+def proof(token, message):
+    """HMAC-SHA256 of `message` keyed by `token`, in hex (the engine's `gateway::proof`)."""
+    return hmac.new(token.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+NONCE_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+async def engine_proved(theirs, reader, writer):
+    """The agent handshake after "HELLO E": this gateway proves it knows the agent token, then the
+    engine must. True when it did (the caller answers OK), else refused."""
+    if not AGENT_TOKEN or not NONCE_RE.match(theirs):
+        writer.write(refused("not an engine's hello"))
+        return False
+    ours = os.urandom(16).hex()
+    writer.write(f"PROOF {ours} {proof(AGENT_TOKEN, f'botdesk-gateway {theirs} {ours}')}\n".encode())
+    await writer.drain()
+    line = (await asyncio.wait_for(reader.readline(), 5)).decode(errors="replace").strip()
+    shown = line[6:] if line.startswith("AGENT ") else ""
+    if not hmac.compare_digest(shown, proof(AGENT_TOKEN, f"botdesk-engine {theirs} {ours}")):
+        writer.write(refused("not the engine"))
+        return False
+    return True  # `agent` says OK
 
 
 async def handle(reader, writer):
     try:
         line = await asyncio.wait_for(reader.readline(), 5)
         token = line.decode(errors="replace").strip()
-        if AGENT_TOKEN and hmac.compare_digest(token, AGENT_TOKEN):
-            await agent(reader, writer)
+        if token.startswith("HELLO "):
+            if await engine_proved(token[6:], reader, writer):
+                await agent(reader, writer)
             return
         key = key_of(token) if TOKEN_RE.match(token) else None
         target = token_target(key) if key else None

@@ -8,7 +8,8 @@ if [ "$(id -u)" = 0 ]; then
   # The fence: every process but root's finds no route to private, shared, link-local,
   # benchmarking, multicast and reserved addresses (other computers and containers, the LAN, a
   # cloud's metadata service), nor to the host: this computer's gateway and the host's own
-  # addresses (BOTDESK_FENCE, from the engine), where any service the person runs would answer.
+  # addresses (BOTDESK_FENCE, from the engine), where any service the person runs would answer;
+  # only the screen services reach the gateway, to answer the host.
   # Docker's own isolation between networks lapses for a moment whenever any network is made;
   # this does not. Root is exempt because Docker's DNS forwarder works in this namespace as root
   # (the host's resolver may be a private address); no process of a bot can become root
@@ -16,7 +17,11 @@ if [ "$(id -u)" = 0 ]; then
   # service starts). IPv6 is off in the computer (Docker sets its sysctls).
   set -- $(ip -4 route show default)
   [ "${1:-}" = default ] && [ "${2:-}" = via ] && [ "${4:-}" = dev ] || { echo "botdesk: no default route to fence" >&2; exit 1; }
-  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || { echo "botdesk: cannot fence the network (the computer needs NET_ADMIN)" >&2; exit 1; }
+  # The screen services answer the host's connections to the gateway port, which come from the
+  # gateway address: their uid alone may reach it (table 101, looked up first).
+  ip rule add uidrange "$(id -u botdesk-screen)-$(id -u botdesk-screen)" lookup 101 priority 99 || { echo "botdesk: cannot fence the network (the computer needs NET_ADMIN)" >&2; exit 1; }
+  ip route add "$3" dev "$5" table 101 || exit 1
+  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || exit 1
   for net in 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16 198.18.0.0/15 224.0.0.0/4 240.0.0.0/4 "$3/32" ${BOTDESK_FENCE:-}; do
     ip route add prohibit "$net" table 100 2>/dev/null || ip route replace prohibit "$net" table 100 || { echo "botdesk: cannot fence $net" >&2; exit 1; }
   done

@@ -554,13 +554,20 @@ pub(crate) fn receive_within(
             passing.upto(Some(&p), partial, &mut got.changed)?
         };
         // The record's folder must be one this stream made and has not left: nothing is reached
-        // through a link.
+        // through a link. The folders it is not in are left (only after what the previous
+        // version had in them went: a skipped record, out of the order, leaves none).
         let parent = p.rsplit_once('/').map(|(d, _)| d);
-        while let Some(d) = open.pop_if(|(d, ..)| !parent.is_some_and(|parent| within(parent, d))) {
-            leave(d)?;
-        }
-        if open.last().map(|(d, ..)| d.as_str()) != parent {
-            return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+        if skipped {
+            if parent.is_some_and(|parent| !open.iter().any(|(d, ..)| d == parent)) {
+                return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+            }
+        } else {
+            while let Some(d) = open.pop_if(|(d, ..)| !parent.is_some_and(|parent| within(parent, d))) {
+                leave(d)?;
+            }
+            if open.last().map(|(d, ..)| d.as_str()) != parent {
+                return Err(bad(format!("{p} does not follow its folder, or comes twice")));
+            }
         }
         // What the previous version had here goes first, unless it is what stays (a file that
         // becomes a folder or a link is counted removed; one written again, changed).
@@ -1133,6 +1140,33 @@ mod tests {
         for gone in ["v2", "v2.index", "v3.partial"] {
             assert!(!store.join(gone).exists(), "{gone}");
         }
+    }
+
+    /// A skipped record (a stand-in name sorts anywhere) leaves no folder behind: what the previous
+    /// version had in a read-only folder still goes before the folder is made read-only.
+    #[test]
+    fn a_skipped_record_leaves_no_folder_before_its_old_entries_went() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        write(&src.join("d/s/old"), "old");
+        write(&src.join("d/z"), "z");
+        let mut stream = vec![];
+        send_tree(&src, "", &|_| true, &mut stream).unwrap();
+        let (v1, i1) = (t.path().join("v1"), t.path().join("v1.index"));
+        prepare(&v1, None).unwrap();
+        receive(&mut &stream[..], &v1, None, &i1, &mut String::new()).unwrap();
+        let recs = [
+            Record::Dir { p: "d".into(), mode: 0o755, mtime: 0 }.line(),
+            Record::Dir { p: "d/s".into(), mode: 0o555, mtime: 0 }.line(),
+            Record::Skipped { p: "d/y".into(), why: "name is not UTF-8".into() }.line(),
+            Record::Same { p: "d/z".into() }.line(),
+            Record::End { entries: 4 }.line(),
+        ];
+        let (v2, i2) = (t.path().join("v2"), t.path().join("v2.index"));
+        prepare(&v2, Some((&v1, &i1))).unwrap();
+        let got = receive(&mut &recs.concat()[..], &v2, Some((&v1, &i1)), &i2, &mut String::new()).unwrap();
+        assert_eq!(tree(&v2), ["d 755 dir", "d/s 555 dir", "d/z 644 z"]);
+        assert_eq!((got.changed.home.removed, got.skipped.len()), (1, 1));
     }
 
     fn tree(root: &Path) -> Vec<String> {

@@ -374,7 +374,7 @@ pub(crate) fn walk_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// Whether `p` is `dir` or inside it.
-fn within(p: &str, dir: &str) -> bool {
+pub(crate) fn within(p: &str, dir: &str) -> bool {
     p.strip_prefix(dir).is_some_and(|r| r.is_empty() || r.starts_with('/'))
 }
 
@@ -823,15 +823,19 @@ pub(crate) fn find_dir(root: &Path, sub: &str) -> Result<Found> {
 pub(crate) fn send_tree(root: &Path, sub: &str, keep: &dyn Fn(&str) -> bool, w: &mut impl Write) -> Result<u64> {
     let base = if sub.is_empty() { root.to_path_buf() } else { root.join(sub) };
     let mut entries = 0u64;
-    let mut skipped_dirs: Vec<String> = vec![];
+    // The folder last left out: in walk order, everything inside it comes right after it.
+    let mut left_out: Option<String> = None;
     // Files of this tree with more than one name in it, by inode: the first name sent. (Every
     // version shares inodes with the others, so only names within this tree count.)
     let mut names: HashMap<(u64, u64), String> = HashMap::new();
     let io_err = |e: io::Error| EngineError::new(ErrorCode::Provider, format!("sending the home stream: {e}"));
     walk(&base, "", &mut |rel, meta| {
-        if skipped_dirs.iter().any(|d| rel.starts_with(d.as_str()) && rel.as_bytes().get(d.len()) == Some(&b'/')) || !keep(rel) {
+        if left_out.as_deref().is_some_and(|d| within(rel, d)) {
+            return Ok(());
+        }
+        if !keep(rel) {
             if meta.is_dir() {
-                skipped_dirs.push(rel.to_string());
+                left_out = Some(rel.to_string());
             }
             return Ok(());
         }

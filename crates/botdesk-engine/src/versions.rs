@@ -288,8 +288,7 @@ pub(crate) enum Take {
 /// stays as in `prev`. All by hard links, so the versions share their files. Edits must not nest.
 /// `changed` counts what changed under the edited paths, as a checkpoint counts.
 pub(crate) fn derive(partial: &Path, prev: Option<(&Path, &Path)>, edits: &[(String, Take)], changed: &mut Changed) -> Result<()> {
-    let within = |p: &str, t: &str| t.is_empty() || p == t || p.strip_prefix(t).is_some_and(|r| r.starts_with('/'));
-    let edited = |p: &str| edits.iter().any(|(t, _)| within(p, t));
+    let edited = |p: &str| edits.iter().any(|(t, _)| t.is_empty() || home_store::within(p, t));
     fs::DirBuilder::new().mode(0o700).create(partial).map_err(|e| err("creating", partial, e))?;
     let mut modes = vec![];
     if let Some((root, _)) = prev {

@@ -402,7 +402,8 @@ pub trait SandboxProvider: Send + Sync + 'static {
 pub type HomeIn = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
 
 /// A home leaving a computer: its records, and how the sending ended (awaited after the records
-/// reached their end; an error there means the stream is not to be trusted).
+/// reached their end; an error there means the stream is not to be trusted; a process the bot
+/// stopped never ends, so the caller bounds the wait).
 pub struct HomeOut {
     pub records: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
     pub finished: futures::future::BoxFuture<'static, Result<()>>,

@@ -112,8 +112,10 @@ pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, mut manifest:
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let records = Box::pin(StreamReader::new(split_output(output, stderr.clone())));
     let client = p.client().await?.clone();
+    // The helper may still be writing or exiting after its `end` record (or stopped by the bot
+    // there): the engine bounds the wait.
     let finished = async move {
-        let code = crate::provider::wait_exit_code(&client, &exec_id).await?;
+        let code = crate::provider::exit_code_when_done(&client, &exec_id).await?;
         drop(sending);
         match code {
             0 => Ok(()),

@@ -427,6 +427,20 @@ pub(crate) async fn collect_output(output: &mut ExecOutputStream, max_out: u64) 
     Ok((out, err))
 }
 
+/// The exit code of an exec that may still be running: asked until it ended, without a bound of
+/// its own (its caller bounds it: a process the bot stopped never ends).
+pub(crate) async fn exit_code_when_done(docker: &Docker, exec_id: &str) -> Result<i32> {
+    loop {
+        let info = docker.inspect_exec(exec_id).await.map_err(docker_err)?;
+        if info.running != Some(true) {
+            if let Some(code) = info.exit_code {
+                return Ok(code as i32);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Docker sets an exec's exit code a moment after its output stream ends.
 pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32> {
     for _ in 0..400 {

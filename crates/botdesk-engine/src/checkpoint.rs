@@ -229,7 +229,14 @@ impl Engine {
         // The computer's own verdict counts too: a stream that ended well from a helper that failed
         // is not trusted, and a helper that failed says best why its stream broke off.
         let finished = match &received {
-            Ok(_) => out.finished.await.map_err(EngineError::from),
+            // A helper the bot stopped after its last record never exits: the same idle bound.
+            Ok(_) => match tokio::time::timeout(idle, out.finished).await {
+                Ok(done) => done.map_err(EngineError::from),
+                Err(_) => Err(EngineError::new(
+                    ErrorCode::TimedOut,
+                    format!("the computer stopped sending (its save helper did not finish after its last record within {} s)", idle.as_secs_f64()),
+                )),
+            },
             Err(e) if e.code != ErrorCode::Provider => Ok(()),
             Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(5), out.finished).await {
                 Ok(Err(e)) => Err(EngineError::from(e)),

@@ -35,7 +35,19 @@ static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::n
 /// The benchmarks' anchors beyond the test packages.
 const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-ping", "iproute2"];
 /// Extra packages the tests need: a display, screenshots, a Secret Service keyring.
-const TEST_PACKAGES: &[&str] = &["xvfb", "imagemagick", "xdotool", "x11-utils", "x11-xkb-utils", "dbus", "dbus-x11", "gnome-keyring", "webkit2gtk-driver"];
+const TEST_PACKAGES: &[&str] = &[
+    "xvfb",
+    "imagemagick",
+    "xdotool",
+    "x11-utils",
+    "x11-xkb-utils",
+    "dbus",
+    "dbus-x11",
+    "gnome-keyring",
+    "webkit2gtk-driver",
+    "vncsnapshot",
+    "tigervnc-tools",
+];
 
 fn main() -> ExitCode {
     std::sync::LazyLock::force(&STARTED);

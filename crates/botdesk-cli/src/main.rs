@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use std::{io::Write, path::PathBuf, process::ExitCode, time::Duration};
 
+mod forward;
+
 #[derive(Parser)]
 #[command(name = "botdesk", version, about = "Run AI bots on their own Linux desktops, on your laptop.")]
 struct Cli {
@@ -1012,7 +1014,8 @@ async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, Eng
 }
 
 /// Forwards a loopback port to the bot's screen through the computer's gateway, presenting the
-/// view (or control) token for each connection; the viewer only sees plain RFB.
+/// view (or control) token for each connection. A viewer must answer VNC authentication with the
+/// password printed here, drawn anew for each forward (see `forward`).
 async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, control: bool) -> Result<ExitCode, EngineError> {
     let (gateway, token) = if control {
         let c = engine.take_control_screen(bot).await?;
@@ -1024,27 +1027,29 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
     let io = |e: std::io::Error| EngineError::invalid(format!("screen forward: {e}"));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.map_err(io)?;
     let local = listener.local_addr().map_err(io)?;
-    print(json, json!({"bot": bot, "listen": local.to_string(), "control": control}), || {
+    let password = std::sync::Arc::new(forward::Password::new());
+    print(json, json!({"bot": bot, "listen": local.to_string(), "control": control, "password": password.as_str()}), || {
         format!(
-            "{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}`. Ctrl-C stops.",
+            "{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}` and the password {}. Ctrl-C stops.",
             if control { "control" } else { "view only" },
-            local.port()
+            local.port(),
+            password.as_str()
         )
     });
     loop {
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
             accepted = listener.accept() => {
-                let (mut viewer, _) = accepted.map_err(io)?;
-                let token = token.clone();
+                let (viewer, _) = accepted.map_err(io)?;
+                let (token, password) = (token.clone(), password.clone());
                 tokio::spawn(async move {
-                    let Ok(mut upstream) = tokio::net::TcpStream::connect(("127.0.0.1", gateway)).await else { return };
-                    // Bounded, and read byte by byte: what follows is the viewer's.
-                    if let Err(e) = tokio::time::timeout(std::time::Duration::from_secs(10), botdesk_core::gateway::present(&mut upstream, &token)).await.unwrap_or_else(|_| Err("the screen gateway did not answer within 10 s".into())) {
-                        eprintln!("botdesk: {e}");
-                        return;
+                    let served = match tokio::net::TcpStream::connect(("127.0.0.1", gateway)).await {
+                        Ok(upstream) => forward::serve(viewer, upstream, &token, &password).await,
+                        Err(e) => Err(format!("the screen gateway: {e}")),
+                    };
+                    if let Err(e) = served {
+                        eprintln!("botdesk: {}", sanitize(&e));
                     }
-                    let _ = tokio::io::copy_bidirectional(&mut viewer, &mut upstream).await;
                 });
             }
         }

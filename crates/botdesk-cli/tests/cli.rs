@@ -1,7 +1,10 @@
 //! The `botdesk` binary against the real Docker engine and real SQLite, as a person would use it.
 
+mod vnc;
+
 use serde_json::Value;
 use std::{
+    io::Write,
     path::{Path, PathBuf},
     process::{Command, Output},
 };
@@ -641,11 +644,16 @@ fn control_taken_from_the_cli_lapses_in_the_computer_with_no_app_running() {
     // machine's clock it ends 90 s from now (room for a loaded machine to start forwarding).
     // That process stays, forwarding, and does nothing at the lease's end.
     let mut forward = data
-        .cmd(&["screen", "forward", "ctl", "--control", "--port", &port.to_string()])
+        .cmd(&["--json", "screen", "forward", "ctl", "--control", "--port", &port.to_string()])
         .env("BOTDESK_CLOCK_OFFSET_MS", (-(15 * 60_000 - 90_000)).to_string())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(forward.stdout.take().unwrap()), &mut said).unwrap();
+    let said: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said:?}"));
+    let password = said["password"].as_str().unwrap().to_string();
+    assert_eq!(password.len(), 8, "{said}");
     let connect = || {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
@@ -656,11 +664,32 @@ fn control_taken_from_the_cli_lapses_in_the_computer_with_no_app_running() {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     };
+    // A stock VNC client: refused without the password, served with it.
+    let snapshot = |passwd: Option<&str>| {
+        let out = data.path().join("snap.jpg");
+        let _ = std::fs::remove_file(&out);
+        let mut cmd = Command::new("vncsnapshot");
+        cmd.args(["-quiet", "-allowblank"]).stdin(std::process::Stdio::null());
+        if let Some(p) = passwd {
+            let file = data.path().join("vncpasswd");
+            let mut vncpasswd = Command::new("vncpasswd").arg("-f").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+            vncpasswd.stdin.take().unwrap().write_all(format!("{p}\n").as_bytes()).unwrap();
+            std::fs::write(&file, vncpasswd.wait_with_output().unwrap().stdout).unwrap();
+            cmd.arg("-passwd").arg(&file);
+        }
+        let done = cmd.arg(format!("127.0.0.1::{port}")).arg(&out).output().unwrap();
+        (done.status.success(), std::fs::read(&out).unwrap_or_default(), stderr(&done))
+    };
+    let _ = connect();
+    let (ok, jpeg, why) = snapshot(Some(&password));
+    assert!(ok && jpeg.starts_with(b"\xff\xd8"), "vncsnapshot with the password: {why}");
+    let (ok, jpeg, why) = snapshot(Some("guessed1"));
+    assert!(!ok && jpeg.is_empty(), "a wrong password is refused: {why}");
+    let (ok, jpeg, why) = snapshot(None);
+    assert!(!ok && jpeg.is_empty(), "no password is refused: {why}");
     let mut viewer = connect();
     viewer.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-    let mut greeting = [0u8; 12];
-    viewer.read_exact(&mut greeting).unwrap();
-    assert_eq!(&greeting, b"RFB 003.008\n", "control works before the lease ends");
+    assert_eq!(vnc::login(&mut viewer, &password), (1280, 800), "control works before the lease ends");
     // Held open past the lease's end: the computer drops it (the bound only keeps a broken
     // build from hanging).
     viewer.set_read_timeout(Some(std::time::Duration::from_secs(180))).unwrap();

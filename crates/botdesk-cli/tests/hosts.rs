@@ -1,6 +1,8 @@
 //! `botdesk host`: Docker engines on other machines, against a real second engine that `cargo
 //! xtask test` starts in a network namespace of its own, reached over TCP with mutual TLS.
 
+mod vnc;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -172,7 +174,6 @@ fn containers_there(url: &str, tls: &Path, computer: &str) -> String {
 
 #[test]
 fn a_bot_works_on_a_computer_on_another_machine() {
-    use std::io::{Read, Write};
     let (url, tls) = remote();
     let data = tempfile::tempdir().unwrap();
     let d = data.path();
@@ -209,10 +210,13 @@ fn a_bot_works_on_a_computer_on_another_machine() {
     let mut forward = Command::new(BIN)
         .arg("--data-dir")
         .arg(d)
-        .args(["screen", "forward", "farbot", "--port", &port.to_string()])
-        .stdout(std::process::Stdio::null())
+        .args(["--json", "screen", "forward", "farbot", "--port", &port.to_string()])
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(forward.stdout.take().unwrap()), &mut said).unwrap();
+    let password = serde_json::from_str::<Value>(&said).unwrap()["password"].as_str().unwrap().to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut viewer = loop {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -222,23 +226,7 @@ fn a_bot_works_on_a_computer_on_another_machine() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     viewer.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
-    let mut greeting = [0u8; 12];
-    viewer.read_exact(&mut greeting).unwrap();
-    assert_eq!(&greeting, b"RFB 003.008\n");
-    viewer.write_all(b"RFB 003.008\n").unwrap();
-    let mut n = [0u8; 1];
-    viewer.read_exact(&mut n).unwrap();
-    let mut types = vec![0u8; n[0] as usize];
-    viewer.read_exact(&mut types).unwrap();
-    assert!(types.contains(&1), "security None offered: {types:?}");
-    viewer.write_all(&[1]).unwrap();
-    let mut result = [0u8; 4];
-    viewer.read_exact(&mut result).unwrap();
-    assert_eq!(result, [0, 0, 0, 0], "security accepted");
-    viewer.write_all(&[1]).unwrap(); // ClientInit: shared
-    let mut init = [0u8; 4];
-    viewer.read_exact(&mut init).unwrap();
-    assert_eq!((u16::from_be_bytes([init[0], init[1]]), u16::from_be_bytes([init[2], init[3]])), (1280, 800), "ServerInit names the screen");
+    assert_eq!(vnc::login(&mut viewer, &password), (1280, 800), "ServerInit names the screen");
     drop(viewer);
     let _ = forward.kill();
     let _ = forward.wait();

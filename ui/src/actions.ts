@@ -7,7 +7,7 @@ import { applyBots, bot, changed, Dock, KEEP_ACTIVITY, live, SOLO, state } from 
 import type { BotRow, BrowserGo, ChatItem, ComputerScope, RunEvent } from "./types";
 import { Viewer } from "./viewer";
 
-/** The bot's clipboard text last put on the person's (the app tests read it). */
+/** The bot's clipboard text last put on the person's, when they asked (the app tests read it). */
 const clipboardFromBot = { last: null as string | null };
 (window as any).__botdesk.clipboard = clipboardFromBot;
 
@@ -163,14 +163,11 @@ export async function openScreen(id: string, focus = true): Promise<Viewer> {
     live.urls.set(id, url);
     const v = new Viewer(url, id, true);
     v.onSendClipboard = (text) => api.setClipboard(id, text).catch((e) => refused(id, e));
-    v.onBotClipboard = () =>
-      api
-        .botClipboard(id)
-        .then((text) => {
-          clipboardFromBot.last = text;
-          if (text) return navigator.clipboard?.writeText(text);
-        })
-        .catch(() => {});
+    v.onBotClipboard = (asked) => {
+      if (asked) return copyBotClipboard(v);
+      v.botClipboardWaiting = true;
+      if (state.activeTab === id) changed("screen-bar");
+    };
     v.onState = () => {
       if (state.activeTab === id) changed("screen-bar");
     };
@@ -181,6 +178,20 @@ export async function openScreen(id: string, focus = true): Promise<Viewer> {
   if (focus) state.activeTab = id;
   changed("main");
   return live.viewers.get(id)!;
+}
+
+/** The bot's clipboard onto the person's: only when they ask (Ctrl+C on its screen, or the
+ *  screen bar's button), so nothing a bot or a page copies lands where they paste unseen. */
+export function copyBotClipboard(v: Viewer) {
+  v.botClipboardWaiting = false;
+  if (state.activeTab === v.bot) changed("screen-bar");
+  api
+    .botClipboard(v.bot)
+    .then((text) => {
+      clipboardFromBot.last = text;
+      if (text) return navigator.clipboard?.writeText(text);
+    })
+    .catch((e) => refused(v.bot, e));
 }
 
 /** The Open desktop button (and a screen's own window): a refusal shows in the notice. */

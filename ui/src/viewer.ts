@@ -12,6 +12,9 @@ export type ConnState =
   | { state: "closed" };
 
 /** Counters the app tests and benchmarks read (window.__botdesk). */
+/** A clipboard change this soon after the person's Ctrl+C on a bot's screen is theirs to take. */
+const COPY_WINDOW_MS = 3000;
+
 export const stats = { framesDrawn: 0, rectsDrawn: 0, screensDrawn: 0, lastDrawAt: 0 };
 (window as any).__botdesk = { stats, viewers: [] as Viewer[] };
 
@@ -38,8 +41,13 @@ export class Viewer {
   onState: (s: ConnState) => void = () => {};
   /** Gives the bot the person's clipboard text (RFB's cut text is Latin-1: the app does it). */
   onSendClipboard: (text: string) => Promise<void> = async () => {};
-  /** The bot's clipboard changed while the person has control: fetch it for theirs. */
-  onBotClipboard: () => void = () => {};
+  /** The bot's clipboard changed while the person has control; `asked`: they pressed Ctrl+C
+   *  (or Ctrl+X) on its screen just before, so it goes to theirs. Otherwise it waits for them. */
+  onBotClipboard: (asked: boolean) => void = () => {};
+  /** The bot's clipboard has text the person has not taken (the screen bar's Copy button). */
+  botClipboardWaiting = false;
+  /** When the person last pressed a copy key on this screen. */
+  private copyKeyAt = 0;
 
   constructor(private url: string, readonly bot: string, private interactive: boolean) {
     this.canvas = document.createElement("canvas");
@@ -118,7 +126,7 @@ export class Viewer {
   private onText(text: string) {
     const m = JSON.parse(text);
     if (m.type === "state") this.setState(m as ConnState);
-    else if (m.type === "clipboard" && this.control) this.onBotClipboard();
+    else if (m.type === "clipboard" && this.control) this.onBotClipboard(Date.now() - this.copyKeyAt < COPY_WINDOW_MS);
   }
 
   private onBinary(buf: ArrayBuffer) {
@@ -255,6 +263,7 @@ export class Viewer {
       if (s === null) return;
       e.preventDefault();
       this.pressed.set(e.code || e.key, s);
+      if ((e.ctrlKey || e.metaKey) && ["c", "x"].includes(e.key.toLowerCase())) this.copyKeyAt = Date.now();
       if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "v" && navigator.clipboard?.readText) {
         navigator.clipboard
           .readText()

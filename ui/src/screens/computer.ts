@@ -1,6 +1,6 @@
 // The screens: a tab per open screen and the overview of all of them live; the screen's bar
 // (control, clipboard, scale, focus, own window); focus mode's Esc.
-import { closeTab, openDesktop, openScreenWindow, setActualSize, setFocus, showTab } from "../actions";
+import { closeTab, copyBotClipboard, openDesktop, openScreenWindow, setActualSize, setFocus, showTab } from "../actions";
 import { button, el } from "../dom";
 import { bot, live, SOLO, state } from "../store";
 import type { BotRow } from "../types";
@@ -51,6 +51,17 @@ export function screenBar(v: Viewer): HTMLElement {
         const text = await navigator.clipboard?.readText().catch(() => "");
         if (text) v.sendClipboard(text);
       }),
+      button(
+        v.botClipboardWaiting ? "Copy from bot •" : "Copy from bot",
+        {
+          class: "ghost" + (v.botClipboardWaiting ? " waiting" : ""),
+          id: "copy-bot-clipboard",
+          title: v.botClipboardWaiting
+            ? "The bot copied something: put it on your clipboard (Ctrl+C on its screen does this at once)"
+            : "Put the bot's clipboard on yours (Ctrl+C on its screen does this at once)",
+        },
+        () => copyBotClipboard(v),
+      ),
     );
   }
   const tools = el("span", { class: "screen-tools" });

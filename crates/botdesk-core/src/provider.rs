@@ -58,6 +58,9 @@ pub const RUN_TAG: &str = "BOTDESK_RUN_ID";
 /// The environment variable naming the control lease a person's shell belongs to (see
 /// [`CallCtx::control`]).
 pub const CONTROL_TAG: &str = "BOTDESK_CONTROL_LEASE";
+/// The environment variable naming the bot a command or shell is for (see [`CallCtx::bot`]):
+/// removing a bot from a Team computer ends what it left running there.
+pub const BOT_TAG: &str = "BOTDESK_BOT_ID";
 
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
@@ -362,12 +365,13 @@ pub trait SandboxProvider: Send + Sync + 'static {
     }
 
     // 3. Exec
-    /// Runs `req.argv`, streaming output to `out`. Timeout → exit 124 with the whole process tree
-    /// killed; `ctx.cancel` → exit 130. A command's own exit 124 stays `ExecOutcome::Exited`.
+    /// Runs `req.argv`, streaming output to `out`. Timeout → exit 124 with everything it started
+    /// killed; `ctx.cancel` → exit 130 (the same). A command's own exit 124 stays `ExecOutcome::Exited`.
     async fn exec(&self, computer: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit>;
-    /// Stops every process in the computer whose environment holds `key=value` (a run's tag: what
-    /// a run whose driver died left running; a control's tag: the person's shells of a control
-    /// that ended). A computer that is not running has none.
+    /// Stops every process of the commands and shells tagged `key=value`, including what they
+    /// started that left their session and environment (a run's tag: a stopped run, or one whose
+    /// driver died; a control's tag: the person's shells of a control that ended; a bot's tag: a
+    /// bot removed from a Team computer). A computer that is not running has none.
     async fn kill_tagged(&self, _computer: &ComputerRef, _key: &str, _value: &str) -> Result<()> {
         Ok(())
     }

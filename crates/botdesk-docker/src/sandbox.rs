@@ -143,15 +143,14 @@ impl SandboxProvider for DockerProvider {
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         let container = self.running_container(c).await?;
         let tag = uuid::Uuid::new_v4().simple().to_string();
-        let mut env = vec![format!("BOTDESK_EXEC_ID={tag}"), "TERM=xterm-256color".into(), format!("HOME={HOME}")];
-        if let Some(lease) = &ctx.control {
-            env.push(format!("{CONTROL_TAG}={lease}"));
-        }
+        let tags = tags_of(&tag, ctx);
+        let mut env = tags.clone();
+        env.extend(["TERM=xterm-256color".into(), format!("HOME={HOME}")]);
         if let Some(n) = ctx.display {
             env.push(format!("DISPLAY=:{n}"));
         }
-        let argv = vec!["bash".into(), "-i".into()];
-        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Bot, &container, argv, env, &cwd.in_computer(), true, true).await?;
+        let argv = spec::kept(&cwd.in_computer(), &tags, vec!["bash".into(), "-i".into()]);
+        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
@@ -198,20 +197,18 @@ impl SandboxProvider for DockerProvider {
         // that stopped since refuses the exec (NotRunning).
         let container = spec::container_name_of(&self.cfg.data_dir_label, &c.id);
         let tag = uuid::Uuid::new_v4().simple().to_string();
+        let tags = tags_of(&tag, ctx);
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        env.push(format!("BOTDESK_EXEC_ID={tag}"));
+        env.extend(tags.iter().cloned());
         if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
             env.push(format!("DISPLAY=:{n}"));
-        }
-        if let Some(run) = &ctx.run {
-            env.push(format!("{RUN_TAG}={run}"));
         }
         let deadline = tokio::time::sleep_until(started + req.timeout);
         tokio::pin!(deadline);
         // Starting is not raced against the deadline: once Docker may have started the process we
         // must know its exec id to kill its tree. An elapsed deadline fires right after.
-        let cwd = req.cwd.in_computer();
-        let (exec_id, mut output, mut stdin) = self.start_exec(InComputer::Bot, &container, req.argv.clone(), env, &cwd, req.stdin.is_some(), false).await?;
+        let argv = spec::kept(&req.cwd.in_computer(), &tags, req.argv.clone());
+        let (exec_id, mut output, mut stdin) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", req.stdin.is_some(), false).await?;
         // The input goes in while the output comes out (bounded by `validate`).
         let input = req.stdin.clone();
         let writing = async move {
@@ -330,4 +327,20 @@ fn send(out: &OutputSink, stream: StreamKind, data: Bytes) {
     if let Some(tx) = out {
         let _ = tx.send(ExecOutput { stream, data });
     }
+}
+
+/// The tags of a bot's command or shell (`KEY=VALUE`): its own exec's, and those of the bot, run
+/// and control it is for. Its keeper shows them and its processes carry them (see [`spec::kept`]).
+fn tags_of(exec_tag: &str, ctx: &CallCtx) -> Vec<String> {
+    let mut tags = vec![format!("BOTDESK_EXEC_ID={exec_tag}")];
+    if let Some(bot) = &ctx.bot {
+        tags.push(format!("{BOT_TAG}={bot}"));
+    }
+    if let Some(run) = &ctx.run {
+        tags.push(format!("{RUN_TAG}={run}"));
+    }
+    if let Some(lease) = &ctx.control {
+        tags.push(format!("{CONTROL_TAG}={lease}"));
+    }
+    tags
 }

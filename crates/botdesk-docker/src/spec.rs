@@ -25,6 +25,10 @@ pub enum InComputer {
     /// The screen services' user (botdesk-screen, uid 990): Xvfb, fluxbox, x11vnc and the screen
     /// gateway. Bots cannot signal, trace or replace its processes, nor read its files.
     Screen,
+    /// Root, only to start `botdesk-keep`, which runs a bot's command as the bot in a group of
+    /// processes it cannot leave (see [`kept`]). The computer's root holds only NET_ADMIN,
+    /// SETUID, SETGID and SETPCAP: it reads, writes and signals nothing of the bot's.
+    Keeper,
 }
 
 impl InComputer {
@@ -32,6 +36,7 @@ impl InComputer {
         match self {
             InComputer::Bot => "1000:1000",
             InComputer::Screen => "990:990",
+            InComputer::Keeper => "0:0",
         }
     }
 
@@ -40,8 +45,22 @@ impl InComputer {
         match self {
             InComputer::Bot => 1000,
             InComputer::Screen => 990,
+            InComputer::Keeper => 0,
         }
     }
+}
+
+/// A bot's command (or shell) as `botdesk-keep` runs it: as the bot, in `cwd`, below a keeper
+/// that shows `tags` (`KEY=VALUE`) in its command line. Whatever the command starts, even with
+/// `setsid` and an empty environment, stays below the keeper, and `botdesk-helper kill` ends it
+/// all by any of those tags. Started as [`InComputer::Keeper`] in `/`: root may not enter a
+/// folder only the bot can (the command does, as the bot).
+pub fn kept(cwd: &str, tags: &[String], argv: Vec<String>) -> Vec<String> {
+    let mut kept = vec!["botdesk-keep".to_string(), cwd.to_string()];
+    kept.extend(tags.iter().cloned());
+    kept.push("--".into());
+    kept.extend(argv);
+    kept
 }
 
 pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {

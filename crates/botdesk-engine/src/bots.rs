@@ -186,6 +186,10 @@ impl Engine {
                 .destroy(&c.cref(), &CallCtx::default())
                 .await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
+        } else if let Err(e) = self.inner.provider.kill_tagged(&computer.cref(), botdesk_core::BOT_TAG, bot.id.as_str()).await {
+            // Nothing of it runs once that computer stops; a computer Docker cannot reach now
+            // does not keep the bot.
+            tracing::warn!(bot = %bot.id, "ending what the removed bot left running: {e}");
         }
         self.inner.store.delete_bot(&bot.id).await?;
         Ok(shown)

@@ -169,8 +169,8 @@ impl Engine {
         Ok(ended)
     }
 
-    /// Stops what a run whose driver died left running in its computer (every process carrying
-    /// its tag), before its bot is handed on.
+    /// Stops everything a run started in its computer (every process in a group tagged with it):
+    /// when it is stopped, or when its driver died, before its bot is handed on.
     async fn stop_leftovers(&self, run_id: &str) {
         let Ok(run) = self.inner.store.run(run_id).await else { return };
         let Ok(cref) = self.cref_of(&run.computer_id).await else { return };
@@ -243,6 +243,11 @@ impl Engine {
             }
         }
         self.inner.store.end_bot_leases(&bot).await?;
+        // Everything the runs started ends with them, also what their commands left running and
+        // whatever a driver in another process is running now.
+        for run in &cancelled {
+            self.stop_leftovers(run).await;
+        }
         if self.inner.store.desktop_of(&computer, &bot).await?.is_some() {
             match self.release_desktop(bot.as_str()).await {
                 Ok(_) => {}

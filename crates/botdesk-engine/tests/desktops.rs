@@ -505,15 +505,33 @@ while True:
 async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it() {
     let w = world(None, &["p"]).await;
     w.engine.take_control("p").await.unwrap();
+    // ([s]: the patterns must not match the probe's own command line.)
+    let running = |pattern: &'static str| {
+        let e = w.engine.clone();
+        async move { e.shell("p", &format!("pgrep -f '{pattern}' || true")).await.unwrap().1.trim().to_string() }
+    };
+    let started = |pattern: &'static str| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while running(pattern).await.is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the shell's command never started");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    // A shell closed ends everything it started, also a daemon with its own session and an
+    // empty environment.
     let t = w.engine.open_terminal("p", 80, 24).await.unwrap();
-    w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"sleep 777\n")).await.unwrap();
-    // ([s]: the pattern must not match the probe's own command line.)
-    let sleeping = || async { w.engine.shell("p", "pgrep -f '[s]leep 777' || true").await.unwrap().1.trim().to_string() };
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while sleeping().await.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the shell's command never started");
+    w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"setsid env -i sleep 7771 </dev/null >/dev/null 2>&1 &\n")).await.unwrap();
+    started("[s]leep 7771").await;
+    w.engine.close_terminal(&t.id);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !running("[s]leep 7771").await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the closed shell's daemon lives on");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let t = w.engine.open_terminal("p", 80, 24).await.unwrap();
+    w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"sleep 777\n")).await.unwrap();
+    let sleeping = || running("[s]leep 777");
+    started("[s]leep 777").await;
     // Another process, a minute after the control's end.
     let mut cfg = EngineConfig::new(w._dir.path(), ProviderChoice::Docker);
     cfg.clock = std::sync::Arc::new(OffsetClock(Policy::default().control_ttl + 60_000));
@@ -545,6 +563,12 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
     let (code, out) = w.engine.shell("blind", "echo \"[${DISPLAY-unset}]\"; xdotool getmouselocation 2>&1; true").await.unwrap();
     assert_eq!(code, 0);
     assert!(out.starts_with("[unset]\n") && out.contains("Can't open display"), "{out}");
+    // A Team bot removed takes with it what it left running, also a daemon with its own session
+    // and an empty environment; the other bots' processes stay.
+    w.engine.shell("blind", "setsid env -i sleep 7773 </dev/null >/dev/null 2>&1 &").await.unwrap();
+    w.engine.remove_bot("blind").await.unwrap();
+    let (_, left) = w.engine.shell("first", "pgrep -af '[s]leep 7773|[f]rom-second' || true").await.unwrap();
+    assert!(!left.contains("7773") && left.contains("from-second"), "{left}");
 }
 
 /// A bot on one Private computer cannot connect to another computer's gateway or to a server the

@@ -336,10 +336,16 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     assert_eq!(errors, 8);
 }
 
+/// Stop ends the run, its command and everything the run started: also a daemon an earlier
+/// command left with its own session and an empty environment.
 #[tokio::test]
 async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let mut w = world().await;
-    let server = ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": "echo started; sleep 120"})))]).await;
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", json!({"command": "setsid env -i sleep 6001 >/dev/null 2>&1 < /dev/null & echo left"}))),
+        Step::check(|s| ok_result(s, "left"), Reply::call("shell", json!({"command": "echo started; setsid env -i sleep 6002 & sleep 120"}))),
+    ])
+    .await;
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     w.engine.create_bot("sleeper", ComputerScope::Team, Some(&model), "").await.unwrap();
     let engine = w.engine.clone();
@@ -348,7 +354,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let t0 = Instant::now();
     loop {
         let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
-        if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running") {
+        if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running" && a.target.contains("sleep 120")) {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "the command never started");
@@ -361,7 +367,10 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);
     let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
-    assert_eq!(act[0].exit_code, Some(130), "{act:?}");
+    assert_eq!(act.last().unwrap().exit_code, Some(130), "{act:?}");
+    // ([s]: the pattern must not match the probe's own command line.)
+    let (_, left) = w.engine.shell("sleeper", "pgrep -af '[s]leep 600[12]' || true").await.unwrap();
+    assert_eq!(left.trim(), "", "processes of the stopped run remain");
     let chat = w.engine.chat("sleeper", 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
     // The lease is free: a new run can start at once.

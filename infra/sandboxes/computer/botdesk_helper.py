@@ -13,8 +13,8 @@
                                      once it ended with its end record; a JSON summary on stdout
   botdesk-helper watch               a line on stdout whenever something in the home changes
                                      (inotify; links never followed; at most 5 lines a second)
-  botdesk-helper kill EXEC_ID        kill every process of one exec (its whole tree)
-  botdesk-helper kill-env KEY=VALUE  stop every process tagged KEY=VALUE (TERM, then KILL)
+  botdesk-helper kill EXEC_ID        kill every process of one exec (its whole group)
+  botdesk-helper kill-env KEY=VALUE  stop every process of the groups tagged KEY=VALUE (TERM, then KILL)
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
 points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
@@ -1000,18 +1000,51 @@ def cmd_watch():
 
 
 def tagged(needle):
-    """Pids (other than this one) whose environment holds the entry `needle`."""
-    me, out = os.getpid(), []
+    """Pids (other than this one) of the group tagged `needle` (KEY=VALUE): every process below a
+    keeper that shows the tag (botdesk-keep, root, a child subreaper: nothing it runs can leave
+    it, see that file), and every process whose environment holds the tag. Root's processes and
+    zombies are left out: they cannot be signalled, or are already gone."""
+    me, parents, keepers, out = os.getpid(), {}, [], set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        if int(pid) == me:
+        pid = int(pid)
+        if pid == me:
             continue
         try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state, ppid = f.read().rsplit(b")", 1)[1].split()[:2]
+            if state == b"Z":
+                continue
+            parents[pid] = int(ppid)
+            if os.stat(f"/proc/{pid}").st_uid == 0:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    words = f.read().replace(b"\0", b" ").split()
+                if words[:1] == [b"botdesk-keep"] and needle in words[1:]:
+                    keepers.append(pid)
+                continue
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if needle in f.read().split(b"\0"):
-                    out.append(int(pid))
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
+                    out.add(pid)
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue
-    return out
+    children = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    below, seen = [c for k in keepers for c in children.get(k, [])], set(keepers)
+    while below:
+        pid = below.pop()
+        if pid not in seen:
+            seen.add(pid)
+            out.add(pid)
+            below.extend(children.get(pid, []))
+    out.discard(me)
+    return sorted(p for p in out if p in parents and not is_root(p))
+
+
+def is_root(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == 0
+    except FileNotFoundError:
+        return True
 
 
 def signal_all(needle, sig):

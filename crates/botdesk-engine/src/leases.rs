@@ -264,7 +264,8 @@ impl Engine {
     /// Pause and take, first half: asks the bot's run to pause at its next step boundary (after
     /// the model's current turn and the actions or command it asked for) and waits until it has,
     /// for at most `within`. Returns the paused run, or `None` when there was nothing to pause (no
-    /// run, one already waiting for the person, or one that ended meanwhile). If the run does not
+    /// run, one already waiting for the person, or one that ended meanwhile). Everything the paused
+    /// run started is ended. If the run does not
     /// reach a boundary in time the request is withdrawn and the run goes on. Then take control
     /// as usual.
     pub async fn pause_run(&self, bot: &str, within: Duration) -> Result<Option<String>> {
@@ -278,6 +279,9 @@ impl Engine {
         loop {
             let r = self.inner.store.run(&run.id).await?;
             if r.status == RunStatus::WaitingTakeover {
+                // Nothing the run started (a daemon typing on its display, say) acts while the
+                // person has its screen.
+                self.stop_leftovers(&r.id).await;
                 return Ok(Some(r.id));
             }
             if r.status.is_terminal() {

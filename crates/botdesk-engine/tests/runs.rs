@@ -771,7 +771,9 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
     let (model, _) = w.model(&server, Wire::OpenAi).await;
     w.engine.create_bot("paused", ComputerScope::Team, Some(&model), "").await.unwrap();
     for stop in [true, false] {
-        server.push(Step::reply(Reply::call("shell", json!({"command": "sleep 1"}))));
+        // A daemon the run leaves (its own session, no environment) ends when the run pauses:
+        // nothing of the bot acts while the person has the screen.
+        server.push(Step::reply(Reply::call("shell", json!({"command": "setsid env -i sleep 6003 >/dev/null 2>&1 </dev/null & sleep 1"}))));
         let before = server.requests().len();
         let engine = w.engine.clone();
         let run = tokio::spawn(async move { engine.run_task("paused", "work").await });
@@ -797,6 +799,8 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
             assert_eq!(w.engine.release_control("paused", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap(), None);
         }
         assert!(w.engine.control_of("paused").await.unwrap().is_none());
+        let (_, left) = w.engine.shell("paused", "pgrep -af '[s]leep 6003' || true").await.unwrap();
+        assert_eq!(left.trim(), "", "the paused run's daemon lives on");
         // The bot is free for the next task.
         server.push(Step::reply(Reply::text("ok")));
         assert_eq!(w.engine.run_task("paused", "again").await.unwrap().status, RunStatus::Completed);

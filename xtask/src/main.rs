@@ -458,7 +458,9 @@ fn test(extra: &[String]) -> Result {
 // ------------------------------------------------------------------------------------------------
 // A Docker engine on "another machine": a second dockerd in a network namespace of its own (with
 // a veth pair to this one), listening only on its own address with mutual TLS, with private
-// `/home` and `/tmp` so nothing of this machine's can be bind-mounted by accident. Everything is
+// `/home` and `/tmp` so nothing of this machine's can be bind-mounted by accident. It remaps
+// users (`--userns-remap default`: dockerd adds the `dockremap` user and its subordinate ids), so
+// the tests of other hosts also show that computers work under remapping. Everything is
 // per run (names, subnet, folders), so two runs on one machine do not meet, and all of it goes
 // when the tests end.
 
@@ -512,7 +514,7 @@ impl RemoteEngine {
         user_dir("remote-tls", as_user)?;
         let script = format!(
             "mount -t tmpfs none /home && mount -t tmpfs none /tmp && exec dockerd --data-root {root}/data --exec-root {root}/exec \
-             --pidfile {pidfile} -H tcp://{there}:2376 --tlsverify --tlscacert {tls}/ca.pem --tlscert {tls}/server-cert.pem --tlskey {tls}/server-key.pem",
+             --userns-remap default --pidfile {pidfile} -H tcp://{there}:2376 --tlsverify --tlscacert {tls}/ca.pem --tlscert {tls}/server-cert.pem --tlskey {tls}/server-key.pem",
             root = e.root.display(),
             pidfile = e.pidfile.display(),
             tls = server.display(),

@@ -156,6 +156,11 @@ impl Drop for Cleanup<'_> {
 
 /// The containers of a computer on the second engine (found by its label there).
 fn containers_there(url: &str, tls: &Path, computer: &str) -> String {
+    docker_there(url, tls, &["ps", "-a", "-q", "--filter", &format!("label=botdesk.computer={computer}")])
+}
+
+/// The Docker CLI's answer from the second engine.
+fn docker_there(url: &str, tls: &Path, args: &[&str]) -> String {
     let good = tls.join("good");
     let out = Command::new("docker")
         .args(["--tlsverify", "-H", url])
@@ -165,16 +170,19 @@ fn containers_there(url: &str, tls: &Path, computer: &str) -> String {
         .arg(good.join("cert.pem"))
         .arg("--tlskey")
         .arg(good.join("key.pem"))
-        .args(["ps", "-a", "-q", "--filter", &format!("label=botdesk.computer={computer}")])
+        .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "docker ps there: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "docker {args:?} there: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 #[test]
 fn a_bot_works_on_a_computer_on_another_machine() {
     let (url, tls) = remote();
+    // That engine remaps users (`userns-remap`, as the README suggests): everything below works
+    // there too, with the bots' uid 1000 an unused host uid.
+    assert!(docker_there(&url, &tls, &["info", "--format", "{{.SecurityOptions}}"]).contains("userns"), "the second engine remaps users");
     let data = tempfile::tempdir().unwrap();
     let d = data.path();
     let _cleanup = Cleanup(d);

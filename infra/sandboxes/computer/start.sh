@@ -21,7 +21,10 @@ if [ "$(id -u)" = 0 ]; then
   # gateway address: their uid alone may reach it (table 101, looked up first).
   ip rule add uidrange "$(id -u botdesk-screen)-$(id -u botdesk-screen)" lookup 101 priority 99 || { echo "botdesk: cannot fence the network (the computer needs NET_ADMIN)" >&2; exit 1; }
   ip route add "$3" dev "$5" table 101 || exit 1
-  ip rule add uidrange 1-4294967294 lookup 100 priority 100 || exit 1
+  # Every uid but root's, up to the highest this namespace maps (all 32 bits, or 65536 of them
+  # under Docker's userns-remap, where a rule naming an unmapped uid is refused).
+  top=$(awk '{ t = $1 + $3 - 1; if (t > m) m = t } END { if (m > 4294967294) m = 4294967294; printf "%.0f", m }' /proc/self/uid_map)
+  ip rule add uidrange "1-$top" lookup 100 priority 100 || exit 1
   for net in 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16 198.18.0.0/15 224.0.0.0/4 240.0.0.0/4 "$3/32" ${BOTDESK_FENCE:-}; do
     ip route add prohibit "$net" table 100 2>/dev/null || ip route replace prohibit "$net" table 100 || { echo "botdesk: cannot fence $net" >&2; exit 1; }
   done

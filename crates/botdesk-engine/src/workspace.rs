@@ -56,7 +56,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let cwd = self.resolve(&bot, &computer, cwd.unwrap_or(""))?;
         let cref = self.ensure_running(&computer).await?;
-        let mut req = ExecRequest::new(argv).cwd(cwd).env("BOTDESK_BOT_ID", bot.id.as_str());
+        let mut req = ExecRequest::new(argv).cwd(cwd);
         if let Some(t) = timeout {
             req = req.timeout(t);
         }

@@ -34,7 +34,8 @@ const RUN_PACKAGES: &[&str] = &[
 static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
 /// The benchmarks' anchors beyond the test packages.
 const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-ping", "iproute2"];
-/// Extra packages the tests need: a display, screenshots, a Secret Service keyring.
+/// Extra packages the tests need: a display, screenshots, a Secret Service keyring, stock VNC
+/// clients, and a venv for the MCP Python SDK.
 const TEST_PACKAGES: &[&str] = &[
     "xvfb",
     "imagemagick",
@@ -47,6 +48,7 @@ const TEST_PACKAGES: &[&str] = &[
     "webkit2gtk-driver",
     "vncsnapshot",
     "tigervnc-tools",
+    "python3-venv",
 ];
 
 fn main() -> ExitCode {
@@ -434,6 +436,7 @@ fn test(extra: &[String]) -> Result {
     let services = start_services(&mut envs, &as_user)?;
     let remote = RemoteEngine::start(&mut envs, &as_user)?;
     user_dir("e2e", &as_user)?;
+    envs.push(("BOTDESK_TEST_MCP_PYTHON".into(), mcp_python()?.display().to_string()));
     let mut test = cargo();
     test.args(["test", "--workspace", "--no-fail-fast"]);
     if !as_user.is_empty() {
@@ -453,6 +456,22 @@ fn test(extra: &[String]) -> Result {
         0 => Ok(()),
         n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
     }
+}
+
+/// The official MCP Python SDK (PyPI), the client the MCP tests drive `botdesk mcp` with: a venv
+/// of the system's Python under target/, made once. Returns its python.
+fn mcp_python() -> Result<PathBuf> {
+    const SDK: &str = "mcp==2.3.0";
+    let venv = root().join("target/mcp-py");
+    let python = venv.join("bin/python");
+    let ready = || quiet_ok(Command::new(&python).args(["-c", "import importlib.metadata as m; assert m.version('mcp') == '2.3.0'"]));
+    if !ready() {
+        say(&format!("installing the MCP Python SDK ({SDK}) in {}", venv.display()));
+        let _ = std::fs::remove_dir_all(&venv);
+        status(Command::new("/usr/bin/python3").args(["-m", "venv"]).arg(&venv))?;
+        status(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", SDK]))?;
+    }
+    Ok(python)
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ use serde_json::json;
 use std::{io::Write, path::PathBuf, process::ExitCode, time::Duration};
 
 mod forward;
+mod mcp;
 
 #[derive(Parser)]
 #[command(name = "botdesk", version, about = "Run AI bots on their own Linux desktops, on your laptop.")]
@@ -108,6 +109,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: ScreenCmd,
     },
+    /// An MCP server on stdin and stdout (for Claude Desktop, Claude Code, Cursor, …): the bots'
+    /// screens, shells, files and browsers as tools. A call on a bot holds it for the client, as a
+    /// run does, until the client leaves or a minute without calls.
+    Mcp,
     /// Give a bot a task and follow it: text, tool calls and results stream as they happen
     /// (`--json`: one JSON event per line). Exits 0 only when the run completes; Ctrl-C stops it.
     /// When the run asks you something (a safety check), a terminal asks you right there.
@@ -937,6 +942,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
         Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(engine, json, &bot, port, control).await,
+        Cmd::Mcp => {
+            mcp::serve_stdio(engine.clone()).await.map_err(EngineError::invalid)?;
+        }
         Cmd::Screenshot { bot, out, quality } => {
             let jpeg = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
             let format = if jpeg { botdesk_core::ImageFormat::Jpeg { quality } } else { botdesk_core::ImageFormat::Png };

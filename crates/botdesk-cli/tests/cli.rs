@@ -748,3 +748,100 @@ fn control_take_pause_and_release_note_from_another_process() {
     assert!(data.run(&["bot", "rm", "pauseme"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
+
+/// `botdesk mcp` with a client nobody here wrote, the official MCP Python SDK: it lists the
+/// tools, sees the screen, moves the pointer, runs a command, writes and reads a file; a bot a run
+/// holds refuses it, saying so; Pause and take control pauses it between calls, and release hands
+/// the bot back (the person's note reaches it). The chat says who drove the bot.
+#[test]
+fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
+    let python = std::env::var("BOTDESK_TEST_MCP_PYTHON").expect("`cargo xtask test` sets BOTDESK_TEST_MCP_PYTHON (a venv with the MCP SDK)");
+    let data = Data::new();
+    data.json(&["bot", "create", "driven"]);
+    data.json(&["bot", "create", "held"]);
+    let script = data.path().join("client.py");
+    std::fs::write(&script, MCP_CLIENT).unwrap();
+    let out = Command::new(&python).arg(&script).arg(BIN).arg(data.path()).output().unwrap();
+    assert!(out.status.success(), "the MCP client failed:\n{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).ends_with("all checks passed\n"), "{}", stdout(&out));
+    // The chat says who drove the bot, and each call is in its activity.
+    let chat = data.json(&["chat", "driven"]).to_string();
+    assert!(chat.contains("Driven by MCP: botdesk-test-client"), "{chat}");
+    let activity = data.run(&["--json", "activity", "driven"]);
+    assert!(stdout(&activity).contains("echo hello"), "{}", stdout(&activity));
+}
+
+const MCP_CLIENT: &str = r#"
+import asyncio, base64, json, re, struct, subprocess, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import Implementation
+
+BIN, DATA = sys.argv[1], sys.argv[2]
+
+def botdesk(*args):
+    return subprocess.run([BIN, "--data-dir", DATA, *args], capture_output=True, text=True, timeout=120)
+
+def text(r):
+    return "".join(c.text for c in r.content if c.type == "text")
+
+async def main():
+    params = StdioServerParameters(command=BIN, args=["--data-dir", DATA, "mcp"])
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w, client_info=Implementation(name="botdesk-test-client", version="1")) as s:
+            init = await s.initialize()
+            assert init.server_info.name == "botdesk", init
+            names = {t.name for t in (await s.list_tools()).tools}
+            want = {"list_bots", "create_bot", "screenshot", "act", "shell", "list_files", "read_file", "write_file",
+                    "browser_snapshot", "browser_act", "browser_navigate", "ask_person"}
+            assert want <= names, names
+            bots = json.loads(text(await s.call_tool("list_bots", {})))
+            assert {b["name"] for b in bots} == {"driven", "held"}, bots
+
+            shot = await s.call_tool("screenshot", {"bot": "driven"})
+            assert not shot.is_error, text(shot)
+            images = [c for c in shot.content if c.type == "image"]
+            assert len(images) == 1 and images[0].mime_type == "image/png", shot.content
+            png = base64.b64decode(images[0].data)
+            assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (1280, 800), png[:24]
+            assert "1280x800" in text(shot), text(shot)
+
+            moved = await s.call_tool("act", {"bot": "driven", "actions": [{"type": "move", "x": 321, "y": 234}]})
+            assert not moved.is_error, text(moved)
+            again = await s.call_tool("screenshot", {"bot": "driven"})
+            assert "cursor at (321, 234)" in text(again), text(again)
+
+            sh = await s.call_tool("shell", {"bot": "driven", "command": "echo hello $((6*7))"})
+            assert not sh.is_error and "hello 42" in text(sh), text(sh)
+            wr = await s.call_tool("write_file", {"bot": "driven", "path": "notes/mcp.txt", "content": "written over MCP ¿sí?"})
+            assert not wr.is_error, text(wr)
+            rd = await s.call_tool("read_file", {"bot": "driven", "path": "notes/mcp.txt"})
+            assert "written over MCP ¿sí?" in text(rd), text(rd)
+
+            # Bad input: a clear error, nothing else disturbed.
+            bad = await s.call_tool("act", {"bot": "driven", "actions": [{"type": "teleport"}]})
+            assert bad.is_error, text(bad)
+            nobody = await s.call_tool("shell", {"bot": "nobody", "command": "true"})
+            assert nobody.is_error and "no bot named" in text(nobody), text(nobody)
+
+            # A run holds the other bot: the call is refused, saying who.
+            hold = subprocess.Popen([BIN, "--data-dir", DATA, "--json", "lease", "hold", "held", "--ms", "60000"], stdout=subprocess.PIPE, text=True)
+            hold.stdout.readline()
+            busy = await s.call_tool("shell", {"bot": "held", "command": "true"})
+            hold.kill()
+            assert busy.is_error and "busy" in text(busy) and "hold the execution lease" in text(busy), text(busy)
+
+            # Pause and take control while the client drives: the next call is refused, saying so;
+            # after release the bot is the client's again, told the person's note.
+            took = botdesk("control", "take", "driven", "--pause")
+            assert took.returncode == 0, took.stderr
+            paused = await s.call_tool("shell", {"bot": "driven", "command": "true"})
+            assert paused.is_error and "paused" in text(paused), text(paused)
+            gave = botdesk("control", "release", "driven", "--note", "all yours again")
+            assert gave.returncode == 0, gave.stderr
+            back = await s.call_tool("shell", {"bot": "driven", "command": "echo back"})
+            assert not back.is_error and "back" in text(back) and "all yours again" in text(back), text(back)
+    print("all checks passed")
+
+asyncio.run(main())
+"#;

@@ -3,15 +3,18 @@
 //!
 //! `mod.rs` starts and drives a run; `chat.rs` is what front ends read (the chat, events, usage,
 //! activity); `host.rs` carries out the model's tool calls for a run and records them;
-//! `takeover.rs` is the person taking the screen mid-run; `output.rs` keeps a command's output.
+//! `takeover.rs` is the person taking the screen mid-run; `output.rs` keeps a command's output;
+//! `session.rs` is a client outside the app (MCP) driving a bot with the same tools.
 
 mod ask;
 mod chat;
 mod host;
 mod output;
+mod session;
 mod takeover;
 
 pub use chat::{ChatCall, ChatItem, RunEvent};
+pub use session::{ClientSession, SessionOutput};
 pub(crate) use takeover::format_span;
 
 use std::sync::Arc;
@@ -170,31 +173,7 @@ impl Engine {
             self.finish_run(&run, &lease, status, error.as_deref(), failure).await?
         };
         self.forget_run_start(&bot.computer_id, &run.id);
-        // Checkpoint at completion or failure; a failed checkpoint is said, the run stays as it ended.
-        // (A run that never touched its computer has nothing to save.)
-        let with_home = self.inner.store.computer(bot.computer_id.as_str()).await.ok().filter(|c| c.home_volume.is_some());
-        let running = match &with_home {
-            Some(c) => matches!(self.inner.provider.status(&c.cref()).await, Ok(MachineStatus::Running)),
-            None => false,
-        };
-        if running {
-            let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
-            let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
-            match self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.id.clone() }).await {
-                Ok(r) => {
-                    let team = with_home.as_ref().is_some_and(|c| c.scope == botdesk_core::ComputerScope::Team);
-                    let folder = if team { botdesk_core::path::bot_folder(&bot.id).as_str().to_string() } else { String::new() };
-                    let c = r.changed.in_folder(&folder);
-                    let files_changed = c.written + c.removed;
-                    if self.inner.store.set_run_files_changed(&run.id, files_changed as i64).await.is_ok() {
-                        self.emit(RunEvent::Saved { bot: bot.id.to_string(), run_id: run.id.clone(), files_changed });
-                    }
-                }
-                Err(e) => {
-                    host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
-                }
-            }
-        }
+        self.save_after_run(&bot, &run.id, &host).await;
         if let Some(e) = &finished.error {
             let note = match finished.status {
                 RunStatus::Cancelled => format!("Stopped: {e}"),
@@ -210,6 +189,36 @@ impl Engine {
             failure: finished.failure,
         });
         Ok(finished)
+    }
+    /// Checkpoints the bot's computer at a run's end (what "Undo this run's file changes" goes
+    /// back to) and records how many files of the bot's folder it changed. A failed checkpoint is
+    /// said in the chat; the run stays as it ended. A run that never touched its computer has
+    /// nothing to save.
+    async fn save_after_run(&self, bot: &botdesk_store::Bot, run_id: &str, host: &RunHost) {
+        let run = run_id.to_string();
+        let with_home = self.inner.store.computer(bot.computer_id.as_str()).await.ok().filter(|c| c.home_volume.is_some());
+        let running = match &with_home {
+            Some(c) => matches!(self.inner.provider.status(&c.cref()).await, Ok(MachineStatus::Running)),
+            None => false,
+        };
+        if running {
+            let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
+            let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
+            match self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.clone() }).await {
+                Ok(r) => {
+                    let team = with_home.as_ref().is_some_and(|c| c.scope == botdesk_core::ComputerScope::Team);
+                    let folder = if team { botdesk_core::path::bot_folder(&bot.id).as_str().to_string() } else { String::new() };
+                    let c = r.changed.in_folder(&folder);
+                    let files_changed = c.written + c.removed;
+                    if self.inner.store.set_run_files_changed(&run, files_changed as i64).await.is_ok() {
+                        self.emit(RunEvent::Saved { bot: bot.id.to_string(), run_id: run.clone(), files_changed });
+                    }
+                }
+                Err(e) => {
+                    host.message(MessageRole::System, &format!("The workspace could not be saved: {e}")).await;
+                }
+            }
+        }
     }
 }
 

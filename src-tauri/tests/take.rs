@@ -274,6 +274,20 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
         &format!("return document.querySelector('.bot.selected')?.dataset.status === 'idle' && {VIEW}?.el.dataset.control === 'false'"),
         Duration::from_secs(20),
     );
+
+    // An MCP client drives the bot (the session `botdesk mcp` opens for it, here from the engine
+    // beside the app): the sidebar and the header say who, until the session lets go.
+    let session = side.rt.block_on(side.engine.open_client_session("worker", "MCP: claude-code")).unwrap();
+    let out = side.rt.block_on(session.call("shell", json!({"command": "echo driven from outside"}), &Default::default()));
+    assert!(!out.is_error && out.text.contains("driven from outside"), "{}", out.text);
+    d.wait_js(
+        "the driver in the sidebar and the header",
+        "return document.querySelector('.bot.selected .bot-sub')?.textContent === 'Driven by MCP: claude-code' && document.querySelector('#bot-status')?.textContent === 'Driven by MCP: claude-code'",
+        Duration::from_secs(20),
+    );
+    screenshot("20-driven-over-mcp.png");
+    side.rt.block_on(session.close());
+    d.wait_js("idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(20));
 }
 
 /// What a run's command in this test does: wait until [`open_gate`] lets it end, or 3 minutes

@@ -1,5 +1,5 @@
 // How numbers, names and states read for a person (the CLI says them the same way).
-import type { BotStatus, Usage } from "./types";
+import type { BotRow, BotStatus, Usage } from "./types";
 
 export function initials(name: string): string {
   return name
@@ -18,6 +18,12 @@ export const STATUS: Record<BotStatus, string> = {
   you_have_control: "You have control",
   error: "Error",
 };
+
+/** A bot's status as the sidebar and its header say it: who drives it when a client outside
+ *  the app does ("Driven by MCP: claude-code"). */
+export function statusText(b: BotRow): string {
+  return b.driver && b.status === "running" ? `Driven by ${b.driver}` : STATUS[b.status];
+}
 
 /** 950, 11.6k, 2.31M */
 export function shortTokens(n: number): string {

@@ -43,7 +43,11 @@ export type BotState = { status: BotStatus, run: RunHold, };
 /**
  * A bot with its state, as the app's sidebar lists it and its `bots-changed` event carries it.
  */
-export type BotRow = { id: string, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
+export type BotRow = { 
+/**
+ * Who drives the bot when a client outside the app does (e.g. "MCP: claude-code").
+ */
+driver: string | null, id: string, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
 /**
  * The bot's own folder in the workspace (`bots/<id>` on a Team computer, `.` on a Private one).
  */

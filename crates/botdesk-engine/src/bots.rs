@@ -154,7 +154,13 @@ impl Engine {
     pub async fn bot_rows(&self) -> Result<Vec<dto::BotRow>> {
         let mut states: std::collections::HashMap<_, _> = self.bot_statuses().await?.into_iter().collect();
         let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
-        Ok(self.list_bots().await?.into_iter().map(|bot| dto::BotRow { state: states.remove(&bot.id).unwrap_or(idle), bot }).collect())
+        let mut rows = vec![];
+        for bot in self.list_bots().await? {
+            let runs = self.inner.store.active_runs(&BotId::new(bot.id.clone())).await?;
+            let driver = runs.iter().find_map(|r| r.task.strip_prefix(crate::runs::DRIVEN_BY)).map(str::to_string);
+            rows.push(dto::BotRow { state: states.remove(&bot.id).unwrap_or(idle), bot, driver });
+        }
+        Ok(rows)
     }
 
     pub async fn list_bots(&self) -> Result<Vec<BotView>> {

@@ -30,6 +30,8 @@ pub struct BotRow {
     pub bot: BotView,
     #[serde(flatten)]
     pub state: BotState,
+    /// Who drives the bot when a client outside the app does (e.g. "MCP: claude-code").
+    pub driver: Option<String>,
 }
 
 /// Every bot with its state, as the app's windows get it (the `list_bots` answer and the

@@ -2,7 +2,7 @@
 // in a screen's own window, only the bar and the screen.
 import { dismissNotice, release, stop, switchComputer, takeControl } from "../actions";
 import { $, button, el } from "../dom";
-import { initials, STATUS } from "../format";
+import { initials, statusText } from "../format";
 import { bot, live, SOLO, state } from "../store";
 import type { BotRow } from "../types";
 import { chat } from "./chat";
@@ -46,7 +46,7 @@ export function renderMain() {
 /** The bar of a screen in its own window: the bot, its state, and control. */
 function soloBar(b: BotRow): HTMLElement {
   document.title = `${b.name} — Botdesk`;
-  return el("header", { class: "bot-header solo-bar" }, el("span", { class: "avatar" }, initials(b.name)), el("h1", {}, b.name), el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]), controlActions(b));
+  return el("header", { class: "bot-header solo-bar" }, el("span", { class: "avatar" }, initials(b.name)), el("h1", {}, b.name), el("span", { class: `pill ${b.status}`, id: "bot-status" }, statusText(b)), controlActions(b));
 }
 
 function soloScreen(b: BotRow): HTMLElement {
@@ -80,7 +80,7 @@ function header(b: BotRow): HTMLElement {
         ),
       ),
     ),
-    el("span", { class: `pill ${b.status}`, id: "bot-status" }, STATUS[b.status]),
+    el("span", { class: `pill ${b.status}`, id: "bot-status" }, statusText(b)),
     controlActions(b),
   );
 }

@@ -2,7 +2,7 @@
 import { api, errorMessage } from "../api";
 import { createBot, select } from "../actions";
 import { $, el } from "../dom";
-import { initials, STATUS } from "../format";
+import { initials, statusText } from "../format";
 import { state } from "../store";
 import type { ComputerScope } from "../types";
 import { firstRun } from "./firstrun";
@@ -20,8 +20,8 @@ export function renderBots() {
       "li",
       { class: "bot" + (b.id === state.selected ? " selected" : ""), "data-bot": b.id, "data-status": b.status, tabindex: "0" },
       el("span", { class: "avatar" }, initials(b.name)),
-      el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, b.name), el("span", { class: "bot-sub" }, STATUS[b.status])),
-      el("span", { class: `status ${b.status}`, title: STATUS[b.status] }),
+      el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, b.name), el("span", { class: "bot-sub" }, statusText(b))),
+      el("span", { class: `status ${b.status}`, title: statusText(b) }),
     );
     item.addEventListener("click", () => select(b.id));
     item.addEventListener("keydown", (e) => (e as KeyboardEvent).key === "Enter" && select(b.id));

@@ -14,6 +14,7 @@ mod session;
 mod takeover;
 
 pub use chat::{ChatCall, ChatItem, RunEvent};
+pub(crate) use session::DRIVEN_BY;
 pub use session::{ClientSession, SessionOutput};
 pub(crate) use takeover::format_span;
 

@@ -25,6 +25,9 @@ struct Turn {
     paused_at: Option<std::time::Instant>,
 }
 
+/// How a session's run task begins, before the name of who drives it.
+pub(crate) const DRIVEN_BY: &str = "Driven by ";
+
 /// What a session's call answers: the tool's output, as a run's model would get it.
 pub type SessionOutput = ToolOutput;
 
@@ -34,7 +37,7 @@ impl Engine {
     pub async fn open_client_session(&self, bot: &str, driver: &str) -> Result<ClientSession> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         self.recover_runs().await?;
-        let run = self.create_run(bot.id.as_str(), &format!("Driven by {driver}")).await?;
+        let run = self.create_run(bot.id.as_str(), &format!("{DRIVEN_BY}{driver}")).await?;
         self.own_run(&run.id).await?;
         let (run, lease) = match self.lease_run(&run.id).await {
             Ok(x) => x,

@@ -437,6 +437,7 @@ fn test(extra: &[String]) -> Result {
     let remote = RemoteEngine::start(&mut envs, &as_user)?;
     user_dir("e2e", &as_user)?;
     envs.push(("BOTDESK_TEST_MCP_PYTHON".into(), mcp_python()?.display().to_string()));
+    envs.push(("BOTDESK_TEST_MCP_INSPECTOR".into(), mcp_inspector()?.display().to_string()));
     let mut test = cargo();
     test.args(["test", "--workspace", "--no-fail-fast"]);
     if !as_user.is_empty() {
@@ -472,6 +473,22 @@ fn mcp_python() -> Result<PathBuf> {
         status(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--disable-pip-version-check", SDK]))?;
     }
     Ok(python)
+}
+
+/// The MCP Inspector (npm), whose CLI the MCP tests list the tools with: installed once under
+/// target/. Returns its program.
+fn mcp_inspector() -> Result<PathBuf> {
+    const PACKAGE: &str = "@modelcontextprotocol/inspector@2.12.0";
+    let dir = root().join("target/mcp-inspector");
+    let bin = dir.join("node_modules/.bin/mcp-inspector");
+    let version = dir.join("node_modules/@modelcontextprotocol/inspector/package.json");
+    let ready = std::fs::read_to_string(&version).is_ok_and(|p| p.contains("\"version\": \"2.12.0\""));
+    if !ready {
+        say(&format!("installing the MCP Inspector ({PACKAGE}) in {}", dir.display()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        status(Command::new("npm").args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"]).arg(&dir).arg(PACKAGE))?;
+    }
+    Ok(bin)
 }
 
 // ------------------------------------------------------------------------------------------------

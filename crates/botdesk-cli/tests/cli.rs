@@ -764,6 +764,19 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
     let out = Command::new(&python).arg(&script).arg(BIN).arg(data.path()).output().unwrap();
     assert!(out.status.success(), "the MCP client failed:\n{}\n{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).ends_with("all checks passed\n"), "{}", stdout(&out));
+    // The MCP Inspector's CLI lists the tools too.
+    let inspector = std::env::var("BOTDESK_TEST_MCP_INSPECTOR").expect("`cargo xtask test` sets BOTDESK_TEST_MCP_INSPECTOR");
+    let listed = Command::new(&inspector)
+        .env("HOME", data.path())
+        .args(["--cli", BIN, "--data-dir", data.path().to_str().unwrap(), "mcp", "--method", "tools/list"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "the MCP Inspector failed: {}", stderr(&listed));
+    let tools: Value = serde_json::from_slice(&listed.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&listed)));
+    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for want in ["list_bots", "screenshot", "act", "shell", "read_file", "write_file", "browser_snapshot", "ask_person"] {
+        assert!(names.contains(&want), "{want} is not among {names:?}");
+    }
     // The chat says who drove the bot, and each call is in its activity.
     let chat = data.json(&["chat", "driven"]).to_string();
     assert!(chat.contains("Driven by MCP: botdesk-test-client"), "{chat}");

@@ -112,7 +112,12 @@ enum Cmd {
     /// An MCP server on stdin and stdout (for Claude Desktop, Claude Code, Cursor, …): the bots'
     /// screens, shells, files and browsers as tools. A call on a bot holds it for the client, as a
     /// run does, until the client leaves or a minute without calls.
-    Mcp,
+    Mcp {
+        /// Streamable HTTP at http://ADDR/mcp instead (a loopback address, e.g. 127.0.0.1:8765),
+        /// behind a bearer token drawn at start, printed once and kept in DATA_DIR/mcp-token (0600).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
     /// Give a bot a task and follow it: text, tool calls and results stream as they happen
     /// (`--json`: one JSON event per line). Exits 0 only when the run completes; Ctrl-C stops it.
     /// When the run asks you something (a safety check), a terminal asks you right there.
@@ -942,8 +947,23 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
         }
         Cmd::Screen { cmd: ScreenCmd::Forward { bot, port, control } } => return screen_forward(engine, json, &bot, port, control).await,
-        Cmd::Mcp => {
-            mcp::serve_stdio(engine.clone()).await.map_err(EngineError::invalid)?;
+        Cmd::Mcp { http: None } => mcp::serve_stdio(engine.clone()).await.map_err(EngineError::invalid)?,
+        Cmd::Mcp { http: Some(addr) } => {
+            let token = {
+                let mut random = [0u8; 32];
+                urandom(&mut random);
+                random.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            };
+            let file = engine.data_dir().root().join("mcp-token");
+            write_private(&file, token.as_bytes()).map_err(|e| EngineError::invalid(format!("{}: {e}", file.display())))?;
+            let said = |at: std::net::SocketAddr| {
+                let url = format!("http://{at}/mcp");
+                print(json, json!({"url": url, "token": token, "token_file": file}), || {
+                    format!("MCP over HTTP at {url}; send `Authorization: Bearer {token}` (kept in {}). Ctrl-C stops.", file.display())
+                });
+                let _ = std::io::stdout().flush();
+            };
+            mcp::serve_http(engine.clone(), addr, token.clone(), said).await.map_err(EngineError::invalid)?;
         }
         Cmd::Screenshot { bot, out, quality } => {
             let jpeg = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
@@ -1364,4 +1384,18 @@ async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// Writes a file only its owner may read (0600), whatever was there before.
+fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(data)
+}
+
+/// Random bytes from the OS (passwords, challenges, tokens).
+fn urandom(buf: &mut [u8]) {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)).expect("/dev/urandom is readable");
 }

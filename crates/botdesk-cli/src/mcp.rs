@@ -1,4 +1,5 @@
-//! `botdesk mcp`: the bots as an MCP server (the official Rust SDK, `rmcp`), on stdio.
+//! `botdesk mcp`: the bots as an MCP server (the official Rust SDK, `rmcp`), on stdio or, with
+//! `--http`, streamable HTTP on a loopback address behind a bearer token.
 //!
 //! The tools are the ones a run's model has, under names an MCP client expects (`screenshot`,
 //! `act`, `shell`, `read_file`, …), each with the same schema plus the `bot` it is for, and two
@@ -64,6 +65,59 @@ pub async fn serve_stdio(engine: Engine) -> Result<(), String> {
     closer.abort();
     server.close_all().await;
     ended.map(|_| ()).map_err(|e| format!("MCP: {e}"))
+}
+
+/// Serves MCP over streamable HTTP at `http://ADDR/mcp` (loopback only) until Ctrl-C. Every
+/// request must carry `Authorization: Bearer <token>`: a token drawn now, written to `token_file`
+/// (0600) and printed once by the caller. Other requests get 401 and reach nothing.
+pub async fn serve_http(engine: Engine, addr: std::net::SocketAddr, token: String, on_listening: impl FnOnce(std::net::SocketAddr)) -> Result<(), String> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use rmcp::transport::streamable_http_server::{session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService};
+    if !addr.ip().is_loopback() {
+        return Err(format!("MCP over HTTP listens on a loopback address only (127.0.0.1 or ::1), not {}", addr.ip()));
+    }
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("MCP: {addr}: {e}"))?;
+    let server = Server::new(engine);
+    let closer = tokio::spawn(server.clone().close_idle());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token());
+    let factory = server.clone();
+    let service = StreamableHttpService::new(move || Ok(factory.clone()), Arc::new(LocalSessionManager::default()), config);
+    on_listening(listener.local_addr().map_err(|e| e.to_string())?);
+    let expected = Arc::new(format!("Bearer {token}"));
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(s) => s,
+                Err(e) => { tracing::warn!("MCP over HTTP: {e}"); continue }
+            },
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        let (service, expected) = (service.clone(), expected.clone());
+        tokio::spawn(async move {
+            let handle = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut service = service.clone();
+                let allowed = req.headers().get(hyper::header::AUTHORIZATION).is_some_and(|v| v.as_bytes() == expected.as_bytes());
+                async move {
+                    use tower_service::Service as _;
+                    if !allowed {
+                        let refusal =
+                            http_body_util::Full::new(bytes::Bytes::from_static(b"a bearer token is required (the one botdesk mcp --http printed)\n"));
+                        let mut r = hyper::Response::new(http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_err(refusal, |never| match never {})));
+                        *r.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                        r.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static("Bearer"));
+                        return Ok::<_, std::convert::Infallible>(r);
+                    }
+                    service.call(req).await
+                }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), handle).await;
+        });
+    }
+    stop.cancel();
+    closer.abort();
+    server.close_all().await;
+    Ok(())
 }
 
 impl Server {

@@ -762,7 +762,30 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
     let script = data.path().join("client.py");
     std::fs::write(&script, MCP_CLIENT).unwrap();
     let out = Command::new(&python).arg(&script).arg(BIN).arg(data.path()).output().unwrap();
-    assert!(out.status.success(), "the MCP client failed:\n{}\n{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "the MCP client failed over stdio:\n{}\n{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).ends_with("all checks passed\n"), "{}", stdout(&out));
+
+    // The same over streamable HTTP, on a loopback port, with the bearer token it printed (also in
+    // a file only the person reads); a request without it reaches nothing.
+    let mut server = data.cmd(&["--json", "mcp", "--http", "127.0.0.1:0"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(server.stdout.take().unwrap()), &mut said).unwrap();
+    let said: Value = serde_json::from_str(&said).unwrap_or_else(|e| panic!("{e}: {said:?}"));
+    let (url, token) = (said["url"].as_str().unwrap().to_string(), said["token"].as_str().unwrap().to_string());
+    let file = data.path().join("mcp-token");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions()) & 0o777, 0o600);
+    let port = url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").to_string();
+    let mut bare = std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    write!(bare, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut bare, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401") && !answer.contains("screenshot"), "{answer}");
+    let out = Command::new(&python).arg(&script).arg(BIN).arg(data.path()).arg(&url).arg(&token).output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(out.status.success(), "the MCP client failed over HTTP:\n{}\n{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).ends_with("all checks passed\n"), "{}", stdout(&out));
     // The MCP Inspector's CLI lists the tools too.
     let inspector = std::env::var("BOTDESK_TEST_MCP_INSPECTOR").expect("`cargo xtask test` sets BOTDESK_TEST_MCP_INSPECTOR");
@@ -785,12 +808,16 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
 }
 
 const MCP_CLIENT: &str = r#"
-import asyncio, base64, json, re, struct, subprocess, sys
+import asyncio, base64, contextlib, json, struct, subprocess, sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Implementation
 
 BIN, DATA = sys.argv[1], sys.argv[2]
+# Over stdio (the server is started here), or over HTTP: URL TOKEN.
+HTTP = sys.argv[3:5]
 
 def botdesk(*args):
     return subprocess.run([BIN, "--data-dir", DATA, *args], capture_output=True, text=True, timeout=120)
@@ -798,9 +825,19 @@ def botdesk(*args):
 def text(r):
     return "".join(c.text for c in r.content if c.type == "text")
 
+@contextlib.asynccontextmanager
+async def transport():
+    if HTTP:
+        url, token = HTTP
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with streamable_http_client(url, http_client=http) as streams:
+                yield streams[0], streams[1]
+    else:
+        async with stdio_client(StdioServerParameters(command=BIN, args=["--data-dir", DATA, "mcp"])) as (r, w):
+            yield r, w
+
 async def main():
-    params = StdioServerParameters(command=BIN, args=["--data-dir", DATA, "mcp"])
-    async with stdio_client(params) as (r, w):
+    async with transport() as (r, w):
         async with ClientSession(r, w, client_info=Implementation(name="botdesk-test-client", version="1")) as s:
             init = await s.initialize()
             assert init.server_info.name == "botdesk", init
@@ -839,10 +876,11 @@ async def main():
 
             # A run holds the other bot: the call is refused, saying who.
             hold = subprocess.Popen([BIN, "--data-dir", DATA, "--json", "lease", "hold", "held", "--ms", "60000"], stdout=subprocess.PIPE, text=True)
-            hold.stdout.readline()
+            assert hold.stdout.readline(), "the lease was not taken"
             busy = await s.call_tool("shell", {"bot": "held", "command": "true"})
             hold.kill()
             assert busy.is_error and "busy" in text(busy) and "hold the execution lease" in text(busy), text(busy)
+            assert botdesk("bot", "stop", "held").returncode == 0
 
             # Pause and take control while the client drives: the next call is refused, saying so;
             # after release the bot is the client's again, told the person's note.

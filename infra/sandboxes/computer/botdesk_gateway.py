@@ -795,6 +795,13 @@ async def agent(reader, writer):
                 refused_run = next((args for args in runs if not xdotool_allowed(args)), None)
                 if refused_run is not None:
                     raise RuntimeError(f"xdotool {refused_run[0] if refused_run else ''}: not a command Botdesk sends")
+                # `mousemove --sync` waits for the pointer to move, so one to where it already is
+                # waits out xdotool's own timeout (15 s). The engine drops repeated moves within a
+                # batch; the batch's first may be to where the last batch left the pointer.
+                if runs and runs[0][:2] == ["mousemove", "--sync"] and len(runs[0]) >= 4:
+                    x, y, _ = await asyncio.to_thread(pointer_and_title, display)
+                    if [str(x), str(y)] == runs[0][2:4]:
+                        runs[0] = ["mousemove"] + runs[0][2:]
                 for args in runs:
                     if args[-5:-3] == ["type", "--delay"]:
                         code, _, err = await type_text(args, display)

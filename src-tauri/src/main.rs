@@ -93,6 +93,29 @@ async fn set_bot_budget(engine: State<'_, Engine>, bot: String, tokens: Option<u
     engine.set_bot_budget(&bot, tokens, usd).await
 }
 
+/// A bot's MCP servers (started in its computer for each of its runs).
+#[tauri::command]
+async fn bot_mcp_servers(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotMcpServer>> {
+    engine.bot_mcp_servers(&bot).await
+}
+
+/// Adds an MCP server to a bot: a command (program and arguments) or a remote server's address.
+#[tauri::command]
+async fn add_bot_mcp_server(
+    engine: State<'_, Engine>,
+    bot: String,
+    name: String,
+    command: Vec<String>,
+    url: Option<String>,
+) -> Res<botdesk_engine::BotMcpServer> {
+    engine.add_bot_mcp_server(&bot, &name, command, url).await
+}
+
+#[tauri::command]
+async fn remove_bot_mcp_server(engine: State<'_, Engine>, bot: String, name: String) -> Res<()> {
+    engine.remove_bot_mcp_server(&bot, &name).await
+}
+
 #[tauri::command]
 async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
     let (tokens, usd, unpriced_calls) = engine.bot_usage(&bot).await?;
@@ -380,6 +403,9 @@ fn main() {
             set_model_limits,
             set_model_coordinates,
             set_bot_budget,
+            bot_mcp_servers,
+            add_bot_mcp_server,
+            remove_bot_mcp_server,
             send_task,
             shot,
             files::activity,

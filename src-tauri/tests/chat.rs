@@ -255,6 +255,40 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22-bot-budget.png");
     d.click(".modal-close");
+    // The bot's MCP servers, from the chat's header: a command (quotes keep spaces) and an
+    // address are added, a bad name refused with the rule, one removed.
+    d.click("#edit-mcp");
+    d.wait_js(
+        "the MCP servers, none yet",
+        "return (document.querySelector('#mcp-servers')?.textContent ?? '').includes('No MCP servers yet')",
+        Duration::from_secs(10),
+    );
+    for (name, how) in [("notes", "python3 'my server.py' --verbose"), ("docs", "https://mcp.example.org/mcp"), ("no_way", "true")] {
+        d.js("document.querySelector('.mcp-form').reset(); return true");
+        d.type_into("#mcp-name", name);
+        d.type_into("#mcp-how", how);
+        d.js("document.querySelector('.mcp-form').requestSubmit(); return true");
+        if name == "no_way" {
+            d.wait_js("a bad name refused", "return document.querySelector('#mcp-message')?.className === 'error'", Duration::from_secs(10));
+        } else {
+            d.wait_js("the server listed", &format!("return !!document.querySelector('#mcp-servers li[data-mcp-server={name}]')"), Duration::from_secs(10));
+        }
+    }
+    let servers = rt.block_on(engine.bot_mcp_servers("writer")).unwrap();
+    assert_eq!(
+        servers.iter().map(|s| (s.name.as_str(), s.command.clone(), s.url.clone())).collect::<Vec<_>>(),
+        [
+            ("docs", vec![], Some("https://mcp.example.org/mcp".to_string())),
+            ("notes", vec!["python3".to_string(), "my server.py".into(), "--verbose".into()], None),
+        ]
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("22b-bot-mcp-servers.png");
+    d.click("#mcp-servers li[data-mcp-server=docs] button");
+    d.wait_js("the server removed", "return !document.querySelector('#mcp-servers li[data-mcp-server=docs]')", Duration::from_secs(10));
+    assert_eq!(rt.block_on(engine.bot_mcp_servers("writer")).unwrap().len(), 1);
+    rt.block_on(engine.remove_bot_mcp_server("writer", "notes")).unwrap();
+    d.click(".modal-close");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");

@@ -240,6 +240,20 @@ usd: number,
  */
 unpriced_calls: number, budget: Budget, };
 
+/**
+ * One MCP server of a bot: a command run on stdio inside the computer, or a remote server's
+ * address reached from inside it.
+ */
+export type BotMcpServer = { name: string, 
+/**
+ * The program and its arguments (empty for a remote server).
+ */
+command: Array<string>, 
+/**
+ * A remote server's address (streamable HTTP).
+ */
+url: string | null, created_at: number, };
+
 export type ControlLease = { computer_id: ComputerId, bot_id: BotId, lease_id: string, holder: string, expires_at: number, };
 
 /**

@@ -12,7 +12,7 @@ use crate::conversation::{
     Turn, STEPS_KEPT_WHEN_FULL,
 };
 use crate::model::{ClaudeTool, Dialect, ToolChoice};
-use crate::tools::{self, Tool};
+use crate::tools::{self, Tool, ToolSpec};
 
 /// What a tool gave back (the host's side).
 #[derive(Debug, Clone, Default)]
@@ -72,6 +72,8 @@ pub struct RunConfig {
     pub prices: Option<botdesk_core::Prices>,
     /// How the model gives screen coordinates (its tools say so).
     pub coords: botdesk_core::action::CoordSpace,
+    /// The tools of the bot's MCP servers, offered after ours.
+    pub mcp_tools: Vec<crate::tools::ToolSpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +101,8 @@ pub fn cut_call(max_tokens: u32) -> String {
 
 /// Runs `task` after `history` (earlier messages of this bot's chat).
 pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history: Vec<Message>, task: &str, cancel: &CancellationToken) -> RunEnd {
-    let specs = tools::specs(cfg.coords);
+    let mut specs = tools::specs(cfg.coords);
+    specs.extend(cfg.mcp_tools.iter().cloned());
     let mut messages = history;
     messages.push(Message::user(task));
     let work = messages.len();
@@ -133,7 +136,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         let look = ToolCall::from_text("look_0".into(), tools::ToolKind::ComputerObserve.name().into(), "{}".into());
         host.assistant("", std::slice::from_ref(&look)).await;
         messages.push(Message { role: Role::Assistant, blocks: vec![Block::ToolCall(look.clone())] });
-        let results = carry_out(client, host, &[look], false, cancel).await;
+        let results = carry_out(client, host, &[look], false, &[], cancel).await;
         messages.push(Message { role: Role::User, blocks: results });
     }
     for step in 0..cfg.max_steps {
@@ -222,7 +225,7 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         }
         continued = 0;
         so_far.clear();
-        let results = carry_out(client, host, &calls, cut, cancel).await;
+        let results = carry_out(client, host, &calls, cut, &cfg.mcp_tools, cancel).await;
         messages.push(Message { role: Role::User, blocks: results });
         since_summary = since_summary.saturating_add(1);
     }
@@ -232,16 +235,17 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     RunEnd::Failed(RunFailure::StepLimit, format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
 }
 
-/// Carries out a turn's calls in order (`cut`: the output limit cut the turn off) and returns
-/// their results. Every call gets an answer, so the conversation stays well formed.
-async fn carry_out(client: &ModelClient, host: &dyn Host, calls: &[ToolCall], cut: bool, cancel: &CancellationToken) -> Vec<Block> {
+/// Carries out a turn's calls in order (`cut`: the output limit cut the turn off; `mcp_tools`:
+/// the bot's MCP tools, besides ours) and returns their results. Every call gets an answer, so
+/// the conversation stays well formed.
+async fn carry_out(client: &ModelClient, host: &dyn Host, calls: &[ToolCall], cut: bool, mcp_tools: &[ToolSpec], cancel: &CancellationToken) -> Vec<Block> {
     let mut results = vec![];
     for call in calls {
         if cancel.is_cancelled() {
             results.push(Block::ToolResult(ToolResult::error(&call.id, "the run was stopped before this call")));
             continue;
         }
-        let out = match tools::parse(call) {
+        let out = match tools::parse_among(call, mcp_tools) {
             Ok(tool) => host.execute(&call.id, tool, cancel).await,
             // Only the call being written when the limit hit is cut (its JSON is unfinished).
             Err(_) if cut && serde_json::from_str::<serde_json::Value>(&call.raw).is_err() => ToolOutput::error(cut_call(client.config().max_tokens)),

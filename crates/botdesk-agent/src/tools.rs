@@ -88,6 +88,12 @@ pub enum Tool {
     BrowserAct {
         actions: Vec<BrowserAction>,
     },
+    /// A tool of one of the bot's MCP servers, by the name the model was given
+    /// (`SERVER__TOOL`), with its arguments as sent (the server checks them).
+    Mcp {
+        name: String,
+        arguments: serde_json::Map<String, Value>,
+    },
 }
 
 /// A safety check OpenAI's computer use put on a call (computer use guide, "Acknowledge safety
@@ -105,13 +111,15 @@ pub struct SafetyCheck {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub kind: ToolKind,
+    /// The kind's name, or an MCP tool's `SERVER__TOOL`.
+    pub name: String,
     pub description: String,
     pub schema: Value,
 }
 
 impl ToolSpec {
-    pub fn name(&self) -> &'static str {
-        self.kind.name()
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -141,6 +149,9 @@ pub enum ToolKind {
     BrowserNavigate,
     BrowserSnapshot,
     BrowserAct,
+    /// A tool of one of the bot's MCP servers (its spec comes from the server, see
+    /// [`ToolSpec`]); never in [`ToolKind::DECLARED`].
+    Mcp,
 }
 
 impl ToolKind {
@@ -178,6 +189,7 @@ impl ToolKind {
             ToolKind::BrowserNavigate => "browser_navigate",
             ToolKind::BrowserSnapshot => "browser_snapshot",
             ToolKind::BrowserAct => "browser_act",
+            ToolKind::Mcp => "mcp",
         }
     }
 
@@ -199,7 +211,7 @@ impl ToolKind {
             | ToolKind::BrowserNavigate
             | ToolKind::BrowserSnapshot
             | ToolKind::BrowserAct => true,
-            ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile => false,
+            ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile | ToolKind::Mcp => false,
         }
     }
 
@@ -213,7 +225,7 @@ impl ToolKind {
         match self {
             ToolKind::ClaudeComputer => r#"{"action":"screenshot"}"#,
             ToolKind::OpenAiComputer => r#"{"action":{"type":"screenshot"},"pending_safety_checks":[]}"#,
-            ToolKind::ComputerObserve | ToolKind::BrowserSnapshot => "{}",
+            ToolKind::ComputerObserve | ToolKind::BrowserSnapshot | ToolKind::Mcp => "{}",
             ToolKind::ComputerAct => r#"{"actions":[{"type":"click","x":100,"y":200}]}"#,
             ToolKind::Shell => r#"{"command":"ls -la"}"#,
             ToolKind::ListFiles => r#"{"path":"."}"#,
@@ -232,7 +244,7 @@ impl ToolKind {
     pub fn spec(self, coords: action::CoordSpace) -> Option<ToolSpec> {
         let path = |d: &str| json!({"type": "string", "description": d});
         let (description, schema) = match self {
-            ToolKind::ClaudeComputer | ToolKind::OpenAiComputer => return None,
+            ToolKind::ClaudeComputer | ToolKind::OpenAiComputer | ToolKind::Mcp => return None,
             ToolKind::ComputerObserve => (
                 "Take a screenshot of your desktop. Returns the screen size, the cursor position, the active window and the screenshot; when nothing changed since your last look, no image is sent.",
                 schema(json!({}), &[]),
@@ -287,7 +299,7 @@ impl ToolKind {
             ),
         };
         let description = if self == ToolKind::ComputerAct { act_description(coords) } else { description.to_string() };
-        Some(ToolSpec { kind: self, description, schema })
+        Some(ToolSpec { kind: self, name: self.name().to_string(), description, schema })
     }
 }
 
@@ -376,7 +388,10 @@ struct BrowserActArgs {
 }
 
 fn args<T: for<'de> Deserialize<'de>>(call: &ToolCall, kind: ToolKind) -> Result<T, String> {
-    let (name, example) = (kind.name(), kind.example());
+    args_of(call, kind.name(), kind.example())
+}
+
+fn args_of<T: for<'de> Deserialize<'de>>(call: &ToolCall, name: &str, example: &str) -> Result<T, String> {
     let raw = call.raw.trim();
     let value: Value = if raw.is_empty() {
         json!({})
@@ -399,8 +414,18 @@ fn nonempty(what: &str, s: String) -> Result<String, String> {
 
 /// Parses and checks one call.
 pub fn parse(call: &ToolCall) -> Result<Tool, String> {
+    parse_among(call, &[])
+}
+
+/// Parses and checks one call of the declared tools or of `extra` (the bot's MCP tools, whose
+/// arguments only need to be a JSON object: their server checks them against its schema).
+pub fn parse_among(call: &ToolCall, extra: &[ToolSpec]) -> Result<Tool, String> {
     let Some(kind) = ToolKind::named(&call.name) else {
-        let names: Vec<&str> = ToolKind::DECLARED.iter().map(|k| k.name()).collect();
+        if extra.iter().any(|t| t.name == call.name) {
+            let arguments = args_of(call, &call.name, "{}")?;
+            return Ok(Tool::Mcp { name: call.name.clone(), arguments });
+        }
+        let names: Vec<&str> = ToolKind::DECLARED.iter().map(|k| k.name()).chain(extra.iter().map(|t| t.name())).collect();
         return Err(format!("there is no tool named {:?}. The tools are: {}", call.name, names.join(", ")));
     };
     let batch = |actions: &Value| action::parse_batch(actions).map_err(|e| e.to_string());
@@ -455,6 +480,7 @@ pub fn parse(call: &ToolCall) -> Result<Tool, String> {
             Tool::BrowserSnapshot
         }
         ToolKind::BrowserAct => Tool::BrowserAct { actions: browser::parse_actions(&args::<BrowserActArgs>(call, kind)?.actions)? },
+        ToolKind::Mcp => return Err(format!("there is no tool named {:?}", call.name)),
     })
 }
 
@@ -734,6 +760,22 @@ mod tests {
 
     fn call(name: &str, raw: &str) -> ToolCall {
         ToolCall::new("c1".into(), name.into(), raw.into())
+    }
+
+    /// A call of one of the bot's MCP tools keeps its arguments for the server; only a JSON
+    /// object passes, and an unknown name lists the MCP tools beside ours.
+    #[test]
+    fn mcp_tools_parse_among_ours() {
+        let extra = [ToolSpec { kind: ToolKind::Mcp, name: "notes__add".into(), description: "adds".into(), schema: json!({"type": "object"}) }];
+        let got = parse_among(&call("notes__add", r#"{"text":"hi","n":2}"#), &extra).unwrap();
+        assert_eq!(got, Tool::Mcp { name: "notes__add".into(), arguments: json!({"text": "hi", "n": 2}).as_object().unwrap().clone() });
+        assert_eq!(parse_among(&call("notes__add", ""), &extra).unwrap(), Tool::Mcp { name: "notes__add".into(), arguments: Default::default() });
+        let e = parse_among(&call("notes__add", "[1]"), &extra).unwrap_err();
+        assert!(e.contains("notes__add must be a JSON object"), "{e}");
+        let e = parse_among(&call("notes__del", "{}"), &extra).unwrap_err();
+        assert!(e.contains("there is no tool named \"notes__del\"") && e.contains("browser_act, notes__add"), "{e}");
+        assert!(parse(&call("notes__add", "{}")).is_err(), "not without the bot's servers");
+        assert!(parse(&call("mcp", "{}")).is_err(), "the kind's own name is no tool");
     }
 
     #[test]

@@ -382,6 +382,35 @@ enum BotCmd {
         #[arg(long)]
         usd: Option<String>,
     },
+    /// The MCP servers a bot uses: each starts inside the bot's computer, as the bot, when one of
+    /// its runs starts, and ends with the run; its tools are offered to the model as SERVER__TOOL.
+    Mcp {
+        #[command(subcommand)]
+        cmd: BotMcpCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BotMcpCmd {
+    /// Add a server: `botdesk bot mcp add BOT NAME -- COMMAND ARGS…` (run on stdio inside the
+    /// computer, in the bot's folder) or `botdesk bot mcp add BOT NAME --url URL` (a remote server,
+    /// called from inside the computer). Put no secret in the command: every process in the
+    /// computer can read it; keep secrets in a file of the bot's folder.
+    Add {
+        bot: String,
+        /// Letters, digits and -, at most 20.
+        name: String,
+        /// A remote MCP server's address (streamable HTTP).
+        #[arg(long)]
+        url: Option<String>,
+        /// The command and its arguments, after --.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// List a bot's servers.
+    Ls { bot: String },
+    /// Remove one of a bot's servers (from its next run on).
+    Rm { bot: String, name: String },
 }
 
 #[derive(Subcommand)]
@@ -819,6 +848,25 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 format!("each run of {name} may spend {} tokens{limit}\nits runs so far: {used} tokens, ${usd:.4}{unpriced}", budget.tokens)
             });
         }
+        Cmd::Bot { cmd: BotCmd::Mcp { cmd } } => match cmd {
+            BotMcpCmd::Add { bot, name, url, command } => {
+                let server = engine.add_bot_mcp_server(&bot, &name, command, url).await?;
+                print(json, json!({ "server": server }), || format!("{bot} uses the MCP server {name} from its next run on; its tools are {name}__TOOL"));
+            }
+            BotMcpCmd::Ls { bot } => {
+                let servers = engine.bot_mcp_servers(&bot).await?;
+                print(json, json!({ "servers": servers }), || {
+                    if servers.is_empty() {
+                        return format!("{bot} has no MCP servers: botdesk bot mcp add {bot} NAME -- COMMAND ARGS…");
+                    }
+                    servers.iter().map(|s| format!("{:<20} {}", s.name, s.url.clone().unwrap_or_else(|| s.command.join(" ")))).collect::<Vec<_>>().join("\n")
+                });
+            }
+            BotMcpCmd::Rm { bot, name } => {
+                engine.remove_bot_mcp_server(&bot, &name).await?;
+                print(json, json!({ "removed": name }), || format!("removed the MCP server {name} of {bot}"));
+            }
+        },
         Cmd::Bot { cmd: BotCmd::Rm { name } } => {
             let bot = engine.remove_bot(&name).await?;
             print(json, json!({"removed": bot}), || format!("removed bot {}; its files stay in the workspace", bot.name));

@@ -7,6 +7,10 @@
 //! ([`botdesk_engine::ClientSession`]): the bot's execution lease held for "MCP: <client>" (the
 //! name from the client's `initialize`), with the same checks, limits, chat and activity records
 //! as a run. A session ends when the client leaves, after [`IDLE`] without a call, or on Stop.
+//!
+//! Resources, read without holding a bot (as the app's screen and Files pane do): each bot's
+//! screen, `botdesk://BOT/screen` (PNG), and its folder, `botdesk://BOT/files/PATH` (a folder's
+//! listing when PATH is empty or ends in `/`, else the file, up to [`READ_MAX`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -16,8 +20,9 @@ use botdesk_agent::tools::{specs, ToolKind};
 use botdesk_core::action::CoordSpace;
 use botdesk_engine::{ClientSession, ComputerScope, Engine, SessionOutput};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -25,6 +30,9 @@ use serde_json::{json, Map, Value};
 
 /// A session nobody called for this long lets go of its bot (a run or the person may want it).
 pub const IDLE: Duration = Duration::from_secs(60);
+
+/// The largest file read as a resource.
+pub const READ_MAX: u64 = 10 << 20;
 
 /// MCP names of the run tools offered, beside the run tool each one is.
 const OFFERED: &[(&str, ToolKind)] = &[
@@ -157,16 +165,11 @@ impl Server {
 
     /// A call of a run tool on a bot, in that bot's session (opened when there is none).
     async fn on_bot(&self, driver: &str, kind: ToolKind, mut args: Map<String, Value>, ct: &tokio_util::sync::CancellationToken) -> CallToolResult {
-        let Some(bot) = args.remove("bot").and_then(|b| b.as_str().map(str::to_string)) else {
-            return tool_error("missing \"bot\": the name (or id) of the bot to use; list_bots lists them");
+        let bot = match self.bot(&args).await {
+            Ok(b) => b,
+            Err(e) => return e,
         };
-        let bot = match self.engine.list_bots().await {
-            Ok(bots) => match bots.into_iter().find(|b| b.name == bot || b.id == bot) {
-                Some(b) => b,
-                None => return tool_error(&format!("there is no bot named {bot:?}; list_bots lists them")),
-            },
-            Err(e) => return tool_error(&e.to_string()),
-        };
+        args.remove("bot");
         let slot = self.slots.lock().unwrap().entry(bot.id.clone()).or_default().clone();
         let mut slot = slot.lock().await;
         if let Some(s) = &slot.session {
@@ -189,7 +192,7 @@ impl Server {
 
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("botdesk", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Botdesk's bots, each with its own Linux desktop, browser and folder on this machine. list_bots names them; every other \
@@ -202,6 +205,74 @@ impl ServerHandler for Server {
         Ok(ListToolsResult::with_all_items((*self.tools).clone()))
     }
 
+    async fn list_resources(&self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+        let bots = self.engine.list_bots().await.map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let mut items = vec![];
+        for b in bots {
+            items.push(
+                Resource::new(format!("botdesk://{}/screen", b.name), format!("{} screen", b.name))
+                    .with_mime_type("image/png")
+                    .with_description(format!("What {}'s screen shows now", b.name)),
+            );
+            items.push(
+                Resource::new(format!("botdesk://{}/files/", b.name), format!("{} files", b.name))
+                    .with_mime_type("text/plain")
+                    .with_description(format!("The files of {}'s folder", b.name)),
+            );
+        }
+        Ok(ListResourcesResult::with_all_items(items))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("botdesk://{bot}/screen", "screen").with_mime_type("image/png").with_description("A bot's screen now"),
+            ResourceTemplate::new("botdesk://{bot}/files/{path}", "file")
+                .with_description("A file of a bot's folder, or a folder's listing (a path ending in /)"),
+        ]))
+    }
+
+    async fn read_resource(&self, request: ReadResourceRequestParams, _context: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        use base64::Engine as _;
+        let uri = request.uri;
+        let unknown = || ErrorData::resource_not_found(format!("{uri:?} is not a Botdesk resource: botdesk://BOT/screen or botdesk://BOT/files/PATH"), None);
+        let decoded = percent_decoded(&uri).ok_or_else(unknown)?;
+        let (bot, what) = decoded.strip_prefix("botdesk://").and_then(|r| r.split_once('/')).ok_or_else(unknown)?;
+        let failed = |e: botdesk_engine::EngineError| ErrorData::invalid_params(e.to_string(), None);
+        let contents = if what == "screen" {
+            let shot = self.engine.screenshot(bot, botdesk_engine::ImageFormat::Png).await.map_err(failed)?;
+            let png = shot.image.ok_or_else(|| ErrorData::internal_error("the screenshot has no image", None))?;
+            ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(&png), uri.clone()).with_mime_type("image/png")
+        } else if let Some(path) = what.strip_prefix("files/") {
+            if path.is_empty() || path.ends_with('/') {
+                let (dir, entries) = self.engine.files_list(bot, if path.is_empty() { "." } else { path }).await.map_err(failed)?;
+                let mut text = format!("{dir}:\n");
+                for f in &entries {
+                    let name = f.path.file_name().unwrap_or(".");
+                    match f.kind {
+                        botdesk_engine::FileKind::Dir => text.push_str(&format!("{name}/\n")),
+                        _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
+                    }
+                }
+                ResourceContents::text(text, uri.clone())
+            } else {
+                let data = self.engine.files_read(bot, path, READ_MAX).await.map_err(failed)?;
+                match String::from_utf8(data.to_vec()) {
+                    Ok(text) => ResourceContents::text(text, uri.clone()),
+                    Err(_) => {
+                        ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(&data), uri.clone()).with_mime_type("application/octet-stream")
+                    }
+                }
+            }
+        } else {
+            return Err(unknown());
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
     async fn call_tool(&self, request: CallToolRequestParams, context: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
@@ -211,6 +282,7 @@ impl ServerHandler for Server {
                 Err(e) => tool_error(&e.to_string()),
             },
             "create_bot" => self.create_bot(&args).await,
+            "run_task" => self.run_task(&args, &context).await,
             _ => match OFFERED.iter().find(|(n, _)| *n == name) {
                 Some((_, kind)) => {
                     let client = context.peer.peer_info().map(|p| p.client_info.name.clone()).filter(|n| !n.trim().is_empty());
@@ -225,6 +297,79 @@ impl ServerHandler for Server {
 }
 
 impl Server {
+    /// The bot's own model does a task; its steps reach the client as progress notifications (when
+    /// it asked for them with a progress token), its answer as the result. The client's own
+    /// session on that bot lets go first; cancelling the call stops the run.
+    async fn run_task(&self, args: &Map<String, Value>, context: &RequestContext<RoleServer>) -> CallToolResult {
+        use botdesk_engine::RunEvent;
+        let Some(task) = args.get("task").and_then(Value::as_str).filter(|t| !t.trim().is_empty()) else {
+            return tool_error("missing \"task\": what the bot should do, in words");
+        };
+        let bot = match self.bot(args).await {
+            Ok(b) => b,
+            Err(e) => return e,
+        };
+        let slot = self.slots.lock().unwrap().get(&bot.id).cloned();
+        if let Some(slot) = slot {
+            if let Some(session) = slot.lock().await.session.take() {
+                session.close().await;
+            }
+        }
+        let mut events = self.engine.run_events();
+        let token = context.meta.get_progress_token();
+        let (engine, id, task) = (self.engine.clone(), bot.id.clone(), task.to_string());
+        let mut run = tokio::spawn(async move { engine.run_task(&id, &task).await });
+        let (mut steps, mut answer) = (0u32, String::new());
+        let mut cancelled = false;
+        let ended = loop {
+            let said = tokio::select! {
+                done = &mut run => break done,
+                _ = context.ct.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    let _ = self.engine.stop_bot(&bot.id).await;
+                    continue;
+                }
+                event = events.recv() => match event {
+                    Ok(RunEvent::Tool { bot: b, call, .. }) if b == bot.id && call.status == botdesk_core::CallStatus::Running => {
+                        format!("{} {}", call.name, call.arguments.chars().take(200).collect::<String>())
+                    }
+                    Ok(RunEvent::Message { bot: b, item }) if b == bot.id && item.role == botdesk_core::MessageRole::Assistant && !item.text.trim().is_empty() => {
+                        answer = item.text.clone();
+                        item.text.chars().take(200).collect()
+                    }
+                    _ => continue,
+                },
+            };
+            steps += 1;
+            if let Some(token) = &token {
+                let note = rmcp::model::ProgressNotificationParam::new(token.clone(), steps as f64).with_message(said);
+                let _ = context.peer.notify_progress(note).await;
+            }
+        };
+        match ended {
+            Ok(Ok(run)) if run.status == botdesk_core::RunStatus::Completed => {
+                text_result(&format!("{} completed the task (run {}).\n{answer}", bot.name, run.id))
+            }
+            Ok(Ok(run)) => tool_error(&format!("the run {} ended {}: {}\n{answer}", run.id, run.status, run.error.unwrap_or_default())),
+            Ok(Err(e)) => tool_error(&e.to_string()),
+            Err(e) => tool_error(&format!("the run's task failed: {e}")),
+        }
+    }
+
+    /// The bot named (or with the id) in the call's `bot` argument.
+    async fn bot(&self, args: &Map<String, Value>) -> Result<botdesk_engine::BotView, CallToolResult> {
+        let Some(name) = args.get("bot").and_then(Value::as_str) else {
+            return Err(tool_error("missing \"bot\": the name (or id) of the bot to use; list_bots lists them"));
+        };
+        match self.engine.list_bots().await {
+            Ok(bots) => bots
+                .into_iter()
+                .find(|b| b.name == name || b.id == name)
+                .ok_or_else(|| tool_error(&format!("there is no bot named {name:?}; list_bots lists them"))),
+            Err(e) => Err(tool_error(&e.to_string())),
+        }
+    }
+
     async fn create_bot(&self, args: &Map<String, Value>) -> CallToolResult {
         let Some(name) = args.get("name").and_then(Value::as_str) else {
             return tool_error("missing \"name\": the new bot's name");
@@ -265,6 +410,19 @@ fn tools() -> Vec<Tool> {
             })),
         ),
     ];
+    tools.push(Tool::new(
+        "run_task",
+        "Hands a task to the bot's own model (set in Botdesk) and waits until its run ends; each step is sent as a progress \
+         notification, and the result is the bot's last answer. Cancelling the call stops the run.",
+        object(json!({
+            "type": "object",
+            "properties": {
+                "bot": {"type": "string", "description": "the bot's name or id (list_bots)"},
+                "task": {"type": "string", "description": "what to do, in words"}
+            },
+            "required": ["bot", "task"]
+        })),
+    ));
     let specs = specs(CoordSpace::Pixels);
     for (name, kind) in OFFERED {
         let Some(spec) = specs.iter().find(|s| s.kind == *kind) else { continue };
@@ -293,6 +451,23 @@ fn result(out: SessionOutput) -> CallToolResult {
     } else {
         CallToolResult::success(content)
     }
+}
+
+/// A URI with its `%XX` escapes decoded (None when they do not make UTF-8).
+fn percent_decoded(uri: &str) -> Option<String> {
+    let (bytes, mut out) = (uri.as_bytes(), Vec::with_capacity(uri.len()));
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn text_result(text: &str) -> CallToolResult {

@@ -755,15 +755,56 @@ fn control_take_pause_and_release_note_from_another_process() {
 /// the bot back (the person's note reaches it). The chat says who drove the bot.
 #[test]
 fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
     let python = std::env::var("BOTDESK_TEST_MCP_PYTHON").expect("`cargo xtask test` sets BOTDESK_TEST_MCP_PYTHON (a venv with the MCP SDK)");
     let data = Data::new();
-    data.json(&["bot", "create", "driven"]);
+    // The bot's own model, handed a task over MCP (`run_task`), uses the MCP server the client
+    // added to the bot, which runs inside the bot's computer.
+    let said = |s: &Seen, what: &str| s.results.iter().find(|r| r.text.contains(what)).map(|_| ()).ok_or(format!("no result says {what:?}: {:?}", s.results));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let model = rt.block_on(ScriptedServer::start(vec![
+        Step::check(
+            |s| {
+                let tools = s.body["tools"].to_string();
+                match (tools.contains("\"notes__shout\""), tools.contains("\"remote__shout\""), tools.contains("broken__")) {
+                    (true, true, false) => Ok(()),
+                    _ => Err(format!("the notes and remote tools (and no broken ones) are not offered: {tools}")),
+                }
+            },
+            Reply::call("notes__shout", serde_json::json!({"text": "hello from the model"})),
+        ),
+        Step::check(move |s| said(s, "HELLO FROM THE MODEL!"), Reply::call("notes__flood", serde_json::json!({}))),
+        Step::check(
+            |s| match s.results.first() {
+                Some(r) if r.text.contains("[cut: showing the first") && r.text.chars().count() <= 12_000 => Ok(()),
+                r => Err(format!("the flood was not cut: {:?}", r.map(|r| r.text.len()))),
+            },
+            Reply::call("notes__whoami", serde_json::json!({})),
+        ),
+        Step::check(move |s| said(s, "uid=1000"), Reply::call("remote__shout", serde_json::json!({"text": "over http"}))),
+        Step::check(move |s| said(s, "OVER HTTP!"), Reply::text("The notes server answered.")),
+    ]));
+    data.scripted_model("mcp-model", &model, botdesk_agent::Wire::Anthropic, "sk-mcp-test-key-123456");
+    data.json(&["bot", "create", "driven", "--model", "mcp-model"]);
     data.json(&["bot", "create", "held"]);
+    // Servers a bot cannot have are refused, saying why.
+    let bad = data.run(&["bot", "mcp", "add", "driven", "no.dots", "--", "true"]);
+    assert!(!bad.status.success() && stderr(&bad).contains("cannot name an MCP server"), "{}", stderr(&bad));
+    let bad = data.run(&["bot", "mcp", "add", "driven", "nothing"]);
+    assert!(!bad.status.success() && stderr(&bad).contains("command"), "{}", stderr(&bad));
     let script = data.path().join("client.py");
     std::fs::write(&script, MCP_CLIENT).unwrap();
     let out = Command::new(&python).arg(&script).arg(BIN).arg(data.path()).output().unwrap();
     assert!(out.status.success(), "the MCP client failed over stdio:\n{}\n{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).ends_with("all checks passed\n"), "{}", stdout(&out));
+    assert_eq!(model.failures(), Vec::<String>::new());
+    assert_eq!(model.requests().len(), 5);
+    let listed = data.json(&["bot", "mcp", "ls", "driven"]);
+    assert_eq!(listed["servers"].as_array().map(Vec::len), Some(3), "{listed}");
+    // The server that could not start is said in the chat; the run went on without it.
+    let chat = data.json(&["chat", "driven"]).to_string();
+    assert!(chat.contains("The MCP server \\\"broken\\\" did not start") && chat.contains("no such server here"), "{chat}");
+    assert!(data.run(&["bot", "mcp", "rm", "driven", "broken"]).status.success());
 
     // The same over streamable HTTP, on a loopback port, with the bearer token it printed (also in
     // a file only the person reads); a request without it reaches nothing.
@@ -808,7 +849,8 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
 }
 
 const MCP_CLIENT: &str = r#"
-import asyncio, base64, contextlib, json, struct, subprocess, sys
+import asyncio, base64, contextlib, json, os, struct, subprocess, sys, time
+import mcp
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -833,7 +875,8 @@ async def transport():
             async with streamable_http_client(url, http_client=http) as streams:
                 yield streams[0], streams[1]
     else:
-        async with stdio_client(StdioServerParameters(command=BIN, args=["--data-dir", DATA, "mcp"])) as (r, w):
+        # The SDK starts a server with a few variables only: this one needs the test's keyring.
+        async with stdio_client(StdioServerParameters(command=BIN, args=["--data-dir", DATA, "mcp"], env=dict(os.environ))) as (r, w):
             yield r, w
 
 async def main():
@@ -892,7 +935,88 @@ async def main():
             assert gave.returncode == 0, gave.stderr
             back = await s.call_tool("shell", {"bot": "driven", "command": "echo back"})
             assert not back.is_error and "back" in text(back) and "all yours again" in text(back), text(back)
+
+            # Resources: each bot's screen and files, read without holding it.
+            uris = {str(r.uri) for r in (await s.list_resources()).resources}
+            assert {"botdesk://driven/screen", "botdesk://driven/files/", "botdesk://held/screen"} <= uris, uris
+            screen = (await s.read_resource("botdesk://driven/screen")).contents[0]
+            assert screen.mime_type == "image/png" and base64.b64decode(screen.blob)[:4] == b"\x89PNG", screen.mime_type
+            note = (await s.read_resource("botdesk://driven/files/notes/mcp.txt")).contents[0]
+            assert note.text == "written over MCP ¿sí?", note
+            listing = (await s.read_resource("botdesk://driven/files/notes/")).contents[0]
+            assert "mcp.txt" in listing.text, listing.text
+            try:
+                await s.read_resource("botdesk://driven/elsewhere")
+                raise AssertionError("an unknown resource was read")
+            except mcp.MCPError as e:
+                assert "not a Botdesk resource" in str(e), e
+
+            if not HTTP:
+                await bot_mcp_server(s)
     print("all checks passed")
+
+# An MCP server of the bot's own, written with this SDK, run inside the bot's computer: a run the
+# client hands over (run_task) is offered its tools, and it ends with the run.
+SERVER = '''
+import os, socket, sys
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("notes")
+@server.tool()
+def shout(text: str) -> str:
+    "Says the text louder."
+    return text.upper() + "!"
+@server.tool()
+def whoami() -> str:
+    "Where this server runs."
+    return f"host={socket.gethostname()} uid={os.getuid()} cwd={os.getcwd()}"
+@server.tool()
+def flood() -> str:
+    "A lot of text."
+    return "blah " * 20000
+if sys.argv[1:2] == ["http"]:
+    server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+else:
+    server.run()
+'''
+
+async def bot_mcp_server(s):
+    bots = json.loads(botdesk("--json", "bot", "list").stdout)["bots"]
+    computer = next(b["computer"]["id"] for b in bots if b["name"] == "driven")
+    container = subprocess.run(["docker", "ps", "-q", "--filter", f"label=botdesk.computer={computer}"], capture_output=True, text=True).stdout.split()[0]
+    # The computer cannot reach PyPI: the SDK this client runs on is copied in.
+    site = os.path.dirname(os.path.dirname(mcp.__file__))
+    subprocess.run(["docker", "cp", site + "/.", f"{container}:/opt/mcp-sdk"], check=True, capture_output=True)
+    wr = await s.call_tool("write_file", {"bot": "driven", "path": "notes_server.py", "content": SERVER})
+    assert not wr.is_error, text(wr)
+    added = botdesk("bot", "mcp", "add", "driven", "notes", "--", "env", "PYTHONPATH=/opt/mcp-sdk", "python3", "notes_server.py")
+    assert added.returncode == 0, added.stderr
+    added = botdesk("bot", "mcp", "add", "driven", "broken", "--", "sh", "-c", "echo no such server here >&2; exit 3")
+    assert added.returncode == 0, added.stderr
+    # A server reached by its address, from inside the computer: here the same one on HTTP,
+    # started in the computer (the only place a run's bridge can reach in this test).
+    up = await s.call_tool("shell", {"bot": "driven", "command": "(setsid env PYTHONPATH=/opt/mcp-sdk python3 notes_server.py http 8931 >http.log 2>&1 </dev/null &); "
+        "for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8931/mcp && exit 0; sleep 0.1; done; cat http.log; exit 1"})
+    assert not up.is_error, text(up)
+    added = botdesk("bot", "mcp", "add", "driven", "remote", "--url", "http://127.0.0.1:8931/mcp")
+    assert added.returncode == 0, added.stderr
+
+    steps = []
+    async def progress(done, total, message):
+        steps.append(message or "")
+    ran = await s.call_tool("run_task", {"bot": "driven", "task": "Use your notes server."}, progress_callback=progress)
+    assert not ran.is_error and "The notes server answered." in text(ran), text(ran)
+    assert any(m.startswith("notes__shout") for m in steps), steps
+    # It ran inside the computer, as the bot, in its folder; it ended with the run.
+    hostname = subprocess.run(["docker", "inspect", "-f", "{{.Config.Hostname}}", container], capture_output=True, text=True).stdout.strip()
+    activity = botdesk("--json", "activity", "driven").stdout
+    assert f"host={hostname} uid=1000" in activity, activity
+    for _ in range(50):
+        left = subprocess.run(["docker", "exec", container, "pgrep", "-f", "^python3 notes_server.py$|botdesk-mcp-http"], capture_output=True, text=True)
+        if left.returncode == 1:
+            break
+        time.sleep(0.2)
+    assert left.returncode == 1, f"the servers outlived their run: {left.stdout}"
+
 
 asyncio.run(main())
 "#;

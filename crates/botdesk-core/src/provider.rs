@@ -360,6 +360,12 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "open_shell")
     }
     /// Tells a shell's terminal its new size.
+    /// Starts a long-lived command whose stdin and stdout are pipes (an MCP server on stdio), as
+    /// the bot, in `req.cwd`, tagged like every command of `ctx` (`req.timeout` and `req.stdin`
+    /// are not used). It ends, with everything it started, when its session's `input` is dropped.
+    async fn open_pipe(&self, _computer: &ComputerRef, _req: ExecRequest, _ctx: &CallCtx) -> Result<PipeSession> {
+        unsupported(self.kind(), "open_pipe")
+    }
     async fn resize_shell(&self, _computer: &ComputerRef, _id: &str, _cols: u16, _rows: u16) -> Result<()> {
         unsupported(self.kind(), "resize_shell")
     }
@@ -418,6 +424,13 @@ pub struct HomeOut {
 pub struct ShellSession {
     pub id: String,
     pub output: tokio::sync::mpsc::Receiver<Bytes>,
+    pub input: tokio::sync::mpsc::Sender<Bytes>,
+}
+
+/// A command on pipes (see [`SandboxProvider::open_pipe`]): its stdout and stderr as they come
+/// (closed once it ended), and its stdin. Dropping `input` ends it and everything it started.
+pub struct PipeSession {
+    pub output: tokio::sync::mpsc::Receiver<ExecOutput>,
     pub input: tokio::sync::mpsc::Sender<Bytes>,
 }
 

@@ -185,6 +185,53 @@ impl SandboxProvider for DockerProvider {
         Ok(ShellSession { id: exec_id, output: out_rx, input: in_tx })
     }
 
+    async fn open_pipe(&self, c: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<PipeSession> {
+        req.validate()?;
+        let container = self.running_container(c).await?;
+        let tag = uuid::Uuid::new_v4().simple().to_string();
+        let tags = tags_of(&tag, ctx);
+        let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        env.extend(tags.iter().cloned());
+        env.push(format!("HOME={HOME}"));
+        if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
+            env.push(format!("DISPLAY=:{n}"));
+        }
+        let argv = spec::kept(&req.cwd.in_computer(), &tags, req.argv);
+        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, false).await?;
+        let (out_tx, out_rx) = tokio::sync::mpsc::channel::<ExecOutput>(64);
+        let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+        let docker = self.client().await?.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            loop {
+                tokio::select! {
+                    item = output.next() => {
+                        let (stream, data) = match item {
+                            Some(Ok(LogOutput::StdOut { message })) => (StreamKind::Stdout, message),
+                            Some(Ok(LogOutput::StdErr { message })) => (StreamKind::Stderr, message),
+                            Some(Ok(_)) => continue,
+                            Some(Err(_)) | None => break,
+                        };
+                        if out_tx.send(ExecOutput { stream, data }).await.is_err() {
+                            break;
+                        }
+                    }
+                    data = in_rx.recv() => match data {
+                        Some(d) => {
+                            if input.write_all(&d).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                }
+            }
+            // Its owner let go, or it ended: nothing it started lives on.
+            kill_tagged(&docker, &container, &exec_id, &tag).await;
+        });
+        Ok(PipeSession { output: out_rx, input: in_tx })
+    }
+
     async fn resize_shell(&self, _c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
         let docker = self.client().await?;
         docker.resize_exec(id, bollard::exec::ResizeExecOptions { height: rows.max(1), width: cols.max(1) }).await.map_err(docker_err)

@@ -21,7 +21,7 @@ pub use botdesk_core::{
     RunFailure, RunStatus, Usage, WorkspacePath,
 };
 pub use botdesk_docker::image::BuildProgress;
-pub use botdesk_store::{ActivityRow, ControlLease, Question};
+pub use botdesk_store::{ActivityRow, BotMcpServer, ControlLease, Question};
 
 /// A bot with its state, as the app's sidebar lists it and its `bots-changed` event carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -146,6 +146,7 @@ pub fn typescript() -> String {
         Budget,
         Usage,
         BotSpend,
+        BotMcpServer,
         ControlLease,
         MessageRole,
         CallStatus,

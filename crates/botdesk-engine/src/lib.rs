@@ -14,6 +14,7 @@ mod history;
 mod home_store;
 mod hosts;
 mod leases;
+mod mcp_servers;
 mod models;
 mod paths;
 mod route;
@@ -30,7 +31,7 @@ pub use botdesk_core::{action, Budget, ImageFormat, Limits, Observation, Prices,
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 pub use botdesk_docker::image::BuildProgress;
-pub use botdesk_store::{ActivityRow, ControlLease, ExecLease, Question, Reservation, Run};
+pub use botdesk_store::{ActivityRow, BotMcpServer, ControlLease, ExecLease, Question, Reservation, Run};
 pub use bots::{BotState, BotStatus, BotView, ComputerBrief, RunHold};
 pub use calibrate::{find_targets as calibrate_targets, Calibration, Fit, Try, FITS_WITHIN, TARGETS};
 pub use checkpoint::CheckpointReport;

@@ -134,6 +134,9 @@ impl SandboxProvider for HostRouter {
     async fn resize_shell(&self, c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
         routed!(self, &c.host, resize_shell(c, id, cols, rows))
     }
+    async fn open_pipe(&self, c: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<PipeSession> {
+        routed!(self, &c.host, open_pipe(c, req, ctx))
+    }
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
         routed!(self, &c.host, exec(c, req, out, ctx))
     }

@@ -152,6 +152,9 @@ impl SandboxProvider for Faulty {
     async fn resize_shell(&self, c: &ComputerRef, id: &str, cols: u16, rows: u16) -> Result<()> {
         self.inner.resize_shell(c, id, cols, rows).await
     }
+    async fn open_pipe(&self, c: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<PipeSession> {
+        self.inner.open_pipe(c, req, ctx).await
+    }
     async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
         self.inner.kill_tagged(c, key, value).await
     }

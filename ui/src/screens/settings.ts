@@ -113,6 +113,108 @@ export async function openBudget(b: BotRow) {
   modal(`Budget of ${b.name}`, form);
 }
 
+/** The words of a command line: split at spaces, with '…' and "…" keeping spaces (and \ the next
+ *  character); null when a quote is left open. */
+export function commandWords(line: string): string[] | null {
+  const words: string[] = [];
+  let word: string | null = null;
+  let quote: string | null = null;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (quote) {
+      if (c === quote) quote = null;
+      else if (c === "\\" && quote === '"' && i + 1 < line.length) word = (word ?? "") + line[++i];
+      else word = (word ?? "") + c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      word ??= "";
+    } else if (c === "\\" && i + 1 < line.length) {
+      word = (word ?? "") + line[++i];
+    } else if (/\s/.test(c)) {
+      if (word !== null) words.push(word);
+      word = null;
+    } else {
+      word = (word ?? "") + c;
+    }
+  }
+  if (quote) return null;
+  if (word !== null) words.push(word);
+  return words;
+}
+
+/** A command as one would type it: a word with spaces or quotes in single quotes. */
+function shownCommand(words: string[]): string {
+  return words.map((w) => (w === "" || /[\s'"\\]/.test(w) ? `'${w.replace(/'/g, "'\\''")}'` : w)).join(" ");
+}
+
+/** A bot's MCP servers: each starts in the bot's computer, as the bot, for each of its runs, and
+ *  its tools are offered to the model as SERVER__TOOL. Add one by command or by address; remove. */
+export async function openMcpServers(b: BotRow) {
+  const list = el("ul", { class: "mcp-servers", id: "mcp-servers" });
+  const msg = el("p", { class: "muted", id: "mcp-message" }, "From the bot's next run on. Put no secret in a command: every process of the computer can read it.");
+  const show = async () => {
+    const servers = await api.botMcpServers(b.id).catch((e) => {
+      msg.textContent = errorMessage(e);
+      msg.className = "error";
+      return [];
+    });
+    list.replaceChildren(
+      ...(servers.length
+        ? servers.map((s) =>
+            el(
+              "li",
+              { "data-mcp-server": s.name },
+              el("strong", {}, s.name),
+              el("code", {}, s.url ?? shownCommand(s.command)),
+              button("Remove", { class: "ghost small", title: `Remove ${s.name}` }, async () => {
+                try {
+                  await api.removeBotMcpServer(b.id, s.name);
+                  await show();
+                } catch (e) {
+                  msg.textContent = errorMessage(e);
+                  msg.className = "error";
+                }
+              }),
+            ),
+          )
+        : [el("li", { class: "muted" }, "No MCP servers yet.")]),
+    );
+  };
+  const name = el("input", { name: "name", id: "mcp-name", placeholder: "notes", required: "", title: "Letters, digits and -, at most 20" }) as HTMLInputElement;
+  const how = el("input", { name: "how", id: "mcp-how", placeholder: "python3 notes_server.py   or   https://example.org/mcp", required: "" }) as HTMLInputElement;
+  const form = el(
+    "form",
+    { class: "settings mcp-form" },
+    el("label", { class: "field" }, el("span", {}, "Name"), name, el("small", {}, "Its tools are offered as NAME__TOOL.")),
+    el("label", { class: "field" }, el("span", {}, "Command or address"), how, el("small", {}, "A command runs on stdio in the bot's folder; an http(s) address is called from inside the computer.")),
+    el("button", { type: "submit", class: "primary" }, "Add server"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const line = how.value.trim();
+    const remote = /^https?:\/\//.test(line);
+    const words = remote ? [] : commandWords(line);
+    if (words === null) {
+      msg.textContent = "A quote in the command is not closed.";
+      msg.className = "error";
+      return;
+    }
+    try {
+      await api.addBotMcpServer(b.id, name.value.trim(), words, remote ? line : null);
+      msg.textContent = `${b.name} uses ${name.value.trim()} from its next run on.`;
+      msg.className = "ok";
+      form.reset();
+      await show();
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  await show();
+  modal(`MCP servers of ${b.name}`, list, form);
+}
+
 /** A model's context window, output per call and coordinate space, saved or back to its family's defaults. */
 function limitsForm(m: ModelRow, now: Limits, done: () => Promise<void>): HTMLElement {
   const num = (name: "context_window" | "max_output", label: string, hint: string) =>

@@ -24,6 +24,8 @@ pub(super) struct RunHost {
     /// Each look says the address of the page when the bot's browser is in front (OpenAI's
     /// computer use checks it).
     pub(super) page_urls: bool,
+    /// The bot's MCP servers, started for this run.
+    pub(super) mcp: crate::mcp_servers::RunMcp,
 }
 
 impl RunHost {
@@ -61,8 +63,13 @@ impl RunHost {
 
     /// Starts an activity entry; losing it never fails the tool.
     pub(super) async fn activity(&self, tool: ToolKind, target: &str, status: ActivityStatus) -> Option<i64> {
+        self.activity_named(tool.name(), target, status).await
+    }
+
+    /// [`Self::activity`] of a tool by name (an MCP server's).
+    pub(super) async fn activity_named(&self, tool: &str, target: &str, status: ActivityStatus) -> Option<i64> {
         let target = self.redactor.redact(target);
-        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), tool.name(), &target, status, self.engine.now()).await {
+        match self.engine.inner.store.add_activity(&self.bot.id, Some(&self.run.id), tool, &target, status, self.engine.now()).await {
             Ok(id) => {
                 self.push_activity(id).await;
                 Some(id)
@@ -390,6 +397,14 @@ impl Host for RunHost {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
+            Tool::Mcp { name, arguments } => {
+                let target: String = serde_json::Value::Object(arguments.clone()).to_string().chars().take(500).collect();
+                let entry = self.activity_named(&name, &target, ActivityStatus::Running).await;
+                let out = self.mcp.call(&name, arguments, cancel).await;
+                let status = if out.is_error { ActivityStatus::Error } else { ActivityStatus::Done };
+                self.finish_activity(entry, status, None, &out.text).await;
+                out
+            }
         };
         out.text = self.redactor.redact(&out.text);
         if out.is_error {

@@ -129,6 +129,8 @@ impl Engine {
         let cancel = CancellationToken::new();
         self.inner.runs.cancels.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history = self.earlier_runs(&bot.id).await?;
+        // The bot's MCP servers start in its computer now and end with the run.
+        let (mcp, mcp_tools, mcp_notes) = self.start_mcp_servers(&bot, &run.id).await;
         let host = RunHost {
             engine: self.clone(),
             bot: bot.clone(),
@@ -142,15 +144,20 @@ impl Engine {
             coords,
             prices,
             page_urls: matches!(client.config().dialect, botdesk_agent::Dialect::OpenAiComputer(_)),
+            mcp,
         };
         // What "Undo this run's file changes" goes back to.
         self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;
+        for note in &mcp_notes {
+            host.message(MessageRole::System, note).await;
+        }
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
-        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords };
+        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords, mcp_tools };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
+        host.mcp.close().await;
         self.inner.runs.cancels.lock().unwrap().remove(&run.id);
         let fatal = host.fatal.lock().unwrap().clone();
         // A question the run left waiting is answered by nobody now.

@@ -62,6 +62,7 @@ impl Engine {
             coords: action::CoordSpace::Pixels,
             prices: None,
             page_urls: false,
+            mcp: Default::default(),
         });
         self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;

@@ -84,6 +84,7 @@ async fn one(context: ContextPolicy) -> Tokens {
         budget: Default::default(),
         prices: None,
         coords: Default::default(),
+        mcp_tools: vec![],
     };
     let end = botdesk_agent::run(&client, &host, &rc, vec![], "Work through the form on the screen.", &CancellationToken::new()).await;
     assert_eq!(end, RunEnd::Completed("Done.".into()));

@@ -79,7 +79,62 @@ pub async fn run(dir: &Path) -> Vec<Row> {
         }
         rows.push(Row { what, ours: median(ours), anchor_name, anchor: median(anchor), n: N });
     }
+    rows.extend(mcp(&data, shot).await);
     let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
     engine.destroy_computer(computer.as_str()).await.unwrap();
     rows
+}
+
+/// `botdesk mcp` already running (a client started it and initialized): a `screenshot` call's
+/// round trip beside `botdesk screenshot` as a whole process, and one click's (`act`) beside one
+/// `botdesk act` process. The client is the official Rust SDK's, over the server's stdin and stdout.
+async fn mcp(data: &Path, shot: &str) -> Vec<Row> {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+    use rmcp::ServiceExt;
+    const N: usize = 30;
+    let server = tokio::process::Command::new(cli_binary()).configure(|c| {
+        c.arg("--data-dir").arg(data).arg("mcp");
+    });
+    let client = ().serve(TokioChildProcess::new(server).expect("start botdesk mcp")).await.expect("MCP initialize");
+    let call = |name: &'static str, args: serde_json::Value| {
+        let client = &client;
+        async move {
+            let t = Instant::now();
+            let r = client.call_tool(CallToolRequestParams::new(name).with_arguments(args.as_object().unwrap().clone())).await.expect("MCP call");
+            assert_ne!(r.is_error, Some(true), "{name}: {:?}", r.content);
+            t.elapsed()
+        }
+    };
+    // Clicks alternate between two points, so each one moves the pointer and changes the screen;
+    // the settle time is 0 on both sides (the CLI's act waits for the screen otherwise).
+    let click = |i: usize| serde_json::json!([{"type": "click", "x": 100 + 200 * (i % 2), "y": 100}]);
+    call("screenshot", serde_json::json!({"bot": "clibench"})).await;
+    time_cli(data, &["screenshot", "clibench", shot]);
+    let (mut shots, mut shot_anchor, mut clicks, mut click_anchor) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..N {
+        shots.push(call("screenshot", serde_json::json!({"bot": "clibench"})).await);
+        shot_anchor.push(time_cli(data, &["screenshot", "clibench", shot]));
+    }
+    for i in 0..N {
+        clicks.push(call("act", serde_json::json!({"bot": "clibench", "actions": click(i), "settle_ms": 0})).await);
+        click_anchor.push(time_cli(data, &["act", "clibench", &click(i + 1).to_string(), "--settle-ms", "0"]));
+    }
+    let _ = client.cancel().await;
+    vec![
+        Row {
+            what: "MCP `screenshot`, round trip over stdio, the server running (target ≤ 0.5×)",
+            ours: median(shots),
+            anchor_name: "`botdesk screenshot BOT out.png`, whole process",
+            anchor: median(shot_anchor),
+            n: N,
+        },
+        Row {
+            what: "MCP `act` (one click, no settle; it answers with the screen after), round trip over stdio",
+            ours: median(clicks),
+            anchor_name: "`botdesk act BOT '[click]' --settle-ms 0`, whole process",
+            anchor: median(click_anchor),
+            n: N,
+        },
+    ]
 }

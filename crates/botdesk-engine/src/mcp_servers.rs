@@ -126,22 +126,7 @@ impl Engine {
         let display = self.display_of(&computer.id, &bot.id).await.map_err(|e| e.message)?;
         let ctx = CallCtx { run: Some(run_id.to_string()), display, ..CallCtx::for_bot(&bot.id) };
         let pipe = self.inner.provider.open_pipe(&cref, ExecRequest::new(argv).cwd(cwd), &ctx).await.map_err(|e| e.to_string())?;
-        let (server, io) = McpServer::connect(&s.name, pipe);
-        let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("botdesk", env!("CARGO_PKG_VERSION")));
-        let started = async {
-            let client = info.serve(io).await.map_err(|e| format!("it did not answer initialize ({e})"))?;
-            let tools = client.peer().list_all_tools().await.map_err(|e| format!("it did not list its tools ({e})"))?;
-            Ok::<_, String>((client, tools))
-        };
-        // Dropped on failure, the server's pipes close and the computer ends it.
-        match tokio::time::timeout(START_TIMEOUT, started).await {
-            Ok(Ok((client, tools))) => {
-                *server.client.lock().unwrap() = Some(Arc::new(client));
-                Ok((server, tools))
-            }
-            Ok(Err(why)) => Err(server.ended_or(&why)),
-            Err(_) => Err(format!("it did not list its tools within {} s", START_TIMEOUT.as_secs())),
-        }
+        McpServer::start(&s.name, pipe).await
     }
 }
 
@@ -264,6 +249,26 @@ struct McpServer {
 }
 
 impl McpServer {
+    /// Speaks MCP over a started command's pipes: `initialize`, then its tools listed, within
+    /// [`START_TIMEOUT`]. Dropped on failure, its pipes close and the computer ends it.
+    async fn start(name: &str, pipe: botdesk_core::PipeSession) -> std::result::Result<(McpServer, Vec<rmcp::model::Tool>), String> {
+        let (server, io) = McpServer::connect(name, pipe);
+        let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("botdesk", env!("CARGO_PKG_VERSION")));
+        let started = async {
+            let client = info.serve(io).await.map_err(|e| format!("it did not answer initialize ({e})"))?;
+            let tools = client.peer().list_all_tools().await.map_err(|e| format!("it did not list its tools ({e})"))?;
+            Ok::<_, String>((client, tools))
+        };
+        match tokio::time::timeout(START_TIMEOUT, started).await {
+            Ok(Ok((client, tools))) => {
+                *server.client.lock().unwrap() = Some(Arc::new(client));
+                Ok((server, tools))
+            }
+            Ok(Err(why)) => Err(server.ended_or(&why)),
+            Err(_) => Err(format!("it did not list its tools within {} s", START_TIMEOUT.as_secs())),
+        }
+    }
+
     /// Joins the command's pipes to one end of a byte stream, and returns the other, for the
     /// client: the command's stdout comes out of it (a message over [`MAX_MESSAGE`] ends the
     /// command), what the client writes into it goes to the command's stdin.
@@ -363,6 +368,74 @@ mod tests {
         assert_eq!(offered.iter().map(|t| t.name()).collect::<Vec<_>>(), ["notes__add"]);
         assert_eq!(offered[0].schema["type"], "object");
         assert_eq!(skipped.len(), 2, "{skipped:?}");
+    }
+
+    /// A server in this process, on the pipes a computer's command would have: it answers
+    /// `initialize` and `tools/list` (one tool, `echo`), then `act(call)` for each tool call
+    /// (what it writes to stdout, to stderr, and whether it ends there).
+    fn fake_server(act: impl Fn(&Value) -> (Vec<u8>, &'static str, bool) + Send + 'static) -> botdesk_core::PipeSession {
+        let (out_tx, output) = tokio::sync::mpsc::channel::<ExecOutput>(64);
+        let (input, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            while let Some(chunk) = in_rx.recv().await {
+                buf.extend_from_slice(&chunk);
+                while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=i).collect();
+                    let msg: Value = serde_json::from_slice(&line).unwrap();
+                    let reply = |result: Value| ExecOutput {
+                        stream: StreamKind::Stdout,
+                        data: Bytes::from(format!("{}\n", serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": result}))),
+                    };
+                    let sent = match msg["method"].as_str() {
+                        Some("initialize") => out_tx.send(reply(serde_json::json!({"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": {"name": "fake", "version": "1"}}))).await,
+                        Some("tools/list") => out_tx.send(reply(serde_json::json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}))).await,
+                        Some("tools/call") => {
+                            let (stdout, stderr, ends) = act(&msg);
+                            let _ = out_tx.send(ExecOutput { stream: StreamKind::Stderr, data: Bytes::from(stderr) }).await;
+                            let _ = out_tx.send(ExecOutput { stream: StreamKind::Stdout, data: Bytes::from(stdout) }).await;
+                            if ends {
+                                return;
+                            }
+                            Ok(())
+                        }
+                        _ => Ok(()),
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        botdesk_core::PipeSession { output, input }
+    }
+
+    /// A server that crashes during a call, or floods, fails that call with what happened (its
+    /// last words on stderr); the other server of the run still answers.
+    #[tokio::test]
+    async fn a_server_that_crashes_or_floods_fails_only_its_calls() {
+        let echo = |msg: &Value| {
+            let text = msg["params"]["arguments"]["text"].as_str().unwrap_or("").to_string();
+            let answer = serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "result": {"content": [{"type": "text", "text": text}]}});
+            (format!("{answer}\n").into_bytes(), "", false)
+        };
+        let (good, tools) = McpServer::start("good", fake_server(echo)).await.unwrap();
+        assert_eq!(offer("good", tools).0[0].name(), "good__echo");
+        let (crashing, _) = McpServer::start("crashing", fake_server(|_| (vec![], "Traceback: boom\n", true))).await.unwrap();
+        let (flooding, _) = McpServer::start("flooding", fake_server(|_| (vec![b'x'; MAX_MESSAGE + 10], "", false))).await.unwrap();
+        let run = RunMcp { servers: vec![good, crashing, flooding] };
+        let cancel = CancellationToken::new();
+        let args = |t: &str| serde_json::json!({"text": t}).as_object().unwrap().clone();
+
+        let out = run.call("crashing__echo", args("a"), &cancel).await;
+        assert!(out.is_error && out.text.contains("\"crashing\" is not running: it ended; the end of its stderr: Traceback: boom"), "{}", out.text);
+        let out = run.call("flooding__echo", args("a"), &cancel).await;
+        assert!(out.is_error && out.text.contains("sent a message over 4 MiB"), "{}", out.text);
+        let out = run.call("good__echo", args("still here"), &cancel).await;
+        assert!(!out.is_error && out.text == "still here", "{}", out.text);
+        let out = run.call("nobody__echo", args("a"), &cancel).await;
+        assert!(out.is_error && out.text.contains("not running in this run"), "{}", out.text);
+        run.close().await;
     }
 
     #[test]

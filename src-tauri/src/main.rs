@@ -210,10 +210,18 @@ async fn set_clipboard(engine: State<'_, Engine>, bot: String, text: String) -> 
     engine.set_clipboard(&bot, &text).await
 }
 
-/// The bot's clipboard text (its screen said it changed), for the person's.
+/// The bot's clipboard text onto the person's clipboard, when they asked (Ctrl+C on its screen,
+/// or Copy from bot); returns it. The shell writes it: the webview may write the clipboard only
+/// in the moment of a click, and the text comes from the computer after that moment.
 #[tauri::command]
-async fn bot_clipboard(engine: State<'_, Engine>, bot: String) -> Res<String> {
-    engine.clipboard_text(&bot).await
+async fn copy_bot_clipboard(app: tauri::AppHandle, engine: State<'_, Engine>, bot: String) -> Res<String> {
+    let text = engine.clipboard_text(&bot).await?;
+    if !text.is_empty() {
+        let copy = text.clone();
+        app.run_on_main_thread(move || gtk::Clipboard::get(&gtk::gdk::SELECTION_CLIPBOARD).set_text(&copy))
+            .map_err(|e| EngineError::new(botdesk_engine::ErrorCode::Internal, format!("could not reach your clipboard: {e}")))?;
+    }
+    Ok(text)
 }
 
 /// A bot's screen in a window of its own (several at once, one per bot): the same app page
@@ -433,7 +441,7 @@ fn main() {
             close_screen,
             open_screen_window,
             set_clipboard,
-            bot_clipboard,
+            copy_bot_clipboard,
             browser_view,
             browser_go,
             take_control,

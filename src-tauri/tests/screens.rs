@@ -184,11 +184,19 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     screenshot("04c-bot-clipboard-waiting.png");
     d.click("#copy-bot-clipboard");
     d.wait_js("the bot's clipboard on the person's", "return window.__botdesk.clipboard.last === 'from the bot: Grüße 你好'", Duration::from_secs(15));
+    // On the desktop's own clipboard, as another program reads it, and nothing refused.
+    let x_clipboard = || {
+        let out = std::process::Command::new("xclip").args(["-o", "-selection", "clipboard"]).output().expect("xclip runs");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert_eq!(x_clipboard(), "from the bot: Grüße 你好");
+    assert_eq!(d.js("return document.querySelector('#control-notice')?.textContent ?? ''"), "", "a notice after the copy");
     // Ctrl+X (or Ctrl+C) on the bot's screen asks at once (the xterm takes ^X as a character).
     let (x, y) = typing_at(&d);
     xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1", "key", "ctrl+x"]);
     side.rt.block_on(side.engine.set_clipboard("tester", "cut by the person: ¿sí?")).unwrap();
     d.wait_js("a cut on the person's clipboard", "return window.__botdesk.clipboard.last === 'cut by the person: ¿sí?'", Duration::from_secs(15));
+    assert_eq!(x_clipboard(), "cut by the person: ¿sí?");
 
     // In control, the Terminal pane offers a real shell on the bot's computer, in its folder.
     d.click(".dock-button[data-pane=terminal]");

@@ -186,10 +186,9 @@ export function copyBotClipboard(v: Viewer) {
   v.botClipboardWaiting = false;
   if (state.activeTab === v.bot) changed("screen-bar");
   api
-    .botClipboard(v.bot)
+    .copyBotClipboard(v.bot)
     .then((text) => {
       clipboardFromBot.last = text;
-      if (text) return navigator.clipboard?.writeText(text);
     })
     .catch((e) => refused(v.bot, e));
 }

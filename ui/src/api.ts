@@ -83,7 +83,7 @@ export const api = {
   /** The person's clipboard text to the bot's (while they control its screen). */
   setClipboard: (bot: string, text: string) => invoke<void>("set_clipboard", { bot, text }),
   /** The bot's clipboard text. */
-  botClipboard: (bot: string) => invoke<string>("bot_clipboard", { bot }),
+  copyBotClipboard: (bot: string) => invoke<string>("copy_bot_clipboard", { bot }),
   /** Opens the bot's screen in a window of its own (or brings that window forward). */
   openScreenWindow: (bot: string) => invoke<void>("open_screen_window", { bot }),
   /** With `pause`, the bot's run pauses at its next step boundary first (this waits for it). */

@@ -35,7 +35,7 @@ static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::n
 /// The benchmarks' anchors beyond the test packages.
 const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-ping", "iproute2"];
 /// Extra packages the tests need: a display, screenshots, a Secret Service keyring, stock VNC
-/// clients, and a venv for the MCP Python SDK.
+/// clients, a venv for the MCP Python SDK, and a reader of the X clipboard.
 const TEST_PACKAGES: &[&str] = &[
     "xvfb",
     "imagemagick",
@@ -49,6 +49,7 @@ const TEST_PACKAGES: &[&str] = &[
     "vncsnapshot",
     "tigervnc-tools",
     "python3-venv",
+    "xclip",
 ];
 
 fn main() -> ExitCode {

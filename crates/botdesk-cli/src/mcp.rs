@@ -249,15 +249,7 @@ impl ServerHandler for Server {
         } else if let Some(path) = what.strip_prefix("files/") {
             if path.is_empty() || path.ends_with('/') {
                 let (dir, entries) = self.engine.files_list(bot, if path.is_empty() { "." } else { path }).await.map_err(failed)?;
-                let mut text = format!("{dir}:\n");
-                for f in &entries {
-                    let name = f.path.file_name().unwrap_or(".");
-                    match f.kind {
-                        botdesk_engine::FileKind::Dir => text.push_str(&format!("{name}/\n")),
-                        _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
-                    }
-                }
-                ResourceContents::text(text, uri.clone())
+                ResourceContents::text(botdesk_engine::listing_text(&dir, &entries), uri.clone())
             } else {
                 let data = self.engine.files_read(bot, path, READ_MAX).await.map_err(failed)?;
                 match String::from_utf8(data.to_vec()) {

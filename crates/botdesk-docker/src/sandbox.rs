@@ -145,42 +145,23 @@ impl SandboxProvider for DockerProvider {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let tags = tags_of(&tag, ctx);
         let mut env = tags.clone();
-        env.extend(["TERM=xterm-256color".into(), format!("HOME={HOME}")]);
+        env.extend(["TERM=xterm-256color".into(), format!("HOME={HOME}"), r"PS1=\u@\h:\w\$ ".into()]);
         if let Some(n) = ctx.display {
             env.push(format!("DISPLAY=:{n}"));
         }
-        let argv = spec::kept(&cwd.in_computer(), &tags, vec!["bash".into(), "-i".into()]);
-        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, true).await?;
+        // The person types here: no startup file runs, since a bot can write every one of the
+        // home's (a `.bashrc` that logs keystrokes, say).
+        let shell = ["bash", "--noprofile", "--norc", "-i"].map(String::from).to_vec();
+        let argv = spec::kept(&cwd.in_computer(), &tags, shell);
+        let (exec_id, output, input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
-        let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
-        let docker = self.client().await?.clone();
-        let id = exec_id.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            loop {
-                tokio::select! {
-                    item = output.next() => match item {
-                        Some(Ok(LogOutput::Console { message } | LogOutput::StdOut { message } | LogOutput::StdErr { message })) => {
-                            if out_tx.send(message).await.is_err() {
-                                break;
-                            }
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(_)) | None => break,
-                    },
-                    data = in_rx.recv() => match data {
-                        Some(d) => {
-                            if input.write_all(&d).await.is_err() {
-                                break;
-                            }
-                        }
-                        None => break,
-                    },
-                }
-            }
-            // The session is over (closed, or its shell exited): nothing it started lives on.
-            kill_tagged(&docker, &container, &id, &tag).await;
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
+        let running = Running { docker: self.client().await?.clone(), container, exec_id: exec_id.clone(), tag };
+        // A terminal's output is one stream.
+        running.pump(output, input, out_tx, in_rx, |o| match o {
+            LogOutput::Console { message } | LogOutput::StdOut { message } | LogOutput::StdErr { message } => Some(message),
+            _ => None,
         });
         Ok(ShellSession { id: exec_id, output: out_rx, input: in_tx })
     }
@@ -197,37 +178,14 @@ impl SandboxProvider for DockerProvider {
             env.push(format!("DISPLAY=:{n}"));
         }
         let argv = spec::kept(&req.cwd.in_computer(), &tags, req.argv);
-        let (exec_id, mut output, mut input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, false).await?;
+        let (exec_id, output, input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, false).await?;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<ExecOutput>(64);
-        let (in_tx, mut in_rx) = tokio::sync::mpsc::channel::<Bytes>(64);
-        let docker = self.client().await?.clone();
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            loop {
-                tokio::select! {
-                    item = output.next() => {
-                        let (stream, data) = match item {
-                            Some(Ok(LogOutput::StdOut { message })) => (StreamKind::Stdout, message),
-                            Some(Ok(LogOutput::StdErr { message })) => (StreamKind::Stderr, message),
-                            Some(Ok(_)) => continue,
-                            Some(Err(_)) | None => break,
-                        };
-                        if out_tx.send(ExecOutput { stream, data }).await.is_err() {
-                            break;
-                        }
-                    }
-                    data = in_rx.recv() => match data {
-                        Some(d) => {
-                            if input.write_all(&d).await.is_err() {
-                                break;
-                            }
-                        }
-                        None => break,
-                    },
-                }
-            }
-            // Its owner let go, or it ended: nothing it started lives on.
-            kill_tagged(&docker, &container, &exec_id, &tag).await;
+        let (in_tx, in_rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+        let running = Running { docker: self.client().await?.clone(), container, exec_id, tag };
+        running.pump(output, input, out_tx, in_rx, |o| match o {
+            LogOutput::StdOut { message } => Some(ExecOutput { stream: StreamKind::Stdout, data: message }),
+            LogOutput::StdErr { message } => Some(ExecOutput { stream: StreamKind::Stderr, data: message }),
+            _ => None,
         });
         Ok(PipeSession { output: out_rx, input: in_tx })
     }
@@ -390,4 +348,53 @@ fn tags_of(exec_tag: &str, ctx: &CallCtx) -> Vec<String> {
         tags.push(format!("{CONTROL_TAG}={lease}"));
     }
     tags
+}
+
+/// A long-lived exec (a terminal's shell, a command on pipes) and the tag of what it started.
+struct Running {
+    docker: bollard::Docker,
+    container: String,
+    exec_id: String,
+    tag: String,
+}
+
+impl Running {
+    /// Carries the exec's output to `out` (each piece as `map` makes it, or left out) and `input`
+    /// to its stdin, until it ends or its owner drops either end; then ends everything it started.
+    fn pump<T: Send + 'static>(
+        self,
+        mut output: crate::provider::ExecOutputStream,
+        mut stdin: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+        out: tokio::sync::mpsc::Sender<T>,
+        mut input: tokio::sync::mpsc::Receiver<Bytes>,
+        map: fn(LogOutput) -> Option<T>,
+    ) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            loop {
+                tokio::select! {
+                    item = output.next() => match item {
+                        Some(Ok(o)) => {
+                            if let Some(piece) = map(o) {
+                                if out.send(piece).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                        Some(Err(_)) | None => break,
+                    },
+                    data = input.recv() => match data {
+                        Some(d) => {
+                            if stdin.write_all(&d).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => break,
+                    },
+                }
+            }
+            // The owner let go, or the exec ended: nothing it started lives on.
+            kill_tagged(&self.docker, &self.container, &self.exec_id, &self.tag).await;
+        });
+    }
 }

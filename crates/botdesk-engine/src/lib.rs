@@ -52,6 +52,7 @@ pub use settings::Settings;
 pub use switch::SwitchReport;
 pub use terminal::Terminal;
 pub use versions::{Changes, Retention, Why};
+pub use workspace::listing_text;
 
 use botdesk_core::*;
 use botdesk_docker::{DockerConfig, DockerProvider};

@@ -107,3 +107,20 @@ impl Engine {
         Ok(file.to_string())
     }
 }
+
+/// A folder's listing as a model or an MCP client reads it: the folder, then one line a file
+/// (`name  N bytes`) or folder (`name/`).
+pub fn listing_text(dir: &str, entries: &[FileEntry]) -> String {
+    let mut text = format!("{dir}:\n");
+    for f in entries {
+        let name = f.path.file_name().unwrap_or(".");
+        match f.kind {
+            FileKind::Dir => text.push_str(&format!("{name}/\n")),
+            _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
+        }
+    }
+    if entries.is_empty() {
+        text.push_str("(empty)\n");
+    }
+    text
+}

@@ -517,9 +517,19 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };
+    // The person's shell runs no startup file: a bot can write every one of the home's.
+    let planted = w.engine.shell("p", "echo 'echo PLANTED-IN-RC' >> ~/.bashrc; echo 'echo PLANTED-IN-PROFILE' >> ~/.profile").await.unwrap();
+    assert_eq!(planted.0, 0, "{}", planted.1);
+    let mut t = w.engine.open_terminal("p", 80, 24).await.unwrap();
+    w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"echo shell-$((6*7))\n")).await.unwrap();
+    let mut said = String::new();
+    while !said.contains("shell-42") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), t.output.recv()).await.expect("the shell answers").expect("the shell is open");
+        said.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(!said.contains("PLANTED"), "a planted startup file ran in the person's shell: {said}");
     // A shell closed ends everything it started, also a daemon with its own session and an
     // empty environment.
-    let t = w.engine.open_terminal("p", 80, 24).await.unwrap();
     w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"setsid env -i sleep 7771 </dev/null >/dev/null 2>&1 &\n")).await.unwrap();
     started("[s]leep 7771").await;
     w.engine.close_terminal(&t.id);

@@ -334,20 +334,7 @@ impl Host for RunHost {
             Tool::CursorPosition => self.cursor_position().await,
             Tool::Shell { command, cwd, timeout_s } => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
             Tool::ListFiles { path } => match e.files_list(bot, &path).await {
-                Ok((dir, entries)) => {
-                    let mut text = format!("{dir}:\n");
-                    for f in &entries {
-                        let name = f.path.file_name().unwrap_or(".");
-                        match f.kind {
-                            botdesk_core::FileKind::Dir => text.push_str(&format!("{name}/\n")),
-                            _ => text.push_str(&format!("{name}  {} bytes\n", f.size)),
-                        }
-                    }
-                    if entries.is_empty() {
-                        text.push_str("(empty)\n");
-                    }
-                    ToolOutput::ok(text)
-                }
+                Ok((dir, entries)) => ToolOutput::ok(crate::workspace::listing_text(&dir, &entries)),
                 Err(err) => self.err(err),
             },
             Tool::ReadFile { path } => self.read_file(&path).await,

@@ -155,6 +155,13 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         last: i64,
     },
+    /// A bot's runs, newest first: id, start (UTC), duration, status, tokens, cost and task.
+    Runs {
+        bot: String,
+        /// The latest N runs.
+        #[arg(long, default_value_t = 20)]
+        last: u32,
+    },
     /// What a bot did on its computer (commands with exit codes and output tails, files written).
     Activity {
         bot: String,
@@ -506,6 +513,23 @@ fn main() -> ExitCode {
 /// `text` with its control characters (a terminal's escape sequences among them) shown as escapes,
 /// but for new lines and tabs: what a bot or a web page wrote (file names, titles, messages, a
 /// command's output tail) never drives the person's terminal.
+/// One run for `botdesk runs`: what a bot or a page wrote (its task, its error) is escaped.
+fn run_line(r: &botdesk_engine::RunSummary) -> String {
+    let (y, mo, d) = botdesk_core::civil::civil_from_days(r.started_at.div_euclid(86_400_000));
+    let ms = r.started_at.rem_euclid(86_400_000);
+    let start = format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02}", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60);
+    let secs = r.duration_ms / 1000;
+    let duration = if secs >= 3600 { format!("{}h{:02}m", secs / 3600, secs / 60 % 60) } else { format!("{}m{:02}s", secs / 60, secs % 60) };
+    let tokens = r.usage.prompt() + r.usage.output;
+    let cost = r.cost_usd.map(|c| format!("${c:.4}")).unwrap_or_else(|| "-".into());
+    let task: String = sanitize(&r.task).chars().take(60).collect();
+    let why = match &r.error {
+        Some(e) if r.status != botdesk_engine::RunStatus::Completed => format!("  ({})", sanitize(e).chars().take(80).collect::<String>()),
+        _ => String::new(),
+    };
+    format!("{}  {start}  {duration:>6}  {:<16}  {tokens:>9} tokens  {cost:>8}  {task}{why}", r.id, r.status.to_string())
+}
+
 fn sanitize(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
@@ -1044,6 +1068,15 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Chat { bot, last } => {
             let items = engine.chat(&bot, last).await?;
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
+        }
+        Cmd::Runs { bot, last } => {
+            let runs = engine.runs_of(&bot, last).await?;
+            print(json, json!({ "runs": runs }), || {
+                if runs.is_empty() {
+                    return format!("{bot} has no runs yet: botdesk run {bot} \"a task\"");
+                }
+                runs.iter().map(run_line).collect::<Vec<_>>().join("\n")
+            });
         }
         Cmd::Activity { bot, follow } => return activity(engine, json, &bot, follow).await,
         Cmd::History { bot } => {

@@ -388,6 +388,23 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     assert!(human.contains(&format!(", {} out tokens, ${usd:.4})", n(&usage[1]["run"]["output"]))), "{human}");
     let act = data.run(&["activity", "runner"]);
     assert!(stdout(&act).contains("shell echo hi-from-run; echo [redacted] >&2 [done exit 0]"), "{}", stdout(&act));
+    // `runs` lists both, newest first, with what each cost and how it ended.
+    let runs = data.json(&["runs", "runner"]);
+    let runs = runs["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.iter().map(|r| (r["task"].as_str().unwrap(), r["status"].as_str().unwrap())).collect::<Vec<_>>(),
+        [("again", "failed"), ("say hi", "completed")]
+    );
+    assert_eq!(runs[1]["usage"], usage[1]["run"]);
+    assert_eq!(runs[0]["failure"], "MODEL_BAD_KEY");
+    assert!(runs.iter().all(|r| r["ended_at"].as_i64().unwrap() >= r["started_at"].as_i64().unwrap() && r["duration_ms"].as_i64().unwrap() >= 0), "{runs:?}");
+    let listed = stdout(&data.run(&["runs", "runner"]));
+    let first = listed.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with(runs[0]["id"].as_str().unwrap()) && first.contains("failed") && first.contains("again") && first.contains("refused the API key"),
+        "{listed}"
+    );
+    assert!(listed.lines().nth(1).is_some_and(|l| l.contains(&format!("${usd:.4}"))), "{listed}");
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any
     // output: not the database (and its WAL), the logs, the screenshots, activity or chat.
     assert_eq!(server.requests()[0].headers.get("x-api-key").map(String::as_str), Some("sk-cli-run-key-123456"));

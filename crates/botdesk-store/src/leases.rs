@@ -244,6 +244,23 @@ impl Store {
         Ok(r.ok_or_else(|| StoreError::NotFound(format!("run {id}")))?.home_version)
     }
 
+    /// A bot's latest runs, newest first: each one with when it was made and last changed.
+    pub async fn runs_of_bot(&self, bot: &BotId, limit: i64) -> Result<Vec<(Run, i64, i64)>> {
+        let b = bot.as_str();
+        let rows = sqlx::query!(
+            r#"SELECT id AS "id!", created_at AS "created_at: i64", updated_at AS "updated_at: i64" FROM runs WHERE bot_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"#,
+            b,
+            limit
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for r in rows {
+            runs.push((self.run(&r.id).await?, r.created_at, r.updated_at));
+        }
+        Ok(runs)
+    }
+
     pub async fn run(&self, id: &str) -> Result<Run> {
         let r = sqlx::query!(
             r#"SELECT id AS "id!", bot_id, computer_id, status, task, fence, heartbeat_at, takeover_result, error, failure, pause_requested_at, handback_note FROM runs WHERE id = ?1"#,

@@ -291,6 +291,33 @@ impl Engine {
 
     /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
     /// how many calls had none.
+    /// A bot's latest runs, newest first, with what each cost.
+    pub async fn runs_of(&self, bot: &str, limit: u32) -> Result<Vec<RunSummary>> {
+        let (bot, _) = self.bot_and_computer(bot).await?;
+        let usages = self.inner.store.run_usages(&bot.id).await?;
+        let now = self.now();
+        let runs = self.inner.store.runs_of_bot(&bot.id, i64::from(limit)).await?;
+        Ok(runs
+            .into_iter()
+            .map(|(run, started_at, changed_at)| {
+                let ended_at = run.status.is_terminal().then_some(changed_at);
+                let (usage, cost_usd) = usages.get(&run.id).cloned().unwrap_or_default();
+                RunSummary {
+                    duration_ms: (ended_at.unwrap_or(now) - started_at).max(0),
+                    id: run.id,
+                    status: run.status,
+                    task: run.task,
+                    started_at,
+                    ended_at,
+                    usage,
+                    cost_usd,
+                    failure: run.failure,
+                    error: run.error,
+                }
+            })
+            .collect())
+    }
+
     pub async fn bot_usage(&self, bot: &str) -> Result<(Usage, f64, u64)> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         Ok(self.inner.store.bot_usage(&bot.id).await?)
@@ -323,4 +350,22 @@ impl Engine {
         let bot = self.inner.store.bot(bot).await?;
         Ok(self.inner.store.activity_of(&bot.id, after, limit).await?)
     }
+}
+
+/// One run as `botdesk runs` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub id: String,
+    pub status: RunStatus,
+    pub task: String,
+    /// When it was queued, and when it ended (None while it goes on); ms since the epoch.
+    pub started_at: i64,
+    pub ended_at: Option<i64>,
+    /// Until it ended, or until now.
+    pub duration_ms: i64,
+    /// Its model calls' tokens, and their cost when every call's prices were known.
+    pub usage: Usage,
+    pub cost_usd: Option<f64>,
+    pub failure: Option<RunFailure>,
+    pub error: Option<String>,
 }

@@ -13,7 +13,7 @@ mod output;
 mod session;
 mod takeover;
 
-pub use chat::{ChatCall, ChatItem, RunEvent};
+pub use chat::{ChatCall, ChatItem, RunEvent, RunSummary};
 pub(crate) use session::DRIVEN_BY;
 pub use session::{ClientSession, SessionOutput};
 pub(crate) use takeover::format_span;

@@ -155,6 +155,17 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         last: i64,
     },
+    /// Write a run's trajectory (its steps: task, the model's words, each tool call with its
+    /// arguments, result and screenshot, the notes) to FILE.json, with its screenshots in
+    /// FILE.shots/ beside it. The format is in docs/trajectory.md.
+    Replay {
+        bot: String,
+        /// The run's id (see `botdesk runs`); default: the latest.
+        #[arg(long)]
+        run: Option<String>,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// A bot's runs, newest first: id, start (UTC), duration, status, tokens, cost and task.
     Runs {
         bot: String,
@@ -513,6 +524,49 @@ fn main() -> ExitCode {
 /// `text` with its control characters (a terminal's escape sequences among them) shown as escapes,
 /// but for new lines and tabs: what a bot or a web page wrote (file names, titles, messages, a
 /// command's output tail) never drives the person's terminal.
+/// `botdesk replay`: the trajectory as JSON, its screenshots copied beside it (`FILE.shots/`,
+/// named by step) and named from the file. A screenshot gone from the data directory is left
+/// out and counted.
+async fn replay(engine: &Engine, json: bool, bot: &str, run: Option<&str>, out: &std::path::Path) -> Result<ExitCode, EngineError> {
+    use botdesk_engine::TrajectoryStep;
+    if out.extension().and_then(|e| e.to_str()) != Some("json") {
+        return Err(EngineError::invalid(format!(
+            "{} must end in .json (the trajectory, see docs/trajectory.md); the HTML report and the video are not made yet",
+            out.display()
+        )));
+    }
+    let mut t = engine.trajectory(bot, run).await?;
+    let failed = |e: std::io::Error, p: &std::path::Path| EngineError::invalid(format!("cannot write {}: {e}", p.display()));
+    let shots = out.with_extension("shots");
+    let folder = shots.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let (mut copied, mut missing) = (0, 0);
+    for (i, step) in t.steps.iter_mut().enumerate() {
+        let TrajectoryStep::Tool { screenshot: Some(rel), .. } = step else { continue };
+        match engine.chat_image(rel).await {
+            Ok(png) => {
+                std::fs::create_dir_all(&shots).map_err(|e| failed(e, &shots))?;
+                let name = format!("{:04}.png", i + 1);
+                std::fs::write(shots.join(&name), png).map_err(|e| failed(e, &shots.join(&name)))?;
+                *rel = format!("{folder}/{name}");
+                copied += 1;
+            }
+            Err(_) => {
+                if let TrajectoryStep::Tool { screenshot, .. } = step {
+                    *screenshot = None;
+                }
+                missing += 1;
+            }
+        }
+    }
+    let body = serde_json::to_vec_pretty(&t).map_err(|e| EngineError::invalid(e.to_string()))?;
+    std::fs::write(out, body).map_err(|e| failed(e, out))?;
+    print(json, json!({"path": out, "run": t.run.id, "steps": t.steps.len(), "screenshots": copied, "screenshots_missing": missing}), || {
+        let gone = if missing > 0 { format!(" ({missing} screenshots no longer kept)") } else { String::new() };
+        format!("wrote run {} ({} steps, {copied} screenshots in {folder}/) to {}{gone}", t.run.id, t.steps.len(), out.display())
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
 /// One run for `botdesk runs`: what a bot or a page wrote (its task, its error) is escaped.
 fn run_line(r: &botdesk_engine::RunSummary) -> String {
     let (y, mo, d) = botdesk_core::civil::civil_from_days(r.started_at.div_euclid(86_400_000));
@@ -1069,6 +1123,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             let items = engine.chat(&bot, last).await?;
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
         }
+        Cmd::Replay { bot, run, out } => return replay(engine, json, &bot, run.as_deref(), &out).await,
         Cmd::Runs { bot, last } => {
             let runs = engine.runs_of(&bot, last).await?;
             print(json, json!({ "runs": runs }), || {

@@ -405,6 +405,24 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
         "{listed}"
     );
     assert!(listed.lines().nth(1).is_some_and(|l| l.contains(&format!("${usd:.4}"))), "{listed}");
+    // `replay --out FILE.json` writes a run's trajectory: its steps in order, redacted as stored.
+    let file = data.path().join("said-hi.json");
+    let wrote = data.json(&["replay", "runner", "--run", runs[1]["id"].as_str().unwrap(), "--out", file.to_str().unwrap()]);
+    assert_eq!((wrote["steps"].as_u64(), wrote["screenshots"].as_u64()), (Some(3), Some(0)), "{wrote}");
+    let t: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(t["format"], "botdesk-trajectory/1");
+    assert_eq!(t["run"]["id"], runs[1]["id"]);
+    let steps = t["steps"].as_array().unwrap();
+    assert_eq!(steps.iter().map(|s| s["kind"].as_str().unwrap()).collect::<Vec<_>>(), ["task", "tool", "message"], "{t}");
+    assert_eq!((&steps[0]["text"], &steps[2]["text"]), (&Value::from("say hi"), &Value::from("Said hi.")));
+    assert_eq!(steps[1]["tool"], "shell");
+    assert!(steps[1]["arguments"]["command"].as_str().unwrap().starts_with("echo hi-from-run"), "{t}");
+    assert!(steps[1]["result"].as_str().unwrap().contains("hi-from-run"), "{t}");
+    // The latest run by default: the failed one ends with its note. Only .json is made.
+    let latest = data.json(&["replay", "runner", "--out", data.path().join("latest.json").to_str().unwrap()]);
+    assert_eq!(latest["run"], runs[0]["id"]);
+    let bad = data.run(&["replay", "runner", "--out", data.path().join("r.mp4").to_str().unwrap()]);
+    assert!(!bad.status.success() && stderr(&bad).contains("must end in .json"), "{}", stderr(&bad));
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any
     // output: not the database (and its WAL), the logs, the screenshots, activity or chat.
     assert_eq!(server.requests()[0].headers.get("x-api-key").map(String::as_str), Some("sk-cli-run-key-123456"));

@@ -47,7 +47,9 @@ pub use hosts::{HostView, LOCAL as LOCAL_HOST};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use models::{ModelView, NewModel};
 pub use paths::DataDir;
-pub use runs::{ChatCall, ChatItem, ClientSession, RunEvent, RunSummary, SessionOutput, MAX_STEPS};
+pub use runs::{
+    ChatCall, ChatItem, ClientSession, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, TRAJECTORY_FORMAT,
+};
 pub use settings::Settings;
 pub use switch::SwitchReport;
 pub use terminal::Terminal;

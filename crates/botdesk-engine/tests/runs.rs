@@ -550,6 +550,34 @@ async fn the_first_observe_of_every_run_has_an_image() {
         assert_eq!(done.status, RunStatus::Completed, "run {run}: {done:?}");
         assert_eq!(server.failures(), Vec::<String>::new(), "run {run}");
     }
+    // The latest run's trajectory: the task, both looks and the answer, in order; its first
+    // look's screenshot is the very image the model was given.
+    use base64::Engine as _;
+    let t = w.engine.trajectory("looker", None).await.unwrap();
+    assert_eq!((t.format, t.bot.name.as_str(), t.run.status), (TRAJECTORY_FORMAT, "looker", RunStatus::Completed));
+    let kinds: Vec<String> = t.steps.iter().map(|s| serde_json::to_value(s).unwrap()["kind"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds, ["task", "tool", "tool", "message"], "{:?}", t.steps);
+    let TrajectoryStep::Tool { tool, screenshot: Some(shot), .. } = &t.steps[1] else { panic!("no screenshot: {:?}", t.steps[1]) };
+    assert_eq!(tool, "computer_observe");
+    let kept = w.engine.chat_image(shot).await.unwrap();
+    // Every image of the request, in order (Anthropic's `{"type": "base64", "data": …}` sources).
+    fn images_in(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let (Some("base64"), Some(d)) = (m.get("type").and_then(|t| t.as_str()), m.get("data").and_then(|d| d.as_str())) {
+                    out.push(d.to_string());
+                }
+                m.values().for_each(|x| images_in(x, out));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| images_in(x, out)),
+            _ => {}
+        }
+    }
+    let mut sent = vec![];
+    images_in(&server.requests()[4].body["messages"], &mut sent);
+    let sent = base64::engine::general_purpose::STANDARD.decode(sent.last().expect("an image sent")).unwrap();
+    assert_eq!(sent, kept, "the kept screenshot is not the one the model was given");
+    assert!(w.engine.trajectory("looker", Some("no-such-run")).await.unwrap_err().message.contains("has no run"));
 }
 
 /// A write_file cut off at the output limit is answered with the limit; the bot then writes the

@@ -289,8 +289,6 @@ impl Engine {
         Ok(self.inner.store.run_usage(run_id).await?)
     }
 
-    /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
-    /// how many calls had none.
     /// A bot's latest runs, newest first, with what each cost.
     pub async fn runs_of(&self, bot: &str, limit: u32) -> Result<Vec<RunSummary>> {
         let (bot, _) = self.bot_and_computer(bot).await?;
@@ -318,6 +316,8 @@ impl Engine {
             .collect())
     }
 
+    /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
+    /// how many calls had none.
     pub async fn bot_usage(&self, bot: &str) -> Result<(Usage, f64, u64)> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         Ok(self.inner.store.bot_usage(&bot.id).await?)

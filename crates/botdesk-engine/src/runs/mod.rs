@@ -12,11 +12,13 @@ mod host;
 mod output;
 mod session;
 mod takeover;
+mod trajectory;
 
 pub use chat::{ChatCall, ChatItem, RunEvent, RunSummary};
 pub(crate) use session::DRIVEN_BY;
 pub use session::{ClientSession, SessionOutput};
 pub(crate) use takeover::format_span;
+pub use trajectory::{Trajectory, TrajectoryBot, TrajectoryStep, TRAJECTORY_FORMAT};
 
 use std::sync::Arc;
 use std::time::Duration;

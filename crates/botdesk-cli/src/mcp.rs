@@ -353,13 +353,10 @@ impl Server {
         let Some(name) = args.get("bot").and_then(Value::as_str) else {
             return Err(tool_error("missing \"bot\": the name (or id) of the bot to use; list_bots lists them"));
         };
-        match self.engine.list_bots().await {
-            Ok(bots) => bots
-                .into_iter()
-                .find(|b| b.name == name || b.id == name)
-                .ok_or_else(|| tool_error(&format!("there is no bot named {name:?}; list_bots lists them"))),
-            Err(e) => Err(tool_error(&e.to_string())),
-        }
+        self.engine.bot(name).await.map_err(|e| match e.code {
+            botdesk_engine::ErrorCode::NotFound => tool_error(&format!("there is no bot named {name:?}; list_bots lists them")),
+            _ => tool_error(&e.to_string()),
+        })
     }
 
     async fn create_bot(&self, args: &Map<String, Value>) -> CallToolResult {

@@ -817,7 +817,29 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
             Reply::call("notes__whoami", serde_json::json!({})),
         ),
         Step::check(move |s| said(s, "uid=1000"), Reply::call("remote__shout", serde_json::json!({"text": "over http"}))),
-        Step::check(move |s| said(s, "OVER HTTP!"), Reply::text("The notes server answered.")),
+        Step::check(
+            move |s| {
+                said(s, "OVER HTTP!")?;
+                // The bridge runs now, and the remote server's address (a key could be in it) is
+                // in no process's command line, which every user of the machine can read.
+                let ours = Command::new("docker").args(["ps", "-q", "--filter", "label=botdesk.computer"]).output().unwrap();
+                let mut bridge = false;
+                for c in String::from_utf8_lossy(&ours.stdout).split_whitespace() {
+                    let ps = Command::new("docker").args(["exec", c, "ps", "-eo", "args"]).output().unwrap();
+                    let ps = String::from_utf8_lossy(&ps.stdout).to_string();
+                    bridge |= ps.contains("botdesk-mcp-http");
+                    if ps.contains("8931/mcp") {
+                        return Err(format!("the remote server's address is in a command line: {ps}"));
+                    }
+                }
+                if bridge {
+                    Ok(())
+                } else {
+                    Err("no botdesk-mcp-http is running".into())
+                }
+            },
+            Reply::text("The notes server answered."),
+        ),
     ]));
     data.scripted_model("mcp-model", &model, botdesk_agent::Wire::Anthropic, "sk-mcp-test-key-123456");
     data.json(&["bot", "create", "driven", "--model", "mcp-model"]);

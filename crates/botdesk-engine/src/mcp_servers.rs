@@ -115,17 +115,19 @@ impl Engine {
         run_id: &str,
         s: &BotMcpServer,
     ) -> std::result::Result<(McpServer, Vec<rmcp::model::Tool>), String> {
-        let argv = match &s.url {
-            // A remote server is reached from inside the computer, through its bridge.
-            Some(url) => vec!["botdesk-mcp-http".to_string(), url.clone()],
-            None => s.command.clone(),
+        let req = match &s.url {
+            // A remote server is reached from inside the computer, through its bridge. Its
+            // address (which may hold a key) goes in the environment, readable by the bot's uid
+            // only, not in the command line every user of the machine can read.
+            Some(url) => ExecRequest::new(["botdesk-mcp-http"]).env("BOTDESK_MCP_URL", url.clone()),
+            None => ExecRequest::new(s.command.clone()),
         };
         let computer = self.inner.store.computer(bot.computer_id.as_str()).await.map_err(|e| e.to_string())?;
         let cwd = self.resolve(bot, &computer, "").map_err(|e| e.message)?;
         let cref = self.ensure_running(&computer).await.map_err(|e| e.message)?;
         let display = self.display_of(&computer.id, &bot.id).await.map_err(|e| e.message)?;
         let ctx = CallCtx { run: Some(run_id.to_string()), display, ..CallCtx::for_bot(&bot.id) };
-        let pipe = self.inner.provider.open_pipe(&cref, ExecRequest::new(argv).cwd(cwd), &ctx).await.map_err(|e| e.to_string())?;
+        let pipe = self.inner.provider.open_pipe(&cref, req.cwd(cwd), &ctx).await.map_err(|e| e.to_string())?;
         McpServer::start(&s.name, pipe).await
     }
 }

@@ -244,12 +244,15 @@ impl Store {
         Ok(r.ok_or_else(|| StoreError::NotFound(format!("run {id}")))?.home_version)
     }
 
-    /// A bot's latest runs, newest first: each one with when it was made and last changed.
-    pub async fn runs_of_bot(&self, bot: &BotId, limit: i64) -> Result<Vec<(Run, i64, i64)>> {
+    /// A bot's latest runs (or only the one with id `only`), newest first: each one with when it
+    /// was made and last changed.
+    pub async fn runs_of_bot(&self, bot: &BotId, only: Option<&str>, limit: i64) -> Result<Vec<(Run, i64, i64)>> {
         let b = bot.as_str();
         let rows = sqlx::query!(
-            r#"SELECT id AS "id!", created_at AS "created_at: i64", updated_at AS "updated_at: i64" FROM runs WHERE bot_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2"#,
+            r#"SELECT id AS "id!", created_at AS "created_at: i64", updated_at AS "updated_at: i64" FROM runs
+               WHERE bot_id = ?1 AND (?2 IS NULL OR id = ?2) ORDER BY created_at DESC, rowid DESC LIMIT ?3"#,
             b,
+            only,
             limit
         )
         .fetch_all(&self.pool)

@@ -291,10 +291,15 @@ impl Engine {
 
     /// A bot's latest runs, newest first, with what each cost.
     pub async fn runs_of(&self, bot: &str, limit: u32) -> Result<Vec<RunSummary>> {
+        self.summaries(bot, None, limit).await
+    }
+
+    /// [`Self::runs_of`], or only the run with id `only` (none when the bot has no such run).
+    pub(super) async fn summaries(&self, bot: &str, only: Option<&str>, limit: u32) -> Result<Vec<RunSummary>> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         let usages = self.inner.store.run_usages(&bot.id).await?;
         let now = self.now();
-        let runs = self.inner.store.runs_of_bot(&bot.id, i64::from(limit)).await?;
+        let runs = self.inner.store.runs_of_bot(&bot.id, only, i64::from(limit)).await?;
         Ok(runs
             .into_iter()
             .map(|(run, started_at, changed_at)| {

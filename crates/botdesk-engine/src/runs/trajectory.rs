@@ -55,10 +55,7 @@ impl Engine {
     /// The trajectory of one of a bot's runs (`run`: its id; None: the latest).
     pub async fn trajectory(&self, bot: &str, run: Option<&str>) -> Result<Trajectory> {
         let b = self.inner.store.bot(bot).await?;
-        let summary = match run {
-            Some(id) => self.runs_of(bot, u32::MAX).await?.into_iter().find(|r| r.id == id),
-            None => self.runs_of(bot, 1).await?.into_iter().next(),
-        };
+        let summary = self.summaries(bot, run, 1).await?.into_iter().next();
         let summary = summary.ok_or_else(|| {
             let which = run.map_or("runs yet".to_string(), |id| format!("run {id:?} (botdesk runs {} lists them)", b.name));
             EngineError::new(ErrorCode::NotFound, format!("{} has no {which}", b.name))

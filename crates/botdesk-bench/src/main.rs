@@ -4,14 +4,14 @@
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
-use botdesk_docker::{image::image_tag, spec::InComputer, DockerConfig, DockerProvider};
+use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
 use std::{
     process::Command,
     time::{Duration, Instant},
 };
 
 /// Anchors run their commands in the computer as the bots do, like ours.
-pub const BOT: &str = InComputer::Bot.user();
+pub const BOT: &str = "1000:1000";
 
 mod agent;
 mod checkpoint;

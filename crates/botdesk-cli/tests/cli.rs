@@ -168,6 +168,30 @@ fn bots_exec_and_files_against_a_real_computer() {
     data.json(&["files", "put", "alpha", data.path().join("r.txt").to_str().unwrap(), "shared/report.txt"]);
     assert_eq!(data.run(&["files", "cat", "gamma", "shared/report.txt"]).stdout, b"report");
 
+    // Team bots are users of their own: each its own uid in the bots' group, its folder its alone.
+    let sh = |bot: &str, script: &str| stdout(&data.run(&["exec", bot, "--", "sh", "-c", script]));
+    let (a_uid, g_uid) = (sh("alpha", "id -u; id -G"), sh("gamma", "id -u; id -G"));
+    assert!(a_uid.ends_with("\n1999\n") && g_uid.ends_with("\n1999\n") && a_uid != g_uid, "{a_uid} {g_uid}");
+    let a_uid: u32 = a_uid.lines().next().unwrap().parse().unwrap();
+    assert!(a_uid >= 2001, "{a_uid}");
+    let team_owners = |data: &Data| {
+        let got = stdout(&data.run(&["exec", "alpha", "--", "sh", "-c", "stat -c '%u %a' . bin/tool.bin; stat -c '%g %a' ../../shared"]));
+        assert_eq!(got, format!("{a_uid} 700\n{a_uid} 755\n1999 2770\n"), "alpha's folder, a file in it and shared/");
+        let peek = data.run(&["exec", "gamma", "--", "sh", "-c", &format!("ls ../{alpha_id} || cat ../{alpha_id}/bin/tool.bin")]);
+        assert!(!peek.status.success() && stderr(&peek).contains("Permission denied"), "gamma read alpha's folder: {}", stderr(&peek));
+        let peek = data.run(&["files", "cat", "gamma", &format!("bots/{alpha_id}/bin/tool.bin")]);
+        assert!(!peek.status.success(), "gamma's file tools read alpha's folder");
+        // shared/ is both bots': one writes, the other adds to it.
+        assert_eq!(sh("gamma", "echo g >> ../../shared/both.txt && cat ../../shared/both.txt").lines().last(), Some("g"));
+        assert!(sh("alpha", "echo a >> ../../shared/both.txt && cat ../../shared/both.txt").ends_with("g\na\n"));
+    };
+    team_owners(&data);
+    // Nor may a bot signal another's processes.
+    let pid = sh("alpha", "setsid sleep 300 >/dev/null 2>&1 < /dev/null & echo $!");
+    let kill = data.run(&["exec", "gamma", "--", "kill", pid.trim()]);
+    assert!(!kill.status.success() && stderr(&kill).contains("not permitted"), "{}", stderr(&kill));
+    assert!(data.run(&["exec", "alpha", "--", "kill", pid.trim()]).status.success());
+
     // Escapes get one clear line and change nothing.
     for bad in ["../../etc/passwd", "/etc/passwd", "a/../../x", "..\\x"] {
         let out = data.run(&["files", "cat", "alpha", bad]);
@@ -187,9 +211,11 @@ fn bots_exec_and_files_against_a_real_computer() {
     assert_eq!(destroyed["status"], "missing");
     let home: PathBuf = destroyed["home"].as_str().unwrap().into();
     assert_eq!(std::fs::read(home.join(format!("current/bots/{alpha_id}/bin/tool.bin"))).unwrap(), bytes, "the workspace stays, checkpointed");
-    // The next use provisions a fresh machine on the same workspace.
+    // The next use provisions a fresh machine on the same workspace, every owner and mode as
+    // they were (the checkpoint keeps modes; owners come from each file's place).
     let out = data.run(&["exec", "alpha", "--", "sh", "-c", "cat ../../shared/report.txt"]);
     assert_eq!(stdout(&out), "report");
+    team_owners(&data);
     // stop keeps the disk; the next use starts it again.
     assert_eq!(data.json(&["computer", "stop", "team"])["status"], "stopped");
     assert_eq!(data.run(&["exec", "alpha", "--", "true"]).status.code(), Some(0));
@@ -200,8 +226,13 @@ fn bots_exec_and_files_against_a_real_computer() {
     data.json(&["files", "put", "solo", data.path().join("s.txt").to_str().unwrap(), "s.txt"]);
     let sw = data.json(&["bot", "switch", "solo", "team"]);
     assert_eq!((sw["from"].as_str(), sw["to"].as_str()), (Some("private-solo"), Some("team")), "{sw}");
-    let out = data.run(&["exec", "solo", "--", "sh", "-c", "pwd; cat s.txt"]);
-    assert_eq!(stdout(&out), format!("/home/botdesk/bots/{}\nsolo work", solo["id"].as_str().unwrap()));
+    let out = data.run(&["exec", "solo", "--", "sh", "-c", "pwd; cat s.txt; echo; [ $(stat -c %u s.txt) = $(id -u) ] && echo mine"]);
+    assert_eq!(stdout(&out), format!("/home/botdesk/bots/{}\nsolo work\nmine\n", solo["id"].as_str().unwrap()));
+    // And back from Team to a Private computer, where the bot is uid 1000 and owns it all.
+    data.json(&["files", "put", "gamma", data.path().join("s.txt").to_str().unwrap(), "g.txt"]);
+    data.json(&["bot", "switch", "gamma", "private"]);
+    assert_eq!(sh("gamma", "id -u; stat -c '%u %a' g.txt"), "1000\n1000 644\n");
+    data.json(&["bot", "rm", "gamma"]);
     let computers = data.json(&["computer", "ls"]);
     let kept = computers["computers"].as_array().unwrap().iter().find(|c| c["name"] == "private-solo").expect("kept");
     assert_eq!((kept["status"].as_str(), kept["bots"].as_array().unwrap().len()), (Some("stopped"), 0));

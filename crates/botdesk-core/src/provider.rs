@@ -14,7 +14,7 @@ use crate::{
     error::SandboxError,
     home_stream::{LoadMode, LoadSummary},
     path::WorkspacePath,
-    types::{BotId, ComputerRef, ComputerSpec, MachineStatus, Provisioned},
+    types::{BotId, BotUser, ComputerRef, ComputerSpec, HomeOwners, MachineStatus, Provisioned},
 };
 
 pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
@@ -23,6 +23,9 @@ pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
 #[derive(Debug, Clone, Default)]
 pub struct CallCtx {
     pub bot: Option<BotId>,
+    /// Whom the bot's commands, shells, browser and files run as ([`BotUser::PRIVATE`] unless
+    /// the engine resolved a Team bot).
+    pub user: BotUser,
     /// The run a command is for: its processes carry `RUN_TAG=<run>` so they can be stopped when
     /// the run's driver died ([`SandboxProvider::kill_tagged`]).
     pub run: Option<String>,
@@ -38,8 +41,9 @@ pub struct CallCtx {
 }
 
 impl CallCtx {
-    pub fn for_bot(bot: &BotId) -> Self {
-        Self { bot: Some(bot.clone()), ..Self::default() }
+    /// A call for `bot`, which runs as `user` in its computer.
+    pub fn for_bot(bot: &BotId, user: BotUser) -> Self {
+        Self { bot: Some(bot.clone()), user, ..Self::default() }
     }
 }
 
@@ -378,7 +382,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// started that left their session and environment (a run's tag: a stopped run, or one whose
     /// driver died; a control's tag: the person's shells of a control that ended; a bot's tag: a
     /// bot removed from a Team computer). A computer that is not running has none.
-    async fn kill_tagged(&self, _computer: &ComputerRef, _key: &str, _value: &str) -> Result<()> {
+    async fn kill_tagged(&self, _computer: &ComputerRef, _user: BotUser, _key: &str, _value: &str) -> Result<()> {
         Ok(())
     }
 
@@ -403,8 +407,16 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "save_home")
     }
     /// Streams records into the home; nothing changes unless `records` ends with its `end`.
+    /// What it writes is owned as [`SandboxProvider::set_owners`] says, which the caller runs next.
     async fn load_home(&self, _computer: &ComputerRef, _mode: &LoadMode, _records: HomeIn, _ctx: &CallCtx) -> Result<LoadSummary> {
         unsupported(self.kind(), "load_home")
+    }
+    /// Gives the home its owners by path. On a Team computer: each bot's folder `bots/<id>` (mode
+    /// 0700 at its top) and its browser profile to its uid, `shared/` (setgid, mode 2770) to the
+    /// bots' group, everything else to [`BotUser::PRIVATE`]; on a Private one, everything to
+    /// [`BotUser::PRIVATE`]. Folders missing are made; links are never followed.
+    async fn set_owners(&self, _computer: &ComputerRef, _owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {
+        Ok(())
     }
 }
 

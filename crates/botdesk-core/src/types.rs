@@ -93,6 +93,63 @@ pub struct ComputerSpec {
     pub host: HostName,
 }
 
+/// Whom a bot's commands, shells, browser and files run as inside its computer. A Private
+/// computer's bot is uid 1000 and owns the whole home. Each bot of a Team computer has a uid of
+/// its own (from [`BotUser::FIRST_TEAM_UID`], never reused) and the bots' group
+/// [`BotUser::SHARED_GID`]: its folder `bots/<id>` is its alone (mode 0700), `shared/` belongs
+/// to that group, and its display admits only it and the screen services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BotUser {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl BotUser {
+    /// The bot of a Private computer, and the owner of everything outside the bots' folders.
+    pub const PRIVATE: BotUser = BotUser { uid: 1000, gid: 1000 };
+    /// The group of a Team computer's bots, which owns `shared/` (setgid, mode 2770).
+    pub const SHARED_GID: u32 = 1999;
+    pub const FIRST_TEAM_UID: u32 = 2001;
+    /// The last uid a Team bot may get: Docker's user-namespace remapping maps 65,536 uids.
+    pub const LAST_TEAM_UID: u32 = 65_000;
+
+    /// A bot of a Team computer, by its uid.
+    pub fn team(uid: u32) -> Self {
+        Self { uid, gid: Self::SHARED_GID }
+    }
+    /// Whom a bot with `team_uid` runs as on a computer of `scope`.
+    pub fn on(scope: ComputerScope, team_uid: u32) -> Self {
+        match scope {
+            ComputerScope::Team => Self::team(team_uid),
+            ComputerScope::Private => Self::PRIVATE,
+        }
+    }
+}
+
+impl Default for BotUser {
+    fn default() -> Self {
+        Self::PRIVATE
+    }
+}
+
+/// A Team bot's folder and the uid that owns it (and its browser profile).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FolderOwner {
+    pub bot: BotId,
+    pub uid: u32,
+}
+
+/// Who owns what in a computer's home (see `SandboxProvider::set_owners`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeOwners {
+    pub scope: ComputerScope,
+    /// The bots of a Team computer (none on a Private one).
+    pub bots: Vec<FolderOwner>,
+    /// Everything is given its owner (after a load, which writes as root); otherwise only the
+    /// top folders, and the whole of a bot's folder whose top has another owner.
+    pub all: bool,
+}
+
 /// A computer as the provider knows it: found again by id (the docker provider by its labels).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComputerRef {

@@ -409,8 +409,9 @@ impl DockerProvider {
         self.run_checked_input(who, &container, &argv, stdin, std::time::Duration::from_secs(60), &argv.join(" ")).await
     }
 
-    pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str) -> Result<DesktopInfo> {
-        self.display_script(c, &["up", &slot.to_string()], Some(view_token)).await?;
+    /// Brings up display `slot` for the bot `user`: only it and the screen services may connect.
+    pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str, user: BotUser) -> Result<DesktopInfo> {
+        self.display_script(c, &["up", &slot.to_string(), &user.uid.to_string()], Some(view_token)).await?;
         Ok(DesktopInfo { display: slot, slot })
     }
 
@@ -425,7 +426,7 @@ impl DockerProvider {
         self.agent(c, &AgentRequest::Extend { display: 0, token, expires: expires_ms }).await.map(drop)
     }
 
-    pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32) -> Result<()> {
+    pub(crate) async fn release_desktop_impl(&self, c: &ComputerRef, slot: u32, user: BotUser) -> Result<()> {
         // Revoke first, through the gateway itself (milliseconds, where an exec can take a second
         // under load): open connections drop within 0.25 s. `down` revokes again, then tears down.
         if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: slot, token: None }).await {
@@ -433,7 +434,7 @@ impl DockerProvider {
         }
         // The bot's browser is closed gracefully, as the bot (so its cookies are saved); what the
         // bot broke there does not stop the teardown: its processes lose their display with X.
-        if let Err(e) = self.display_script_as(InComputer::Bot, c, &["release", &slot.to_string()], None).await {
+        if let Err(e) = self.display_script_as(InComputer::Bot(user), c, &["release", &slot.to_string()], None).await {
             tracing::warn!("closing display {slot}'s browser failed ({e}); the teardown goes on");
         }
         self.display_script(c, &["down", &slot.to_string()], None).await
@@ -473,7 +474,7 @@ impl DockerProvider {
         Ok(Observation { frame_id, width, height, cursor, active_window, format, image: Some(image) })
     }
 
-    pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand) -> Result<Value> {
+    pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<Value> {
         let failed = |e: SandboxError| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
         let request = AgentRequest::Browser { display: slot, command };
         let (answer, _) = self.agent_answer(c, &request).await.map_err(failed)?;
@@ -482,7 +483,7 @@ impl DockerProvider {
             return Ok(json!({"closed": true}));
         } else if no_browser {
             // The gateway never starts a bot's process: the bot's Chromium starts as the bot.
-            self.open_browser(c, slot, profile).await.map_err(failed)?;
+            self.open_browser(c, slot, profile, ctx).await.map_err(failed)?;
             self.agent(c, &request).await.map_err(failed)?.0
         } else if let Some(why) = answer.refusal() {
             return Err(failed(SandboxError::Provider(why)));
@@ -492,12 +493,14 @@ impl DockerProvider {
         Ok(answer.result.unwrap_or(Value::Null))
     }
 
-    /// Starts display `slot`'s Chromium with the bot's `profile`, as the bot, and waits until its
-    /// DevTools answer (`botdesk-gateway open-browser`).
-    async fn open_browser(&self, c: &ComputerRef, slot: u32, profile: &str) -> Result<()> {
+    /// Starts display `slot`'s Chromium with the bot's `profile`, as the bot with its home, and
+    /// waits until its DevTools answer (`botdesk-gateway open-browser`).
+    async fn open_browser(&self, c: &ComputerRef, slot: u32, profile: &str, ctx: &CallCtx) -> Result<()> {
         let container = self.running_container(c).await?;
-        let argv = ["botdesk-gateway", "open-browser", &slot.to_string(), profile];
-        self.run_checked(InComputer::Bot, &container, &argv, std::time::Duration::from_secs(45), &format!("starting the browser of :{slot}")).await
+        let home = crate::spec::home_of(ctx);
+        let argv = ["botdesk-gateway", "open-browser", &slot.to_string(), profile, &home];
+        let what = format!("starting the browser of :{slot}");
+        self.run_checked(InComputer::Bot(ctx.user), &container, &argv, std::time::Duration::from_secs(45), &what).await
     }
 
     /// Runs the batch, then (for `settle_ms` > 0) the gateway watches the screen until it changed

@@ -47,16 +47,18 @@ const READER: &str = "botdesk-read";
 
 /// Runs `argv` ([`HELPER`] or [`READER`] and its arguments); its answer may be `max` bytes long at
 /// most.
-async fn helper(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, argv: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
+/// It runs as `user`, the bot the call is for: a Team bot reaches only what its uid may.
+async fn helper(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &WorkspacePath, argv: &[&str], stdin: Option<Bytes>, max: u64) -> Result<Vec<u8>> {
     let container = p.running_container(c).await?;
     let max_out = max.max(crate::provider::QUIET_MAX);
-    let (code, out, err) = tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot, &container, argv, stdin, max_out)).await.map_err(|_| {
-        SandboxError::TimedOut(format!(
-            "the computer's workspace helper did not finish `{}` within {} s",
-            argv[..2.min(argv.len())].join(" "),
-            HELPER_BOUND.as_secs()
-        ))
-    })??;
+    let (code, out, err) =
+        tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot(user), &container, argv, stdin, max_out)).await.map_err(|_| {
+            SandboxError::TimedOut(format!(
+                "the computer's workspace helper did not finish `{}` within {} s",
+                argv[..2.min(argv.len())].join(" "),
+                HELPER_BOUND.as_secs()
+            ))
+        })??;
     if code != 0 {
         return Err(helper_error(path, max, code, &err));
     }
@@ -71,8 +73,8 @@ struct Row {
     executable: bool,
 }
 
-pub async fn list(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<Vec<FileEntry>> {
-    let out = helper(p, c, dir, &[HELPER, "list", dir.as_str()], None, MAX_LISTING).await?;
+pub async fn list(p: &DockerProvider, c: &ComputerRef, user: BotUser, dir: &WorkspacePath) -> Result<Vec<FileEntry>> {
+    let out = helper(p, c, user, dir, &[HELPER, "list", dir.as_str()], None, MAX_LISTING).await?;
     parse_listing(dir, &out)
 }
 
@@ -99,26 +101,26 @@ fn parse_listing(dir: &WorkspacePath, out: &[u8]) -> Result<Vec<FileEntry>> {
     Ok(entries)
 }
 
-pub async fn create_dir(p: &DockerProvider, c: &ComputerRef, dir: &WorkspacePath) -> Result<()> {
-    helper(p, c, dir, &[HELPER, "mkdir", dir.as_str()], None, 0).await.map(drop)
+pub async fn create_dir(p: &DockerProvider, c: &ComputerRef, user: BotUser, dir: &WorkspacePath) -> Result<()> {
+    helper(p, c, user, dir, &[HELPER, "mkdir", dir.as_str()], None, 0).await.map(drop)
 }
 
-pub async fn read(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, max: u64) -> Result<Bytes> {
-    helper(p, c, path, &[READER, path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
+pub async fn read(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &WorkspacePath, max: u64) -> Result<Bytes> {
+    helper(p, c, user, path, &[READER, path.as_str(), &max.to_string()], None, max).await.map(Bytes::from)
 }
 
-pub async fn write(p: &DockerProvider, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool) -> Result<()> {
+pub async fn write(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &WorkspacePath, data: Bytes, executable: bool) -> Result<()> {
     if path.is_root() {
         return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
     }
-    helper(p, c, path, &[HELPER, "write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
+    helper(p, c, user, path, &[HELPER, "write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
 }
 
 /// Streams the helper's tar export, parsed on a blocking thread into entries.
 pub async fn export(p: &DockerProvider, c: &ComputerRef) -> Result<EntryStream> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "export".to_string()];
-    let (exec_id, output, _stdin) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, false, false).await?;
+    let (exec_id, output, _stdin) = p.start_exec(InComputer::Bot(BotUser::PRIVATE), &container, argv, vec![], HOME, false, false).await?;
     let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let err_sink = stderr.clone();
     let stdout = output.filter_map(move |item| {
@@ -201,7 +203,7 @@ const COMPLETE_MARKER: &str = ".botdesk-import-complete";
 pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStream) -> Result<ImportSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "import".to_string()];
-    let (exec_id, mut output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
+    let (exec_id, mut output, mut input) = p.start_exec(InComputer::Bot(BotUser::PRIVATE), &container, argv, vec![], HOME, true, false).await?;
     let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
     let writer = async move {
         let written = write_tar(&mut entries, &mut input).await;

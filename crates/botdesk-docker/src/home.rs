@@ -101,7 +101,9 @@ fn split_output(output: crate::provider::ExecOutputStream, stderr: Arc<Mutex<Vec
 pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, mut manifest: HomeIn) -> Result<HomeOut> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "save".to_string()];
-    let (exec_id, output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
+    // As root: it reads (and a load writes) every bot's folder; what a load wrote is owned by root
+    // until `set_owners` gives it to its bots.
+    let (exec_id, output, mut input) = p.start_exec(InComputer::Root, &container, argv, vec![], HOME, true, false).await?;
     // The helper reads the manifest as its walk goes: it goes in while the records come out. The
     // sending ends with the exec (its input closes), and `finished` owns it.
     let sending = tokio::spawn(async move {
@@ -129,7 +131,9 @@ pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, mut manifest:
 pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMode, records: HomeIn) -> Result<LoadSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "load".to_string()];
-    let (exec_id, output, mut input) = p.start_exec(InComputer::Bot, &container, argv, vec![], HOME, true, false).await?;
+    // As root: it reads (and a load writes) every bot's folder; what a load wrote is owned by root
+    // until `set_owners` gives it to its bots.
+    let (exec_id, output, mut input) = p.start_exec(InComputer::Root, &container, argv, vec![], HOME, true, false).await?;
     let mut first = serde_json::to_vec(mode).expect("a load mode serialises");
     first.push(b'\n');
     let writer = async move {
@@ -159,4 +163,20 @@ pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMo
     }
     written.map_err(|e| SandboxError::Provider(format!("sending the home stream to the computer: {e}")))?;
     serde_json::from_slice(&answer?).map_err(|e| SandboxError::Provider(format!("bad load summary from the computer: {e}")))
+}
+
+/// Gives the home its owners by path (see [`SandboxProvider::set_owners`]): `botdesk-helper own`
+/// as root, with the owners on its stdin.
+pub(crate) async fn set_owners(p: &DockerProvider, c: &ComputerRef, owners: &HomeOwners) -> Result<()> {
+    let container = p.running_container(c).await?;
+    let bots: Vec<_> = owners
+        .bots
+        .iter()
+        .map(|o| serde_json::json!({"folder": path::bot_folder(&o.bot).as_str(), "profile": format!(".browser-profiles/{}", browser::profile_name(&o.bot)), "uid": o.uid}))
+        .collect();
+    let spec = serde_json::json!({"team": owners.scope == ComputerScope::Team, "all": owners.all, "bots": bots, "shared_gid": BotUser::SHARED_GID, "private": BotUser::PRIVATE.uid});
+    let stdin = Bytes::from(serde_json::to_vec(&spec).expect("owners serialise"));
+    // A whole home may take a while; only its top folders when nothing was loaded.
+    let bound = std::time::Duration::from_secs(if owners.all { 600 } else { 60 });
+    p.run_checked_input(InComputer::Root, &container, &["botdesk-helper", "own"], Some(stdin), bound, "giving the home its owners").await
 }

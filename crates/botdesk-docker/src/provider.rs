@@ -194,7 +194,7 @@ impl DockerProvider {
                     cmd: Some(argv),
                     env: Some(env),
                     working_dir: Some(cwd.to_string()),
-                    user: Some(who.user().to_string()),
+                    user: Some(who.user()),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     attach_stdin: Some(stdin),
@@ -251,7 +251,7 @@ impl DockerProvider {
     /// Runs a short helper command to completion and returns (exit code, stdout, stderr); stdout
     /// longer than [`QUIET_MAX`] is an error (see [`Self::run_quiet_max`]).
     pub(crate) async fn run_quiet(&self, container: &str, argv: &[&str], stdin: Option<Bytes>) -> Result<(i32, Vec<u8>, Vec<u8>)> {
-        self.run_quiet_max(InComputer::Bot, container, argv, stdin, QUIET_MAX).await
+        self.run_quiet_max(InComputer::Bot(BotUser::PRIVATE), container, argv, stdin, QUIET_MAX).await
     }
 
     /// [`Self::run_quiet`] as `who`, taking at most `max_out` bytes of stdout (what comes out of a
@@ -356,9 +356,9 @@ impl DockerProvider {
         text
     }
 
-    pub(crate) async fn kill_exec_tree(&self, container: &str, exec_id: &str, tag: &str) {
+    pub(crate) async fn kill_exec_tree(&self, user: BotUser, container: &str, exec_id: &str, tag: &str) {
         if let Ok(d) = self.client().await {
-            kill_tagged(d, container, exec_id, tag).await;
+            kill_tagged(d, user, container, exec_id, tag).await;
         }
     }
 }
@@ -457,13 +457,13 @@ pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32
 
 /// Kills every process carrying an exec's tag (its whole tree), repeating until Docker says the
 /// exec's own process is gone (the first kill can race its start), then once more for stragglers.
-pub(crate) async fn kill_tagged(docker: &Docker, container: &str, exec_id: &str, tag: &str) {
+pub(crate) async fn kill_tagged(docker: &Docker, user: BotUser, container: &str, exec_id: &str, tag: &str) {
     let once = || async {
         let opts = CreateExecOptions {
             cmd: Some(vec!["botdesk-helper".to_string(), "kill".into(), tag.to_string()]),
             // The gateway's agent token is the engine's capability, not the bot's (every exec).
             env: Some(vec!["BOTDESK_AGENT_TOKEN=".to_string()]),
-            user: Some(InComputer::Bot.user().to_string()),
+            user: Some(InComputer::Bot(user).user()),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             ..Default::default()

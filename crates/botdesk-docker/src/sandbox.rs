@@ -145,19 +145,19 @@ impl SandboxProvider for DockerProvider {
         let tag = uuid::Uuid::new_v4().simple().to_string();
         let tags = tags_of(&tag, ctx);
         let mut env = tags.clone();
-        env.extend(["TERM=xterm-256color".into(), format!("HOME={HOME}"), r"PS1=\u@\h:\w\$ ".into()]);
+        env.extend(["TERM=xterm-256color".into(), format!("HOME={}", spec::home_of(ctx)), r"PS1=\u@\h:\w\$ ".into()]);
         if let Some(n) = ctx.display {
             env.push(format!("DISPLAY=:{n}"));
         }
         // The person types here: no startup file runs, since a bot can write every one of the
         // home's (a `.bashrc` that logs keystrokes, say).
         let shell = ["bash", "--noprofile", "--norc", "-i"].map(String::from).to_vec();
-        let argv = spec::kept(&cwd.in_computer(), &tags, shell);
-        let (exec_id, output, input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, true).await?;
+        let argv = spec::kept(&cwd.in_computer(), ctx.user, &tags, shell);
+        let (exec_id, output, input) = self.start_exec(InComputer::Root, &container, argv, env, "/", true, true).await?;
         let _ = self.resize_shell(c, &exec_id, cols, rows).await;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
         let (in_tx, in_rx) = tokio::sync::mpsc::channel::<Bytes>(256);
-        let running = Running { docker: self.client().await?.clone(), container, exec_id: exec_id.clone(), tag };
+        let running = Running { docker: self.client().await?.clone(), container, exec_id: exec_id.clone(), tag, user: ctx.user };
         // A terminal's output is one stream.
         running.pump(output, input, out_tx, in_rx, |o| match o {
             LogOutput::Console { message } | LogOutput::StdOut { message } | LogOutput::StdErr { message } => Some(message),
@@ -173,15 +173,15 @@ impl SandboxProvider for DockerProvider {
         let tags = tags_of(&tag, ctx);
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.extend(tags.iter().cloned());
-        env.push(format!("HOME={HOME}"));
+        env.push(format!("HOME={}", spec::home_of(ctx)));
         if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
             env.push(format!("DISPLAY=:{n}"));
         }
-        let argv = spec::kept(&req.cwd.in_computer(), &tags, req.argv);
-        let (exec_id, output, input) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", true, false).await?;
+        let argv = spec::kept(&req.cwd.in_computer(), ctx.user, &tags, req.argv);
+        let (exec_id, output, input) = self.start_exec(InComputer::Root, &container, argv, env, "/", true, false).await?;
         let (out_tx, out_rx) = tokio::sync::mpsc::channel::<ExecOutput>(64);
         let (in_tx, in_rx) = tokio::sync::mpsc::channel::<Bytes>(64);
-        let running = Running { docker: self.client().await?.clone(), container, exec_id, tag };
+        let running = Running { docker: self.client().await?.clone(), container, exec_id, tag, user: ctx.user };
         running.pump(output, input, out_tx, in_rx, |o| match o {
             LogOutput::StdOut { message } => Some(ExecOutput { stream: StreamKind::Stdout, data: message }),
             LogOutput::StdErr { message } => Some(ExecOutput { stream: StreamKind::Stderr, data: message }),
@@ -205,6 +205,9 @@ impl SandboxProvider for DockerProvider {
         let tags = tags_of(&tag, ctx);
         let mut env: Vec<String> = req.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         env.extend(tags.iter().cloned());
+        if !req.env.iter().any(|(k, _)| k == "HOME") {
+            env.push(format!("HOME={}", spec::home_of(ctx)));
+        }
         if let (Some(n), false) = (ctx.display, req.env.iter().any(|(k, _)| k == "DISPLAY")) {
             env.push(format!("DISPLAY=:{n}"));
         }
@@ -212,8 +215,8 @@ impl SandboxProvider for DockerProvider {
         tokio::pin!(deadline);
         // Starting is not raced against the deadline: once Docker may have started the process we
         // must know its exec id to kill its tree. An elapsed deadline fires right after.
-        let argv = spec::kept(&req.cwd.in_computer(), &tags, req.argv.clone());
-        let (exec_id, mut output, mut stdin) = self.start_exec(InComputer::Keeper, &container, argv, env, "/", req.stdin.is_some(), false).await?;
+        let argv = spec::kept(&req.cwd.in_computer(), ctx.user, &tags, req.argv.clone());
+        let (exec_id, mut output, mut stdin) = self.start_exec(InComputer::Root, &container, argv, env, "/", req.stdin.is_some(), false).await?;
         // The input goes in while the output comes out (bounded by `validate`).
         let input = req.stdin.clone();
         let writing = async move {
@@ -244,21 +247,22 @@ impl SandboxProvider for DockerProvider {
             None => Ok(ExecExit::exited(self.exec_exit_code(&exec_id).await?)),
             Some(exit) => {
                 drop(output);
-                self.kill_exec_tree(&container, &exec_id, &tag).await;
+                self.kill_exec_tree(ctx.user, &container, &exec_id, &tag).await;
                 Ok(exit)
             }
         }
     }
 
-    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
+    async fn kill_tagged(&self, c: &ComputerRef, user: BotUser, key: &str, value: &str) -> Result<()> {
         let container = match self.running_container(c).await {
             Ok(id) => id,
             Err(SandboxError::NotRunning(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         let entry = format!("{key}={value}");
+        // As the bot: its own processes are the ones it may signal and whose tags it may read.
         self.run_checked(
-            InComputer::Bot,
+            InComputer::Bot(user),
             &container,
             &["botdesk-helper", "kill-env", &entry],
             Duration::from_secs(30),
@@ -267,11 +271,11 @@ impl SandboxProvider for DockerProvider {
         .await
     }
 
-    async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, _ctx: &CallCtx) -> Result<DesktopInfo> {
-        self.open_desktop_impl(c, slot, view_token).await
+    async fn open_desktop(&self, c: &ComputerRef, _bot: &BotId, slot: u32, view_token: &str, ctx: &CallCtx) -> Result<DesktopInfo> {
+        self.open_desktop_impl(c, slot, view_token, ctx.user).await
     }
-    async fn release_desktop(&self, c: &ComputerRef, slot: u32, _ctx: &CallCtx) -> Result<()> {
-        self.release_desktop_impl(c, slot).await
+    async fn release_desktop(&self, c: &ComputerRef, slot: u32, ctx: &CallCtx) -> Result<()> {
+        self.release_desktop_impl(c, slot, ctx.user).await
     }
     async fn control_transport(&self, c: &ComputerRef, slot: u32, token: &str, _ctx: &CallCtx) -> Result<()> {
         self.display_script(c, &["control", &slot.to_string()], Some(token)).await
@@ -288,8 +292,8 @@ impl SandboxProvider for DockerProvider {
     async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
         self.observe_impl(c, slot, format).await
     }
-    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
-        self.browser_impl(c, slot, profile, command).await
+    async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
+        self.browser_impl(c, slot, profile, command, ctx).await
     }
     async fn act(
         &self,
@@ -302,17 +306,17 @@ impl SandboxProvider for DockerProvider {
         self.act_impl(c, slot, actions, settle_ms).await
     }
 
-    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<Vec<FileEntry>> {
-        crate::files::list(self, c, dir).await
+    async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
+        crate::files::list(self, c, ctx.user, dir).await
     }
-    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, _ctx: &CallCtx) -> Result<()> {
-        crate::files::create_dir(self, c, dir).await
+    async fn create_dir(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<()> {
+        crate::files::create_dir(self, c, ctx.user, dir).await
     }
-    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, _ctx: &CallCtx) -> Result<Bytes> {
-        crate::files::read(self, c, path, max_bytes).await
+    async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, ctx: &CallCtx) -> Result<Bytes> {
+        crate::files::read(self, c, ctx.user, path, max_bytes).await
     }
-    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, _ctx: &CallCtx) -> Result<()> {
-        crate::files::write(self, c, path, data, executable).await
+    async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()> {
+        crate::files::write(self, c, ctx.user, path, data, executable).await
     }
     async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
         crate::files::export(self, c).await
@@ -325,6 +329,9 @@ impl SandboxProvider for DockerProvider {
     }
     async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
         crate::home::load_home(self, c, mode, records).await
+    }
+    async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {
+        crate::home::set_owners(self, c, owners).await
     }
 }
 
@@ -356,6 +363,7 @@ struct Running {
     container: String,
     exec_id: String,
     tag: String,
+    user: BotUser,
 }
 
 impl Running {
@@ -394,7 +402,7 @@ impl Running {
                 }
             }
             // The owner let go, or the exec ended: nothing it started lives on.
-            kill_tagged(&self.docker, &self.container, &self.exec_id, &self.tag).await;
+            kill_tagged(&self.docker, self.user, &self.container, &self.exec_id, &self.tag).await;
         });
     }
 }

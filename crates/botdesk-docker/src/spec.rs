@@ -5,7 +5,7 @@ use bollard::{
     container::Config,
     models::{HostConfig, Mount, MountTypeEnum, PortBinding},
 };
-use botdesk_core::{ComputerSpec, HOME};
+use botdesk_core::{BotUser, CallCtx, ComputerSpec, HOME};
 use std::collections::HashMap;
 
 pub const LABEL_MANAGED: &str = "botdesk.managed";
@@ -20,47 +20,52 @@ pub const GATEWAY_PORT: &str = "7900/tcp";
 /// Who a process in the computer runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InComputer {
-    /// The bots' user (uid 1000): their commands, shells, files and browsers.
-    Bot,
+    /// A bot (see [`BotUser`]): its commands, shells, files and browser. Uid 1000 on a Private
+    /// computer; its own uid and the bots' group on a Team one.
+    Bot(BotUser),
     /// The screen services' user (botdesk-screen, uid 990): Xvfb, fluxbox, x11vnc and the screen
     /// gateway. Bots cannot signal, trace or replace its processes, nor read its files.
     Screen,
-    /// Root, only to start `botdesk-keep`, which runs a bot's command as the bot in a group of
-    /// processes it cannot leave (see [`kept`]). The computer's root holds only NET_ADMIN,
-    /// SETUID, SETGID and SETPCAP: it reads, writes and signals nothing of the bot's.
-    Keeper,
+    /// Root, to start `botdesk-keep` (which runs a bot's command as the bot in a group of
+    /// processes it cannot leave, see [`kept`]) and for the helper's whole-home work (checkpoint,
+    /// restore, owners), which reads and writes every bot's folder. The computer's root holds
+    /// NET_ADMIN, SETUID, SETGID, SETPCAP, CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH and FOWNER; no
+    /// process of a bot can become root (no-new-privileges, no setuid programs).
+    Root,
 }
 
 impl InComputer {
-    pub const fn user(self) -> &'static str {
-        match self {
-            InComputer::Bot => "1000:1000",
-            InComputer::Screen => "990:990",
-            InComputer::Keeper => "0:0",
-        }
-    }
-
-    /// The uid, which is also the host's uid unless Docker remaps users.
-    pub const fn uid(self) -> u32 {
-        match self {
-            InComputer::Bot => 1000,
-            InComputer::Screen => 990,
-            InComputer::Keeper => 0,
-        }
+    /// Docker's `user` of an exec (`uid:gid`).
+    pub fn user(self) -> String {
+        let (uid, gid) = match self {
+            InComputer::Bot(u) => (u.uid, u.gid),
+            InComputer::Screen => (990, 990),
+            InComputer::Root => (0, 0),
+        };
+        format!("{uid}:{gid}")
     }
 }
 
-/// A bot's command (or shell) as `botdesk-keep` runs it: as the bot, in `cwd`, below a keeper
+/// A bot's command (or shell) as `botdesk-keep` runs it: as `user`, in `cwd`, below a keeper
 /// that shows `tags` (`KEY=VALUE`) in its command line. Whatever the command starts, even with
 /// `setsid` and an empty environment, stays below the keeper, and `botdesk-helper kill` ends it
-/// all by any of those tags. Started as [`InComputer::Keeper`] in `/`: root may not enter a
+/// all by any of those tags. Started as [`InComputer::Root`] in `/`: root may not need to enter a
 /// folder only the bot can (the command does, as the bot).
-pub fn kept(cwd: &str, tags: &[String], argv: Vec<String>) -> Vec<String> {
-    let mut kept = vec!["botdesk-keep".to_string(), cwd.to_string()];
+pub fn kept(cwd: &str, user: BotUser, tags: &[String], argv: Vec<String>) -> Vec<String> {
+    let mut kept = vec!["botdesk-keep".to_string(), cwd.to_string(), format!("{}:{}", user.uid, user.gid)];
     kept.extend(tags.iter().cloned());
     kept.push("--".into());
     kept.extend(argv);
     kept
+}
+
+/// The bot's home inside the computer (`HOME` of what it runs): its folder on a Team computer,
+/// the whole home on a Private one.
+pub fn home_of(ctx: &CallCtx) -> String {
+    match &ctx.bot {
+        Some(bot) if ctx.user != BotUser::PRIVATE => botdesk_core::path::bot_folder(bot).in_computer(),
+        _ => HOME.to_string(),
+    }
 }
 
 pub fn container_name(data_dir_label: &str, spec: &ComputerSpec) -> String {
@@ -149,11 +154,13 @@ pub fn container_config(
                 ("net.ipv6.conf.all.disable_ipv6".to_string(), "1".to_string()),
                 ("net.ipv6.conf.default.disable_ipv6".to_string(), "1".to_string()),
             ])),
-            // Only what start.sh needs to fence the network (NET_ADMIN) and become the services'
-            // user with nothing left (SETUID, SETGID, SETPCAP). A process started as a bot or as
-            // the services' user holds none of them and, with no-new-privileges, never can.
+            // What start.sh needs to fence the network (NET_ADMIN) and become the services' user
+            // with nothing left (SETUID, SETGID, SETPCAP), and what root's whole-home work needs
+            // to read, write and own every bot's folder (CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH,
+            // FOWNER). A process started as a bot or as the services' user holds none of them
+            // and, with no-new-privileges, never can.
             cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(["NET_ADMIN", "SETUID", "SETGID", "SETPCAP"].map(String::from).to_vec()),
+            cap_add: Some(["NET_ADMIN", "SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER"].map(String::from).to_vec()),
             security_opt: Some(vec!["no-new-privileges".into()]),
             memory: Some(r.memory_bytes as i64),
             memory_swap: Some(r.memory_bytes as i64),

@@ -77,7 +77,37 @@ fn check_bot_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whom `bot` runs as on `computer` (its own uid on a Team computer).
+pub(crate) fn user(bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> BotUser {
+    BotUser::on(computer.scope, bot.uid)
+}
+
+/// A call for `bot` on `computer`, resolved once: the bot, and whom it runs as there.
+pub(crate) fn bot_ctx(bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> CallCtx {
+    CallCtx::for_bot(&bot.id, user(bot, computer))
+}
+
 impl Engine {
+    /// Whom a bot runs as on a computer, looked up; uid 1000 when either is gone (what it left
+    /// running then belongs to a Private computer, or to nobody).
+    pub(crate) async fn user_of(&self, bot: &BotId, computer: &ComputerId) -> BotUser {
+        match (self.inner.store.bot(bot.as_str()).await, self.inner.store.computer(computer.as_str()).await) {
+            (Ok(b), Ok(c)) => user(&b, &c),
+            _ => BotUser::PRIVATE,
+        }
+    }
+
+    /// Gives the computer's home its owners (see `SandboxProvider::set_owners`): `all` after a
+    /// load (which writes as root); otherwise its top folders, made when missing.
+    pub(crate) async fn set_home_owners(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, all: bool) -> Result<()> {
+        let bots = match computer.scope {
+            ComputerScope::Team => self.inner.store.bots_on(&computer.id).await?.into_iter().map(|b| FolderOwner { bot: b.id, uid: b.uid }).collect(),
+            ComputerScope::Private => vec![],
+        };
+        let owners = HomeOwners { scope: computer.scope, bots, all };
+        Ok(self.inner.provider.set_owners(cref, &owners, &CallCtx::default()).await?)
+    }
+
     /// A new bot on this machine's engine.
     pub async fn create_bot(&self, name: &str, scope: ComputerScope, model: Option<&str>, instructions: &str) -> Result<BotView> {
         self.create_bot_on(name, scope, HostName::LOCAL, model, instructions).await
@@ -101,8 +131,7 @@ impl Engine {
         // started it); otherwise on its next start.
         // (A start under way makes it after recording `running`: see `bring_up`.)
         if computer.scope == ComputerScope::Team && self.stored_state(&computer.id).await? == ComputerState::Running {
-            let cref = computer.cref();
-            if let Err(e) = self.inner.provider.create_dir(&cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
+            if let Err(e) = self.set_home_owners(&computer, &computer.cref(), false).await {
                 // Recorded as not running, the next use of the computer prepares it again (and
                 // makes the folder); the container itself is left as it is.
                 tracing::info!(bot = %bot.id, "the new bot's folder waits for the computer's next preparation: {e}");
@@ -192,7 +221,7 @@ impl Engine {
                 .destroy(&c.cref(), &CallCtx::default())
                 .await
                 .map_err(|e| EngineError::from(e).context(format!("removing the computer of bot {}", bot.name)))?;
-        } else if let Err(e) = self.inner.provider.kill_tagged(&computer.cref(), botdesk_core::BOT_TAG, bot.id.as_str()).await {
+        } else if let Err(e) = self.inner.provider.kill_tagged(&computer.cref(), user(&bot, &computer), botdesk_core::BOT_TAG, bot.id.as_str()).await {
             // Nothing of it runs once that computer stops; a computer Docker cannot reach now
             // does not keep the bot.
             tracing::warn!(bot = %bot.id, "ending what the removed bot left running: {e}");

@@ -339,7 +339,11 @@ impl Engine {
         // A producer that failed cut the stream short: the computer changed nothing, and the
         // producer's error is the one that says why.
         produced?;
-        Ok(loaded?)
+        let loaded = loaded?;
+        // What the load wrote (as root) goes to its owners: each bot's folder to its bot.
+        let computer = self.inner.store.computer(cref.id.as_str()).await?;
+        self.set_home_owners(&computer, cref, true).await.map_err(|e| e.context("giving the restored files their owners"))?;
+        Ok(loaded)
     }
 
     /// Closes browsers on the computer gracefully (CDP Browser.close, then signals).

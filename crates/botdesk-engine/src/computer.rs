@@ -254,15 +254,15 @@ impl Engine {
                 }
                 self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             }
-            let mut folders = HashSet::new();
+            // A Team computer's `shared/` and each bot's folder, as theirs (a new home was given its
+            // owners whole as it was restored).
             if computer.scope == ComputerScope::Team {
-                self.inner.provider.create_dir(&cref, &WorkspacePath::parse("shared")?, &ctx).await?;
-                folders = self.make_bot_folders(computer, &cref, &folders).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+                self.set_home_owners(computer, &cref, false).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             }
-            Ok::<_, SandboxError>((p, folders))
+            Ok::<_, SandboxError>(p)
         }
         .await;
-        let (p, folders) = match provisioned {
+        let p = match provisioned {
             Ok(p) => p,
             Err(e) => {
                 self.swap(&computer.id, ComputerState::Booting, ComputerState::Error, self.now()).await?;
@@ -274,23 +274,11 @@ impl Engine {
         // A bot created while this start ran saw the computer not yet running, so left its folder
         // to the start: made now (it was created before this read, which follows `running`).
         if computer.scope == ComputerScope::Team {
-            self.make_bot_folders(computer, &cref, &folders).await?;
+            self.set_home_owners(computer, &cref, false).await?;
         }
         handle.forget_displays();
         handle.set_ready(true);
         Ok((cref, Up::Started))
-    }
-
-    /// Makes the folders of the computer's bots not in `done`; returns the bots it now has.
-    async fn make_bot_folders(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, done: &HashSet<BotId>) -> Result<HashSet<BotId>> {
-        let bots = self.inner.store.bots_on(&computer.id).await?;
-        for bot in bots.iter().filter(|b| !done.contains(&b.id)) {
-            // A bot that replaced its own folder (with a link, say) breaks only its own work.
-            if let Err(e) = self.inner.provider.create_dir(cref, &path::bot_folder(&bot.id), &CallCtx::default()).await {
-                tracing::warn!(bot = %bot.id, "the bot's folder could not be made: {e}");
-            }
-        }
-        Ok(bots.into_iter().map(|b| b.id).collect())
     }
 
     pub(crate) async fn stored_state(&self, id: &ComputerId) -> Result<ComputerState> {

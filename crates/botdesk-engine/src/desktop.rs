@@ -60,7 +60,7 @@ impl Engine {
         let (cref, up) = self.bring_up(computer).await?;
         let limit = self.screen_limit();
         let (d, assigned_now) = self.inner.store.assign_desktop(&computer.id, &bot.id, &new_token(), limit, self.now()).await?;
-        let ctx = CallCtx::for_bot(&bot.id);
+        let ctx = crate::bot_ctx(bot, computer);
         let handle = self.handle(&computer.id);
         // For a look at the screen, a desktop opened before on a computer running since (by
         // another process, say the app beside this CLI) is taken to be up, as this process's own
@@ -102,7 +102,7 @@ impl Engine {
     /// have died with a restarted computer) and the screenshot retried. Not after a timeout: a
     /// gateway that does not answer would only make the caller wait twice.
     async fn observe_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, format: ImageFormat) -> Result<Observation> {
-        let ctx = CallCtx::for_bot(&bot.id);
+        let ctx = crate::bot_ctx(bot, computer);
         let cref = computer.cref();
         let view = self.desktop_of(bot, computer, Reuse::Trusted).await?;
         match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
@@ -123,7 +123,7 @@ impl Engine {
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
         let cref = computer.cref();
-        let result = self.inner.provider.release_desktop(&cref, d.slot, &CallCtx::for_bot(&bot.id)).await;
+        let result = self.inner.provider.release_desktop(&cref, d.slot, &crate::bot_ctx(&bot, &computer)).await;
         self.inner.store.finish_release_desktop(&computer.id, d.slot, result.is_ok()).await?;
         result.map_err(|e| EngineError::from(e).context(format!("releasing {}'s desktop (its slot stays reserved)", bot.name)))?;
         Ok(true)
@@ -177,7 +177,7 @@ impl Engine {
         action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        match self.inner.provider.act(&computer.cref(), view.slot, &batch, action::settle_ms(settle_ms), &CallCtx::for_bot(&bot.id)).await {
+        match self.inner.provider.act(&computer.cref(), view.slot, &batch, action::settle_ms(settle_ms), &crate::bot_ctx(&bot, &computer)).await {
             Ok(settled) => Ok((batch.len(), settled)),
             Err(e) => {
                 self.forget_display(&computer.id, view.slot);
@@ -198,7 +198,7 @@ impl Engine {
             Some(t) => t,
             None => {
                 let t = new_token();
-                self.inner.provider.control_transport(&cref, view.slot, &t, &CallCtx::for_bot(&bot.id)).await?;
+                self.inner.provider.control_transport(&cref, view.slot, &t, &crate::bot_ctx(&bot, &computer)).await?;
                 self.inner.store.set_control_token(&computer.id, view.slot, Some(&t)).await?;
                 t
             }
@@ -229,7 +229,7 @@ impl Engine {
         if let Some(d) = self.inner.store.desktop_of(computer, bot).await? {
             if let Some(t) = d.control_token {
                 self.inner.store.set_control_token(computer, d.slot, None).await?;
-                match self.inner.provider.revoke_token(&self.cref_of(computer).await?, &t, &CallCtx::for_bot(bot)).await {
+                match self.inner.provider.revoke_token(&self.cref_of(computer).await?, &t, &CallCtx { bot: Some(bot.clone()), ..CallCtx::default() }).await {
                     Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -244,7 +244,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         let profile = browser::profile_name(&bot.id);
-        let mut page = self.inner.provider.page_browser(&computer.cref(), view.slot, &profile, &command, &CallCtx::for_bot(&bot.id)).await?;
+        let mut page = self.inner.provider.page_browser(&computer.cref(), view.slot, &profile, &command, &crate::bot_ctx(&bot, &computer)).await?;
         bound_page(&mut page);
         Ok(page)
     }
@@ -315,7 +315,7 @@ impl Engine {
         let inside = path.in_computer();
         let cref = self.ensure_running(&computer).await?;
         let exists = ExecRequest::new(["test", "-e", inside.as_str()]).cwd(WorkspacePath::root());
-        if self.inner.provider.exec(&cref, exists, None, &CallCtx::for_bot(&b.id)).await?.code != 0 {
+        if self.inner.provider.exec(&cref, exists, None, &crate::bot_ctx(&b, &computer)).await?.code != 0 {
             return Err(EngineError::new(ErrorCode::NotFound, format!("{target} does not exist")));
         }
         let url = format!("file://{}", inside.split('/').map(percent).collect::<Vec<_>>().join("/"));
@@ -346,7 +346,7 @@ impl Engine {
             }
             said
         });
-        let exit = self.inner.provider.exec(&cref, req, Some(tx), &CallCtx::for_bot(&b.id)).await;
+        let exit = self.inner.provider.exec(&cref, req, Some(tx), &crate::bot_ctx(&b, &computer)).await;
         // (The sender goes with the exec; a provider that kept it would cost 2 s, not a hang.)
         let said = tokio::time::timeout(std::time::Duration::from_secs(2), said).await.ok().and_then(|r| r.ok()).unwrap_or_default();
         if exit?.code != 0 {

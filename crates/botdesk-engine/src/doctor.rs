@@ -1,5 +1,6 @@
 //! `doctor`: every check a person needs before the first bot runs, each with how to fix it.
 
+use botdesk_core::BotUser;
 use botdesk_docker::DockerProvider;
 use serde::Serialize;
 
@@ -55,25 +56,25 @@ async fn image_age_check(d: &DockerProvider, tag: &str, now_ms: i64) -> Check {
 /// the computers through `/proc/PID/root` and signal their processes). `passwd` is
 /// `/etc/passwd`'s text.
 async fn uids_check(d: &DockerProvider, passwd: &str) -> Check {
-    use botdesk_docker::spec::InComputer;
     match d.remaps_users().await {
         Ok(true) => return pass("uids", "Docker runs the computers' users as users of their own (user-namespace remapping or rootless)"),
         Ok(false) => {}
         Err(e) => return warn("uids", e.to_string(), "check the Docker engine"),
     }
-    let owners: Vec<String> = [(InComputer::Bot, "the bots'"), (InComputer::Screen, "the screen services'")]
-        .iter()
-        .flat_map(|(who, whose)| {
-            passwd
-                .lines()
-                .filter(move |l| l.split(':').nth(2).and_then(|u| u.parse::<u32>().ok()) == Some(who.uid()))
-                .map(move |l| format!("{} has {whose} uid {}", l.split(':').next().unwrap_or("?"), who.uid()))
+    let (bots, team) = (BotUser::PRIVATE.uid, BotUser::FIRST_TEAM_UID..=BotUser::LAST_TEAM_UID);
+    let ranges = [(bots..=bots, "the bots' uid"), (team.clone(), "a Team bot's uid"), (990..=990, "the screen services' uid")];
+    let owners: Vec<String> = passwd
+        .lines()
+        .filter_map(|l| {
+            let uid = l.split(':').nth(2)?.parse::<u32>().ok()?;
+            let (_, whose) = ranges.iter().find(|(r, _)| r.contains(&uid))?;
+            Some(format!("{} has {whose} {uid}", l.split(':').next().unwrap_or("?")))
         })
         .collect();
     if owners.is_empty() {
         return pass(
             "uids",
-            format!("no account of this machine has the bots' uid {} or the screen services' uid {}", InComputer::Bot.uid(), InComputer::Screen.uid()),
+            format!("no account of this machine has the bots' uid {bots}, a Team bot's ({}-{}) or the screen services' uid 990", team.start(), team.end()),
         );
     }
     warn(

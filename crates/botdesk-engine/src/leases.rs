@@ -174,7 +174,8 @@ impl Engine {
     async fn stop_leftovers(&self, run_id: &str) {
         let Ok(run) = self.inner.store.run(run_id).await else { return };
         let Ok(cref) = self.cref_of(&run.computer_id).await else { return };
-        if let Err(e) = self.inner.provider.kill_tagged(&cref, botdesk_core::RUN_TAG, run_id).await {
+        let user = self.user_of(&run.bot_id, &run.computer_id).await;
+        if let Err(e) = self.inner.provider.kill_tagged(&cref, user, botdesk_core::RUN_TAG, run_id).await {
             tracing::warn!(run = run_id, "stopping what an interrupted run left running: {e}");
         }
     }
@@ -331,7 +332,7 @@ impl Engine {
         let (bot_id, computer) = self.bot_refs(bot).await?;
         let resumed = self.inner.store.release_control(&computer, lease_id, result, note, self.now()).await?;
         self.close_terminals(&bot_id);
-        self.end_control_shells(&computer, lease_id).await;
+        self.end_control_shells(&bot_id, &computer, lease_id).await;
         self.revoke_control_transport(&bot_id, &computer).await?;
         Ok(resumed)
     }
@@ -339,9 +340,10 @@ impl Engine {
     /// Stops whatever the person's shells of an ended control left in the computer (they carry
     /// its tag), also those a process that died had opened. A failure is logged: the shells'
     /// input is already refused.
-    async fn end_control_shells(&self, computer: &ComputerId, lease_id: &str) {
+    async fn end_control_shells(&self, bot: &BotId, computer: &ComputerId, lease_id: &str) {
+        let user = self.user_of(bot, computer).await;
         let killed = match self.cref_of(computer).await {
-            Ok(cref) => self.inner.provider.kill_tagged(&cref, botdesk_core::CONTROL_TAG, lease_id).await.map_err(EngineError::from),
+            Ok(cref) => self.inner.provider.kill_tagged(&cref, user, botdesk_core::CONTROL_TAG, lease_id).await.map_err(EngineError::from),
             Err(e) => Err(e),
         };
         if let Err(e) = killed {
@@ -380,7 +382,7 @@ impl Engine {
         let ends = revoked.iter().map(|c| async move {
             self.close_terminals(&c.bot_id);
             let end = async {
-                self.end_control_shells(&c.computer_id, &c.lease_id).await;
+                self.end_control_shells(&c.bot_id, &c.computer_id, &c.lease_id).await;
                 self.revoke_control_transport(&c.bot_id, &c.computer_id).await
             };
             match tokio::time::timeout(UPKEEP_CALL_BOUND, end).await {

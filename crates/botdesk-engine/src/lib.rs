@@ -32,6 +32,7 @@ pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEnt
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, BotMcpServer, ControlLease, ExecLease, Question, Reservation, Run};
+pub(crate) use bots::bot_ctx;
 pub use bots::{BotState, BotStatus, BotView, ComputerBrief, RunHold};
 pub use calibrate::{find_targets as calibrate_targets, Calibration, Fit, Try, FITS_WITHIN, TARGETS};
 pub use checkpoint::CheckpointReport;

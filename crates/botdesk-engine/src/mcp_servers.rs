@@ -126,7 +126,7 @@ impl Engine {
         let cwd = self.resolve(bot, &computer, "").map_err(|e| e.message)?;
         let cref = self.ensure_running(&computer).await.map_err(|e| e.message)?;
         let display = self.display_of(&computer.id, &bot.id).await.map_err(|e| e.message)?;
-        let ctx = CallCtx { run: Some(run_id.to_string()), display, ..CallCtx::for_bot(&bot.id) };
+        let ctx = CallCtx { run: Some(run_id.to_string()), display, ..crate::bot_ctx(bot, &computer) };
         let pipe = self.inner.provider.open_pipe(&cref, req.cwd(cwd), &ctx).await.map_err(|e| e.to_string())?;
         McpServer::start(&s.name, pipe).await
     }

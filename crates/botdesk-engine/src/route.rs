@@ -140,8 +140,8 @@ impl SandboxProvider for HostRouter {
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {
         routed!(self, &c.host, exec(c, req, out, ctx))
     }
-    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
-        routed!(self, &c.host, kill_tagged(c, key, value))
+    async fn kill_tagged(&self, c: &ComputerRef, user: BotUser, key: &str, value: &str) -> Result<()> {
+        routed!(self, &c.host, kill_tagged(c, user, key, value))
     }
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
         routed!(self, &c.host, list(c, dir, ctx))
@@ -166,5 +166,8 @@ impl SandboxProvider for HostRouter {
     }
     async fn load_home(&self, c: &ComputerRef, mode: &LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<LoadSummary> {
         routed!(self, &c.host, load_home(c, mode, records, ctx))
+    }
+    async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, set_owners(c, owners, ctx))
     }
 }

@@ -122,7 +122,7 @@ impl Engine {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&b, &computer, path)?;
         let own = dir == self.resolve(&b, &computer, "")?;
-        let (ctx, at) = (CallCtx::for_bot(&b.id), &dir);
+        let (ctx, at) = (crate::bot_ctx(&b, &computer), &dir);
         let root = match version {
             Some(v) => Some(self.version_root(&computer, v)?),
             None => {
@@ -171,7 +171,7 @@ impl Engine {
     pub async fn stored_stat_at(&self, bot: &str, path: &str, version: Option<u64>) -> Result<FileEntry> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), CallCtx::for_bot(&b.id));
+        let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), crate::bot_ctx(&b, &computer));
         let root = match version {
             Some(v) => self.version_root(&computer, v)?,
             None => {
@@ -198,7 +198,7 @@ impl Engine {
     pub async fn stored_read_at(&self, bot: &str, path: &str, max_bytes: u64, version: Option<u64>) -> Result<Bytes> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&b, &computer, path)?;
-        let (ctx, at) = (CallCtx::for_bot(&b.id), &file);
+        let (ctx, at) = (crate::bot_ctx(&b, &computer), &file);
         let root = match version {
             Some(v) => self.version_root(&computer, v)?,
             None => {
@@ -254,7 +254,7 @@ impl Engine {
                         let (out, mut lines) = tokio::sync::mpsc::unbounded_channel();
                         let stop = cancel.child_token();
                         let req = ExecRequest::new(["botdesk-helper", "watch"]).timeout(Duration::from_secs(60 * 60));
-                        let ctx = CallCtx { cancel: stop.clone(), ..CallCtx::for_bot(&b.id) };
+                        let ctx = CallCtx { cancel: stop.clone(), ..crate::bot_ctx(&b, &computer) };
                         let watch = engine.inner.provider.exec(&cref, req, Some(out), &ctx);
                         tokio::pin!(watch);
                         loop {

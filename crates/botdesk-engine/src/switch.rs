@@ -194,6 +194,8 @@ impl Engine {
 
         // 4. The bot moves.
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
+        // Its folder and profile there are its own now (its uid on a Team computer).
+        self.set_home_owners(&dest, &dest_ref, false).await?;
         self.forget_ready(&dest.id).await;
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
         Ok(SwitchReport {

@@ -32,7 +32,7 @@ impl Engine {
         // The shell carries its control's tag: when that control ends, in this process or any
         // other, everything started in it is stopped.
         let display = self.display_of(&computer.id, &b.id).await?;
-        let ctx = CallCtx { control: Some(control.lease_id), display, ..CallCtx::for_bot(&b.id) };
+        let ctx = CallCtx { control: Some(control.lease_id), display, ..crate::bot_ctx(&b, &computer) };
         let s = self.inner.provider.open_shell(&cref, &cwd, cols, rows, &ctx).await?;
         self.inner.terminals.0.lock().unwrap().insert(s.id.clone(), (b.id.clone(), computer.id.clone(), s.input));
         Ok(Terminal { id: s.id, output: s.output })

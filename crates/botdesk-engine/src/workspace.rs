@@ -64,7 +64,7 @@ impl Engine {
             req = req.stdin(data);
         }
         let display = self.display_of(&computer.id, &bot.id).await?;
-        let ctx = CallCtx { cancel, run: run.map(str::to_string), display, ..CallCtx::for_bot(&bot.id) };
+        let ctx = CallCtx { cancel, run: run.map(str::to_string), display, ..crate::bot_ctx(&bot, &computer) };
         // A command that runs is activity: idle suspend never stops the computer under it.
         let keep_awake = async {
             let mut beat = tokio::time::interval(Duration::from_millis((self.inner.policy.idle_suspend / 3).max(1_000) as u64));
@@ -86,7 +86,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let dir = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
-        let mut entries = self.inner.provider.list(&cref, &dir, &CallCtx::for_bot(&bot.id)).await?;
+        let mut entries = self.inner.provider.list(&cref, &dir, &crate::bot_ctx(&bot, &computer)).await?;
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         Ok((dir.to_string(), entries))
     }
@@ -95,7 +95,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
-        Ok(self.inner.provider.read(&cref, &file, max_bytes, &CallCtx::for_bot(&bot.id)).await?)
+        Ok(self.inner.provider.read(&cref, &file, max_bytes, &crate::bot_ctx(&bot, &computer)).await?)
     }
 
     /// Writes a file (parents created). Returns the workspace path written.
@@ -103,7 +103,7 @@ impl Engine {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
-        self.inner.provider.write(&cref, &file, data, executable, &CallCtx::for_bot(&bot.id)).await?;
+        self.inner.provider.write(&cref, &file, data, executable, &crate::bot_ctx(&bot, &computer)).await?;
         Ok(file.to_string())
     }
 }

@@ -123,6 +123,16 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     assert_eq!(cursor(&w.engine, "a").await, (101, 102));
     assert_eq!(cursor(&w.engine, "b").await, (201, 202));
 
+    // Each display admits its own bot (and the screen services) only: a reaches its own screen,
+    // never b's (X checks the connecting uid; Team bots are users of their own).
+    let probe = |display: u32| {
+        format!("DISPLAY=:{display} xdpyinfo >/dev/null 2>&1 && echo in || echo out; DISPLAY=:{display} xdotool getmouselocation 2>&1 | head -1")
+    };
+    let (_, own) = w.engine.shell("a", &probe(da.display)).await.unwrap();
+    assert!(own.starts_with("in\nx:101 y:102"), "{own}");
+    let (_, other) = w.engine.shell("a", &probe(db.display)).await.unwrap();
+    assert!(other.starts_with("out\n") && !other.contains("x:201"), "a reached b's display: {other}");
+
     // 25 actions: refused before anything reaches the screen.
     let before = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     let batch: Vec<_> = (0..25).map(|i| serde_json::json!({"type": "move", "x": 500 + i, "y": 500})).collect();

@@ -155,8 +155,8 @@ impl SandboxProvider for Faulty {
     async fn open_pipe(&self, c: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<PipeSession> {
         self.inner.open_pipe(c, req, ctx).await
     }
-    async fn kill_tagged(&self, c: &ComputerRef, key: &str, value: &str) -> Result<()> {
-        self.inner.kill_tagged(c, key, value).await
+    async fn kill_tagged(&self, c: &ComputerRef, user: BotUser, key: &str, value: &str) -> Result<()> {
+        self.inner.kill_tagged(c, user, key, value).await
     }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         self.inner.save_home(c, manifest, ctx).await

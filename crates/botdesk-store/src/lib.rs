@@ -91,6 +91,8 @@ pub struct Bot {
     pub model: Option<String>,
     pub instructions: String,
     pub created_at: i64,
+    /// Its own uid on a Team computer (see `BotUser`).
+    pub uid: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +160,7 @@ struct BotRow {
     model: Option<String>,
     instructions: String,
     created_at: i64,
+    uid: i64,
 }
 
 impl From<BotRow> for Bot {
@@ -169,6 +172,7 @@ impl From<BotRow> for Bot {
             model: r.model,
             instructions: r.instructions,
             created_at: r.created_at,
+            uid: u32::try_from(r.uid).unwrap_or(0),
         }
     }
 }
@@ -265,6 +269,11 @@ impl Store {
         }
         let bot_id = BotId::new(format!("b{}", new_id()));
         let computer = computer_for(&mut tx, &ws.id, new.scope, (&bot_id, new.name), new.provider, &new.host, now_ms).await?;
+        let uid = sqlx::query_scalar!("UPDATE bot_uids SET last = last + 1 RETURNING last").fetch_one(&mut *tx).await?;
+        let uid = u32::try_from(uid)
+            .ok()
+            .filter(|u| *u <= botdesk_core::BotUser::LAST_TEAM_UID)
+            .ok_or_else(|| StoreError::Conflict("this data directory has given out every bot number it may (65,000 bots made): no bot can be added".into()))?;
         let bot = Bot {
             id: bot_id,
             name: new.name.to_string(),
@@ -272,17 +281,19 @@ impl Store {
             model: new.model.map(str::to_string),
             instructions: new.instructions.to_string(),
             created_at: now_ms,
+            uid,
         };
         let (bid, cid) = (bot.id.as_str(), bot.computer_id.as_str());
         sqlx::query!(
-            "INSERT INTO bots (id, workspace_id, name, computer_id, model, instructions, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO bots (id, workspace_id, name, computer_id, model, instructions, created_at, uid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             bid,
             ws.id,
             bot.name,
             cid,
             bot.model,
             bot.instructions,
-            now_ms
+            now_ms,
+            uid
         )
         .execute(&mut *tx)
         .await?;
@@ -326,19 +337,24 @@ impl Store {
     }
 
     pub async fn list_bots(&self) -> Result<Vec<Bot>> {
-        let rows = sqlx::query_as!(BotRow, r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots ORDER BY created_at, name"#)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows =
+            sqlx::query_as!(BotRow, r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at, uid FROM bots ORDER BY created_at, name"#)
+                .fetch_all(&self.pool)
+                .await?;
         Ok(rows.into_iter().map(Bot::from).collect())
     }
 
     /// A bot by name (case-insensitive) or id.
     pub async fn bot(&self, name_or_id: &str) -> Result<Bot> {
-        sqlx::query_as!(BotRow, r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots WHERE name = ?1 OR id = ?1"#, name_or_id)
-            .fetch_optional(&self.pool)
-            .await?
-            .map(Bot::from)
-            .ok_or_else(|| StoreError::NotFound(format!("bot {name_or_id:?}")))
+        sqlx::query_as!(
+            BotRow,
+            r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at, uid FROM bots WHERE name = ?1 OR id = ?1"#,
+            name_or_id
+        )
+        .fetch_optional(&self.pool)
+        .await?
+        .map(Bot::from)
+        .ok_or_else(|| StoreError::NotFound(format!("bot {name_or_id:?}")))
     }
 
     /// Deletes a bot and the Private computer it owns (their homes stay on disk). Returns the
@@ -397,7 +413,7 @@ impl Store {
         let cid = computer.as_str();
         let rows = sqlx::query_as!(
             BotRow,
-            r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at FROM bots WHERE computer_id = ?1 ORDER BY created_at"#,
+            r#"SELECT id AS "id!", name, computer_id, model, instructions, created_at, uid FROM bots WHERE computer_id = ?1 ORDER BY created_at"#,
             cid
         )
         .fetch_all(&self.pool)

@@ -30,8 +30,8 @@ A client sends one line, its token, then speaks to what the token grants:
         view: a closed browser is shown as closed).
 It runs as botdesk-screen, never as a bot, and starts isolated (`python3 -I`: no user site), through
 its launcher `botdesk-gateway`, which loads this module's bytecode compiled when the image was built.
-As commands, run as the bot: `botdesk-gateway open-browser N PROFILE` starts display N's Chromium
-with ~/.browser-profiles/PROFILE and waits for DevTools; `botdesk-gateway close-browser N` closes
+As commands, run as the bot: `botdesk-gateway open-browser N PROFILE HOME` starts display N's
+Chromium with /home/botdesk/.browser-profiles/PROFILE and HOME, and waits for DevTools; `botdesk-gateway close-browser N` closes
 it gracefully (CDP Browser.close, then TERM, then KILL) and removes its profile's Singleton files.
 The gateway answers "OK\\n" to a granted token and "ERR ...\\n" (then closes) otherwise.
 The protocol is defined once on the engine's side (crates/botdesk-core/src/gateway.rs); both
@@ -299,11 +299,14 @@ async def browser_port(display):
         raise NoBrowser(f"no browser is running on :{display}") from None
 
 
-async def open_browser(display, profile):
-    """As the bot: starts its Chromium on display N with its profile (if none answers yet) and
-    waits until DevTools answers. The screen gateway never starts a bot's process itself."""
+async def open_browser(display, profile, home):
+    """As the bot: starts its Chromium on display N with its profile (if none answers yet) and its
+    home (its folder on a Team computer: downloads land there), and waits until DevTools answers.
+    The screen gateway never starts a bot's process itself."""
     if not PROFILE_RE.match(profile):
         raise RuntimeError("bad profile name")
+    if home != HOME and not re.match(r"^/home/botdesk/bots/[A-Za-z0-9_-]{1,64}$", home):
+        raise RuntimeError("bad home")
     try:
         return await browser_port(display)
     except NoBrowser:
@@ -317,10 +320,9 @@ async def open_browser(display, profile):
         except FileNotFoundError:
             pass
     fix_exit_type(profile_dir)
-    env = dict(os.environ, DISPLAY=f":{display}", BOTDESK_DISPLAY=str(display))
+    env = dict(os.environ, DISPLAY=f":{display}", BOTDESK_DISPLAY=str(display), HOME=home)
     env.pop("BOTDESK_AGENT_TOKEN", None)
-    os.makedirs(BROWSER_LOGS, mode=0o700, exist_ok=True)
-    log = open(os.path.join(BROWSER_LOGS, f"chromium-{display}.log"), "ab")
+    log = browser_log(display)
     await asyncio.create_subprocess_exec(
         "chromium", f"--user-data-dir={profile_dir}", "--remote-debugging-address=127.0.0.1", f"--remote-debugging-port={port}",
         "--no-sandbox", "--test-type", "--disable-gpu", "--disable-software-rasterizer", "--no-first-run", "--no-default-browser-check", "--disable-session-crashed-bubble",
@@ -335,6 +337,26 @@ async def open_browser(display, profile):
         except NoBrowser:
             await asyncio.sleep(0.1)
     raise RuntimeError(f"Chromium on :{display} did not open its DevTools port within 20 s")
+
+
+def browser_log(display):
+    """This uid's log of display N's Chromium (one folder per uid: Team bots are users of their
+    own). Another bot may have put something at its place first: then nothing is logged."""
+    logs = f"{BROWSER_LOGS}-{os.getuid()}"
+    try:
+        os.mkdir(logs, 0o700)
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(logs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            if os.fstat(fd).st_uid != os.getuid():
+                raise PermissionError("not this uid's folder")
+            return os.fdopen(os.open(f"chromium-{display}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600, dir_fd=fd), "ab")
+        finally:
+            os.close(fd)
+    except OSError:
+        return open(os.devnull, "ab")
 
 
 async def page(port):
@@ -908,8 +930,8 @@ async def main(listening):
 def cli(argv, listening):
     if len(argv) == 3 and argv[1] == "close-browser":
         asyncio.run(close_browser(int(argv[2])))
-    elif len(argv) == 4 and argv[1] == "open-browser":
-        asyncio.run(open_browser(int(argv[2]), argv[3]))
+    elif len(argv) == 5 and argv[1] == "open-browser":
+        asyncio.run(open_browser(int(argv[2]), argv[3], argv[4]))
     else:
         asyncio.run(main(listening))
     return 0

@@ -1,4 +1,5 @@
-"""Workspace helper inside a Botdesk computer, run as the workspace user (through its launcher,
+"""Workspace helper inside a Botdesk computer, run as the bot a call is for, or as root for the
+whole home (save, load, own) (through its launcher,
 `botdesk-helper`, which loads this module's bytecode compiled when the image was built).
 
   botdesk-helper list REL            JSON array of one directory level
@@ -15,6 +16,8 @@
                                      (inotify; links never followed; at most 5 lines a second)
   botdesk-helper kill EXEC_ID        kill every process of one exec (its whole group)
   botdesk-helper kill-env KEY=VALUE  stop every process of the groups tagged KEY=VALUE (TERM, then KILL)
+  botdesk-helper own                 (as root) give the home its owners by path: JSON on stdin
+                                     (see cmd_own)
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
 points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
@@ -1083,6 +1086,112 @@ def cmd_kill_env(entry):
     raise Fail("INVALID", f"processes tagged {entry} survived SIGKILL")
 
 
+
+def cmd_own():
+    """Gives the home its owners by path, as root (SandboxProvider::set_owners). Stdin: JSON
+    {"team": bool, "all": bool, "bots": [{"folder": REL, "profile": REL, "uid": N}],
+    "shared_gid": G, "private": P}. On a Team computer each bot's folder and browser profile are
+    its uid's (group G, mode 0700 at the top; the whole folder when its top had another owner),
+    `shared/` is P's and group G's (setgid, 2770; its entries join G when it had another group),
+    `bots/` and `.browser-profiles/` are P's (0755): folders missing are made. With "all" (after a
+    load, which writes as root) every entry root owns goes to its owner by its place. Links are
+    never followed (walks by descriptor; lchown). A bot's folder that is not a folder (a link the
+    bot made, say) is named on stderr and left: it breaks only that bot's work."""
+    import json
+    spec = json.loads(sys.stdin.buffer.read(1 << 20))
+    team, private, gid = bool(spec["team"]), int(spec["private"]), int(spec["shared_gid"])
+    tops = {}
+    for b in spec["bots"] if team else []:
+        for rel in (b["folder"], b["profile"]):
+            if len(parts_of(rel)) != 2:
+                raise Fail("INVALID", f"not a bot's folder or profile: {rel!r}")
+            tops["/".join(parts_of(rel))] = int(b["uid"])
+
+    def owner_of(rel):
+        for top, uid in tops.items():
+            if rel == top or rel.startswith(top + "/"):
+                return uid, gid
+        if team and (rel == "shared" or rel.startswith("shared/")):
+            return private, gid
+        return private, private
+
+    def walk(fd):
+        """(rel of each folder below fd, its fd, its entries that are not folders), by descriptor."""
+        for path, _dirs, names, dfd in os.fwalk(".", dir_fd=fd, follow_symlinks=False):
+            yield ("" if path == "." else path[2:]), dfd, names
+
+    if team:
+        # Only a member of the bots' group may set `shared/`'s setgid bit (root holds no FSETID).
+        os.setgroups([gid])
+    home = os.open(HOME, os.O_RDONLY | os.O_DIRECTORY)
+    if spec["all"]:
+        for rel, dfd, names in walk(home):
+            if os.fstat(dfd).st_uid == 0:
+                os.fchown(dfd, *owner_of(rel))
+            for name in names:
+                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_uid == 0:
+                    os.chown(name, *owner_of(f"{rel}/{name}" if rel else name), dir_fd=dfd, follow_symlinks=False)
+    if not team:
+        return
+
+    def folder(rel, uid, g, mode):
+        """Opens folder `rel` (made when missing) without following a link; None if it is not one."""
+        *parents, last = rel.split("/")
+        dfd = home
+        try:
+            for part in parents:
+                dfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+            try:
+                os.mkdir(last, 0o700, dir_fd=dfd)
+                os.chown(last, uid, g, dir_fd=dfd, follow_symlinks=False)
+            except FileExistsError:
+                pass
+            fd = os.open(last, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+                raise
+            sys.stderr.write(f"botdesk: {rel} is not a folder (a link or a file): left as it is\n")
+            return None
+        st = os.fstat(fd)
+        return fd, st
+
+    for rel in ("bots", ".browser-profiles"):
+        got = folder(rel, private, private, 0o755)
+        if got:
+            os.fchown(got[0], private, private)
+            os.fchmod(got[0], 0o755)
+    got = folder("shared", private, gid, 0o2770)
+    if got:
+        fd, st = got
+        if st.st_gid != gid:
+            # Made before bots had uids of their own: its entries join the bots' group, which
+            # gets what their owner had.
+            for _rel, dfd, names in walk(fd):
+                os.fchown(dfd, -1, gid)
+                os.fchmod(dfd, stat.S_IMODE(os.fstat(dfd).st_mode) | 0o2070)
+                for name in names:
+                    est = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                    os.chown(name, -1, gid, dir_fd=dfd, follow_symlinks=False)
+                    if not stat.S_ISLNK(est.st_mode):
+                        m = stat.S_IMODE(est.st_mode)
+                        os.chmod(name, m | ((m & 0o700) >> 3), dir_fd=dfd)
+        os.fchown(fd, private, gid)
+        os.fchmod(fd, 0o2770)
+    for rel, uid in tops.items():
+        got = folder(rel, uid, gid, 0o700)
+        if not got:
+            continue
+        fd, st = got
+        if st.st_uid != uid:
+            # Another owner at its top (made before bots had uids, or it came from another
+            # computer): the whole folder becomes the bot's.
+            for _rel, dfd, names in walk(fd):
+                os.fchown(dfd, uid, gid)
+                for name in names:
+                    os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+        os.fchown(fd, uid, gid)
+        os.fchmod(fd, 0o700)
+
 def error_line(**fields):
     import json
     return json.dumps(fields) + "\n"
@@ -1095,6 +1204,7 @@ def main(argv):
         "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1),
         "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
         "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
+        "own": (cmd_own, 0),
     }
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__, file=sys.stderr)

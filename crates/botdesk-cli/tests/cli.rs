@@ -847,7 +847,8 @@ fn an_mcp_client_drives_a_bot_and_yields_to_runs_and_the_person() {
             },
             Reply::call("notes__whoami", serde_json::json!({})),
         ),
-        Step::check(move |s| said(s, "uid=1000"), Reply::call("remote__shout", serde_json::json!({"text": "over http"}))),
+        // As the bot: the data directory's first bot, uid 2001 on the Team computer.
+        Step::check(move |s| said(s, "uid=2001"), Reply::call("remote__shout", serde_json::json!({"text": "over http"}))),
         Step::check(
             move |s| {
                 said(s, "OVER HTTP!")?;
@@ -1097,7 +1098,7 @@ async def bot_mcp_server(s):
     # It ran inside the computer, as the bot, in its folder; it ended with the run.
     hostname = subprocess.run(["docker", "inspect", "-f", "{{.Config.Hostname}}", container], capture_output=True, text=True).stdout.strip()
     activity = botdesk("--json", "activity", "driven").stdout
-    assert f"host={hostname} uid=1000" in activity, activity
+    assert f"host={hostname} uid=2001" in activity, activity
     for _ in range(50):
         left = subprocess.run(["docker", "exec", container, "pgrep", "-f", "^python3 notes_server.py$|botdesk-mcp-http"], capture_output=True, text=True)
         if left.returncode == 1:

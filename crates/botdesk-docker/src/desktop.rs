@@ -411,7 +411,12 @@ impl DockerProvider {
 
     /// Brings up display `slot` for the bot `user`: only it and the screen services may connect.
     pub(crate) async fn open_desktop_impl(&self, c: &ComputerRef, slot: u32, view_token: &str, user: BotUser) -> Result<DesktopInfo> {
-        self.display_script(c, &["up", &slot.to_string(), &user.uid.to_string()], Some(view_token)).await?;
+        let (slot_arg, uid) = (slot.to_string(), user.uid.to_string());
+        self.display_script(c, &["up", &slot_arg, &uid], Some(view_token)).await?;
+        // Its browser's DevTools, too: refused to every other bot (a routing rule, as root).
+        let container = self.running_container(c).await?;
+        let fence = ["botdesk-helper", "fence-devtools", &slot_arg, &uid];
+        self.run_checked(InComputer::Root, &container, &fence, std::time::Duration::from_secs(30), &format!("fencing the DevTools of :{slot}")).await?;
         Ok(DesktopInfo { display: slot, slot })
     }
 

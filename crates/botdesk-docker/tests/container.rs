@@ -28,7 +28,9 @@ async fn container_is_labelled_locked_down_and_publishes_only_the_gateway_on_loo
     // services' user with no capability; bots' commands run as 1000 (below) with none either.
     assert_eq!(inspect(id, "{{.Config.User}}"), "0:0");
     assert_eq!(inspect(id, "{{json .HostConfig.CapDrop}}"), r#"["ALL"]"#);
-    assert_eq!(inspect(id, "{{json .HostConfig.CapAdd}}"), r#"["NET_ADMIN","SETUID","SETGID","SETPCAP"]"#);
+    // Root's: the fence (NET_ADMIN), becoming the services or a bot (SETUID, SETGID, SETPCAP), and
+    // the whole home's files (checkpoint, restore, owners).
+    assert_eq!(inspect(id, "{{json .HostConfig.CapAdd}}"), r#"["NET_ADMIN","SETUID","SETGID","SETPCAP","CHOWN","DAC_OVERRIDE","DAC_READ_SEARCH","FOWNER"]"#);
     assert_eq!(inspect(id, "{{json .HostConfig.SecurityOpt}}"), r#"["no-new-privileges"]"#);
     assert_eq!(inspect(id, "{{.HostConfig.Memory}}"), (2u64 << 30).to_string());
     assert_eq!(inspect(id, "{{.HostConfig.NanoCpus}}"), "2000000000");

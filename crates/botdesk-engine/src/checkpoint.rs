@@ -160,8 +160,8 @@ impl Engine {
         let _held = handle.home.lock().await;
         // Browsers run only on open desktops: with none open there is nothing to close (and no
         // exec to pay for).
-        if browsers != Browsers::None && !self.inner.store.desktops_on(&c.id).await?.is_empty() {
-            self.close_browsers(&cref, browsers).await;
+        if browsers != Browsers::None {
+            self.close_browsers(&c, browsers).await?;
         }
         let saving = |e: EngineError| e.context(format!("checkpointing computer {}", c.name));
         let s = store.clone();
@@ -346,17 +346,22 @@ impl Engine {
         Ok(loaded)
     }
 
-    /// Closes browsers on the computer gracefully (CDP Browser.close, then signals).
-    pub(crate) async fn close_browsers(&self, cref: &ComputerRef, browsers: Browsers) {
-        let script = match browsers {
-            Browsers::None => return,
-            Browsers::OnDisplay(n) => format!("botdesk-gateway close-browser {n}; true"),
-            Browsers::All => "for s in /tmp/.X11-unix/X*; do [ -e \"$s\" ] && botdesk-gateway close-browser \"${s##*X}\"; done; true".to_string(),
-        };
-        let req = ExecRequest::new(["sh", "-c", script.as_str()]).cwd(WorkspacePath::root()).timeout(std::time::Duration::from_secs(30));
-        if let Err(e) = self.inner.provider.exec(cref, req, None, &CallCtx::default()).await {
-            tracing::warn!("closing the browsers before a checkpoint failed: {e}");
+    /// Closes browsers on the computer gracefully (CDP Browser.close, then signals), each as the
+    /// bot of its display: only it may reach its browser (on a Team computer, a user of its own).
+    pub(crate) async fn close_browsers(&self, c: &botdesk_store::Computer, browsers: Browsers) -> Result<()> {
+        let cref = c.cref();
+        for d in self.inner.store.desktops_on(&c.id).await? {
+            let Some(bot) = &d.bot_id else { continue };
+            if browsers == Browsers::OnDisplay(d.slot) || browsers == Browsers::All {
+                let Ok(b) = self.inner.store.bot(bot.as_str()).await else { continue };
+                let script = format!("botdesk-gateway close-browser {}; true", d.slot);
+                let req = ExecRequest::new(["sh", "-c", script.as_str()]).cwd(WorkspacePath::root()).timeout(std::time::Duration::from_secs(30));
+                if let Err(e) = self.inner.provider.exec(&cref, req, None, &crate::bot_ctx(&b, c)).await {
+                    tracing::warn!("closing the browser of :{} before a checkpoint failed: {e}", d.slot);
+                }
+            }
         }
         // Their desktops' browsers start again on the next browser call.
+        Ok(())
     }
 }

@@ -132,6 +132,21 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     assert!(own.starts_with("in\nx:101 y:102"), "{own}");
     let (_, other) = w.engine.shell("a", &probe(db.display)).await.unwrap();
     assert!(other.starts_with("out\n") && !other.contains("x:201"), "a reached b's display: {other}");
+    // Nor b's browser: its DevTools port is refused to a (before any browser listens there), and
+    // its profile (cookies, saved logins) is b's folder alone.
+    let devtools = |display: u32| {
+        format!(
+            "python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", {}), timeout=2)\nexcept OSError as e: print(e.strerror)'",
+            9221 + display
+        )
+    };
+    let (_, own) = w.engine.shell("a", &devtools(da.display)).await.unwrap();
+    assert_eq!(own.trim(), "Connection refused", "a's own DevTools port (no browser yet)");
+    let (_, other) = w.engine.shell("a", &devtools(db.display)).await.unwrap();
+    assert_eq!(other.trim(), "Permission denied", "b's DevTools port");
+    let (_, profiles) =
+        w.engine.shell("a", "for p in /home/botdesk/.browser-profiles/*; do ls \"$p\" >/dev/null 2>&1 && echo open || echo closed; done | sort").await.unwrap();
+    assert_eq!(profiles, "closed\nopen\n", "a opens its own profile only");
 
     // 25 actions: refused before anything reaches the screen.
     let before = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();

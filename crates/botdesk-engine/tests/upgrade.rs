@@ -82,7 +82,7 @@ async fn a_data_directory_of_2026_12_01_opens_whole_and_its_checkpoints_restore(
     assert_eq!(&e.stored_read("teamie", "notes.md", 1000).await.unwrap()[..], b"# Notes\nThe fixture's Team bot wrote this.\n");
     assert_eq!(&e.stored_read("solo", "solo.txt", 1000).await.unwrap()[..], b"the Private bot's file\n");
     // The checkpoints restore: the computers (gone) start with their homes, the browser profile too.
-    let (code, out) = e.shell("teamie", "cat notes.md && ls ~/.browser-profiles/*/Default/History").await.unwrap();
+    let (code, out) = e.shell("teamie", "cat notes.md && ls /home/botdesk/.browser-profiles/*/Default/History").await.unwrap();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("The fixture's Team bot wrote this.") && out.contains("Default/History"), "{out}");
     let (code, out) = e.shell("solo", "cat solo.txt").await.unwrap();

@@ -158,6 +158,9 @@ impl SandboxProvider for Faulty {
     async fn kill_tagged(&self, c: &ComputerRef, user: BotUser, key: &str, value: &str) -> Result<()> {
         self.inner.kill_tagged(c, user, key, value).await
     }
+    async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, ctx: &CallCtx) -> Result<()> {
+        self.inner.set_owners(c, owners, ctx).await
+    }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         self.inner.save_home(c, manifest, ctx).await
     }

@@ -315,6 +315,26 @@ impl SandboxProvider for FakeProvider {
         })
     }
 
+    /// The fake has no users: it makes the folders a Team computer's owners need (`shared/` and
+    /// each bot's folder).
+    async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {
+        if owners.scope != ComputerScope::Team {
+            return Ok(());
+        }
+        let folders: Vec<WorkspacePath> = std::iter::once(WorkspacePath::parse("shared").expect("a path"))
+            .chain(owners.bots.iter().map(|o| botdesk_core::path::bot_folder(&o.bot)))
+            .collect();
+        self.with_machine(c, |m| {
+            for dir in &folders {
+                // A bot that replaced its own folder (with a link, say) breaks only its own work.
+                if let Ok(real) = resolve(&m.files, dir, true) {
+                    let _ = mkdirs(&mut m.files, &real);
+                }
+            }
+            Ok(())
+        })
+    }
+
     async fn read(&self, c: &ComputerRef, path: &WorkspacePath, max_bytes: u64, _ctx: &CallCtx) -> Result<Bytes> {
         self.with_machine(c, |m| {
             let real = resolve(&m.files, path, true)?;

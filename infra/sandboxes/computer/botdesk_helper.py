@@ -18,6 +18,8 @@ whole home (save, load, own) (through its launcher,
   botdesk-helper kill-env KEY=VALUE  stop every process of the groups tagged KEY=VALUE (TERM, then KILL)
   botdesk-helper own                 (as root) give the home its owners by path: JSON on stdin
                                      (see cmd_own)
+  botdesk-helper fence-devtools N UID  (as root) display N's DevTools port refused to every bot
+                                     but uid UID
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
 points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
@@ -1192,6 +1194,34 @@ def cmd_own():
         os.fchown(fd, uid, gid)
         os.fchmod(fd, 0o700)
 
+
+def cmd_fence_devtools(display, uid):
+    """Display N's Chromium DevTools port (9221+N, on loopback) is refused to every uid but root's,
+    the screen services' (990: the gateway speaks CDP) and the display's bot's (UID): `prohibit`
+    rules at priority 50, which start.sh put before the local table. The port's earlier rules go
+    first (a slot changes hands)."""
+    import re, subprocess
+    n, me = int(display), int(uid)
+    if not 1 <= n <= 1000 or me < 1000:
+        raise Fail("INVALID", "fence-devtools N UID: a display and a bot's uid")
+    port = 9221 + n
+    with open("/proc/self/uid_map") as f:
+        top = min(max(int(a) + int(c) - 1 for _, a, c in (line.split() for line in f)), 4294967294)
+
+    def ip(*args):
+        r = subprocess.run(["ip", "rule", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Fail("INVALID", f"ip rule {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout
+
+    for line in ip("show", "priority", "50").splitlines():
+        m = re.search(r"uidrange (\d+)-(\d+) .*dport (\d+) prohibit", line)
+        if m and int(m.group(3)) == port:
+            ip("del", "priority", "50", "uidrange", f"{m.group(1)}-{m.group(2)}", "ipproto", "6", "dport", str(port), "prohibit")
+    for lo, hi in ((1, 989), (991, me - 1), (me + 1, top)):
+        if lo <= hi:
+            ip("add", "priority", "50", "uidrange", f"{lo}-{hi}", "ipproto", "6", "dport", str(port), "prohibit")
+
 def error_line(**fields):
     import json
     return json.dumps(fields) + "\n"
@@ -1204,7 +1234,7 @@ def main(argv):
         "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1),
         "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
         "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
-        "own": (cmd_own, 0),
+        "own": (cmd_own, 0), "fence-devtools": (cmd_fence_devtools, 2),
     }
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__, file=sys.stderr)

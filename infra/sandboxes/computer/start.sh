@@ -29,6 +29,9 @@ if [ "$(id -u)" = 0 ]; then
     ip route add prohibit "$net" table 100 2>/dev/null || ip route replace prohibit "$net" table 100 || { echo "botdesk: cannot fence $net" >&2; exit 1; }
   done
   unset BOTDESK_FENCE
+  # The local table comes after rule 50, where `botdesk-helper fence-devtools` refuses each
+  # display's Chromium DevTools port (on loopback) to every bot but that display's own.
+  ip rule add priority 60 lookup local && ip rule del priority 0 lookup local || { echo "botdesk: cannot order the local table" >&2; exit 1; }
   exec setpriv --reuid=botdesk-screen --regid=botdesk-screen --init-groups --inh-caps=-all --bounding-set=-all -- "$0"
 fi
 [ "$(id -un)" = botdesk-screen ] || { echo "botdesk: start.sh must start as root (to fence the network)" >&2; exit 1; }

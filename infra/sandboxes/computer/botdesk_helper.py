@@ -1206,7 +1206,9 @@ def cmd_fence_devtools(display, uid):
         raise Fail("INVALID", "fence-devtools N UID: a display and a bot's uid")
     port = 9221 + n
     with open("/proc/self/uid_map") as f:
-        top = min(max(int(a) + int(c) - 1 for _, a, c in (line.split() for line in f)), 4294967294)
+        # The highest uid this namespace maps (all 32 bits, or 65536 of them under userns-remap,
+        # where a rule naming an unmapped uid is refused): inside + count - 1.
+        top = min(max(int(a) + int(c) - 1 for a, _, c in (line.split() for line in f)), 4294967294)
 
     def ip(*args):
         r = subprocess.run(["ip", "rule", *args], capture_output=True, text=True)

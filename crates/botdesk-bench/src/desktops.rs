@@ -42,6 +42,9 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     engine.exec(&names[0], vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
     let container = container_of(&computer);
+    // The anchors on bench0's display run as bench0: a Team bot's display admits its uid alone.
+    let (_, uid) = engine.shell(&names[0], "id -u; id -g").await.unwrap();
+    let owner = uid.split_whitespace().collect::<Vec<_>>().join(":");
 
     // Desktop open → first full frame (a cold display: Xvfb, fluxbox, view transport).
     let (mut ours, mut anchor) = (vec![], vec![]);
@@ -97,7 +100,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let t = Instant::now();
         engine.screenshot(&names[0], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
-        anchor.push(time_cmd(&["exec", "-u", BOT, &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
+        anchor.push(time_cmd(&["exec", "-u", &owner, &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
     }
     rows.push(Row {
         what: "observe (PNG, frame id, cursor, window title)",
@@ -118,7 +121,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let t = Instant::now();
         for i in 0..24 {
             let st = std::process::Command::new("docker")
-                .args(["exec", "-u", BOT, "-e", &format!("DISPLAY=:{slot}"), &container, "xdotool", "mousemove", &(100 + i * 10).to_string(), "300"])
+                .args(["exec", "-u", &owner, "-e", &format!("DISPLAY=:{slot}"), &container, "xdotool", "mousemove", &(100 + i * 10).to_string(), "300"])
                 .status()
                 .unwrap();
             assert!(st.success());

@@ -200,7 +200,10 @@ async fn main() {
                 for r in rows {
                     println!("{}: {} vs {} {}", r.what, ms(r.ours), r.anchor_name, ms(r.anchor));
                 }
-                println!("density: {} desktops, {:.0} MiB each", density.desktops, density.per_desktop_mib);
+                println!(
+                    "density: {} desktops, {:.0} MiB each, beside the idle computer's {:.0} MiB",
+                    density.desktops, density.per_desktop_mib, density.base_mib
+                );
             }
             other => panic!("unknown section {other:?}"),
         }

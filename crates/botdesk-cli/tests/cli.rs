@@ -174,6 +174,8 @@ fn bots_exec_and_files_against_a_real_computer() {
     assert!(a_uid.ends_with("\n1999\n") && g_uid.ends_with("\n1999\n") && a_uid != g_uid, "{a_uid} {g_uid}");
     let a_uid: u32 = a_uid.lines().next().unwrap().parse().unwrap();
     assert!(a_uid >= 2001, "{a_uid}");
+    // Named by its id (a prompt, `ls -l` and `whoami` show it), its home its folder.
+    assert_eq!(sh("alpha", "whoami; echo $HOME; id -gn"), format!("{alpha_id}\n/home/botdesk/bots/{alpha_id}\nbotdesk-bots\n"));
     let team_owners = |data: &Data| {
         let got = stdout(&data.run(&["exec", "alpha", "--", "sh", "-c", "stat -c '%u %a' . bin/tool.bin; stat -c '%g %a' ../../shared"]));
         assert_eq!(got, format!("{a_uid} 700\n{a_uid} 755\n1999 2770\n"), "alpha's folder, a file in it and shared/");

@@ -1179,6 +1179,7 @@ def cmd_own():
                         os.chmod(name, m | ((m & 0o700) >> 3), dir_fd=dfd)
         os.fchown(fd, private, gid)
         os.fchmod(fd, 0o2770)
+    name_users(spec["bots"], gid)
     for rel, uid in tops.items():
         got = folder(rel, uid, gid, 0o700)
         if not got:
@@ -1223,6 +1224,31 @@ def cmd_fence_devtools(display, uid):
     for lo, hi in ((1, 989), (991, me - 1), (me + 1, top)):
         if lo <= hi:
             ip("add", "priority", "50", "uidrange", f"{lo}-{hi}", "ipproto", "6", "dport", str(port), "prohibit")
+
+
+GECOS = "Botdesk bot"
+
+
+def name_users(bots, gid):
+    """Names each Team bot's uid (its id) and the bots' group in /etc/passwd and /etc/group, so
+    `whoami`, `ls -l` and a shell's prompt show them: entries of bots no longer here go. Written
+    whole, then renamed into place."""
+    def rewrite(path, keep, add):
+        with open(path) as f:
+            lines = [line for line in f.read().splitlines() if keep(line)]
+        with open(path + ".botdesk", "w") as f:
+            f.write("\n".join(lines + add) + "\n")
+        os.chmod(path + ".botdesk", 0o644)
+        os.replace(path + ".botdesk", path)
+
+    users = []
+    for b in bots:
+        name = b["folder"].split("/")[-1]
+        if not name.isalnum() or len(name) > 32:
+            raise Fail("INVALID", f"not a bot's id: {name!r}")
+        users.append(f"{name}:x:{int(b['uid'])}:{gid}:{GECOS}:{HOME}/{b['folder']}:/bin/bash")
+    rewrite("/etc/passwd", lambda line: line.split(":")[4:5] != [GECOS], users)
+    rewrite("/etc/group", lambda line: not line.startswith("botdesk-bots:"), [f"botdesk-bots:x:{gid}:"])
 
 def error_line(**fields):
     import json

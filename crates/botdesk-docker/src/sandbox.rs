@@ -327,8 +327,8 @@ impl SandboxProvider for DockerProvider {
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         crate::home::save_home(self, c, manifest).await
     }
-    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, _ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
-        crate::home::load_home(self, c, mode, records).await
+    async fn load_home(&self, c: &ComputerRef, mode: &home_stream::LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<home_stream::LoadSummary> {
+        crate::home::load_home(self, c, mode, records, ctx).await
     }
     async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {
         crate::home::set_owners(self, c, owners).await

@@ -38,6 +38,9 @@ impl InComputer {
     /// Docker's `user` of an exec (`uid:gid`).
     pub fn user(self) -> String {
         let (uid, gid) = match self {
+            // A bot is never root nor a system user: a uid that says so (a record gone wrong)
+            // runs as nobody.
+            InComputer::Bot(u) if u.uid < 1000 || u.gid < 1000 => (65534, 65534),
             InComputer::Bot(u) => (u.uid, u.gid),
             InComputer::Screen => (990, 990),
             InComputer::Root => (0, 0),

@@ -100,8 +100,24 @@ impl Engine {
     /// Gives the computer's home its owners (see `SandboxProvider::set_owners`): `all` after a
     /// load (which writes as root); otherwise its top folders, made when missing.
     pub(crate) async fn set_home_owners(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, all: bool) -> Result<()> {
+        self.set_home_owners_with(computer, cref, all, None).await
+    }
+
+    /// [`Engine::set_home_owners`], with a bot arriving there (a switch: not on it yet).
+    pub(crate) async fn set_home_owners_with(
+        &self,
+        computer: &botdesk_store::Computer,
+        cref: &ComputerRef,
+        all: bool,
+        arriving: Option<FolderOwner>,
+    ) -> Result<()> {
         let bots = match computer.scope {
-            ComputerScope::Team => self.inner.store.bots_on(&computer.id).await?.into_iter().map(|b| FolderOwner { bot: b.id, uid: b.uid }).collect(),
+            ComputerScope::Team => {
+                let mut bots: Vec<FolderOwner> =
+                    self.inner.store.bots_on(&computer.id).await?.into_iter().map(|b| FolderOwner { bot: b.id, uid: b.uid }).collect();
+                bots.extend(arriving.filter(|a| !bots.iter().any(|b| b.bot == a.bot)));
+                bots
+            }
             ComputerScope::Private => vec![],
         };
         let owners = HomeOwners { scope: computer.scope, bots, all };

@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use botdesk_core::home_stream::{LoadMode, LoadSummary};
-use botdesk_core::{CallCtx, ComputerRef, ExecRequest, HomeIn, MachineStatus, WorkspacePath};
+use botdesk_core::{BotUser, CallCtx, ComputerRef, ExecRequest, FolderOwner, HomeIn, MachineStatus, WorkspacePath};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio_util::io::SyncIoBridge;
@@ -130,6 +130,9 @@ pub(crate) struct Sending {
     /// What goes (relative to `sub`).
     pub keep: Box<dyn Fn(&str) -> bool + Send>,
     pub mode: LoadMode,
+    /// The bot whose folder (or profile) it goes into, and its uid there; None: the whole home of
+    /// a computer that is starting (nothing runs there yet).
+    pub for_bot: Option<FolderOwner>,
 }
 
 pub(crate) fn everything(_: &str) -> bool {
@@ -307,7 +310,7 @@ impl Engine {
         let _held = handle.home.lock().await;
         let s = store.clone();
         let Some((version, root)) = blocking(move || Ok(home_store::current_version(&s))).await? else { return Ok(None) };
-        let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: Box::new(everything), mode: LoadMode::Restore }).await?;
+        let summary = self.send_home(cref, Sending { root, sub: String::new(), keep: Box::new(everything), mode: LoadMode::Restore, for_bot: None }).await?;
         Ok(Some(CheckpointReport {
             version,
             files: summary.files,
@@ -324,7 +327,17 @@ impl Engine {
         let (rx, tx) = tokio::io::duplex(256 * 1024);
         let writer = SyncIoBridge::new(tx);
         let mode = s.mode.clone();
-        let ctx = CallCtx::default();
+        let computer = self.inner.store.computer(cref.id.as_str()).await?;
+        // A load for a bot runs as that bot, or (into a Team bot's folder, which root must write
+        // and own) after all of that bot's processes were ended; its folder is made its own first.
+        let ctx = match &s.for_bot {
+            Some(o) => {
+                self.set_home_owners_with(&computer, cref, false, Some(o.clone())).await?;
+                CallCtx::for_bot(&o.bot, BotUser::on(computer.scope, o.uid))
+            }
+            None => CallCtx::default(),
+        };
+        let arriving = s.for_bot.clone();
         let producer = blocking(move || {
             if home_store::find_dir(&s.root, &s.sub)? != home_store::Found::Folder {
                 return Err(EngineError::new(ErrorCode::PathEscapes, format!("{} is not a folder in the checkpoint (a link or a file)", s.sub)));
@@ -340,9 +353,8 @@ impl Engine {
         // producer's error is the one that says why.
         produced?;
         let loaded = loaded?;
-        // What the load wrote (as root) goes to its owners: each bot's folder to its bot.
-        let computer = self.inner.store.computer(cref.id.as_str()).await?;
-        self.set_home_owners(&computer, cref, true).await.map_err(|e| e.context("giving the restored files their owners"))?;
+        // What the load wrote as root goes to its owners: each bot's folder to its bot.
+        self.set_home_owners_with(&computer, cref, true, arriving).await.map_err(|e| e.context("giving the restored files their owners"))?;
         Ok(loaded)
     }
 

@@ -5,7 +5,7 @@
 //! computer's next start begins from it.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{ComputerId, MachineStatus, SandboxError};
+use botdesk_core::{ComputerId, FolderOwner, MachineStatus, SandboxError};
 use serde::Serialize;
 
 use crate::checkpoint::{Browsers, Sending};
@@ -71,12 +71,14 @@ fn put_into(root: std::path::PathBuf, folder: &str, edits: &[(String, Take)]) ->
     let inside = |t: &str| if folder.is_empty() { t.to_string() } else { t.strip_prefix(folder).unwrap_or(t).trim_start_matches('/').to_string() };
     let whole = edits.iter().any(|(t, _)| inside(t).is_empty());
     match (whole, folder.rsplit_once('/')) {
-        (true, _) if folder.is_empty() => Sending { root, sub: String::new(), keep: Box::new(crate::checkpoint::everything), mode: LoadMode::Restore },
+        (true, _) if folder.is_empty() => {
+            Sending { root, sub: String::new(), keep: Box::new(crate::checkpoint::everything), mode: LoadMode::Restore, for_bot: None }
+        }
         (true, split) => {
             let (parent, name) = split.map_or((String::new(), folder.to_string()), |(p, n)| (p.to_string(), n.to_string()));
             let n = name.clone();
             let keep = move |rel: &str| rel.split('/').next() == Some(n.as_str());
-            Sending { root, sub: parent.clone(), keep: Box::new(keep), mode: LoadMode::Put { into: parent, names: vec![name] } }
+            Sending { root, sub: parent.clone(), keep: Box::new(keep), mode: LoadMode::Put { into: parent, names: vec![name] }, for_bot: None }
         }
         (false, _) => {
             let names: BTreeSet<String> = edits.iter().filter_map(|(t, _)| inside(t).split('/').next().map(str::to_string)).collect();
@@ -87,6 +89,7 @@ fn put_into(root: std::path::PathBuf, folder: &str, edits: &[(String, Take)]) ->
                 sub: folder.to_string(),
                 keep: Box::new(keep),
                 mode: LoadMode::Put { into: folder.to_string(), names: names.into_iter().collect() },
+                for_bot: None,
             }
         }
     }
@@ -256,9 +259,8 @@ impl Engine {
         match cref {
             Some(cref) => {
                 let root = store.join(format!("v{}", meta.version));
-                self.send_home(&cref, put_into(root, &folder, &edits))
-                    .await
-                    .map_err(|e| e.context(format!("putting version {} into the computer", meta.version)))?;
+                let sending = Sending { for_bot: Some(FolderOwner { bot: b.id.clone(), uid: b.uid }), ..put_into(root, &folder, &edits) };
+                self.send_home(&cref, sending).await.map_err(|e| e.context(format!("putting version {} into the computer", meta.version)))?;
             }
             None if c.home_volume.is_some() => {
                 // Its volume holds the version before: the next start makes a new one from this.

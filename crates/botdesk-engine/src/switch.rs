@@ -17,7 +17,7 @@
 //! stopped-checked and its execution lease is held, so no run starts meanwhile.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{browser::profile_name, path, ComputerScope, HostName, MachineStatus};
+use botdesk_core::{browser::profile_name, path, ComputerScope, FolderOwner, HostName, MachineStatus};
 use serde::Serialize;
 
 use crate::checkpoint::{everything, Browsers, Sending};
@@ -179,14 +179,27 @@ impl Engine {
         let dest = self.inner.store.home_computer(bot, to, self.inner.provider.kind(), host, self.now()).await?;
         let dest_ref = self.ensure_running(&dest).await?;
         let (mut copied, mut kept_newer) = (0, vec![]);
+        let arriving = Some(FolderOwner { bot: bot.id.clone(), uid: bot.uid });
         if let (Some(root), true) = (&root, carry_work) {
-            let sending = Sending { root: root.clone(), sub: sub.to_string(), keep: Box::new(keep), mode: LoadMode::Merge { into: into.to_string() } };
+            let sending = Sending {
+                root: root.clone(),
+                sub: sub.to_string(),
+                keep: Box::new(keep),
+                mode: LoadMode::Merge { into: into.to_string() },
+                for_bot: arriving.clone(),
+            };
             let summary = self.send_home(&dest_ref, sending).await?;
             copied += summary.files;
             kept_newer = summary.kept_newer;
         }
         if let (Some(root), true) = (root, carry_profile) {
-            let sending = Sending { root, sub: profile.clone(), keep: Box::new(not_browser_junk), mode: LoadMode::Replace { into: profile.clone() } };
+            let sending = Sending {
+                root,
+                sub: profile.clone(),
+                keep: Box::new(not_browser_junk),
+                mode: LoadMode::Replace { into: profile.clone() },
+                for_bot: arriving.clone(),
+            };
             copied += self.send_home(&dest_ref, sending).await?.files;
         }
         // The joined home's new content is durable before the bot moves.

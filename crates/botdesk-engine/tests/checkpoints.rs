@@ -146,6 +146,8 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     assert_eq!(r.kept_newer, ["notes/today.md"], "{r:?}");
     assert_eq!(text(w.engine.files_read("keeper", "notes/private.md", 100).await.unwrap()), "made while private\n");
     assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
+    // What it left running on the Team computer ended as its work came back there.
+    start_site(&w.engine, "keeper", "../../shared").await;
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login-private", "the login made on Private came back");
     // The Private computer is kept, stopped, its home whole (its version of the edited file too).
     let computers = w.engine.list_computers().await.unwrap();
@@ -510,6 +512,9 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     let w = World { engine: Engine::open(cfg).await.unwrap(), dir };
     let bot = w.engine.create_bot("stopper", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write("stopper", "kept.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
+    // Enough to save that a save lasts longer than one round of the stopping loop below.
+    let (code, _) = w.engine.shell("stopper", "head -c 64M /dev/urandom > big.bin").await.unwrap();
+    assert_eq!(code, 0);
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 1);
     // The bot cannot stop the save helper (root's).
     let (code, out) = w.engine.shell("stopper", "(sleep 0.3; pkill -STOP -f 'botdesk-helpe[r] save'; echo $?) & true").await.unwrap();

@@ -36,10 +36,16 @@ async fn world(screen_limit: Option<u32>, bots: &[&str]) -> World {
 
 /// Runs `script` in a computer as its screen services' user (what no bot can do).
 fn as_service(computer: &str, script: &str) {
+    service_says(computer, script);
+}
+
+/// [`as_service`], returning what the script printed.
+fn service_says(computer: &str, script: &str) -> String {
     let docker = |args: &[&str]| std::process::Command::new("docker").args(args).output().unwrap();
     let container = String::from_utf8(docker(&["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).stdout).unwrap().trim().to_string();
     let out = docker(&["exec", "-u", "botdesk-screen", &container, "sh", "-c", script]);
     assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// Connects to the gateway with a token; returns the stream after the gateway's answer line.
@@ -147,6 +153,18 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let (_, profiles) =
         w.engine.shell("a", "for p in /home/botdesk/.browser-profiles/*; do ls \"$p\" >/dev/null 2>&1 && echo open || echo closed; done | sort").await.unwrap();
     assert_eq!(profiles, "closed\nopen\n", "a opens its own profile only");
+    // Nor can a pose as a display, or as b's browser: every display's abstract X name is the
+    // services', and a listener a puts on b's DevTools port gets no answer out to the gateway.
+    let (_, squat) =
+        w.engine.shell("a", "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(b\"\\0/tmp/.X11-unix/X200\")' 2>&1 | tail -1").await.unwrap();
+    assert!(squat.contains("Address already in use"), "{squat}");
+    let port = 9221 + db.display;
+    let listen =
+        format!("(setsid python3 -c 'import socket, time; s = socket.create_server((\"127.0.0.1\", {port})); time.sleep(20)' >/dev/null 2>&1 &); sleep 0.5");
+    w.engine.shell("a", &listen).await.unwrap();
+    let computer = w.engine.bot("a").await.unwrap().computer.id;
+    let reached = service_says(&computer, &format!("python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"answered\")\nexcept OSError as e: print(\"no answer\")'"));
+    assert_eq!(reached.trim(), "no answer", "a's listener on b's DevTools port answered the services");
 
     // 25 actions: refused before anything reaches the screen.
     let before = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();

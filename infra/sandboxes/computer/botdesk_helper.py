@@ -1131,8 +1131,11 @@ def cmd_own():
             if os.fstat(dfd).st_uid == 0:
                 os.fchown(dfd, *owner_of(rel))
             for name in names:
-                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_uid == 0:
-                    os.chown(name, *owner_of(f"{rel}/{name}" if rel else name), dir_fd=dfd, follow_symlinks=False)
+                try:
+                    if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_uid == 0:
+                        os.chown(name, *owner_of(f"{rel}/{name}" if rel else name), dir_fd=dfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
     if not team:
         return
 
@@ -1172,11 +1175,17 @@ def cmd_own():
                 os.fchown(dfd, -1, gid)
                 os.fchmod(dfd, stat.S_IMODE(os.fstat(dfd).st_mode) | 0o2070)
                 for name in names:
-                    est = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-                    os.chown(name, -1, gid, dir_fd=dfd, follow_symlinks=False)
-                    if not stat.S_ISLNK(est.st_mode):
-                        m = stat.S_IMODE(est.st_mode)
-                        os.chmod(name, m | ((m & 0o700) >> 3), dir_fd=dfd)
+                    try:
+                        os.chown(name, -1, gid, dir_fd=dfd, follow_symlinks=False)
+                        # Through a descriptor that is the entry itself, never a link's target.
+                        efd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dfd)
+                    except OSError:
+                        continue  # a link, a socket, or gone
+                    try:
+                        m = stat.S_IMODE(os.fstat(efd).st_mode)
+                        os.fchmod(efd, m | ((m & 0o700) >> 3))
+                    finally:
+                        os.close(efd)
         os.fchown(fd, private, gid)
         os.fchmod(fd, 0o2770)
     name_users(spec["bots"], gid)
@@ -1191,7 +1200,15 @@ def cmd_own():
             for _rel, dfd, names in walk(fd):
                 os.fchown(dfd, uid, gid)
                 for name in names:
-                    os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+                    try:
+                        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+                        # A file with other links may be another bot's too (made when bots
+                        # shared a uid): it keeps its owner.
+                        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                            continue
+                        os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
         os.fchown(fd, uid, gid)
         os.fchmod(fd, 0o700)
 
@@ -1217,13 +1234,20 @@ def cmd_fence_devtools(display, uid):
             raise Fail("INVALID", f"ip rule {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout
 
+    # A bot may neither connect to the port (dport) nor answer on it (sport: a listener another
+    # bot put there first gets no reply out, so nothing can pose as this display's browser).
+    # The new rules go in before the old ones go (never a moment without).
+    ranges = [f"{lo}-{hi}" for lo, hi in ((1, 989), (991, me - 1), (me + 1, top)) if lo <= hi]
+    wanted = {(r, way) for r in ranges for way in ("dport", "sport")}
+    old = set()
     for line in ip("show", "priority", "50").splitlines():
-        m = re.search(r"uidrange (\d+)-(\d+) .*dport (\d+) prohibit", line)
+        m = re.search(r"uidrange (\d+-\d+) .*(dport|sport) (\d+) prohibit", line)
         if m and int(m.group(3)) == port:
-            ip("del", "priority", "50", "uidrange", f"{m.group(1)}-{m.group(2)}", "ipproto", "6", "dport", str(port), "prohibit")
-    for lo, hi in ((1, 989), (991, me - 1), (me + 1, top)):
-        if lo <= hi:
-            ip("add", "priority", "50", "uidrange", f"{lo}-{hi}", "ipproto", "6", "dport", str(port), "prohibit")
+            old.add((m.group(1), m.group(2)))
+    for r, way in sorted(wanted - old):
+        ip("add", "priority", "50", "uidrange", r, "ipproto", "6", way, str(port), "prohibit")
+    for r, way in sorted(old - wanted):
+        ip("del", "priority", "50", "uidrange", r, "ipproto", "6", way, str(port), "prohibit")
 
 
 GECOS = "Botdesk bot"

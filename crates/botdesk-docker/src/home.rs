@@ -129,20 +129,13 @@ pub(crate) async fn save_home(p: &DockerProvider, c: &ComputerRef, mut manifest:
 
 /// A load for a Private computer's bot runs as that bot (it owns the whole home). One into a Team
 /// bot's folder or profile runs as root (which writes there and then gives the files to the bot,
-/// `set_owners`), after every process of that bot was ended: nothing of it may race root's walk.
-/// One with no bot (the whole home of a computer that is starting: nothing runs) runs as root.
+/// `set_owners`), as does one with no bot (the whole home of a computer that is starting).
 pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMode, records: HomeIn, ctx: &CallCtx) -> Result<LoadSummary> {
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "load".to_string()];
     let who = match (&ctx.bot, ctx.user) {
         (Some(_), BotUser::PRIVATE) => InComputer::Bot(BotUser::PRIVATE),
-        (Some(_), user) => {
-            // kill(-1) as the bot: every process of its uid but this one.
-            let end = ["sh", "-c", "kill -KILL -1; true"];
-            p.run_checked(InComputer::Bot(user), &container, &end, std::time::Duration::from_secs(30), "ending the bot's processes before a load").await?;
-            InComputer::Root
-        }
-        (None, _) => InComputer::Root,
+        _ => InComputer::Root,
     };
     let (exec_id, output, mut input) = p.start_exec(who, &container, argv, vec![], HOME, true, false).await?;
     let mut first = serde_json::to_vec(mode).expect("a load mode serialises");

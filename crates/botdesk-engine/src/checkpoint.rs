@@ -328,8 +328,8 @@ impl Engine {
         let writer = SyncIoBridge::new(tx);
         let mode = s.mode.clone();
         let computer = self.inner.store.computer(cref.id.as_str()).await?;
-        // A load for a bot runs as that bot, or (into a Team bot's folder, which root must write
-        // and own) after all of that bot's processes were ended; its folder is made its own first.
+        // A load for a bot: its folder is made its own first (a bot arriving on a Team computer
+        // is not on it yet), and a Private bot's load runs as that bot.
         let ctx = match &s.for_bot {
             Some(o) => {
                 self.set_home_owners_with(&computer, cref, false, Some(o.clone())).await?;

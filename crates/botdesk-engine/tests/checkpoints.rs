@@ -146,8 +146,6 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     assert_eq!(r.kept_newer, ["notes/today.md"], "{r:?}");
     assert_eq!(text(w.engine.files_read("keeper", "notes/private.md", 100).await.unwrap()), "made while private\n");
     assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
-    // What it left running on the Team computer ended as its work came back there.
-    start_site(&w.engine, "keeper", "../../shared").await;
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login-private", "the login made on Private came back");
     // The Private computer is kept, stopped, its home whole (its version of the edited file too).
     let computers = w.engine.list_computers().await.unwrap();

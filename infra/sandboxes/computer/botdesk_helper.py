@@ -993,7 +993,9 @@ def cmd_watch():
                     continue
                 if ev & IN_DELETE_SELF:
                     watched.pop(wd, None)
-                if ev & IN_ISDIR and ev & (IN_CREATE | IN_MOVED_TO) and name:
+                # A folder made, moved in, or given to this bot (a load places as root, then
+                # gives it: only then may the watch enter it).
+                if ev & IN_ISDIR and ev & (IN_CREATE | IN_MOVED_TO | IN_ATTRIB) and name:
                     add(os.path.join(parent, os.fsdecode(name)))
                 if parent == HOME and os.fsdecode(name) in WATCH_NOISE:
                     continue

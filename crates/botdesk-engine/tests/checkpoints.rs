@@ -398,6 +398,41 @@ while time.time() < end:
     assert_eq!(code, 0);
 }
 
+/// A Team bot's restores are loaded as root (the files go to their owners after). While they run,
+/// the bot swaps one of its folders and a link to a root-only file with renameat2(EXCHANGE) in a
+/// loop: no restore changes the file (its mode, owner or bytes), since root places entries by
+/// descriptor and never through a link.
+#[tokio::test]
+async fn a_team_bot_swapping_its_folders_never_turns_a_restore_onto_a_root_file() {
+    let w = world().await;
+    let bot = w.engine.create_bot("racer", ComputerScope::Team, None, "").await.unwrap();
+    w.engine.files_write("racer", "swap/inside.txt", bytes::Bytes::from_static(b"inside"), false).await.unwrap();
+    w.engine.checkpoint(&bot.computer.id).await.unwrap();
+    let version = w.engine.history("racer").await.unwrap().versions[0].version;
+    as_root(&bot.computer.id, "printf root-only > /var/canary && chmod 600 /var/canary");
+    let swapper = r#"
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.symlink('/var/canary', 'l')
+end = time.time() + 120
+while time.time() < end and not os.path.exists('stop'):
+    libc.renameat2(-100, b'swap', -100, b'l', 2)
+"#;
+    w.engine.files_write("racer", "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
+    let (code, out) = w.engine.shell("racer", "(setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 0.5").await.unwrap();
+    assert_eq!(code, 0, "{out}");
+    let mut placed = 0;
+    for _ in 0..8 {
+        // Caught with the link in place, a restore may fail; it never goes through the link.
+        if w.engine.restore("racer", version, Some("swap/inside.txt")).await.is_ok() {
+            placed += 1;
+        }
+        as_root(&bot.computer.id, "test \"$(stat -c %a:%u:%s /var/canary)\" = 600:0:9 || { stat /var/canary >&2; exit 1; }");
+    }
+    assert!(placed > 0, "no restore got through");
+    w.engine.files_write("racer", "stop", bytes::Bytes::new(), false).await.unwrap();
+}
+
 /// Thirty checkpoints, one changed file each, keep thirty versions sharing the rest; a destroyed
 /// computer's file is restored from an old version in the store alone (no computer to go
 /// through), and the computer's next start begins from that.

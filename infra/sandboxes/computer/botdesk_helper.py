@@ -593,42 +593,6 @@ def cmd_save():
     manifest.drain()
 
 
-def rmtree_force(path):
-    """Removes a tree, its read-only folders too; never follows a link."""
-    import shutil
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        os.unlink(path)
-        return
-    os.chmod(path, stat.S_IMODE(st.st_mode) | 0o700)
-    for dirpath, dirnames, _ in os.walk(path):
-        for name in dirnames:  # opened before os.walk goes into them
-            d = os.path.join(dirpath, name)
-            try:
-                st = os.lstat(d)
-                if stat.S_ISDIR(st.st_mode):
-                    os.chmod(d, stat.S_IMODE(st.st_mode) | 0o700)
-            except OSError:
-                pass
-    shutil.rmtree(path)
-
-
-def real_dir(parts):
-    """HOME/parts, every component a real folder (missing ones are made); a link is refused."""
-    for i in range(len(parts)):
-        p = full(parts[: i + 1])
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            os.mkdir(p, 0o755)
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            raise Fail("PATH_ESCAPES", f"{'/'.join(parts[: i + 1])} is a symbolic link; nothing is placed through it")
-        if not stat.S_ISDIR(st.st_mode):
-            raise Fail("INVALID", f"{'/'.join(parts[: i + 1])} is not a folder")
-    return parts
-
-
 def stream_parts(rel):
     """The components of a stream path, checked as home_stream::check_path does."""
     if not isinstance(rel, str) or not is_utf8(rel) or len(rel.encode()) > MAX_PATH or "\0" in rel:
@@ -787,114 +751,227 @@ def stage(inp, tree, summary):
     return dirs, order
 
 
-def place(src, dest, folder):
-    """Moves a staged entry into place. A folder that changes parents needs write permission on
-    itself (its '..' changes), so a read-only one is opened for the move; `folder` is its
-    (mode, mtime), set again once it is there."""
-    if folder is None:
-        os.rename(src, dest)
+def rmtree_force(path):
+    """Removes a tree, its read-only folders too. It walks by descriptor and never follows a
+    link, so a process that still works inside the tree cannot turn a removal elsewhere."""
+    parent, name = os.path.split(path)
+    pfd = os.open(parent, DIR_FLAGS)
+    try:
+        remove_at(pfd, name)
+    finally:
+        os.close(pfd)
+
+
+def remove_at(dfd, name):
+    # One descriptor open per level, as cmd_own's walk holds.
+    try:
+        fd = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dfd)
+    except FileNotFoundError:
         return
-    os.chmod(src, folder[0] | 0o700)
-    os.rename(src, dest)
-    set_dir(dest, *folder)
+    except OSError as e:
+        if e.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        os.unlink(name, dir_fd=dfd)
+        return
+    try:
+        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o700)
+        with os.scandir(fd) as it:
+            names = [e.name for e in it]
+        for n in names:
+            remove_at(fd, n)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dfd)
+
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def open_child(dfd, name, rel):
+    """The folder `name` of the folder dfd, opened without following a link."""
+    try:
+        return os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dfd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Fail("PATH_ESCAPES", f"{rel} is a symbolic link; nothing is placed through it")
+        if e.errno == errno.ENOTDIR:
+            raise Fail("INVALID", f"{rel} is not a folder")
+        raise
+
+
+def real_dir(parts):
+    """A descriptor of HOME/parts, opened component by component without following a link
+    (missing folders are made). Loads place entries by descriptor from here down, so a bot that
+    swaps one of its folders for a link while root loads into it redirects nothing."""
+    fd = os.open(HOME, DIR_FLAGS)
+    try:
+        for i, name in enumerate(parts):
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            nxt = open_child(fd, name, "/".join(parts[: i + 1]))
+            os.close(fd)
+            fd = nxt
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def lstat_at(dfd, name):
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+class Opened:
+    """Folders given write permission for a moment, so entries can be placed into the computer's
+    read-only folders; each gets its mode back at the end, by descriptor."""
+
+    def __init__(self):
+        self.fds = {}
+
+    def open_up(self, dfd):
+        st = os.fstat(dfd)
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o300 != 0o300 and (st.st_dev, st.st_ino) not in self.fds:
+            self.fds[(st.st_dev, st.st_ino)] = (os.dup(dfd), mode)
+            os.fchmod(dfd, mode | 0o300)
+
+    def close(self):
+        for fd, mode in self.fds.values():
+            try:
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        self.fds = {}
+
+
+def place(src, dfd, name, folder):
+    """Moves a staged entry (src, in the staging folder no bot can reach) to name in the folder
+    dfd. A folder that changes parents needs write permission on itself (its '..' changes), so a
+    read-only one is opened for the move; `folder` is its (mode, mtime), set again once it is
+    there, through a descriptor taken before the move."""
+    if folder is None:
+        os.rename(src, name, dst_dir_fd=dfd)
+        return
+    fd = os.open(src, DIR_FLAGS | os.O_NOFOLLOW)
+    try:
+        os.fchmod(fd, folder[0] | 0o700)
+        os.rename(src, name, dst_dir_fd=dfd)
+        os.fchmod(fd, folder[0])
+        os.utime(fd, ns=(folder[1], folder[1]))
+    finally:
+        os.close(fd)
+
+
+def set_aside(dfd, name, old):
+    """Moves the entry `name` of dfd to the path old (in the staging folder), whatever it is; a
+    link is moved, never followed."""
+    st = lstat_at(dfd, name)
+    if st is None:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            fd = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dfd)
+        except OSError:
+            fd = None  # swapped since: it is moved as it is now
+        if fd is not None:
+            try:
+                os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) | 0o700)
+            finally:
+                os.close(fd)
+    os.rename(name, old, src_dir_fd=dfd)
 
 
 def restore(staging, tree, dirs, order):
-    for name in os.listdir(HOME):
-        if name != os.path.basename(staging):
-            rmtree_force(full([name]))
-    for t, rel in order:
-        if "/" not in rel:
-            place(os.path.join(tree, rel), full([rel]), dirs.get(rel))
+    # The computer is starting: no process of a bot runs.
+    hfd = os.open(HOME, DIR_FLAGS)
+    try:
+        for name in os.listdir(hfd):
+            if name != os.path.basename(staging):
+                remove_at(hfd, name)
+        for t, rel in order:
+            if "/" not in rel:
+                place(os.path.join(tree, rel), hfd, rel, dirs.get(rel))
+    finally:
+        os.close(hfd)
 
 
 def replace(staging, tree, parts):
-    real_dir(parts[:-1])
-    dest = full(parts)
+    dfd = real_dir(parts[:-1])
     try:
-        st = os.lstat(dest)
-    except FileNotFoundError:
-        st = None
-    if st:  # the old one goes with the staging folder; a link is moved, never followed
-        if stat.S_ISDIR(st.st_mode):
-            os.chmod(dest, stat.S_IMODE(st.st_mode) | 0o700)
-        os.rename(dest, os.path.join(staging, "old"))
-    os.chmod(tree, 0o755)
-    os.rename(tree, dest)
+        set_aside(dfd, parts[-1], os.path.join(staging, "old"))
+        os.chmod(tree, 0o755)
+        os.rename(tree, parts[-1], dst_dir_fd=dfd)
+    finally:
+        os.close(dfd)
 
 
-def put(staging, tree, dirs, names, prefix):
-    """Each name under prefix (checked by real_dir) becomes the staged top-level entry of that
-    name, whatever it was, or nothing when none was staged; the old one goes with the staging
-    folder, a link moved, never followed."""
+def put(staging, tree, dirs, names, dfd):
+    """Each name in the folder dfd becomes the staged top-level entry of that name, whatever it
+    was, or nothing when none was staged; the old one goes with the staging folder, a link
+    moved, never followed."""
     old = os.path.join(staging, "old")
     os.mkdir(old, 0o700)
-    opened = {}
+    opened = Opened()
     try:
         for name in names:
-            dest = full(prefix + [name])
-            open_up(os.path.dirname(dest), opened)
-            try:
-                st = os.lstat(dest)
-            except FileNotFoundError:
-                st = None
-            if st:
-                if stat.S_ISDIR(st.st_mode):
-                    os.chmod(dest, stat.S_IMODE(st.st_mode) | 0o700)
-                os.rename(dest, os.path.join(old, name))
+            opened.open_up(dfd)
+            set_aside(dfd, name, os.path.join(old, name))
             staged = os.path.join(tree, name)
             if os.path.lexists(staged):
-                place(staged, dest, dirs.get(name))
+                place(staged, dfd, name, dirs.get(name))
     finally:
-        for path, mode in opened.items():
-            os.chmod(path, mode)
+        opened.close()
 
 
-def open_up(path, opened):
-    """Lets entries be placed in one of the computer's read-only folders; its mode comes back after."""
-    mode = stat.S_IMODE(os.lstat(path).st_mode)
-    if mode & 0o300 != 0o300 and path not in opened:
-        opened[path] = mode
-        os.chmod(path, mode | 0o300)
-
-
-def merge(tree, dirs, order, prefix, summary):
-    """Places the staged entries under prefix: what is missing comes in, a file or link replaces an
-    older one, anything newer or of another kind stays and is named. Every folder written into is
-    the prefix (checked by real_dir) or one found a real folder by lstat on the way down, so no
-    link can redirect a placement."""
+def merge(tree, dirs, order, pfd, summary):
+    """Places the staged entries into the folder pfd: what is missing comes in, a file or link
+    replaces an older one, anything newer or of another kind stays and is named. Each entry's
+    folder is opened from pfd down by descriptor, never through a link, so nothing a bot changes
+    meanwhile can redirect a placement."""
     settled = set()  # staged folders moved in whole, or kept out: nothing inside is looked at again
-    opened = {}
+    opened = Opened()
     try:
         for t, rel in order:
             parts = rel.split("/")
             if any("/".join(parts[:i]) in settled for i in range(1, len(parts))):
                 continue
-            src, dest = os.path.join(tree, rel), full(prefix + parts)
+            src, dfd = os.path.join(tree, rel), pfd
             try:
-                dst = os.lstat(dest)
-            except FileNotFoundError:
-                open_up(os.path.dirname(dest), opened)
-                place(src, dest, dirs.get(rel))
+                for i, name in enumerate(parts[:-1]):
+                    nxt = open_child(dfd, name, "/".join(parts[: i + 1]))
+                    if dfd != pfd:
+                        os.close(dfd)
+                    dfd = nxt
+                dst = lstat_at(dfd, parts[-1])
+                if dst is None:
+                    opened.open_up(dfd)
+                    place(src, dfd, parts[-1], dirs.get(rel))
+                    settled.add(rel)
+                    continue
+                if t == "dir" and stat.S_ISDIR(dst.st_mode):
+                    os.chmod(src, 0o700)  # its entries are moved out of it one by one
+                    continue
+                if t != "dir" and not stat.S_ISDIR(dst.st_mode):
+                    sst = os.lstat(src)
+                    if stat.S_ISREG(dst.st_mode) and stat.S_ISREG(sst.st_mode) \
+                            and (dst.st_size, dst.st_mtime_ns) == (sst.st_size, sst.st_mtime_ns):
+                        continue
+                    if dst.st_mtime_ns < sst.st_mtime_ns:
+                        opened.open_up(dfd)
+                        os.rename(src, parts[-1], dst_dir_fd=dfd)
+                        continue
+                summary["kept_newer"].append(rel)
                 settled.add(rel)
-                continue
-            if t == "dir" and stat.S_ISDIR(dst.st_mode):
-                os.chmod(src, 0o700)  # its entries are moved out of it one by one
-                continue
-            if t != "dir" and not stat.S_ISDIR(dst.st_mode):
-                sst = os.lstat(src)
-                if stat.S_ISREG(dst.st_mode) and stat.S_ISREG(sst.st_mode) \
-                        and (dst.st_size, dst.st_mtime_ns) == (sst.st_size, sst.st_mtime_ns):
-                    continue
-                if dst.st_mtime_ns < sst.st_mtime_ns:
-                    open_up(os.path.dirname(dest), opened)
-                    os.replace(src, dest)
-                    continue
-            summary["kept_newer"].append(rel)
-            settled.add(rel)
+            finally:
+                if dfd != pfd:
+                    os.close(dfd)
     finally:
-        for path, mode in opened.items():
-            os.chmod(path, mode)
+        opened.close()
 
 
 def cmd_load():
@@ -926,12 +1003,17 @@ def cmd_load():
             raise Fail("INVALID", "the home stream names the helper's own staging folders")
         if kind == "restore":
             restore(staging, tree, dirs, order)
-        elif kind == "merge":
-            merge(tree, dirs, order, real_dir(target), summary)
-        elif kind == "put":
-            if any(rel.split("/")[0] not in names for _, rel in order):
+        elif kind in ("merge", "put"):
+            if kind == "put" and any(rel.split("/")[0] not in names for _, rel in order):
                 raise Fail("INVALID", "the home stream holds an entry the put does not name")
-            put(staging, tree, dirs, names, real_dir(target))
+            dfd = real_dir(target)
+            try:
+                if kind == "merge":
+                    merge(tree, dirs, order, dfd, summary)
+                else:
+                    put(staging, tree, dirs, names, dfd)
+            finally:
+                os.close(dfd)
         else:
             replace(staging, tree, target)
     finally:

@@ -176,7 +176,27 @@ history_days: number,
  * A checkpoint stops (the previous version kept) rather than leave less than this many GiB
  * free on the disk of the data directory (0–1024).
  */
-keep_free_gib: number, };
+keep_free_gib: number, 
+/**
+ * Record the bot's screen while a run works and while the person holds control of it.
+ */
+record_screen: boolean, 
+/**
+ * Frames a second of a recording (1–30).
+ */
+record_fps: number, 
+/**
+ * The most a run's recording takes, MiB (16–8192); recording stops there and the run goes on.
+ */
+record_max_mib: number, 
+/**
+ * Recordings are removed this many days after their run ended (1–3650)…
+ */
+record_days: number, 
+/**
+ * …and the oldest go first once all of them take more than this many GiB (1–1024).
+ */
+record_total_gib: number, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.
@@ -269,6 +289,16 @@ export type MessageRole = "user" | "assistant" | "system";
 export type CallStatus = "running" | "done" | "error";
 
 /**
+ * One action, as a replay draws it; coordinates are pixels of the screen.
+ */
+export type Mark = { "kind": "click", x: number, y: number, button: string, } | { "kind": "move", x: number, y: number, } | { "kind": "drag", x: number, y: number, to_x: number, to_y: number, } | { "kind": "type", text: string, } | { "kind": "key", keys: string, held: boolean, } | { "kind": "scroll", x: number | null, y: number | null, direction: string, amount: number, };
+
+/**
+ * What a tool call did on the screen, and when (ms since the epoch).
+ */
+export type Acted = { at: number, marks: Array<Mark>, };
+
+/**
  * A tool call in the chat. `status` is running, done or error.
  */
 export type ChatCall = { id: string, name: string, 
@@ -283,7 +313,11 @@ image: string | null,
 /**
  * A file the bot attached (workspace path).
  */
-attachment: string | null, };
+attachment: string | null, 
+/**
+ * Where its actions landed on the screen, and when (screen-acting calls).
+ */
+acted: Acted | null, };
 
 /**
  * One chat message: the person's task, the bot's reply (with its tool calls) or a note.

@@ -35,8 +35,11 @@ static EXTRA: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::n
 /// The benchmarks' anchors beyond the test packages.
 const BENCH_PACKAGES: &[&str] = &["novnc", "websockify", "chromium", "iputils-ping", "iproute2"];
 /// Extra packages the tests need: a display, screenshots, a Secret Service keyring, stock VNC
-/// clients, a venv for the MCP Python SDK, and a reader of the X clipboard.
+/// clients, a venv for the MCP Python SDK, a reader of the X clipboard, ffmpeg (replay videos,
+/// ffprobe) and Chromium (a replay's HTML report, opened as a person would).
 const TEST_PACKAGES: &[&str] = &[
+    "ffmpeg",
+    "chromium",
     "xvfb",
     "imagemagick",
     "xdotool",

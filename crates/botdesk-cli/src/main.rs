@@ -155,9 +155,11 @@ enum Cmd {
         #[arg(long, default_value_t = 50)]
         last: i64,
     },
-    /// Write a run's trajectory (its steps: task, the model's words, each tool call with its
-    /// arguments, result and screenshot, the notes) to FILE.json, with its screenshots in
-    /// FILE.shots/ beside it. The format is in docs/trajectory.md.
+    /// Write one of a bot's runs to FILE, as its extension says: .json, the trajectory (its
+    /// steps: task, the model's words, each tool call with its arguments, result, screenshot and
+    /// where it acted, the notes), screenshots in FILE.shots/ beside it (docs/trajectory.md);
+    /// .html, one self-contained report (steps, frames, actions drawn); .mp4 or .webm, the screen
+    /// recording with the actions drawn in (needs ffmpeg).
     Replay {
         bot: String,
         /// The run's id (see `botdesk runs`); default: the latest.
@@ -166,7 +168,8 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
-    /// A bot's runs, newest first: id, start (UTC), duration, status, tokens, cost and task.
+    /// A bot's runs, newest first: id, start (UTC), duration, status, tokens, cost, the size of
+    /// its screen recording and its task.
     Runs {
         bot: String,
         /// The latest N runs.
@@ -519,21 +522,22 @@ fn main() -> ExitCode {
     code
 }
 
-/// Text a bot or a page wrote, safe to print on a terminal: control characters (which could move
-/// the cursor or rewrite what is shown) are written as escapes.
-/// `text` with its control characters (a terminal's escape sequences among them) shown as escapes,
-/// but for new lines and tabs: what a bot or a web page wrote (file names, titles, messages, a
-/// command's output tail) never drives the person's terminal.
-/// `botdesk replay`: the trajectory as JSON, its screenshots copied beside it (`FILE.shots/`,
-/// named by step) and named from the file. A screenshot gone from the data directory is left
-/// out and counted.
+/// `botdesk replay`: `.json` is the trajectory, its screenshots copied beside it (`FILE.shots/`,
+/// named by step) and named from the file (a screenshot gone from the data directory is left out
+/// and counted); `.html`, `.mp4` and `.webm` are made by the engine.
 async fn replay(engine: &Engine, json: bool, bot: &str, run: Option<&str>, out: &std::path::Path) -> Result<ExitCode, EngineError> {
     use botdesk_engine::TrajectoryStep;
     if out.extension().and_then(|e| e.to_str()) != Some("json") {
-        return Err(EngineError::invalid(format!(
-            "{} must end in .json (the trajectory, see docs/trajectory.md); the HTML report and the video are not made yet",
-            out.display()
-        )));
+        let e = engine.export_replay(bot, run, out).await?;
+        print(json, json!(e), || {
+            let source = match e.from_recording {
+                Some(true) => ", from the screen recording",
+                Some(false) => ", from the model's screenshots (the run has no screen recording)",
+                None => "",
+            };
+            format!("wrote run {} ({} steps{source}) to {} ({} bytes)", e.run, e.steps, e.path.display(), e.bytes)
+        });
+        return Ok(ExitCode::SUCCESS);
     }
     let mut t = engine.trajectory(bot, run).await?;
     let failed = |e: std::io::Error, p: &std::path::Path| EngineError::invalid(format!("cannot write {}: {e}", p.display()));
@@ -581,9 +585,13 @@ fn run_line(r: &botdesk_engine::RunSummary) -> String {
         Some(e) if r.status != botdesk_engine::RunStatus::Completed => format!("  ({})", sanitize(e).chars().take(80).collect::<String>()),
         _ => String::new(),
     };
-    format!("{}  {start}  {duration:>6}  {:<16}  {tokens:>9} tokens  {cost:>8}  {task}{why}", r.id, r.status.to_string())
+    let screen = r.recording_bytes.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_else(|| "-".into());
+    format!("{}  {start}  {duration:>6}  {:<16}  {tokens:>9} tokens  {cost:>8}  {screen:>8}  {task}{why}", r.id, r.status.to_string())
 }
 
+/// `text` with its control characters (a terminal's escape sequences among them) shown as escapes,
+/// but for new lines and tabs: what a bot or a web page wrote (file names, titles, messages, a
+/// command's output tail) never drives the person's terminal.
 fn sanitize(text: &str) -> String {
     text.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { c.escape_default().to_string() } else { c.to_string() }).collect()
 }

@@ -454,8 +454,10 @@ fn run_streams_json_events_and_exits_0_only_when_the_run_completes() {
     // The latest run by default: the failed one ends with its note. Only .json is made.
     let latest = data.json(&["replay", "runner", "--out", data.path().join("latest.json").to_str().unwrap()]);
     assert_eq!(latest["run"], runs[0]["id"]);
+    let bad = data.run(&["replay", "runner", "--out", data.path().join("r.gif").to_str().unwrap()]);
+    assert!(!bad.status.success() && stderr(&bad).contains("must end in .json, .html, .mp4 or .webm"), "{}", stderr(&bad));
     let bad = data.run(&["replay", "runner", "--out", data.path().join("r.mp4").to_str().unwrap()]);
-    assert!(!bad.status.success() && stderr(&bad).contains("must end in .json"), "{}", stderr(&bad));
+    assert!(!bad.status.success() && stderr(&bad).contains("no screen recording and no screenshot"), "{}", stderr(&bad));
     // The key the CLI stored went to the model server's header, and nowhere on disk or in any
     // output: not the database (and its WAL), the logs, the screenshots, activity or chat.
     assert_eq!(server.requests()[0].headers.get("x-api-key").map(String::as_str), Some("sk-cli-run-key-123456"));
@@ -814,6 +816,125 @@ fn control_take_pause_and_release_note_from_another_process() {
     assert!(out.status.success(), "the run completed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(server.failures(), Vec::<String>::new());
     assert!(data.run(&["bot", "rm", "pauseme"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}
+
+/// The images of a model request's last message (base64, as the model received them).
+fn last_images(body: &Value) -> Vec<String> {
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if o.get("type").and_then(Value::as_str) == Some("base64") {
+                    out.extend(o.get("data").and_then(Value::as_str).map(str::to_string));
+                }
+                o.values().for_each(|v| walk(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = vec![];
+    walk(body["messages"].as_array().and_then(|m| m.last()).unwrap_or(&Value::Null), &mut out);
+    out
+}
+
+/// A 20-step run on the screen, paused in the middle for the person, is recorded and replayed:
+/// `runs` lists it with its recording; the .mp4 lasts as long as the run (ffprobe); the .html
+/// report shows 20 steps, the clicks and the person's turn (headless Chromium); the .json
+/// trajectory's screenshots are the frames the model received.
+#[test]
+fn a_recorded_run_with_a_takeover_exports_as_video_report_and_trajectory() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let act = |i: usize| match i {
+        // Step 10 waits 3 s on the screen: the pause lands after it.
+        9 => serde_json::json!({"actions": [{"type": "click", "x": 300, "y": 300}, {"type": "wait", "ms": 3000}], "settle_ms": 0}),
+        i if i % 3 == 1 => serde_json::json!({"actions": [{"type": "type", "text": format!("step {i}")}], "settle_ms": 0}),
+        i => serde_json::json!({"actions": [{"type": "click", "x": 100 + 50 * i, "y": 100 + 30 * i}], "settle_ms": 0}),
+    };
+    let mut steps: Vec<Step> = (0..20).map(|i| Step::reply(Reply::call("computer_act", act(i)))).collect();
+    steps.push(Step::reply(Reply::text("Done.")));
+    let server = rt.block_on(ScriptedServer::start(steps));
+    let data = Data::new();
+    let id = format!("cli-rec-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-rec");
+    assert!(data.run(&["bot", "create", "recorded", "--model", &id]).status.success());
+    let run = data
+        .cmd(&["run", "recorded", "twenty steps"])
+        .env("BOTDESK_LOG", "botdesk_engine=warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the tenth step", || server.requests().len() >= 10);
+    let take = data.run(&["control", "take", "recorded", "--pause"]);
+    assert!(take.status.success(), "{}", stderr(&take));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let release = data.run(&["control", "release", "recorded", "--note", "looked around"]);
+    assert!(release.status.success(), "{}", stderr(&release));
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.failures(), Vec::<String>::new());
+
+    // `runs` lists it, with its recording.
+    let runs = data.json(&["runs", "recorded"]);
+    let r = &runs["runs"][0];
+    assert_eq!(r["status"], "completed", "{runs}");
+    assert!(r["recording_bytes"].as_u64().is_some_and(|b| b > 1000), "the run was recorded: {runs}\n{}", String::from_utf8_lossy(&out.stderr));
+    let listed = stdout(&data.run(&["runs", "recorded"]));
+    assert!(listed.contains(r["id"].as_str().unwrap()) && listed.contains(" MB "), "{listed}");
+    let duration = r["duration_ms"].as_f64().unwrap() / 1000.0;
+
+    // The .mp4 lasts as long as the run (within 10 %).
+    let mp4 = data.path().join("run.mp4");
+    let made = data.json(&["replay", "recorded", "--out", mp4.to_str().unwrap()]);
+    assert_eq!(made["from_recording"], true, "{made}");
+    let probe = Command::new("ffprobe").args(["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "json"]).arg(&mp4).output().unwrap();
+    assert!(probe.status.success(), "ffprobe: {}", stderr(&probe));
+    let p: Value = serde_json::from_slice(&probe.stdout).unwrap();
+    let seconds: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
+    assert!((seconds - duration).abs() <= duration * 0.1, "the video lasts {seconds} s, the run {duration} s");
+    assert_eq!(p["streams"][0]["codec_name"], "h264", "{p}");
+
+    // The .html report, in headless Chromium: 20 steps, their clicks, the person's turn.
+    let html = data.path().join("run.html");
+    data.json(&["replay", "recorded", "--out", html.to_str().unwrap()]);
+    let profile = data.path().join("chromium-profile");
+    let dom = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let dom = stdout(&dom);
+    assert_eq!(dom.matches(r#"class="step tool""#).count(), 20, "{}", &dom[..dom.len().min(2000)]);
+    assert_eq!(dom.matches(r#"<circle class="click" data-x="300" data-y="300""#).count(), 1, "the click of step 10 is drawn");
+    assert!(dom.contains(r#"class="step takeover""#) && dom.contains(r#"class="step handback""#), "the person's turn is shown");
+
+    // The .json trajectory: 20 steps, each screenshot the frame the model received next.
+    let json = data.path().join("run.json");
+    data.json(&["replay", "recorded", "--out", json.to_str().unwrap()]);
+    let t: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let tools: Vec<&Value> = t["steps"].as_array().unwrap().iter().filter(|s| s["kind"] == "tool").collect();
+    assert_eq!(tools.len(), 20);
+    assert!(t["recording"]["bytes"].as_u64().is_some(), "{}", t["recording"]);
+    // A screen that did not change is not sent again: the model's frame is then the last one sent.
+    let requests = server.requests();
+    let mut frame = vec![];
+    for (i, step) in tools.iter().enumerate() {
+        assert_eq!(step["acted"]["marks"].as_array().map(Vec::len), Some(1), "step {i}: {step}");
+        let shot = std::fs::read(data.path().join(step["screenshot"].as_str().unwrap())).unwrap();
+        use base64::Engine as _;
+        if let Some(sent) = last_images(&requests[i + 1].body).last() {
+            frame = base64::engine::general_purpose::STANDARD.decode(sent).unwrap();
+        }
+        assert!(
+            frame == shot,
+            "step {i}'s screenshot is not the frame the model received: {}",
+            requests[i + 1].body["messages"].as_array().unwrap().last().unwrap().to_string().chars().take(600).collect::<String>()
+        );
+    }
+    assert!(data.run(&["bot", "rm", "recorded"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
 

@@ -357,6 +357,16 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<crate::action::Settled> {
         unsupported(self.kind(), "act")
     }
+    /// Starts recording display `slot` as `rec.key`, as the screen services (no bot can read or
+    /// stop it). A recording of that key already going on goes on. It ends with the display.
+    async fn start_recording(&self, _computer: &ComputerRef, _slot: u32, _rec: &RecordingSpec) -> Result<()> {
+        unsupported(self.kind(), "start_recording")
+    }
+    /// Ends recording `key` (of display `slot`) and hands its file over; the computer keeps no
+    /// copy. `NotFound` when there is none.
+    async fn take_recording(&self, _computer: &ComputerRef, _slot: u32, _key: &str) -> Result<TakenRecording> {
+        unsupported(self.kind(), "take_recording")
+    }
 
     /// An interactive shell on a terminal (PTY) as the workspace user, `cols`×`rows`, in `cwd`.
     /// Dropping the session's `input` ends the shell and kills every process it started.
@@ -418,6 +428,33 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn set_owners(&self, _computer: &ComputerRef, _owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {
         Ok(())
     }
+}
+
+/// What a screen recording is: a key (letters, digits, `-`, `_`, at most 64), the frames a second
+/// (1 to 30) and the most bytes its file may take (at least 64 KiB; the recorder ends there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingSpec {
+    pub key: String,
+    pub fps: u32,
+    pub max_bytes: u64,
+}
+
+impl RecordingSpec {
+    pub fn validate(&self) -> Result<()> {
+        let key_ok = !self.key.is_empty() && self.key.len() <= 64 && self.key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !key_ok || !(1..=30).contains(&self.fps) || self.max_bytes < 64 * 1024 {
+            return Err(SandboxError::Invalid(format!("a recording needs a plain key, 1 to 30 frames a second and at least 64 KiB: {self:?}")));
+        }
+        Ok(())
+    }
+}
+
+/// A recording leaving the computer: when it started (ms since the epoch, the computer's clock),
+/// its size, and its bytes (H.264 in Matroska).
+pub struct TakenRecording {
+    pub started_ms: i64,
+    pub bytes: u64,
+    pub data: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
 }
 
 /// Records coming into a computer.

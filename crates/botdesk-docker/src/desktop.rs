@@ -445,6 +445,44 @@ impl DockerProvider {
         self.display_script(c, &["down", &slot.to_string()], None).await
     }
 
+    pub(crate) async fn start_recording_impl(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {
+        rec.validate()?;
+        let (slot, fps, max) = (slot.to_string(), rec.fps.to_string(), rec.max_bytes.to_string());
+        self.display_script(c, &["record", &slot, &rec.key, &fps, &max], None).await
+    }
+
+    /// `botdesk-display record-stop`: its first line says when the recording started and its
+    /// size; the file follows.
+    pub(crate) async fn take_recording_impl(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
+        RecordingSpec { key: key.to_string(), fps: 1, max_bytes: 64 * 1024 }.validate()?;
+        let container = self.running_container(c).await?;
+        let argv = ["botdesk-display", "record-stop", &slot.to_string(), key].map(String::from).to_vec();
+        let (exec_id, output, _input) = self.start_exec(InComputer::Screen, &container, argv, vec![], "/", false, false).await?;
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut data = BufReader::new(tokio_util::io::StreamReader::new(crate::home::split_output(output, stderr.clone())));
+        let mut line = String::new();
+        // Stopping the recorder takes at most 5 s; the line is short.
+        let read = tokio::time::timeout(std::time::Duration::from_secs(30), (&mut data).take(4096).read_line(&mut line)).await;
+        let read = read.map_err(|_| SandboxError::TimedOut(format!("ending recording {key} took over 30 s")))?;
+        read.map_err(|e| SandboxError::Provider(format!("ending recording {key}: {e}")))?;
+        #[derive(serde::Deserialize)]
+        struct Head {
+            started_ms: i64,
+            bytes: u64,
+        }
+        match serde_json::from_str::<Head>(line.trim_end()) {
+            Ok(h) => Ok(TakenRecording { started_ms: h.started_ms, bytes: h.bytes, data: Box::pin(data.take(h.bytes)) }),
+            Err(_) => {
+                let code = crate::provider::exit_code_when_done(self.client().await?, &exec_id).await?;
+                let said = String::from_utf8_lossy(&stderr.lock().unwrap()).trim().to_string();
+                Err(match code {
+                    4 => SandboxError::NotFound(format!("recording {key} ({said})")),
+                    _ => SandboxError::Provider(format!("ending recording {key} (exit {code}): {said}")),
+                })
+            }
+        }
+    }
+
     pub(crate) async fn screen_impl(&self, c: &ComputerRef, token: &str, control: bool) -> Result<ScreenAccess> {
         // A ping proves the cached port still reaches this computer's gateway (a restarted
         // container gets a new port; `agent` looks it up again when the old one fails).

@@ -81,7 +81,7 @@ impl DockerProvider {
 }
 
 /// The helper's stdout as a byte stream; its stderr kept (bounded) for the error message.
-fn split_output(output: crate::provider::ExecOutputStream, stderr: Arc<Mutex<Vec<u8>>>) -> impl futures::Stream<Item = std::io::Result<Bytes>> {
+pub(crate) fn split_output(output: crate::provider::ExecOutputStream, stderr: Arc<Mutex<Vec<u8>>>) -> impl futures::Stream<Item = std::io::Result<Bytes>> {
     output.filter_map(move |item| {
         let r = match item {
             Ok(LogOutput::StdOut { message }) => Some(Ok(message)),

@@ -305,6 +305,12 @@ impl SandboxProvider for DockerProvider {
     ) -> Result<botdesk_core::action::Settled> {
         self.act_impl(c, slot, actions, settle_ms).await
     }
+    async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {
+        self.start_recording_impl(c, slot, rec).await
+    }
+    async fn take_recording(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
+        self.take_recording_impl(c, slot, key).await
+    }
 
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
         crate::files::list(self, c, ctx.user, dir).await

@@ -11,6 +11,7 @@ pub use crate::doctor::{Check, DoctorReport};
 pub use crate::error::{EngineError, ErrorCode};
 pub use crate::history::{History, RestoreReport, VersionView};
 pub use crate::hosts::HostView;
+pub use crate::replay::{Acted, Mark};
 pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
@@ -150,6 +151,8 @@ pub fn typescript() -> String {
         ControlLease,
         MessageRole,
         CallStatus,
+        Mark,
+        Acted,
         ChatCall,
         ChatItem,
         RunStatus,

@@ -10,6 +10,7 @@ mod desktop;
 mod doctor;
 pub mod dto;
 mod error;
+mod export;
 mod history;
 mod home_store;
 mod hosts;
@@ -17,6 +18,8 @@ mod leases;
 mod mcp_servers;
 mod models;
 mod paths;
+mod recording;
+mod replay;
 mod route;
 mod runs;
 mod settings;
@@ -42,14 +45,17 @@ pub use computer::{ComputerView, ReconcileReport};
 pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, PageElement, PageSnapshot, ScreenTarget};
 pub use doctor::{Check, DoctorReport};
 pub use error::{EngineError, ErrorCode, Result};
+pub use export::Exported;
 pub use history::{History, RestoreReport, VersionView};
 pub use home_store::Skipped;
 pub use hosts::{HostView, LOCAL as LOCAL_HOST};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use models::{ModelView, NewModel};
 pub use paths::DataDir;
+pub use recording::RecordingMeta;
+pub use replay::{Acted, Mark};
 pub use runs::{
-    ChatCall, ChatItem, ClientSession, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, TRAJECTORY_FORMAT,
+    ChatCall, ChatItem, ClientSession, NoteEvent, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, TRAJECTORY_FORMAT,
 };
 pub use settings::Settings;
 pub use switch::SwitchReport;

@@ -1,4 +1,4 @@
-//! The data directory: `botdesk.db`, `homes/<home-key>/`, `logs/`, `cache/`.
+//! The data directory: `botdesk.db`, `homes/<home-key>/`, `recordings/<run>/`, `logs/`, `cache/`.
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -56,6 +56,13 @@ impl DataDir {
     }
     pub fn home(&self, home_key: &str) -> PathBuf {
         self.root.join("homes").join(home_key)
+    }
+    /// Screen recordings, a folder per run (`recording.rs`).
+    pub fn recordings(&self) -> PathBuf {
+        self.root.join("recordings")
+    }
+    pub fn recording(&self, run_id: &str) -> PathBuf {
+        self.recordings().join(run_id)
     }
     pub fn logs(&self) -> PathBuf {
         self.root.join("logs")

@@ -128,6 +128,12 @@ impl SandboxProvider for HostRouter {
     async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, ctx: &CallCtx) -> Result<Settled> {
         routed!(self, &c.host, act(c, slot, actions, settle_ms, ctx))
     }
+    async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {
+        routed!(self, &c.host, start_recording(c, slot, rec))
+    }
+    async fn take_recording(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
+        routed!(self, &c.host, take_recording(c, slot, key))
+    }
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         routed!(self, &c.host, open_shell(c, cwd, cols, rows, ctx))
     }

@@ -25,11 +25,34 @@ pub struct Settings {
     /// A checkpoint stops (the previous version kept) rather than leave less than this many GiB
     /// free on the disk of the data directory (0–1024).
     pub keep_free_gib: u32,
+    /// Record the bot's screen while a run works and while the person holds control of it.
+    pub record_screen: bool,
+    /// Frames a second of a recording (1–30).
+    pub record_fps: u32,
+    /// The most a run's recording takes, MiB (16–8192); recording stops there and the run goes on.
+    pub record_max_mib: u32,
+    /// Recordings are removed this many days after their run ended (1–3650)…
+    pub record_days: u32,
+    /// …and the oldest go first once all of them take more than this many GiB (1–1024).
+    pub record_total_gib: u32,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        Self { memory_mib: 2048, cpus: 2.0, screen_limit: None, spare_computer: true, history_hours: 48, history_days: 30, keep_free_gib: 2 }
+        Self {
+            memory_mib: 2048,
+            cpus: 2.0,
+            screen_limit: None,
+            spare_computer: true,
+            history_hours: 48,
+            history_days: 30,
+            keep_free_gib: 2,
+            record_screen: true,
+            record_fps: 4,
+            record_max_mib: 200,
+            record_days: 14,
+            record_total_gib: 10,
+        }
     }
 }
 
@@ -49,6 +72,18 @@ impl Settings {
         }
         if self.keep_free_gib > 1024 {
             return Err(EngineError::invalid(format!("checkpoints keep 0 to 1024 GiB free, not {}", self.keep_free_gib)));
+        }
+        if !(1..=30).contains(&self.record_fps) {
+            return Err(EngineError::invalid(format!("recordings take 1 to 30 frames a second, not {}", self.record_fps)));
+        }
+        if !(16..=8192).contains(&self.record_max_mib) {
+            return Err(EngineError::invalid(format!("a run's recording may take 16 to 8192 MiB, not {}", self.record_max_mib)));
+        }
+        if !(1..=3650).contains(&self.record_days) {
+            return Err(EngineError::invalid(format!("recordings are kept 1 to 3650 days, not {}", self.record_days)));
+        }
+        if !(1..=1024).contains(&self.record_total_gib) {
+            return Err(EngineError::invalid(format!("all recordings together may take 1 to 1024 GiB, not {}", self.record_total_gib)));
         }
         if let Some(n) = self.screen_limit {
             if !(1..=16).contains(&n) {
@@ -128,12 +163,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         assert_eq!(Settings::load(&path).unwrap(), Settings::default());
-        let s = Settings { memory_mib: 4096, cpus: 1.5, screen_limit: Some(3), spare_computer: false, history_hours: 24, history_days: 7, keep_free_gib: 5 };
+        let s = Settings {
+            memory_mib: 4096,
+            cpus: 1.5,
+            screen_limit: Some(3),
+            spare_computer: false,
+            history_hours: 24,
+            history_days: 7,
+            keep_free_gib: 5,
+            record_screen: false,
+            record_fps: 2,
+            record_max_mib: 64,
+            record_days: 3,
+            record_total_gib: 2,
+        };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);
         assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());
         assert!(Settings { memory_mib: 100, ..s.clone() }.save(&path).is_err());
         assert!(Settings { history_hours: 0, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { record_fps: 31, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { record_max_mib: 8, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { record_days: 0, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { record_total_gib: 0, ..s.clone() }.save(&path).is_err());
         assert_eq!(Settings::load(&path).unwrap(), s, "a refused save changes nothing");
         std::fs::write(&path, "{oops").unwrap();
         assert!(Settings::load(&path).unwrap_err().message.contains("settings.json"));

@@ -215,3 +215,44 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     let report = engine.files_read("clicker", "report.md", 100).await.unwrap();
     assert_eq!(&report[..], b"done");
 }
+
+/// Recordings are removed `record_days` after their run ended, and the oldest first once all of
+/// them take more than `record_total_gib` (sizes planted as sparse files; the engine's clock is
+/// moved by hand).
+#[tokio::test]
+async fn old_recordings_and_those_over_the_total_cap_are_removed() {
+    const DAY: i64 = 24 * 3600 * 1000;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(FixedClock(AtomicI64::new(100 * DAY)));
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(Arc::new(botdesk_fake::FakeProvider::new())));
+    cfg.clock = clock.clone();
+    let engine = Engine::open(cfg).await.unwrap();
+    engine.save_settings(&botdesk_engine::Settings { record_days: 14, record_total_gib: 1, ..Default::default() }).unwrap();
+    let plant = |run: &str, ended_days_ago: i64, mib: u64| {
+        let d = dir.path().join("recordings").join(run);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::File::create(d.join("screen.mkv")).unwrap().set_len(mib << 20).unwrap();
+        let ended = 100 * DAY - ended_days_ago * DAY;
+        let meta = serde_json::json!({"run_id": run, "started_at": ended - 60_000, "ended_at": ended, "bytes": mib << 20, "fps": 4, "capped": false});
+        std::fs::write(d.join("recording.json"), meta.to_string()).unwrap();
+    };
+    plant("rold", 20, 1);
+    plant("rweek", 7, 400);
+    plant("rday", 1, 400);
+    plant("rnow", 0, 100);
+    assert!(engine.recording("rold").is_some());
+    // 20 days old: gone. The other three take 900 MiB, within 1 GiB: kept.
+    assert_eq!(engine.prune_recordings().await.unwrap(), 1);
+    assert!(engine.recording("rold").is_none() && engine.recording("rweek").is_some());
+    // A new one of 300 MiB: 1.2 GiB in all, so the oldest goes.
+    plant("rnew", 0, 300);
+    assert_eq!(engine.prune_recordings().await.unwrap(), 1);
+    assert!(engine.recording("rweek").is_none() && engine.recording("rday").is_some() && engine.recording("rnew").is_some());
+    // Eight days on, the one of yesterday is 9 days old (kept); fourteen days on, it goes.
+    clock.0.store(108 * DAY, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(engine.prune_recordings().await.unwrap(), 0);
+    clock.0.store(114 * DAY, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(engine.prune_recordings().await.unwrap(), 1);
+    assert!(engine.recording("rday").is_none() && engine.recording("rnow").is_some());
+    assert!(engine.recording("../rnow").is_none(), "a run id is never a path");
+}

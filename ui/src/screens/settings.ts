@@ -28,6 +28,12 @@ export async function openSettings() {
   const hours = el("input", { type: "number", min: "1", max: "8760", step: "1", value: String(s.history_hours), id: "set-history-hours" }) as HTMLInputElement;
   const days = el("input", { type: "number", min: "0", max: "3650", step: "1", value: String(s.history_days), id: "set-history-days" }) as HTMLInputElement;
   const free = el("input", { type: "number", min: "0", max: "1024", step: "1", value: String(s.keep_free_gib), id: "set-keep-free" }) as HTMLInputElement;
+  const record = el("input", { type: "checkbox", id: "set-record" }) as HTMLInputElement;
+  record.checked = s.record_screen;
+  const fps = el("input", { type: "number", min: "1", max: "30", step: "1", value: String(s.record_fps), id: "set-record-fps" }) as HTMLInputElement;
+  const perRun = el("input", { type: "number", min: "16", max: "8192", step: "16", value: String(s.record_max_mib), id: "set-record-max" }) as HTMLInputElement;
+  const recDays = el("input", { type: "number", min: "1", max: "3650", step: "1", value: String(s.record_days), id: "set-record-days" }) as HTMLInputElement;
+  const recTotal = el("input", { type: "number", min: "1", max: "1024", step: "1", value: String(s.record_total_gib), id: "set-record-total" }) as HTMLInputElement;
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -41,6 +47,12 @@ export async function openSettings() {
     field("Keep every version (hours)", hours, "Each checkpoint of a bot's files (after each run, at each stop) is kept this long…"),
     field("Then one a day (days)", days, "…then the newest of each day, this many days. A bot's Files → History shows them, with their size on disk."),
     field("Keep free on this disk (GiB)", free, "A checkpoint stops, keeping the version before, rather than leave less than this free where your data lives."),
+    el("h3", {}, "Screen recordings"),
+    field("Record runs", record, "Record a bot's screen while it works on a task and while you have its screen in the middle of one, for its replay."),
+    field("Frames a second", fps, "More is smoother and takes more space."),
+    field("At most per run (MiB)", perRun, "A run's recording stops here; the run goes on."),
+    field("Keep (days)", recDays, "A recording is removed this many days after its run ended…"),
+    field("All recordings at most (GiB)", recTotal, "…and the oldest go first once all of them take more than this."),
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
@@ -50,7 +62,20 @@ export async function openSettings() {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     try {
-      await api.saveSettings({ memory_mib: Number(mem.value), cpus: Number(cpus.value), screen_limit: limit.value ? Number(limit.value) : null, spare_computer: spare.checked, history_hours: Number(hours.value), history_days: Number(days.value), keep_free_gib: Number(free.value) });
+      await api.saveSettings({
+        memory_mib: Number(mem.value),
+        cpus: Number(cpus.value),
+        screen_limit: limit.value ? Number(limit.value) : null,
+        spare_computer: spare.checked,
+        history_hours: Number(hours.value),
+        history_days: Number(days.value),
+        keep_free_gib: Number(free.value),
+        record_screen: record.checked,
+        record_fps: Number(fps.value),
+        record_max_mib: Number(perRun.value),
+        record_days: Number(recDays.value),
+        record_total_gib: Number(recTotal.value),
+      });
       msg.textContent = "Saved.";
       msg.className = "ok-text";
     } catch (err) {

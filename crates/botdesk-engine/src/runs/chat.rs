@@ -16,6 +16,8 @@ pub struct ChatCall {
     pub image: Option<String>,
     /// A file the bot attached (workspace path).
     pub attachment: Option<String>,
+    /// Where its actions landed on the screen, and when (screen-acting calls).
+    pub acted: Option<crate::replay::Acted>,
 }
 
 /// One chat message: the person's task, the bot's reply (with its tool calls) or a note.
@@ -164,6 +166,7 @@ pub(super) fn call_view(row: &botdesk_store::ToolCallRow) -> ChatCall {
         text: s("text"),
         image: s("image"),
         attachment: s("attachment"),
+        acted: result.as_ref().and_then(|r| serde_json::from_value(r["acted"].clone()).ok()),
     }
 }
 
@@ -305,7 +308,9 @@ impl Engine {
             .map(|(run, started_at, changed_at)| {
                 let ended_at = run.status.is_terminal().then_some(changed_at);
                 let (usage, cost_usd) = usages.get(&run.id).cloned().unwrap_or_default();
+                let recording_bytes = self.recording(&run.id).map(|(m, _)| m.bytes);
                 RunSummary {
+                    recording_bytes,
                     duration_ms: (ended_at.unwrap_or(now) - started_at).max(0),
                     id: run.id,
                     status: run.status,
@@ -373,4 +378,6 @@ pub struct RunSummary {
     pub cost_usd: Option<f64>,
     pub failure: Option<RunFailure>,
     pub error: Option<String>,
+    /// The size of its screen recording, when it has one.
+    pub recording_bytes: Option<u64>,
 }

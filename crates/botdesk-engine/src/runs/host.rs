@@ -26,6 +26,10 @@ pub(super) struct RunHost {
     pub(super) page_urls: bool,
     /// The bot's MCP servers, started for this run.
     pub(super) mcp: crate::mcp_servers::RunMcp,
+    /// The run's screen recording.
+    pub(super) recorder: crate::recording::Recorder,
+    /// What each screen-acting call did, by call id, until its result is stored.
+    pub(super) acted: std::sync::Mutex<std::collections::HashMap<String, crate::replay::Acted>>,
 }
 
 impl RunHost {
@@ -149,6 +153,8 @@ impl RunHost {
     pub(super) async fn observe(&self) -> ToolOutput {
         match self.engine.screenshot(self.bot.id.as_str(), ImageFormat::Png).await {
             Ok(o) => {
+                // The display is up: the recording starts (once).
+                self.recorder.ensure().await;
                 let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
                 let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
                 let units = match self.coords {
@@ -320,7 +326,7 @@ impl Host for RunHost {
                 },
                 Err(e) => self.err(e),
             },
-            Tool::Act { actions, settle_ms } => match e.act_batch(bot, actions, settle_ms, self.coords).await {
+            Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, e.act_batch(bot, actions.clone(), settle_ms, self.coords)).await {
                 Ok((n, settled)) => {
                     let mut o = self.observe().await;
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
@@ -442,6 +448,7 @@ impl Host for RunHost {
                 text: None,
                 image: None,
                 attachment: None,
+                acted: None,
             };
             self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
         }
@@ -499,11 +506,28 @@ impl RunHost {
         Ok((p, total))
     }
 
+    /// Runs `act` (a batch on the screen) and keeps, once it worked, where its actions landed
+    /// for the replay.
+    async fn acting<T>(&self, call_id: &str, batch: &[action::Action], act: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        let mut placed = batch.to_vec();
+        let marks = action::place(&mut placed, self.coords, action::SCREEN).ok().map(|()| crate::replay::marks_of(&placed, |t| self.redactor.redact(t)));
+        let at = self.engine.now();
+        let r = act.await;
+        if let (Ok(_), Some(marks)) = (&r, marks) {
+            self.acted.lock().unwrap().insert(call_id.to_string(), crate::replay::Acted { at, marks });
+        }
+        r
+    }
+
     /// Stores and broadcasts a tool call's result, and hands it back for the model.
     pub(super) async fn finish(&self, call_id: &str, out: ToolOutput, image: Option<String>, attachment: Option<String>) -> ToolOutput {
         self.finished.lock().unwrap().insert(call_id.to_string());
         let cid = format!("{}:{}", self.run.id, call_id);
+        let acted = self.acted.lock().unwrap().remove(call_id);
         let mut result = json!({ "text": out.text });
+        if let Some(a) = &acted {
+            result["acted"] = json!(a);
+        }
         if let Some(i) = &image {
             result["image"] = json!(i);
         }
@@ -522,6 +546,7 @@ impl RunHost {
             text: Some(out.text.clone()),
             image,
             attachment,
+            acted,
         };
         self.engine.emit(RunEvent::Tool { bot: self.bot_id(), run_id: self.run.id.clone(), call });
         out

@@ -18,7 +18,7 @@ pub use chat::{ChatCall, ChatItem, RunEvent, RunSummary};
 pub(crate) use session::DRIVEN_BY;
 pub use session::{ClientSession, SessionOutput};
 pub(crate) use takeover::format_span;
-pub use trajectory::{Trajectory, TrajectoryBot, TrajectoryStep, TRAJECTORY_FORMAT};
+pub use trajectory::{NoteEvent, Trajectory, TrajectoryBot, TrajectoryStep, TRAJECTORY_FORMAT};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,6 +147,8 @@ impl Engine {
             prices,
             page_urls: matches!(client.config().dialect, botdesk_agent::Dialect::OpenAiComputer(_)),
             mcp,
+            recorder: crate::recording::Recorder::new(self, &bot, &run.id),
+            acted: Default::default(),
         };
         // What "Undo this run's file changes" goes back to.
         self.mark_run_start(&bot, &run.id).await;
@@ -159,6 +161,7 @@ impl Engine {
         let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords, mcp_tools };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
+        host.recorder.finish().await;
         host.mcp.close().await;
         self.inner.runs.cancels.lock().unwrap().remove(&run.id);
         let fatal = host.fatal.lock().unwrap().clone();

@@ -63,6 +63,8 @@ impl Engine {
             prices: None,
             page_urls: false,
             mcp: Default::default(),
+            recorder: crate::recording::Recorder::new(self, &bot, &run.id),
+            acted: Default::default(),
         });
         self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;
@@ -154,6 +156,7 @@ impl ClientSession {
         let engine = &self.host.engine;
         let run = &self.host.run;
         engine.inner.runs.cancels.lock().unwrap().remove(&run.id);
+        self.host.recorder.finish().await;
         let lease = self.host.lease.lock().await.clone();
         let finished = match engine.inner.store.run(&run.id).await {
             Ok(current) if current.status.is_terminal() => {

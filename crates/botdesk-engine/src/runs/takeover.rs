@@ -3,6 +3,11 @@
 
 use super::*;
 
+/// The notes that begin and end the person's turn on the screen (a replay marks them).
+pub(super) const NEEDS_YOU: &str = "The bot needs you: ";
+pub(super) const PAUSED: &str = "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.";
+pub(super) const RESUMED: &str = "Resumed: you had the screen for ";
+
 impl RunHost {
     /// The run waits for the person: status waiting_takeover until they release (finished or
     /// skipped), control expires (skipped) or the run is stopped.
@@ -10,7 +15,7 @@ impl RunHost {
         if let Err(e) = self.wait_for_person().await {
             return self.err(e);
         }
-        self.message(MessageRole::System, &format!("The bot needs you: {reason}")).await;
+        self.message(MessageRole::System, &format!("{NEEDS_YOU}{reason}")).await;
         self.engine.emit(RunEvent::Status {
             bot: self.bot_id(),
             run_id: self.run.id.clone(),
@@ -35,6 +40,8 @@ impl RunHost {
 
     /// Moves the run to waiting_takeover, its lease extended for as long as control may last.
     pub(super) async fn wait_for_person(&self) -> Result<()> {
+        // What the person does on the screen is recorded too.
+        self.recorder.ensure().await;
         let lease = self.lease.lock().await.clone();
         let run = self.engine.inner.store.run(&self.run.id).await?;
         let (_, renewed) = self.engine.wait_for_takeover(&run, &lease).await?;
@@ -98,11 +105,7 @@ impl RunHost {
             tracing::warn!(run = %self.run.id, "could not pause the run: {e}");
             return None;
         }
-        self.message(
-            MessageRole::System,
-            "Paused: the bot stopped between two steps and waits while you have its screen. Release hands it back and the task goes on.",
-        )
-        .await;
+        self.message(MessageRole::System, PAUSED).await;
         self.engine.emit(RunEvent::Status {
             bot: self.bot_id(),
             run_id: self.run.id.clone(),
@@ -121,7 +124,7 @@ impl RunHost {
             }
         };
         let held = format_span(paused.elapsed());
-        self.message(MessageRole::System, &format!("Resumed: you had the screen for {held}.{}", said(&r))).await;
+        self.message(MessageRole::System, &format!("{RESUMED}{held}.{}", said(&r))).await;
         Some(format!(
             "The person paused you, took control of the screen for {held} and handed it back.{} The screen may have changed: look at it again before going on.",
             said(&r)

@@ -17,6 +17,8 @@ pub struct Trajectory {
     pub format: &'static str,
     pub bot: TrajectoryBot,
     pub run: RunSummary,
+    /// The run's screen recording, when it has one (the video stays in the data directory).
+    pub recording: Option<crate::RecordingMeta>,
     pub steps: Vec<TrajectoryStep>,
 }
 
@@ -46,9 +48,31 @@ pub enum TrajectoryStep {
         result: Option<String>,
         screenshot: Option<String>,
         attachment: Option<String>,
+        /// Where its actions landed on the screen (pixels) and when, for calls that acted there.
+        acted: Option<crate::replay::Acted>,
     },
     /// Something Botdesk or the person said in the run: a pause and handback, a failure.
-    Note { at: i64, text: String },
+    /// `event` is `takeover` when the person's turn on the screen began (the bot asked, or the
+    /// run paused for them) and `handback` when they gave it back.
+    Note { at: i64, text: String, event: Option<NoteEvent> },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteEvent {
+    Takeover,
+    Handback,
+}
+
+fn event_of(note: &str) -> Option<NoteEvent> {
+    use super::takeover::{NEEDS_YOU, PAUSED, RESUMED};
+    if note.starts_with(NEEDS_YOU) || note == PAUSED {
+        Some(NoteEvent::Takeover)
+    } else if note.starts_with(RESUMED) {
+        Some(NoteEvent::Handback)
+    } else {
+        None
+    }
 }
 
 impl Engine {
@@ -67,7 +91,7 @@ impl Engine {
                 MessageRole::User => steps.push(TrajectoryStep::Task { at, text: item.text }),
                 MessageRole::Assistant if !item.text.trim().is_empty() => steps.push(TrajectoryStep::Message { at, text: item.text }),
                 MessageRole::Assistant => {}
-                _ => steps.push(TrajectoryStep::Note { at, text: item.text }),
+                _ => steps.push(TrajectoryStep::Note { at, event: event_of(&item.text), text: item.text }),
             }
             for c in item.calls {
                 let arguments = serde_json::from_str(&c.arguments).unwrap_or(serde_json::Value::String(c.arguments));
@@ -80,9 +104,11 @@ impl Engine {
                     result: c.text,
                     screenshot: c.image,
                     attachment: c.attachment,
+                    acted: c.acted,
                 });
             }
         }
-        Ok(Trajectory { format: TRAJECTORY_FORMAT, bot: TrajectoryBot { id: b.id.to_string(), name: b.name }, run: summary, steps })
+        let recording = self.recording(&summary.id).map(|(m, _)| m);
+        Ok(Trajectory { format: TRAJECTORY_FORMAT, bot: TrajectoryBot { id: b.id.to_string(), name: b.name }, run: summary, recording, steps })
     }
 }

@@ -135,6 +135,25 @@ async fn shot(engine: State<'_, Engine>, path: String) -> Res<String> {
     Ok(format!("data:image/png;base64,{}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, png)))
 }
 
+/// A bot's latest runs, newest first.
+#[tauri::command]
+async fn runs(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::RunSummary>> {
+    engine.runs_of(&bot, 50).await
+}
+
+/// One run for the replay view: its steps, and its recording if it has one.
+#[tauri::command]
+async fn replay(engine: State<'_, Engine>, bot: String, run: String) -> Res<botdesk_engine::ReplayView> {
+    engine.replay_view(&bot, Some(&run)).await
+}
+
+/// Frames of a run's recording from `from_ms` after its first, as JPEG data URLs.
+#[tauri::command]
+async fn replay_frames(engine: State<'_, Engine>, run: String, from_ms: i64, count: u32) -> Res<Vec<String>> {
+    let frames = engine.replay_frames(&run, from_ms, count).await?;
+    Ok(frames.into_iter().map(|j| format!("data:image/jpeg;base64,{}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, j))).collect())
+}
+
 #[tauri::command]
 async fn doctor(engine: State<'_, Engine>) -> Res<DoctorReport> {
     Ok(engine.doctor().await)
@@ -402,6 +421,9 @@ fn main() {
             create_bot,
             switch_bot,
             chat,
+            runs,
+            replay,
+            replay_frames,
             open_question,
             answer_question,
             bot_spend,

@@ -2,7 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, BotList, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, Preview, Prices, Question, RestoreReport, RunEvent, Settings, SettingsView, SwitchReport } from "./types";
+import type { ActivityRow, BotList, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -21,6 +21,12 @@ export const api = {
   botSpend: (bot: string) => invoke<BotSpend>("bot_spend", { bot }),
   sendTask: (bot: string, task: string) => invoke<string>("send_task", { bot, task }),
   shot: (path: string) => invoke<string>("shot", { path }),
+  /** The bot's latest runs, newest first. */
+  runs: (bot: string) => invoke<RunSummary[]>("runs", { bot }),
+  /** One run's steps and recording, for the replay view. */
+  replay: (bot: string, run: string) => invoke<ReplayView>("replay", { bot, run }),
+  /** `count` frames of the run's recording from `fromMs` after its first, as JPEG data URLs. */
+  replayFrames: (run: string, fromMs: number, count: number) => invoke<string[]>("replay_frames", { run, fromMs, count }),
   activity: (bot: string) => invoke<ActivityRow[]>("activity", { bot }),
   /** `version`: in that kept version of the folder (null: as it is now). */
   listFiles: (bot: string, path: string, version: number | null = null) => invoke<Listing>("list_files", { bot, path, version }),

@@ -299,6 +299,64 @@ export type Mark = { "kind": "click", x: number, y: number, button: string, } | 
 export type Acted = { at: number, marks: Array<Mark>, };
 
 /**
+ * One run as `botdesk runs` lists it.
+ */
+export type RunSummary = { id: string, status: RunStatus, task: string, 
+/**
+ * When it was queued, and when it ended (None while it goes on); ms since the epoch.
+ */
+started_at: number, ended_at: number | null, 
+/**
+ * Until it ended, or until now.
+ */
+duration_ms: number, 
+/**
+ * Its model calls' tokens, and their cost when every call's prices were known.
+ */
+usage: Usage, cost_usd: number | null, failure: RunFailure | null, error: string | null, 
+/**
+ * The size of its screen recording, when it has one.
+ */
+recording_bytes: number | null, };
+
+/**
+ * What is known of a run's recording.
+ */
+export type RecordingMeta = { run_id: string, 
+/**
+ * When the first frame was taken, and when the recording ended (ms since the epoch).
+ */
+started_at: number, ended_at: number, bytes: number, fps: number, 
+/**
+ * The recording reached the run's cap: what came after is not in it.
+ */
+capped: boolean, };
+
+export type ReplayKind = "task" | "message" | "tool" | "note" | "takeover" | "handback";
+
+/**
+ * A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.
+ */
+export type ReplayStep = { at: number, kind: ReplayKind, 
+/**
+ * The tool's name, or what kind of step it is.
+ */
+title: string, text: string, 
+/**
+ * The screenshot the model received (`shots/…`, for `shot`).
+ */
+image: string | null, acted: Acted | null, };
+
+/**
+ * One run as the app's replay shows it: its steps on its timeline, and its recording.
+ */
+export type ReplayView = { bot: string, run: RunSummary, 
+/**
+ * None: the run has no recording; the player shows the model's frames.
+ */
+recording: RecordingMeta | null, steps: Array<ReplayStep>, };
+
+/**
  * A tool call in the chat. `status` is running, done or error.
  */
 export type ChatCall = { id: string, name: string, 

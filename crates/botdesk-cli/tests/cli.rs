@@ -895,6 +895,10 @@ fn a_recorded_run_with_a_takeover_exports_as_video_report_and_trajectory() {
     let seconds: f64 = p["format"]["duration"].as_str().unwrap().parse().unwrap();
     assert!((seconds - duration).abs() <= duration * 0.1, "the video lasts {seconds} s, the run {duration} s");
     assert_eq!(p["streams"][0]["codec_name"], "h264", "{p}");
+    let webm = data.path().join("run.webm");
+    data.json(&["replay", "recorded", "--out", webm.to_str().unwrap()]);
+    let probe = Command::new("ffprobe").args(["-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0"]).arg(&webm).output().unwrap();
+    assert_eq!(stdout(&probe).trim(), "vp9", "{}", stderr(&probe));
 
     // The .html report, in headless Chromium: 20 steps, their clicks, the person's turn.
     let html = data.path().join("run.html");

@@ -11,7 +11,9 @@ pub use crate::doctor::{Check, DoctorReport};
 pub use crate::error::{EngineError, ErrorCode};
 pub use crate::history::{History, RestoreReport, VersionView};
 pub use crate::hosts::HostView;
-pub use crate::replay::{Acted, Mark};
+pub use crate::recording::RecordingMeta;
+pub use crate::replay::{Acted, Mark, ReplayKind, ReplayStep, ReplayView};
+pub use crate::runs::RunSummary;
 pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
@@ -153,6 +155,11 @@ pub fn typescript() -> String {
         CallStatus,
         Mark,
         Acted,
+        RunSummary,
+        RecordingMeta,
+        ReplayKind,
+        ReplayStep,
+        ReplayView,
         ChatCall,
         ChatItem,
         RunStatus,

@@ -104,3 +104,144 @@ mod tests {
         );
     }
 }
+
+/// One run as the app's replay shows it: its steps on its timeline, and its recording.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct ReplayView {
+    pub bot: String,
+    pub run: crate::RunSummary,
+    /// None: the run has no recording; the player shows the model's frames.
+    pub recording: Option<crate::RecordingMeta>,
+    pub steps: Vec<ReplayStep>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplayKind {
+    Task,
+    Message,
+    Tool,
+    Note,
+    /// The person's turn on the screen began…
+    Takeover,
+    /// …and ended.
+    Handback,
+}
+
+/// A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+pub struct ReplayStep {
+    pub at: i64,
+    pub kind: ReplayKind,
+    /// The tool's name, or what kind of step it is.
+    pub title: String,
+    pub text: String,
+    /// The screenshot the model received (`shots/…`, for `shot`).
+    pub image: Option<String>,
+    pub acted: Option<Acted>,
+}
+
+/// Frames given at once, and their size.
+pub const MAX_FRAMES: u32 = 64;
+const FRAME_WIDTH: u32 = 960;
+
+impl crate::Engine {
+    /// One of a bot's runs for the app's replay (`run`: its id; None: the latest).
+    pub async fn replay_view(&self, bot: &str, run: Option<&str>) -> crate::Result<ReplayView> {
+        use crate::runs::{NoteEvent, TrajectoryStep as S};
+        let t = self.trajectory(bot, run).await?;
+        let steps = t
+            .steps
+            .into_iter()
+            .map(|s| match s {
+                S::Task { at, text } => ReplayStep { at, kind: ReplayKind::Task, title: "Task".into(), text, image: None, acted: None },
+                S::Message { at, text } => ReplayStep { at, kind: ReplayKind::Message, title: "Said".into(), text, image: None, acted: None },
+                S::Note { at, text, event } => {
+                    let kind = match event {
+                        Some(NoteEvent::Takeover) => ReplayKind::Takeover,
+                        Some(NoteEvent::Handback) => ReplayKind::Handback,
+                        None => ReplayKind::Note,
+                    };
+                    ReplayStep { at, kind, title: "Note".into(), text, image: None, acted: None }
+                }
+                S::Tool { at, tool, arguments, result, screenshot, acted, .. } => {
+                    let args = match arguments {
+                        serde_json::Value::String(raw) => raw,
+                        v => v.to_string(),
+                    };
+                    let text = match result {
+                        Some(r) => format!("{args}\n{r}"),
+                        None => args,
+                    };
+                    ReplayStep { at: acted.as_ref().map_or(at, |a| a.at), kind: ReplayKind::Tool, title: tool, text, image: screenshot, acted }
+                }
+            })
+            .collect();
+        Ok(ReplayView { bot: t.bot.name, run: t.run, recording: t.recording, steps })
+    }
+
+    /// Frames of a run's recording from `from_ms` after its first (`count`, at most
+    /// [`MAX_FRAMES`], one each 1/fps s), as JPEG, 960 pixels wide: decoded here by ffmpeg, so
+    /// they need neither the computer nor Docker.
+    pub async fn replay_frames(&self, run: &str, from_ms: i64, count: u32) -> crate::Result<Vec<Vec<u8>>> {
+        use crate::{EngineError, ErrorCode};
+        let (_, video) = self.recording(run).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("run {run} has no screen recording")))?;
+        let count = count.clamp(1, MAX_FRAMES);
+        let from = format!("{:.3}", from_ms.max(0) as f64 / 1000.0);
+        let child = tokio::process::Command::new("ffmpeg")
+            .args(["-nostdin", "-loglevel", "error", "-ss", &from, "-i"])
+            .arg(&video)
+            .args(["-frames:v", &count.to_string(), "-vf", &format!("scale={FRAME_WIDTH}:-2"), "-c:v", "mjpeg", "-q:v", "5", "-f", "image2pipe", "pipe:1"])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(30), child)
+            .await
+            .map_err(|_| EngineError::new(ErrorCode::Internal, "decoding the recording took over 30 s"))?
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    EngineError::new(ErrorCode::Invalid, "playing a recording needs ffmpeg on this machine (Debian/Ubuntu: sudo apt install ffmpeg)")
+                }
+                _ => EngineError::new(ErrorCode::Internal, format!("running ffmpeg: {e}")),
+            })?;
+        if !out.status.success() {
+            return Err(EngineError::new(
+                ErrorCode::Internal,
+                format!("ffmpeg could not decode the recording: {}", String::from_utf8_lossy(&out.stderr).trim()),
+            ));
+        }
+        Ok(jpegs(&out.stdout))
+    }
+}
+
+/// The JPEGs of an MJPEG stream: each from its start marker to its end marker (inside a JPEG's
+/// data a 0xFF byte is always followed by 0x00, so an end marker is an end).
+fn jpegs(stream: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = vec![];
+    let mut start = None;
+    let mut i = 0;
+    while i + 1 < stream.len() {
+        match (stream[i], stream[i + 1]) {
+            (0xFF, 0xD8) if start.is_none() => start = Some(i),
+            (0xFF, 0xD9) => {
+                if let Some(s) = start.take() {
+                    out.push(stream[s..i + 2].to_vec());
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod jpeg_tests {
+    #[test]
+    fn an_mjpeg_stream_splits_into_its_frames() {
+        let a = [0xFF, 0xD8, 1, 0xFF, 0x00, 2, 0xFF, 0xD9];
+        let b = [0xFF, 0xD8, 3, 0xFF, 0xD9];
+        let stream = [&a[..], &b[..], &[0xFF, 0xD8, 9][..]].concat();
+        assert_eq!(super::jpegs(&stream), vec![a.to_vec(), b.to_vec()], "a cut-off frame is left out");
+    }
+}

@@ -5,6 +5,7 @@ import { button, el } from "../dom";
 import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
 import type { BotRow, ChatCall, ChatItem, RunFailure } from "../types";
+import { openReplay, openRuns } from "./replay";
 import { modal, openBudget, openMcpServers, openSettings } from "./settings";
 
 /** What the bot's run asks the person (a safety check its model's provider put on an action), with
@@ -72,8 +73,9 @@ export function chat(b: BotRow): HTMLElement {
         )
       : "";
   const budget = button("Budget…", { class: "ghost small", id: "edit-budget", title: "What each run of this bot may spend" }, () => openBudget(b));
+  const runs = button("Runs…", { class: "ghost small", id: "open-runs", title: "This bot's runs, each with its replay" }, () => openRuns(b.id, b.name));
   const servers = button("MCP servers…", { class: "ghost small", id: "edit-mcp", title: "MCP servers this bot's runs start in its computer" }, () => openMcpServers(b));
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, budget, servers)), list);
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, servers)), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));
@@ -84,7 +86,10 @@ function message(m: ChatItem): HTMLElement {
   const box = el("div", { class: `msg ${m.role}`, "data-message": String(m.id) });
   if (m.text) box.append(el("div", { class: "text" }, m.text));
   for (const c of m.calls) box.append(toolCall(c));
-  if (m.usage) box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)));
+  if (m.usage) {
+    const replay = button("Replay", { class: "ghost small", "data-replay-run": m.run_id, title: "Watch what the bot did in this run: its screen, each action where it happened, and your turns" }, () => openReplay(state.selected ?? "", m.run_id));
+    box.append(el("div", { class: "usage", title: "What this run's model calls cost so far" }, usageText(m.usage, m.cost_usd)), el("div", { class: "row replay-run" }, replay));
+  }
   const fix = m.failure && failureFix(m.failure);
   if (fix) box.append(el("div", { class: "row failure-fix", "data-failure": m.failure! }, fix));
   if (m.files_changed) {

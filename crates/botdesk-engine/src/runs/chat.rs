@@ -363,7 +363,7 @@ impl Engine {
 }
 
 /// One run as `botdesk runs` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct RunSummary {
     pub id: String,
     pub status: RunStatus,

@@ -825,8 +825,9 @@ fn sweep_containers(run_id: &str) -> usize {
 // bundle
 
 /// What the package recommends beside what its programs link: the engine its computers run on,
-/// debootstrap (the base image where none can be pulled) and a Secret Service for the keys.
-const DEB_RECOMMENDS: &str = "docker.io | docker-ce, debootstrap, gnome-keyring | keepassxc";
+/// debootstrap (the base image where none can be pulled), a Secret Service for the keys, and
+/// ffmpeg (a run's replay decodes its recording, and its videos are made, on this machine).
+const DEB_RECOMMENDS: &str = "docker.io | docker-ce, debootstrap, gnome-keyring | keepassxc, ffmpeg";
 
 /// Makes `target/<profile>/bundle/deb/botdesk_<version>_<arch>.deb`: the app, the `botdesk` CLI,
 /// the icons and a desktop entry, with `Depends` computed by `dpkg-shlibdeps` from the libraries

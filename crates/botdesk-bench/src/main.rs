@@ -1,6 +1,6 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start (prints
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start|recording (prints
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
@@ -18,6 +18,7 @@ mod checkpoint;
 mod cli;
 mod desktops;
 mod leases;
+mod recording;
 mod remote;
 mod viewer;
 
@@ -190,6 +191,9 @@ async fn main() {
                 say(&cold_start(&provider, &image, &spec).await);
                 say(&new_computer_with_spare(dir.path(), &image).await);
             }
+            Some("recording") => {
+                print!("{}", recording::section(&recording::run(dir.path()).await));
+            }
             Some("cli") => {
                 for r in cli::run(dir.path()).await {
                     say(&r);
@@ -248,6 +252,7 @@ async fn main() {
     rows.extend(cli::run(dir.path()).await);
 
     let v = viewer::run(dir.path(), &viewer::app_binary()).await;
+    let rec = recording::run(dir.path()).await;
 
     let ck = checkpoint::run(dir.path()).await;
     let mib_s = |d: Duration| (ck.bytes as f64 / 1_048_576.0) / d.as_secs_f64();
@@ -337,6 +342,7 @@ async fn main() {
         v.window_mem, v.tabs_mem, v.window_mem / v.tabs_mem,
     ));
     md.push_str(&remote::section(&far));
+    md.push_str(&recording::section(&rec));
     md.push_str(&format!(
         "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\
          | lease ops/s, one process, one task (claim, check, renew, release) | {one_ops:.0} | plain one-row `UPDATE`s/s, one task | {anchor_ups:.0} | {:.2} | {one_violations} |\n\

@@ -67,9 +67,10 @@ pub async fn run(dir: &Path) -> Figures {
     let image = image_tag();
     let provider = DockerProvider::new(DockerConfig::new(&image, format!("benchrec{}", uuid::Uuid::new_v4().simple())));
     let ctx = CallCtx::default();
+    let id = format!("bench-rec-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let spec = ComputerSpec {
-        id: ComputerId::new("bench-rec"),
-        name: "bench-rec".into(),
+        id: ComputerId::new(&id),
+        name: id.clone(),
         scope: ComputerScope::Private,
         home_volume: format!("{}-home-rec", provider.config().data_dir_label),
         resources: Resources::default(),
@@ -77,7 +78,7 @@ pub async fn run(dir: &Path) -> Figures {
     };
     provider.provision(&spec, &ctx).await.unwrap();
     let c = ComputerRef::from(&spec);
-    let box_id = container(&provider, "bench-rec");
+    let box_id = container(&provider, &id);
     provider.open_desktop(&c, &BotId::new("bench"), SLOT, &botdesk_engine::new_token(), &ctx).await.unwrap();
     sh(&provider, &c, "(setsid xterm -geometry 120x40+40+40 >/dev/null 2>&1 &) && sleep 1").await;
     let rec = |key: &str| RecordingSpec { key: key.into(), fps: 4, max_bytes: 200 << 20 };
@@ -105,17 +106,19 @@ pub async fn run(dir: &Path) -> Figures {
     // 2. The recorder's CPU while the screen changes (a terminal scrolling text all the time),
     // beside ffmpeg recording the same screen as its manual's example does (defaults: 29.97
     // frames a second, libx264 at its medium preset).
-    sh(&provider, &c, "(setsid xterm -geometry 160x48+0+0 -e sh -c 'while :; do ls -l /usr/lib | head -60; sleep 0.1; done' >/dev/null 2>&1 &) && sleep 1").await;
+    sh(&provider, &c, "(setsid xterm -geometry 160x48+0+0 -e sh -c 'while :; do ls -l /usr/lib | head -60; sleep 0.1; done' >/dev/null 2>&1 &) && sleep 1")
+        .await;
     provider.start_recording(&c, SLOT, &rec("cpu")).await.unwrap();
     std::thread::sleep(Duration::from_secs(2));
     let cpu_ours = cpu_percent(&box_id, "ffmpeg", 10);
     let mut r = provider.take_recording(&c, SLOT, "cpu").await.unwrap();
     tokio::io::copy(&mut r.data, &mut tokio::io::sink()).await.unwrap();
-    let anchor = format!("(BOTDESK_DISPLAY={SLOT} setsid ffmpeg -nostdin -loglevel error -f x11grab -i :{SLOT} -y /tmp/anchor.mp4 >/dev/null 2>&1 &) ; sleep 2");
+    let anchor =
+        format!("(BOTDESK_DISPLAY={SLOT} setsid ffmpeg -nostdin -loglevel error -f x11grab -i :{SLOT} -y /tmp/anchor.mp4 >/dev/null 2>&1 &) ; sleep 2");
     assert!(Command::new("docker").args(["exec", "-u", "botdesk-screen", &box_id, "sh", "-c", &anchor]).status().unwrap().success());
     let cpu_anchor = cpu_percent(&box_id, "ffmpeg", 10);
     let _ = Command::new("docker").args(["exec", "-u", "botdesk-screen", &box_id, "pkill", "-INT", "-x", "ffmpeg"]).status();
-    sh(&provider, &c, "pkill -f 'ls -l /usr/lib'; pkill -x xterm; (setsid xterm -geometry 100x30+100+100 >/dev/null 2>&1 &) && sleep 1").await;
+    sh(&provider, &c, "pkill -f 'ls -l /usr/li[b]'; pkill -x xterm; (setsid xterm -geometry 100x30+100+100 >/dev/null 2>&1 &) && sleep 1").await;
 
     // 3. A scripted GUI run for 60 s, as a model works (a step every 1.5 s: a line typed into the
     // terminal and run, a click, a look), recorded; beside the screenshots its steps keep.
@@ -178,7 +181,10 @@ async fn export(dir: &Path, minute: &Path) -> (Duration, Duration, f64) {
             let reply = if i + 1 == STEPS {
                 Reply::text("Done.")
             } else {
-                Reply::call("computer_act", serde_json::json!({"actions": [{"type": "click", "x": 100 + 20 * i, "y": 300}, {"type": "type", "text": format!("step {i}")}]}))
+                Reply::call(
+                    "computer_act",
+                    serde_json::json!({"actions": [{"type": "click", "x": 100 + 20 * i, "y": 300}, {"type": "type", "text": format!("step {i}")}]}),
+                )
             };
             Step::check(
                 move |_| {
@@ -212,14 +218,27 @@ async fn export(dir: &Path, minute: &Path) -> (Duration, Duration, f64) {
     let folder = data.join("recordings").join(&run.id);
     std::fs::create_dir_all(&folder).unwrap();
     let looped = folder.join("screen.mkv");
-    let st = Command::new("ffmpeg").args(["-nostdin", "-loglevel", "error", "-y", "-stream_loop", "9", "-i"]).arg(minute).args(["-c", "copy"]).arg(&looped).status().unwrap();
+    let st = Command::new("ffmpeg")
+        .args(["-nostdin", "-loglevel", "error", "-y", "-stream_loop", "9", "-i"])
+        .arg(minute)
+        .args(["-c", "copy"])
+        .arg(&looped)
+        .status()
+        .unwrap();
     assert!(st.success());
     let meta = serde_json::json!({"run_id": run.id, "started_at": s.started_at + 1000, "ended_at": s.started_at + s.duration_ms, "bytes": std::fs::metadata(&looped).unwrap().len(), "fps": 4, "capped": false});
     std::fs::write(folder.join("recording.json"), meta.to_string()).unwrap();
     drop(engine);
     let out = dir.join("run.mp4");
     let t = Instant::now();
-    let st = Command::new(crate::cli::cli_binary()).arg("--data-dir").arg(&data).args(["replay", "exporter", "--out"]).arg(&out).stdout(std::process::Stdio::null()).status().unwrap();
+    let st = Command::new(crate::cli::cli_binary())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["replay", "exporter", "--out"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
     let export = t.elapsed();
     assert!(st.success(), "botdesk replay --out run.mp4 failed");
     let t = Instant::now();

@@ -28,12 +28,6 @@ pub struct Figures {
 
 const SLOT: u32 = 1;
 
-fn container(provider: &DockerProvider, id: &str) -> String {
-    let out = Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={id}")]).output().unwrap();
-    let _ = provider;
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// CPU seconds so far of the processes named `comm` in `container` (host /proc).
 fn cpu_seconds(container: &str, comm: &str) -> f64 {
     let out = Command::new("docker").args(["top", container, "-eo", "pid,comm"]).output().unwrap();
@@ -58,7 +52,7 @@ fn cpu_percent(container: &str, comm: &str, secs: u64) -> f64 {
 }
 
 async fn sh(provider: &DockerProvider, c: &ComputerRef, script: &str) {
-    let req = ExecRequest::new(["sh", "-c", script]).env("DISPLAY", &format!(":{SLOT}"));
+    let req = ExecRequest::new(["sh", "-c", script]).env("DISPLAY", format!(":{SLOT}"));
     let exit = provider.exec(c, req, None, &CallCtx::default()).await.unwrap();
     assert_eq!(exit.code, 0, "{script}");
 }
@@ -78,7 +72,7 @@ pub async fn run(dir: &Path) -> Figures {
     };
     provider.provision(&spec, &ctx).await.unwrap();
     let c = ComputerRef::from(&spec);
-    let box_id = container(&provider, &id);
+    let box_id = crate::desktops::container_of(&id);
     provider.open_desktop(&c, &BotId::new("bench"), SLOT, &botdesk_engine::new_token(), &ctx).await.unwrap();
     sh(&provider, &c, "(setsid xterm -geometry 120x40+40+40 >/dev/null 2>&1 &) && sleep 1").await;
     let rec = |key: &str| RecordingSpec { key: key.into(), fps: 4, max_bytes: 200 << 20 };

@@ -556,8 +556,11 @@ fn run_on_ollama_keeps_to_its_real_window_or_says_how_to_raise_it() {
 fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server =
-        rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"})))]));
+    // A look first: the run's display is up and its screen recorded.
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("computer_observe", serde_json::json!({}))),
+        Step::reply(Reply::call("shell", serde_json::json!({"command": "echo partial > partial.txt; sleep 120"}))),
+    ]));
     let data = Data::new();
     let id = format!("cli-kill-{}", std::process::id());
     data.scripted_model(&id, &server, botdesk_agent::Wire::OpenAi, "");
@@ -593,6 +596,10 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     assert!(killed.error.as_deref().unwrap_or("").starts_with("interrupted: the app or CLI running it stopped"), "{killed:?}");
     let cat = data.run(&["files", "cat", "killme", "partial.txt"]);
     assert_eq!(stdout(&cat), "partial\n", "{}", stderr(&cat));
+    // Its recorder was ended too, and what it recorded kept.
+    assert!(engine.recording(&run_id).is_some(), "the killed run's recording is kept");
+    let recorders = stdout(&data.run(&["exec", "killme", "--", "sh", "-c", "pgrep -x ffmpeg || true"]));
+    assert_eq!(recorders.trim(), "", "no recorder is left");
     let computers = data.json(&["computer", "ls"]);
     assert_eq!(computers["computers"].as_array().unwrap().len(), 1);
     assert!(data.run(&["bot", "rm", "killme"]).status.success());

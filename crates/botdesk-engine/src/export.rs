@@ -354,21 +354,27 @@ async fn video(
         args.extend(["-c:v", "libx264", "-preset", "veryfast", "-crf", "28", "-g", &gop, "-movflags", "+faststart"].map(String::from));
     }
     args.push(out.display().to_string());
-    let child = tokio::process::Command::new("ffmpeg").args(&args).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
-    let done = tokio::time::timeout(ENCODE_BOUND, child).await.map_err(|_| EngineError::new(ErrorCode::Internal, "ffmpeg took over 30 minutes; stopped"))?;
+    ffmpeg(&args, ENCODE_BOUND, &format!("making {}", out.display())).await?;
+    Ok(())
+}
+
+/// Runs this machine's ffmpeg with `args` (stdin closed) within `bound` and returns what it
+/// printed on stdout; `doing` says what for, in its errors (ffmpeg missing: how to install it).
+pub(crate) async fn ffmpeg(args: &[String], bound: Duration, doing: &str) -> Result<Vec<u8>> {
+    let child = tokio::process::Command::new("ffmpeg").args(args).stdin(std::process::Stdio::null()).kill_on_drop(true).output();
+    let done = tokio::time::timeout(bound, child)
+        .await
+        .map_err(|_| EngineError::new(ErrorCode::Internal, format!("{doing} took ffmpeg over {} s; stopped", bound.as_secs())))?;
     let output = done.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
-            EngineError::new(ErrorCode::Invalid, "making a video needs ffmpeg on this machine (Debian/Ubuntu: sudo apt install ffmpeg)")
+            EngineError::new(ErrorCode::Invalid, format!("{doing} needs ffmpeg on this machine (Debian/Ubuntu: sudo apt install ffmpeg)"))
         }
-        _ => EngineError::new(ErrorCode::Internal, format!("running ffmpeg: {e}")),
+        _ => EngineError::new(ErrorCode::Internal, format!("{doing}: running ffmpeg: {e}")),
     })?;
     if !output.status.success() {
         let said = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = said.lines().rev().take(5).collect();
-        return Err(EngineError::new(
-            ErrorCode::Internal,
-            format!("ffmpeg could not make {}: {}", out.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" / ")),
-        ));
+        return Err(EngineError::new(ErrorCode::Internal, format!("{doing}: ffmpeg failed: {}", tail.into_iter().rev().collect::<Vec<_>>().join(" / "))));
     }
-    Ok(())
+    Ok(output.stdout)
 }

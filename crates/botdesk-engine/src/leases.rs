@@ -178,6 +178,8 @@ impl Engine {
         if let Err(e) = self.inner.provider.kill_tagged(&cref, user, botdesk_core::RUN_TAG, run_id).await {
             tracing::warn!(run = run_id, "stopping what an interrupted run left running: {e}");
         }
+        // Its screen recorder too; what it recorded is kept.
+        self.keep_left_recording(&run).await;
     }
 
     /// Marks this process as the run's driver (see [`Engine::recover_runs`]).

@@ -92,6 +92,7 @@ impl Recorder {
         let Some(spec) = &self.spec else { return };
         match tokio::time::timeout(TAKE_BOUND, self.take(&cref, slot, spec)).await {
             Ok(Ok(())) => {}
+            Ok(Err(err)) if err.code == ErrorCode::NotFound => tracing::debug!(run = %self.run_id, "no recording to keep: {err}"),
             Ok(Err(err)) => tracing::warn!(run = %self.run_id, "the run's recording could not be kept: {err}"),
             Err(_) => tracing::warn!(run = %self.run_id, "taking the run's recording took over {} s; left out", TAKE_BOUND.as_secs()),
         }
@@ -126,6 +127,19 @@ impl Recorder {
             capped: copied + (256 << 10) >= spec.max_bytes,
         };
         tokio::fs::write(dir.join(META), serde_json::to_vec_pretty(&meta).expect("a recording's description serialises")).await.map_err(io)
+    }
+}
+
+impl Engine {
+    /// Ends the recorder a run whose driver died left going, and keeps what it recorded
+    /// (nothing when the run's bot has no display or no recording is going on).
+    pub(crate) async fn keep_left_recording(&self, run: &botdesk_store::Run) {
+        let Ok(bot) = self.inner.store.bot(run.bot_id.as_str()).await else { return };
+        let Ok(Some(d)) = self.inner.store.desktop_of(&run.computer_id, &run.bot_id).await else { return };
+        let Ok(cref) = self.cref_of(&run.computer_id).await else { return };
+        let r = Recorder::new(self, &bot, &run.id);
+        *r.state.lock().await = State::On { cref, slot: d.slot };
+        r.finish().await;
     }
 }
 

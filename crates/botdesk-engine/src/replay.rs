@@ -188,29 +188,12 @@ impl crate::Engine {
         let (_, video) = self.recording(run).ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("run {run} has no screen recording")))?;
         let count = count.clamp(1, MAX_FRAMES);
         let from = format!("{:.3}", from_ms.max(0) as f64 / 1000.0);
-        let child = tokio::process::Command::new("ffmpeg")
-            .args(["-nostdin", "-loglevel", "error", "-ss", &from, "-i"])
-            .arg(&video)
-            .args(["-frames:v", &count.to_string(), "-vf", &format!("scale={FRAME_WIDTH}:-2"), "-c:v", "mjpeg", "-q:v", "5", "-f", "image2pipe", "pipe:1"])
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(std::time::Duration::from_secs(30), child)
-            .await
-            .map_err(|_| EngineError::new(ErrorCode::Internal, "decoding the recording took over 30 s"))?
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => {
-                    EngineError::new(ErrorCode::Invalid, "playing a recording needs ffmpeg on this machine (Debian/Ubuntu: sudo apt install ffmpeg)")
-                }
-                _ => EngineError::new(ErrorCode::Internal, format!("running ffmpeg: {e}")),
-            })?;
-        if !out.status.success() {
-            return Err(EngineError::new(
-                ErrorCode::Internal,
-                format!("ffmpeg could not decode the recording: {}", String::from_utf8_lossy(&out.stderr).trim()),
-            ));
-        }
-        Ok(jpegs(&out.stdout))
+        let mut args: Vec<String> = ["-nostdin", "-loglevel", "error", "-ss", &from, "-i"].map(String::from).to_vec();
+        args.push(video.display().to_string());
+        let scale = format!("scale={FRAME_WIDTH}:-2");
+        args.extend(["-frames:v", &count.to_string(), "-vf", &scale, "-c:v", "mjpeg", "-q:v", "5", "-f", "image2pipe", "pipe:1"].map(String::from));
+        let out = crate::export::ffmpeg(&args, std::time::Duration::from_secs(30), "playing the recording").await?;
+        Ok(jpegs(&out))
     }
 }
 

@@ -365,6 +365,9 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     );
     assert_eq!(careful.failures(), Vec::<String>::new(), "the check went back acknowledged");
     screenshot("27-safety-check-allowed.png");
+    // The run has ended (its last words come before its end: the screen recording is taken
+    // first), so nothing holds the computers the test removes next.
+    d.wait_js("the banker idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(30));
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

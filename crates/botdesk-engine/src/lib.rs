@@ -220,6 +220,8 @@ impl Engine {
         if let Err(e) = engine.end_lapsed_control().await {
             tracing::warn!("ending lapsed control: {e}");
         }
+        // Recordings past their days (or over the total cap) go, whether or not runs end here.
+        engine.prune_recordings_if_due().await;
         Ok(engine)
     }
 

@@ -3,7 +3,8 @@
 //! frames a second, H.264 (the provider's `start_recording`). When the run ends the engine takes
 //! the file into `DATA_DIR/recordings/<run>/screen.mkv`, beside `recording.json` (when it started
 //! and ended, its size, whether it reached its cap). Recordings are bounded per run (the
-//! provider's recorder stops at the cap) and removed `record_days` after their run ended.
+//! provider's recorder stops at the cap) and removed `record_days` after their run ended (checked
+//! when a run ends and, at most hourly, when an engine starts), the oldest first over a total cap.
 //! Nothing here fails a run: a recording that cannot start or be taken is logged and left out.
 
 use std::path::{Path, PathBuf};
@@ -159,6 +160,25 @@ impl Engine {
         read_meta(&dir).map(|m| (m, dir.join(VIDEO)))
     }
 
+    /// [`Self::prune_recordings`] at most once an hour (a stamp file's age says when it last
+    /// ran): every engine start calls it, so old recordings go on a machine where no run ends.
+    pub(crate) async fn prune_recordings_if_due(&self) {
+        let stamp = self.data_dir().recordings().join(".pruned");
+        let due = match std::fs::metadata(&stamp).and_then(|m| m.modified()) {
+            Ok(t) => t.elapsed().map_or(true, |age| age > Duration::from_secs(3600)),
+            Err(_) => self.data_dir().recordings().is_dir(),
+        };
+        if !due {
+            return;
+        }
+        match self.prune_recordings().await {
+            Ok(_) => {
+                let _ = std::fs::write(&stamp, b"");
+            }
+            Err(e) => tracing::warn!("removing old recordings: {e}"),
+        }
+    }
+
     /// Removes the recordings whose run ended more than `record_days` ago (by the engine's
     /// clock) and what a recording that was never finished left; then, while all of them take
     /// more than `record_total_gib`, the oldest. Returns how many went.
@@ -171,7 +191,7 @@ impl Engine {
             let Ok(entries) = std::fs::read_dir(&root) else { return Ok(0) };
             let mut removed = 0;
             let mut kept = vec![];
-            for e in entries.flatten() {
+            for e in entries.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
                 let dir = e.path();
                 let meta = read_meta(&dir);
                 let old = match &meta {

@@ -47,7 +47,10 @@ pub(crate) struct Recorder {
     engine: Engine,
     run_id: String,
     bot: botdesk_store::Bot,
-    spec: Option<RecordingSpec>,
+    /// What to record, from the settings; `on` is the setting's switch (a recorder left going
+    /// is taken even when recording was turned off since).
+    spec: RecordingSpec,
+    on: bool,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -64,13 +67,16 @@ enum State {
 impl Recorder {
     pub(crate) fn new(engine: &Engine, bot: &botdesk_store::Bot, run_id: &str) -> Recorder {
         let s = engine.settings().unwrap_or_default();
-        let spec = s.record_screen.then(|| RecordingSpec { key: run_id.to_string(), fps: s.record_fps, max_bytes: u64::from(s.record_max_mib) << 20 });
-        Recorder { engine: engine.clone(), run_id: run_id.to_string(), bot: bot.clone(), spec, state: Default::default() }
+        let spec = RecordingSpec { key: run_id.to_string(), fps: s.record_fps, max_bytes: u64::from(s.record_max_mib) << 20 };
+        Recorder { engine: engine.clone(), run_id: run_id.to_string(), bot: bot.clone(), spec, on: s.record_screen, state: Default::default() }
     }
 
     /// Starts recording if the bot's display is up and recording is not on yet (cheap once on).
     pub(crate) async fn ensure(&self) {
-        let Some(spec) = &self.spec else { return };
+        if !self.on {
+            return;
+        }
+        let spec = &self.spec;
         let mut state = self.state.lock().await;
         if !matches!(*state, State::NotYet) {
             return;
@@ -90,8 +96,7 @@ impl Recorder {
     /// Ends the recording and keeps it in the data directory (nothing when none was made).
     pub(crate) async fn finish(&self) {
         let State::On { cref, slot } = std::mem::take(&mut *self.state.lock().await) else { return };
-        let Some(spec) = &self.spec else { return };
-        match tokio::time::timeout(TAKE_BOUND, self.take(&cref, slot, spec)).await {
+        match tokio::time::timeout(TAKE_BOUND, self.take(&cref, slot, &self.spec)).await {
             Ok(Ok(())) => {}
             Ok(Err(err)) if err.code == ErrorCode::NotFound => tracing::debug!(run = %self.run_id, "no recording to keep: {err}"),
             Ok(Err(err)) => tracing::warn!(run = %self.run_id, "the run's recording could not be kept: {err}"),

@@ -440,9 +440,14 @@ pub struct RecordingSpec {
 }
 
 impl RecordingSpec {
+    /// A recording's key is plain: letters, digits, `-` and `_`, 1 to 64 of them (a run's id is;
+    /// it names files in the computer and in the data directory).
+    pub fn plain_key(key: &str) -> bool {
+        !key.is_empty() && key.len() <= 64 && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    }
+
     pub fn validate(&self) -> Result<()> {
-        let key_ok = !self.key.is_empty() && self.key.len() <= 64 && self.key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !key_ok || !(1..=30).contains(&self.fps) || self.max_bytes < 64 * 1024 {
+        if !Self::plain_key(&self.key) || !(1..=30).contains(&self.fps) || self.max_bytes < 64 * 1024 {
             return Err(SandboxError::Invalid(format!("a recording needs a plain key, 1 to 30 frames a second and at least 64 KiB: {self:?}")));
         }
         Ok(())

@@ -454,7 +454,9 @@ impl DockerProvider {
     /// `botdesk-display record-stop`: its first line says when the recording started and its
     /// size; the file follows.
     pub(crate) async fn take_recording_impl(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
-        RecordingSpec { key: key.to_string(), fps: 1, max_bytes: 64 * 1024 }.validate()?;
+        if !RecordingSpec::plain_key(key) {
+            return Err(SandboxError::Invalid(format!("{key:?} is not a recording's key")));
+        }
         let container = self.running_container(c).await?;
         let argv = ["botdesk-display", "record-stop", &slot.to_string(), key].map(String::from).to_vec();
         let (exec_id, output, _input) = self.start_exec(InComputer::Screen, &container, argv, vec![], "/", false, false).await?;

@@ -53,7 +53,7 @@ pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX
 pub use models::{ModelView, NewModel};
 pub use paths::DataDir;
 pub use recording::RecordingMeta;
-pub use replay::{Acted, Mark, ReplayKind, ReplayStep, ReplayView, MAX_FRAMES};
+pub use replay::{Acted, Mark, ReplayKind, ReplayStep, ReplayView};
 pub use runs::{
     ChatCall, ChatItem, ClientSession, NoteEvent, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, TRAJECTORY_FORMAT,
 };

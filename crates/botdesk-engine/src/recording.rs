@@ -158,7 +158,7 @@ fn read_meta(dir: &Path) -> Option<RecordingMeta> {
 impl Engine {
     /// The recording of a run, and the path of its video; None when it has none.
     pub fn recording(&self, run_id: &str) -> Option<(RecordingMeta, PathBuf)> {
-        if !valid_run_id(run_id) {
+        if !RecordingSpec::plain_key(run_id) {
             return None;
         }
         let dir = self.data_dir().recording(run_id);
@@ -231,8 +231,4 @@ impl Engine {
         })
         .await
     }
-}
-
-fn valid_run_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }

@@ -93,6 +93,22 @@ async fn set_bot_budget(engine: State<'_, Engine>, bot: String, tokens: Option<u
     engine.set_bot_budget(&bot, tokens, usd).await
 }
 
+/// Where a bot may connect.
+#[tauri::command]
+async fn bot_network(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::NetPolicy> {
+    engine.bot_network(&bot).await
+}
+
+/// Sets where a bot may connect: `mode` open, offline or allow (with `allow`: domains and addresses).
+#[tauri::command]
+async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, allow: Vec<String>) -> Res<botdesk_engine::NetPolicy> {
+    let policy = match mode.as_str() {
+        "allow" => botdesk_engine::NetPolicy::allow(allow.iter().map(String::as_str)),
+        _ => botdesk_engine::NetPolicy::from_words(&[mode]),
+    };
+    engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
+}
+
 /// A bot's MCP servers (started in its computer for each of its runs).
 #[tauri::command]
 async fn bot_mcp_servers(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotMcpServer>> {
@@ -433,6 +449,8 @@ fn main() {
             set_model_limits,
             set_model_coordinates,
             set_bot_budget,
+            bot_network,
+            set_bot_network,
             bot_mcp_servers,
             add_bot_mcp_server,
             remove_bot_mcp_server,

@@ -274,6 +274,11 @@ command: Array<string>,
  */
 url: string | null, created_at: number, };
 
+/**
+ * Where a bot may connect.
+ */
+export type NetPolicy = { "mode": "open" } | { "mode": "offline" } | { "mode": "allow", allow: Array<string>, };
+
 export type ControlLease = { computer_id: ComputerId, bot_id: BotId, lease_id: string, holder: string, expires_at: number, };
 
 /**

@@ -439,6 +439,7 @@ fn test(extra: &[String]) -> Result {
     let as_user = test_user()?;
     let services = start_services(&mut envs, &as_user)?;
     let remote = RemoteEngine::start(&mut envs, &as_user)?;
+    let site = TestSite::start(&mut envs, &as_user)?;
     user_dir("e2e", &as_user)?;
     envs.push(("BOTDESK_TEST_MCP_PYTHON".into(), mcp_python()?.display().to_string()));
     envs.push(("BOTDESK_TEST_MCP_INSPECTOR".into(), mcp_inspector()?.display().to_string()));
@@ -453,6 +454,7 @@ fn test(extra: &[String]) -> Result {
         say("running every test");
     }
     let result = status(test.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(site);
     drop(remote);
     drop(services);
     let leftovers = sweep_containers(&run_id);
@@ -610,6 +612,77 @@ impl Drop for RemoteEngine {
         let _ = Command::new("ip").args(["netns", "del", &self.netns]).stderr(Stdio::null()).status();
         let _ = std::fs::remove_dir_all(&self.root);
         let _ = std::fs::remove_file(&self.pidfile);
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The tests' web site (xtask/web/site.py): a network namespace of its own, joined to this one by a
+// veth pair, with a private address (10.232.K.2, in a /24 of this run's) and one outside every
+// private range (198.51.100.2, of the documentation range TEST-NET-2), serving port 8080 as the
+// test user. What a bot's network policy refuses or lets through is reached there and nowhere
+// else. Tests find it in BOTDESK_TEST_SITE and BOTDESK_TEST_SITE_PUBLIC.
+
+struct TestSite {
+    netns: String,
+    veth: String,
+    child: Option<Child>,
+}
+
+impl TestSite {
+    fn start(envs: &mut Vec<(String, String)>, as_user: &[String]) -> Result<TestSite> {
+        if !is_root() {
+            return Err("the network tests serve their site in a network namespace: run `cargo xtask test` as root".into());
+        }
+        let pid = std::process::id();
+        let k = pid % 250 + 1;
+        let (here, there) = (format!("10.232.{k}.1"), format!("10.232.{k}.2"));
+        let (public_here, public_there) = ("198.51.100.1", "198.51.100.2");
+        let mut site = TestSite { netns: format!("botdesk-site-{pid}"), veth: format!("bds{}", pid % 100_000), child: None };
+        say(&format!("serving the tests' web site at http://{there}:8080 and http://{public_there}:8080 (network namespace {})", site.netns));
+        let ip = |args: &[&str]| status(Command::new("ip").args(args));
+        let inside = |args: &[&str]| status(Command::new("nsenter").arg(format!("--net=/run/netns/{}", site.netns)).args(args));
+        let peer = format!("{}p", site.veth);
+        ip(&["netns", "add", &site.netns])?;
+        ip(&["link", "add", &site.veth, "type", "veth", "peer", "name", &peer])?;
+        ip(&["link", "set", &peer, "netns", &site.netns])?;
+        ip(&["addr", "add", &format!("{here}/24"), "dev", &site.veth])?;
+        ip(&["addr", "add", &format!("{public_here}/24"), "dev", &site.veth])?;
+        ip(&["link", "set", &site.veth, "up"])?;
+        inside(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])?;
+        inside(&["ip", "addr", "add", &format!("{public_there}/24"), "dev", &peer])?;
+        inside(&["ip", "link", "set", &peer, "up"])?;
+        inside(&["ip", "link", "set", "lo", "up"])?;
+        let mut serve = Command::new("nsenter");
+        serve.arg(format!("--net=/run/netns/{}", site.netns)).args(as_user).arg("python3").arg(root().join("xtask/web/site.py")).arg("8080");
+        site.child = Some(serve.stdin(Stdio::null()).spawn().map_err(|e| format!("cannot start the tests' web site: {e}"))?);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let addr: std::net::SocketAddr = format!("{there}:8080").parse().map_err(|e| format!("{e}"))?;
+        while std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err() {
+            if Instant::now() > deadline {
+                return Err("the tests' web site did not answer within 20 s".into());
+            }
+            sleep(Duration::from_millis(100));
+        }
+        envs.push(("BOTDESK_TEST_SITE".into(), there));
+        envs.push(("BOTDESK_TEST_SITE_PUBLIC".into(), public_there.into()));
+        Ok(site)
+    }
+}
+
+impl Drop for TestSite {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // The server runs as the test user under runuser: whatever is left in the namespace goes.
+        let _ = Command::new("ip").args(["netns", "pids", &self.netns]).output().map(|o| {
+            for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                let _ = Command::new("kill").arg(pid).status();
+            }
+        });
+        let _ = Command::new("ip").args(["link", "del", &self.veth]).stderr(Stdio::null()).status();
+        let _ = Command::new("ip").args(["netns", "del", &self.netns]).stderr(Stdio::null()).status();
     }
 }
 
@@ -958,6 +1031,7 @@ fn bench(extra: &[String]) -> Result {
     let remote = RemoteEngine::start(&mut envs, &[])?;
     envs.push(("BOTDESK_BENCH_LINK_VETH".into(), remote.veth.clone()));
     envs.push(("BOTDESK_BENCH_LINK_NETNS".into(), remote.netns.clone()));
+    let site = TestSite::start(&mut envs, &[])?;
     say("running the benchmarks");
     // `--only SECTION` prints one section and writes nothing; otherwise the whole table is written.
     let mut bench = Command::new(root().join("target/release/botdesk-bench"));
@@ -965,6 +1039,7 @@ fn bench(extra: &[String]) -> Result {
         bench.arg(root().join("docs/benchmarks.md"));
     }
     let result = status(bench.args(extra).envs(envs.iter().map(|(k, v)| (k, v))));
+    drop(site);
     drop(remote);
     drop(services);
     result

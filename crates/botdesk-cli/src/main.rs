@@ -403,6 +403,18 @@ enum BotCmd {
         #[arg(long)]
         usd: Option<String>,
     },
+    /// Show or set where a bot may connect: `open` (the internet; never this machine, the LAN,
+    /// link-local or cloud metadata addresses, or other computers), `offline`, or
+    /// `allow DOMAIN|ADDRESS…` (only those: a domain with its subdomains, an address or a.b.c.d/n
+    /// even in a private range), for its browser and every command. Its computer enforces it,
+    /// out of the bot's reach; on a running computer within a second, open connections too.
+    /// Each refused connection is in the bot's activity.
+    Network {
+        name: String,
+        /// open | offline | allow DOMAIN|ADDRESS… (none: show it)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        policy: Vec<String>,
+    },
     /// The MCP servers a bot uses: each starts inside the bot's computer, as the bot, when one of
     /// its runs starts, and ends with the run; its tools are offered to the model as SERVER__TOOL.
     Mcp {
@@ -933,6 +945,13 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 let unpriced = if unpriced > 0 { format!(" ({unpriced} calls of models without prices not counted)") } else { String::new() };
                 format!("each run of {name} may spend {} tokens{limit}\nits runs so far: {used} tokens, ${usd:.4}{unpriced}", budget.tokens)
             });
+        }
+        Cmd::Bot { cmd: BotCmd::Network { name, policy } } => {
+            let policy = match policy.is_empty() {
+                true => engine.bot_network(&name).await?,
+                false => engine.set_bot_network(&name, botdesk_engine::NetPolicy::from_words(&policy).map_err(EngineError::invalid)?).await?,
+            };
+            print(json, json!({"bot": name, "network": policy}), || format!("{name}: {policy}"));
         }
         Cmd::Bot { cmd: BotCmd::Mcp { cmd } } => match cmd {
             BotMcpCmd::Add { bot, name, url, command } => {

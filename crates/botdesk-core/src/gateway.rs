@@ -159,6 +159,8 @@ pub enum AgentRequest<'a> {
     Browser { display: u32, command: &'a BrowserCommand },
     /// xdotool runs, then the screen watched as `settle` says.
     Xdotool { display: u32, runs: &'a [Vec<String>], settle: Settle },
+    /// The connections of `uid` the network policy refused after number `after`.
+    Net { display: u32, uid: u32, after: u64 },
 }
 
 impl AgentRequest<'_> {
@@ -172,6 +174,7 @@ impl AgentRequest<'_> {
             AgentRequest::Info { .. } => "info",
             AgentRequest::Browser { .. } => "browser",
             AgentRequest::Xdotool { .. } => "xdotool",
+            AgentRequest::Net { .. } => "net",
         }
     }
 
@@ -224,6 +227,11 @@ pub struct AgentAnswer {
     pub result: Option<serde_json::Value>,
     pub settled: Option<SettledWord>,
     pub ms: Option<u64>,
+    /// A `net` answer: the boot of the gateway its numbers count in, the last number given out,
+    /// and the refusals.
+    pub boot: Option<String>,
+    pub next: Option<u64>,
+    pub events: Option<Vec<crate::NetRefusal>>,
 }
 
 /// The longest settle the gateway may report (its cap is 10 s).
@@ -250,6 +258,16 @@ impl AgentAnswer {
             (Some(SettledWord::Changing), Some(ms)) => Ok(Settled::Changing { ms }),
             (Some(SettledWord::Unchanged), Some(ms)) => Ok(Settled::Unchanged { ms }),
             _ => Err(format!("an action batch's answer without a settled state and time: {:.200}", format!("{self:?}"))),
+        }
+    }
+
+    /// A `net` answer's refusals (at most 100 a request; a boot name of at most 64 characters).
+    pub fn refusals(&self) -> Result<crate::NetRefusals, String> {
+        match (&self.boot, self.next, &self.events) {
+            (Some(boot), Some(next), Some(events)) if boot.len() <= 64 && events.len() <= 100 => {
+                Ok(crate::NetRefusals { boot: boot.clone(), next, refusals: events.clone() })
+            }
+            _ => Err("a net answer without its boot, number and refusals (or too many)".into()),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod error;
 pub mod gateway;
 pub mod home_stream;
 pub mod models;
+pub mod network;
 pub mod path;
 pub mod provider;
 pub mod redact;
@@ -19,6 +20,7 @@ pub mod state;
 pub mod types;
 
 pub use error::SandboxError;
+pub use network::{BotNetwork, NetPolicy, NetRefusal, NetRefusals, NetTarget};
 pub use path::{resolve_for_bot, PathError, WorkspacePath, HOME};
 pub use provider::*;
 pub use redact::Redactor;

@@ -13,6 +13,7 @@ use crate::{
     action::Action,
     error::SandboxError,
     home_stream::{LoadMode, LoadSummary},
+    network::{BotNetwork, NetRefusals},
     path::WorkspacePath,
     types::{BotId, BotUser, ComputerRef, ComputerSpec, HomeOwners, MachineStatus, Provisioned},
 };
@@ -366,6 +367,19 @@ pub trait SandboxProvider: Send + Sync + 'static {
     /// copy. `NotFound` when there is none.
     async fn take_recording(&self, _computer: &ComputerRef, _slot: u32, _key: &str) -> Result<TakenRecording> {
         unsupported(self.kind(), "take_recording")
+    }
+
+    // Network policy. Providers without one keep the defaults.
+    /// Sets the network policies of the computer's bots, every one of them (a bot not named is
+    /// [`NetPolicy::Open`]), where no bot can change them: in force within a second, for
+    /// connections already open too.
+    async fn set_network(&self, _computer: &ComputerRef, _bots: &[BotNetwork], _ctx: &CallCtx) -> Result<()> {
+        unsupported(self.kind(), "set_network")
+    }
+    /// The connections of `user` its policy refused after number `after` of the computer's
+    /// current boot ([`NetRefusals::boot`] says which; at most 100 an answer).
+    async fn network_refusals(&self, _computer: &ComputerRef, _user: BotUser, _after: u64) -> Result<NetRefusals> {
+        unsupported(self.kind(), "network_refusals")
     }
 
     /// An interactive shell on a terminal (PTY) as the workspace user, `cols`×`rows`, in `cwd`.

@@ -60,6 +60,7 @@ fn requests_are_written_as_the_fixtures_say() {
         ("info", AgentRequest::Info { display: 1 }),
         ("browser_navigate", AgentRequest::Browser { display: 2, command: &navigate }),
         ("browser_view", AgentRequest::Browser { display: 2, command: &BrowserCommand::View }),
+        ("net", AgentRequest::Net { display: 0, uid: 2001, after: 7 }),
         ("xdotool", AgentRequest::Xdotool { display: 1, runs: &runs, settle: Settle { still_ms: 300, cap_ms: 3000 } }),
     ];
     assert_eq!(ours.len(), fx["requests"].as_array().unwrap().len(), "every request fixture is built here");
@@ -90,7 +91,9 @@ fn answers_read_as_the_fixtures_mean() {
     let no_browser = read("no_browser");
     assert_eq!((no_browser.code, no_browser.refusal().as_deref()), (Some(RefusalCode::NoBrowser), Some("display :2 has no browser")));
     assert_eq!(read("failed").refusal().as_deref(), Some("unknown op 'teleport'"));
-    assert_eq!(fx["answers"].as_array().unwrap().len(), 13, "every answer fixture is read here");
+    let net = read("net").refusals().unwrap();
+    assert_eq!((net.boot.as_str(), net.next, net.refusals[0].line()), ("0123456789abcdef", 9, "blocked: example.com:443, not on the allowlist".to_string()));
+    assert_eq!(fx["answers"].as_array().unwrap().len(), 14, "every answer fixture is read here");
 }
 
 #[test]

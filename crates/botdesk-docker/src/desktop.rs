@@ -420,6 +420,21 @@ impl DockerProvider {
         Ok(DesktopInfo { display: slot, slot })
     }
 
+    /// `botdesk-helper net-policy` as root, with every bot's policy on its stdin.
+    pub(crate) async fn set_network_impl(&self, c: &ComputerRef, bots: &[BotNetwork]) -> Result<()> {
+        let container = self.running_container(c).await?;
+        let input = serde_json::to_vec(&serde_json::json!({ "bots": bots })).map_err(|e| SandboxError::Provider(e.to_string()))?;
+        let argv = ["botdesk-helper", "net-policy"];
+        self.run_checked_input(InComputer::Root, &container, &argv, Some(Bytes::from(input)), std::time::Duration::from_secs(30), "setting the network policy")
+            .await
+    }
+
+    /// The gateway's `net` request: the refusals it keeps in memory.
+    pub(crate) async fn network_refusals_impl(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
+        let (answer, _) = self.agent(c, &AgentRequest::Net { display: 0, uid: user.uid, after }).await?;
+        answer.refusals().map_err(SandboxError::Provider)
+    }
+
     pub(crate) async fn revoke_token_impl(&self, c: &ComputerRef, token: &str) -> Result<()> {
         if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: 0, token: Some(token) }).await {
             tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");

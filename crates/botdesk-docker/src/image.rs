@@ -32,6 +32,7 @@ pub const RECIPE: &[(&str, &[u8], u32)] = &[
     ("botdesk-mcp-http", include_bytes!("../../../infra/sandboxes/computer/botdesk-mcp-http"), 0o755),
     ("botdesk_helper.py", include_bytes!("../../../infra/sandboxes/computer/botdesk_helper.py"), 0o644),
     ("botdesk_gateway.py", include_bytes!("../../../infra/sandboxes/computer/botdesk_gateway.py"), 0o644),
+    ("botdesk_net.py", include_bytes!("../../../infra/sandboxes/computer/botdesk_net.py"), 0o644),
     ("uv.version", include_bytes!("../../../infra/sandboxes/computer/uv.version"), 0o644),
 ];
 

@@ -311,6 +311,12 @@ impl SandboxProvider for DockerProvider {
     async fn take_recording(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
         self.take_recording_impl(c, slot, key).await
     }
+    async fn set_network(&self, c: &ComputerRef, bots: &[BotNetwork], _ctx: &CallCtx) -> Result<()> {
+        self.set_network_impl(c, bots).await
+    }
+    async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
+        self.network_refusals_impl(c, user, after).await
+    }
 
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
         crate::files::list(self, c, ctx.user, dir).await

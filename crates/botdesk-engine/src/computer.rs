@@ -259,6 +259,8 @@ impl Engine {
             if computer.scope == ComputerScope::Team {
                 self.set_home_owners(computer, &cref, false).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
             }
+            // Its bots' network policies, before any of their commands runs.
+            self.apply_network(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("setting its network policies: {e}")))?;
             Ok::<_, SandboxError>(p)
         }
         .await;

@@ -20,8 +20,8 @@ pub use crate::switch::SwitchReport;
 pub use crate::versions::{Changes, Retention, Why};
 pub use crate::{BotState, BotStatus, BotView, ComputerBrief, ModelView, RunHold};
 pub use botdesk_core::{
-    action::CoordSpace, ActivityStatus, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind, Prices,
-    RunFailure, RunStatus, Usage, WorkspacePath,
+    action::CoordSpace, ActivityStatus, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind, NetPolicy,
+    Prices, RunFailure, RunStatus, Usage, WorkspacePath,
 };
 pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, BotMcpServer, ControlLease, Question};
@@ -150,6 +150,7 @@ pub fn typescript() -> String {
         Usage,
         BotSpend,
         BotMcpServer,
+        NetPolicy,
         ControlLease,
         MessageRole,
         CallStatus,

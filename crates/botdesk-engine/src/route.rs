@@ -134,6 +134,12 @@ impl SandboxProvider for HostRouter {
     async fn take_recording(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
         routed!(self, &c.host, take_recording(c, slot, key))
     }
+    async fn set_network(&self, c: &ComputerRef, bots: &[BotNetwork], ctx: &CallCtx) -> Result<()> {
+        routed!(self, &c.host, set_network(c, bots, ctx))
+    }
+    async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
+        routed!(self, &c.host, network_refusals(c, user, after))
+    }
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         routed!(self, &c.host, open_shell(c, cwd, cols, rows, ctx))
     }

@@ -209,6 +209,8 @@ impl Engine {
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;
         // Its folder and profile there are its own now (its uid on a Team computer).
         self.set_home_owners(&dest, &dest_ref, false).await?;
+        // Its network policy holds there before its first command.
+        self.apply_network(&dest, &dest_ref).await?;
         self.forget_ready(&dest.id).await;
         tracing::info!(bot = %bot.id, from = %from.name, to = %dest.name, copied, kept = kept_newer.len(), "bot switched computers");
         Ok(SwitchReport {

@@ -1134,3 +1134,103 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     let e = w.engine.restore("wiper", 99, None).await.unwrap_err();
     assert!(e.message.contains("wiper has no version 99"), "{e}");
 }
+
+/// The tests' web site (served by `cargo xtask test` in a network namespace of its own): its
+/// private address.
+fn test_site() -> String {
+    std::env::var("BOTDESK_TEST_SITE").expect("`cargo xtask test` serves the tests' web site and names it in BOTDESK_TEST_SITE")
+}
+
+/// Lines of the bot's activity that are network refusals.
+async fn refusals(engine: &Engine, bot: &str) -> Vec<String> {
+    engine.activity(bot, 0, 500).await.unwrap().into_iter().filter(|a| a.kind == NETWORK_ACTIVITY).map(|a| a.target).collect()
+}
+
+/// A bot's network policy, from the person's word to the computer: under `open` the site's
+/// private address is refused to a command and to the browser (over TLS too), each with a page
+/// that says why, and the run's model is told; `allow` with the address, then with a name mapped
+/// to it, lets exactly that through; `offline` closes a connection already open within seconds
+/// and leaves no name server; every refusal is in the bot's activity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refusal_is_in_its_activity() {
+    let site = test_site();
+    let mut w = world().await;
+    let (server, _) = w.scripted_bot("wanderer", Wire::Anthropic, action::CoordSpace::Pixels).await;
+    let (http, https) = (format!("http://{site}:8080/"), format!("https://{site}:8443/"));
+    let told = format!("The network policy the person set for you refused: blocked: {site}:8080, a private address");
+    server.push(Step::reply(Reply::call("shell", json!({"command": format!("curl -sS --max-time 20 {http}")}))));
+    let nav = http.clone();
+    server.push(Step::check(
+        move |s| {
+            ok_result(s, "Botdesk blocked this page")?;
+            ok_result(s, &told)
+        },
+        Reply::call("browser_navigate", json!({ "url": nav })),
+    ));
+    server.push(Step::check(|s| ok_result(s, "Blocked by Botdesk"), Reply::call("browser_navigate", json!({ "url": https }))));
+    server.push(Step::check(|s| ok_result(s, "Blocked by Botdesk"), Reply::text("Refused everywhere.")));
+    let run = w.engine.run_task("wanderer", "visit the site").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    let seen = refusals(&w.engine, "wanderer").await;
+    for want in [format!("blocked: {site}:8080, a private address"), format!("blocked: {site}:8443, a private address")] {
+        assert!(seen.iter().any(|l| l.starts_with(&want)), "{want} not in {seen:?}");
+    }
+
+    // Allowed by its address (a private one): the command and the browser reach it.
+    let policy = w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), site.clone()]).unwrap()).await.unwrap();
+    assert_eq!(w.engine.bot_network("wanderer").await.unwrap(), policy);
+    let curl = |url: String| format!("curl -sS --max-time 20 {url}");
+    let (code, out) = w.engine.shell("wanderer", &curl(http.clone())).await.unwrap();
+    assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
+    let page = w.engine.browser_navigate("wanderer", &http).await.unwrap();
+    assert_eq!(page["title"], "Test site", "{page}");
+
+    // Allowed by a name: that name alone (another name for the same address, or the address,
+    // is refused).
+    let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "wanderer").unwrap();
+    let hosts = format!("echo '{site} web.test other.test' >> /etc/hosts");
+    let mapped = std::process::Command::new("docker").args(["exec", "-u", "0", &container_of(&bot.computer.id), "sh", "-c", &hosts]).output().unwrap();
+    assert!(mapped.status.success(), "{mapped:?}");
+    w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), "web.test".into()]).unwrap()).await.unwrap();
+    let (code, out) = w.engine.shell("wanderer", &curl("http://web.test:8080/".into())).await.unwrap();
+    assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
+    for url in ["http://other.test:8080/".to_string(), http.clone()] {
+        let (_, out) = w.engine.shell("wanderer", &curl(url.clone())).await.unwrap();
+        assert!(out.contains("not on the allowlist"), "{url}: {out}");
+    }
+    let page = w.engine.browser_navigate("wanderer", "http://web.test:8080/").await.unwrap();
+    assert_eq!(page["title"], "Test site", "{page}");
+
+    // Offline: a connection open through the allowed name is closed within seconds; nothing is
+    // reached, not even the name server.
+    let stream = "(curl -sSN http://web.test:8080/stream; echo ended) > stream.log 2>&1";
+    let (code, _) = w.engine.shell("wanderer", &format!("setsid -f sh -c '{stream}' </dev/null >/dev/null 2>&1")).await.unwrap();
+    assert_eq!(code, 0);
+    let t0 = Instant::now();
+    while !w.engine.files_read("wanderer", "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).matches("tick").count() >= 2).unwrap_or(false) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the stream never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    w.engine.set_bot_network("wanderer", NetPolicy::Offline).await.unwrap();
+    let set = Instant::now();
+    while !w.engine.files_read("wanderer", "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).contains("ended")).unwrap_or(false) {
+        assert!(set.elapsed() < Duration::from_secs(5), "the open connection outlived offline by 5 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, out) = w.engine.shell("wanderer", &curl("http://web.test:8080/".into())).await.unwrap();
+    assert!(out.contains("this bot is offline"), "{out}");
+    let dns = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.11\", 53))'";
+    let (code, out) = w.engine.shell("wanderer", dns).await.unwrap();
+    assert!(code != 0 && out.contains("Operation not permitted"), "the name server answered an offline bot: {out}");
+
+    let seen = refusals(&w.engine, "wanderer").await;
+    for want in [
+        format!("blocked: {site}:8080, not on the allowlist"),
+        "blocked: other.test:8080, not on the allowlist".to_string(),
+        "blocked: web.test:8080, this bot is offline (an open connection was closed)".to_string(),
+        "blocked: web.test:8080, this bot is offline".to_string(),
+    ] {
+        assert!(seen.contains(&want), "{want:?} not in {seen:?}");
+    }
+}

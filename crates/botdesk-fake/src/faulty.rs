@@ -161,6 +161,12 @@ impl SandboxProvider for Faulty {
     async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, ctx: &CallCtx) -> Result<()> {
         self.inner.set_owners(c, owners, ctx).await
     }
+    async fn set_network(&self, c: &ComputerRef, bots: &[BotNetwork], ctx: &CallCtx) -> Result<()> {
+        self.inner.set_network(c, bots, ctx).await
+    }
+    async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
+        self.inner.network_refusals(c, user, after).await
+    }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         self.inner.save_home(c, manifest, ctx).await
     }

@@ -41,6 +41,8 @@ struct Machine {
     generation: u64,
     /// Open desktops by slot: the actions each has been given, and in how many batches.
     desktops: BTreeMap<u32, (Vec<action::Action>, u64)>,
+    /// The bots' network policies as last set (the fake has no network to apply them to).
+    network: Vec<BotNetwork>,
 }
 
 /// The fake screen's pixels, encoded once per format.
@@ -315,6 +317,16 @@ impl SandboxProvider for FakeProvider {
         })
     }
 
+    async fn set_network(&self, c: &ComputerRef, bots: &[BotNetwork], _ctx: &CallCtx) -> Result<()> {
+        self.with_machine(c, |m| {
+            m.network = bots.to_vec();
+            Ok(())
+        })
+    }
+    /// The fake refuses nothing: no connection is ever made.
+    async fn network_refusals(&self, c: &ComputerRef, _user: BotUser, _after: u64) -> Result<NetRefusals> {
+        self.with_machine(c, |_| Ok(NetRefusals { boot: "fake".into(), ..Default::default() }))
+    }
     /// The fake has no users: it makes the folders a Team computer's owners need (`shared/` and
     /// each bot's folder).
     async fn set_owners(&self, c: &ComputerRef, owners: &HomeOwners, _ctx: &CallCtx) -> Result<()> {

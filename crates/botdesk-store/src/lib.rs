@@ -7,6 +7,7 @@ mod hosts;
 mod leases;
 mod mcp_servers;
 mod models;
+mod network;
 mod questions;
 mod spares;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};

@@ -22,6 +22,9 @@ A client sends one line, its token, then speaks to what the token grants:
         -> {"ok": true, "settled": "still"|"changing"|"unchanged"|"unwatched", "ms": M} or
         {"ok": false, "error": ".."}: after the runs, the framebuffer is watched until it changed
         and then stayed the same for S ms, or for at most C ms (S = 0: not watched)
+      {"op": "net", "display": 0, "uid": U, "after": S} -> {"ok": true, "boot": B, "next": S2,
+        "events": [{"seq", "at", "host", "port", "why"}, ...]}: the connections of uid U the
+        network policy refused (botdesk_net.py) after S in this boot of the gateway (B)
       {"op": "browser", "display": N, "command": {...}} -> {"ok": true, "result": ..}
         the bot's own Chromium on display N (its DevTools port 9221+N on the computer's loopback
         only): navigate / snapshot / act, and for the person's Browser pane view (page and tabs),
@@ -43,6 +46,8 @@ import sys
 sys.modules.setdefault("ssl", None)
 
 import asyncio, base64, fcntl, hashlib, hmac, json, os, re, signal, socket, threading, time  # noqa: E402
+
+import botdesk_net  # noqa: E402
 
 TOKENS = "/tmp/botdesk-gw/tokens"
 AGENT_TOKEN = os.environ.get("BOTDESK_AGENT_TOKEN", "")
@@ -328,7 +333,7 @@ async def open_browser(display, profile, home):
         "--no-sandbox", "--test-type", "--disable-gpu", "--disable-software-rasterizer", "--no-first-run", "--no-default-browser-check", "--disable-session-crashed-bubble",
         "--hide-crash-restore-bubble", "--noerrdialogs", "--disable-features=Translate,MediaRouter", "--password-store=basic",
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-        "--window-position=0,0", "--window-size=1280,770", "about:blank",
+        "--window-position=0,0", "--window-size=1280,770", *block_page_flag(), "about:blank",
         env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -337,6 +342,20 @@ async def open_browser(display, profile, home):
         except NoBrowser:
             await asyncio.sleep(0.1)
     raise RuntimeError(f"Chromium on :{display} did not open its DevTools port within 20 s")
+
+
+def block_page_flag():
+    """Chromium accepts the certificate of the page that says why a connection was refused
+    (botdesk_net.py): its public key's hash, which the gateway writes as it starts."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            with open("/tmp/botdesk-net/spki") as f:
+                return [f"--ignore-certificate-errors-spki-list={f.read().strip()}"]
+        except FileNotFoundError:
+            if time.monotonic() > deadline:
+                return []
+            time.sleep(0.05)
 
 
 def browser_log(display):
@@ -735,6 +754,7 @@ REQUEST_FIELDS = {
     "info": ({}, {}),
     "browser": ({"command": lambda v: isinstance(v, dict)}, {}),
     "xdotool": ({"runs": _runs}, {"settle": _settle}),
+    "net": ({"uid": _int, "after": _int}, {}),
 }
 
 
@@ -780,6 +800,7 @@ ANSWERS = {
     "settled": lambda settled, ms: answer(settled=settled, ms=ms),
     "no_browser": lambda error: answer(False, error=error, code="NO_BROWSER"),
     "failed": lambda error: answer(False, error=error),
+    "net": lambda refused: answer(**refused),
 }
 
 
@@ -809,6 +830,8 @@ async def agent(reader, writer):
                 writer.write(ANSWERS["info"](*pointer_and_title(display)))
             elif op == "browser":
                 writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
+            elif op == "net":
+                writer.write(ANSWERS["net"](botdesk_net.events(req["uid"], req["after"])))
             elif op == "xdotool":
                 settle = req.get("settle") or {}
                 still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
@@ -865,6 +888,10 @@ def self_test(path):
     for case in fixtures["proofs"]:
         if proof(case["token"], case["message"]) != case["proof"]:
             failures.append(f"proof {case['name']}: made {proof(case['token'], case['message'])}")
+    try:
+        botdesk_net.self_test()
+    except AssertionError as e:
+        failures.append(f"botdesk_net: {e}")
     for failure in failures:
         print(failure, file=sys.stderr)
     return len(failures)
@@ -919,19 +946,21 @@ async def handle(reader, writer):
             pass
 
 
-async def main(listening):
-    """Serves `listening`, the port the launcher took before importing this module."""
+async def main(listening, policing):
+    """Serves `listening`, the port the launcher took before importing this module, and the bots'
+    connections on `policing` (botdesk_net.py)."""
     os.makedirs(TOKENS, exist_ok=True)
     server = await asyncio.start_server(handle, sock=listening)
+    await botdesk_net.start(policing)
     async with server:
         await server.serve_forever()
 
 
-def cli(argv, listening):
+def cli(argv, listening, policing=None):
     if len(argv) == 3 and argv[1] == "close-browser":
         asyncio.run(close_browser(int(argv[2])))
     elif len(argv) == 5 and argv[1] == "open-browser":
         asyncio.run(open_browser(int(argv[2]), argv[3], argv[4]))
     else:
-        asyncio.run(main(listening))
+        asyncio.run(main(listening, policing))
     return 0

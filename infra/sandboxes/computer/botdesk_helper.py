@@ -20,6 +20,8 @@ whole home (save, load, own) (through its launcher,
                                      (see cmd_own)
   botdesk-helper fence-devtools N UID  (as root) display N's DevTools port refused to every bot
                                      but uid UID
+  botdesk-helper net-policy          (as root) the network policies of this computer's bots: JSON
+                                     on stdin (see cmd_net_policy)
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
 points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
@@ -1334,6 +1336,74 @@ def cmd_fence_devtools(display, uid):
         ip("del", "priority", "50", "uidrange", r, "ipproto", "6", way, str(port), "prohibit")
 
 
+POLICIES = "/tmp/botdesk-policy"
+MAX_ALLOW = 256
+
+
+def check_policy(p):
+    """One bot's policy, as botdesk_core::NetPolicy writes it: {"mode": open|offline} or
+    {"mode": "allow", "allow": [domain or IPv4 address or a.b.c.d/n, ...]}."""
+    import ipaddress, re
+    if not isinstance(p, dict) or p.get("mode") not in ("open", "offline", "allow") or set(p) - {"mode", "allow"}:
+        raise Fail("INVALID", f"not a network policy: {str(p)[:200]}")
+    allow = p.get("allow", [])
+    if p["mode"] != "allow" and allow or not isinstance(allow, list) or len(allow) > MAX_ALLOW:
+        raise Fail("INVALID", f"not a network policy's list: {str(allow)[:200]}")
+    for entry in allow:
+        if not isinstance(entry, str):
+            raise Fail("INVALID", f"not a domain or address: {entry!r}")
+        try:
+            ipaddress.IPv4Network(entry, strict=False)
+        except ValueError:
+            if not re.fullmatch(r"(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*", entry):
+                raise Fail("INVALID", f"not a domain or address: {entry[:200]!r}")
+    return {"mode": p["mode"], **({"allow": allow} if p["mode"] == "allow" else {})}
+
+
+def cmd_net_policy():
+    """Sets the network policies of the computer's bots from stdin: {"bots": [{"uid": U,
+    "policy": {...}}, ...]} (every bot of the computer; one not named is `open`). Each policy
+    goes to /tmp/botdesk-policy/<uid>.json, where the screen gateway's botdesk_net.py reads it
+    within half a second (TCP), and the chain BOTDESK_NET is written anew at once, in one
+    iptables-restore (everything else a bot sends: an `offline` bot reaches no name server, and
+    one not `open` sends nothing but TCP, which the gateway decides)."""
+    import json, subprocess
+    try:
+        req = json.loads(sys.stdin.read(1 << 20))
+        bots = req["bots"]
+        if not isinstance(bots, list) or len(bots) > 10_000:
+            raise ValueError("bots")
+        wanted = {}
+        for b in bots:
+            uid = b["uid"]
+            if not isinstance(uid, int) or isinstance(uid, bool) or uid < 1000:
+                raise ValueError(f"uid {uid!r}")
+            wanted[uid] = check_policy(b["policy"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise Fail("INVALID", f"net-policy: {e}")
+    rules = [":BOTDESK_NET - [0:0]"]
+    for uid, p in sorted(wanted.items()):
+        if p["mode"] == "offline":
+            rules.append(f"-A BOTDESK_NET -m owner --uid-owner {uid} -d 127.0.0.11/32 -j REJECT")
+    rules.append("-A BOTDESK_NET -d 127.0.0.0/8 -j RETURN")
+    for uid, p in sorted(wanted.items()):
+        if p["mode"] != "open":
+            rules.append(f"-A BOTDESK_NET -m owner --uid-owner {uid} -m addrtype ! --dst-type LOCAL -j REJECT")
+    # The files first (the gateway then refuses new TCP), then the rules (everything else).
+    for uid, p in wanted.items():
+        tmp = os.path.join(POLICIES, f".{uid}.tmp")
+        with open(tmp, "w") as f:
+            json.dump(p, f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(POLICIES, f"{uid}.json"))
+    for name in os.listdir(POLICIES):
+        if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) not in wanted:
+            os.unlink(os.path.join(POLICIES, name))
+    r = subprocess.run(["iptables-restore", "--noflush"], input="*filter\n" + "\n".join(rules) + "\nCOMMIT\n", capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Fail("IO", f"iptables-restore: {r.stderr.strip()[:500]}")
+
+
 GECOS = "Botdesk bot"
 
 
@@ -1371,6 +1441,7 @@ def main(argv):
         "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
         "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
         "own": (cmd_own, 0), "fence-devtools": (cmd_fence_devtools, 2),
+        "net-policy": (cmd_net_policy, 0),
     }
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         print(__doc__, file=sys.stderr)

@@ -28,10 +28,26 @@ if [ "$(id -u)" = 0 ]; then
   for net in 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16 198.18.0.0/15 224.0.0.0/4 240.0.0.0/4 "$3/32" ${BOTDESK_FENCE:-}; do
     ip route add prohibit "$net" table 100 2>/dev/null || ip route replace prohibit "$net" table 100 || { echo "botdesk: cannot fence $net" >&2; exit 1; }
   done
-  unset BOTDESK_FENCE
+  # Every TCP connection a bot (uid 1000 and up) opens to an address not this computer's goes to
+  # the network policy in the screen gateway (botdesk_net.py, port 3129), which joins it to where
+  # it was going or refuses it, by the bot's policy; its routes (97) then reach every address, and
+  # the policy decides. The gateway's uid reaches every address (98) for the same reason. A bot's
+  # other traffic (UDP, ICMP) keeps the fence above and, unless its policy is `open`, is refused
+  # in the chain BOTDESK_NET (`botdesk-helper net-policy` writes it; the policies go in
+  # /tmp/botdesk-policy, root's). The iptables rules are root's: no bot holds NET_ADMIN.
+  bots="1000-$top"
+  mkdir -m 0755 /tmp/botdesk-policy /tmp/botdesk-net || exit 1
+  chown botdesk-screen:botdesk-screen /tmp/botdesk-net || exit 1
+  echo "$3/32 ${BOTDESK_FENCE:-}" > /tmp/botdesk-policy/fence || exit 1
+  { iptables -t nat -A OUTPUT -p tcp -m owner --uid-owner "$bots" -m addrtype ! --dst-type LOCAL -j REDIRECT --to-ports 3129 \
+    && iptables -N BOTDESK_NET && iptables -A OUTPUT -m owner --uid-owner "$bots" -j BOTDESK_NET; } \
+    || { echo "botdesk: cannot set the network policy's rules (iptables)" >&2; exit 1; }
+  ip rule add uidrange "$bots" ipproto tcp lookup main priority 97 || exit 1
+  ip rule add uidrange "$(id -u botdesk-screen)-$(id -u botdesk-screen)" lookup main priority 98 || exit 1
   # The local table comes after rule 50, where `botdesk-helper fence-devtools` refuses each
   # display's Chromium DevTools port (on loopback) to every bot but that display's own.
   ip rule add priority 60 lookup local && ip rule del priority 0 lookup local || { echo "botdesk: cannot order the local table" >&2; exit 1; }
+  unset BOTDESK_FENCE
   exec setpriv --reuid=botdesk-screen --regid=botdesk-screen --init-groups --inh-caps=-all --bounding-set=-all -- "$0"
 fi
 [ "$(id -un)" = botdesk-screen ] || { echo "botdesk: start.sh must start as root (to fence the network)" >&2; exit 1; }

@@ -5,7 +5,7 @@ import { api, errorMessage } from "../api";
 import { loadSpend } from "../actions";
 import { $, button, el } from "../dom";
 import { usageText } from "../format";
-import type { BotRow, CoordSpace, Limits, ModelKind, ModelRow, Prices } from "../types";
+import type { BotRow, CoordSpace, Limits, ModelKind, ModelRow, NetPolicy, Prices } from "../types";
 
 export function modal(title: string, ...body: Node[]): HTMLElement {
   const root = $("modal");
@@ -136,6 +136,56 @@ export async function openBudget(b: BotRow) {
     }
   });
   modal(`Budget of ${b.name}`, form);
+}
+
+/** Where a bot may connect: open, offline, or only an allowlist. */
+export async function openNetwork(b: BotRow) {
+  const now = await api.botNetwork(b.id).catch(() => ({ mode: "open" }) as NetPolicy);
+  const choice = (mode: NetPolicy["mode"], title: string, hint: string) => {
+    const input = el("input", { type: "radio", name: "net-mode", value: mode, id: `net-${mode}` }) as HTMLInputElement;
+    input.checked = now.mode === mode;
+    return el("label", { class: "choice" }, input, el("span", {}, el("b", {}, title), el("small", {}, hint)));
+  };
+  const list = el("textarea", {
+    id: "net-allow",
+    rows: "4",
+    "aria-label": "Allowed domains and addresses",
+    placeholder: "example.org\nshop.example\n192.168.1.20",
+  }) as HTMLTextAreaElement;
+  list.value = now.mode === "allow" ? now.allow.join("\n") : "";
+  const msg = el("p", { class: "muted", id: "net-message" }, "Enforced inside the bot's computer, where the bot cannot change it; it holds within a second, for connections already open too. Each refused connection shows in the bot's activity.");
+  const form = el(
+    "form",
+    { class: "settings network-form" },
+    el(
+      "fieldset",
+      { class: "choices" },
+      el("legend", {}, `Where ${b.name} may connect`),
+      choice("open", "The internet", "Any public address; never this machine, your network, or other computers."),
+      choice("allow", "Only these sites", "The domains (with their subdomains) and addresses listed below, even on your network."),
+      choice("offline", "Offline", "No network at all."),
+    ),
+    el("label", { class: "field" }, el("span", {}, "Allowed domains and addresses"), list, el("small", {}, "One a line: example.org, 10.0.0.5 or 10.0.0.0/24.")),
+    el("button", { type: "submit", class: "primary" }, "Save"),
+    msg,
+  ) as HTMLFormElement;
+  const sync = () => (list.disabled = (form.querySelector("input[name=net-mode]:checked") as HTMLInputElement | null)?.value !== "allow");
+  form.addEventListener("change", sync);
+  sync();
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const mode = ((form.querySelector("input[name=net-mode]:checked") as HTMLInputElement | null)?.value ?? "open") as NetPolicy["mode"];
+    try {
+      const saved = await api.setBotNetwork(b.id, mode, mode === "allow" ? list.value.split(/[\s,]+/).filter(Boolean) : []);
+      msg.textContent =
+        saved.mode === "allow" ? `Saved: ${b.name} may connect only to ${saved.allow.join(", ")}.` : saved.mode === "offline" ? `Saved: ${b.name} is offline.` : `Saved: ${b.name} may reach the internet.`;
+      msg.className = "ok";
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal(`Network of ${b.name}`, form);
 }
 
 /** The words of a command line: split at spaces, with '…' and "…" keeping spaces (and \ the next

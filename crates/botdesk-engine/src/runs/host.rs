@@ -399,6 +399,12 @@ impl Host for RunHost {
                 out
             }
         };
+        // The model learns what the bot's network policy refused meanwhile (a page that did not
+        // load, a command that could not connect), as the activity shows it.
+        let refused = self.engine.take_run_refusals(&self.bot, &self.run.id).await;
+        if !refused.is_empty() {
+            out.text.push_str(&format!("\n\nThe network policy the person set for you refused: {}.", refused.join("; ")));
+        }
         out.text = self.redactor.redact(&out.text);
         if out.is_error {
             self.check_computer().await;

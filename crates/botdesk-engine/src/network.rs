@@ -1,0 +1,110 @@
+//! Each bot's network policy: the person sets it (CLI, app); it is kept with the bot, sent to
+//! its computer whenever the computer starts and at once when it changes (the computer enforces
+//! it where the bot cannot reach). The connections it refused are taken into the bot's activity,
+//! and into a run's tool results, so the model knows why a page or a command failed.
+
+use botdesk_core::{BotNetwork, ComputerRef, NetPolicy, NetRefusal};
+
+use crate::runs::RunEvent;
+use crate::{bots::user, ActivityStatus, Engine, EngineError, Result};
+
+/// The activity entries of refusals have this kind.
+pub const NETWORK_ACTIVITY: &str = "network";
+
+impl Engine {
+    /// A bot's network policy.
+    pub async fn bot_network(&self, bot: &str) -> Result<NetPolicy> {
+        let (bot, _) = self.bot_and_computer(bot).await?;
+        parse_stored(&self.inner.store.bot_network(&bot.id).await?)
+    }
+
+    /// Sets a bot's network policy. On a running computer it holds within a second, for the
+    /// connections already open too; otherwise from the computer's next start.
+    pub async fn set_bot_network(&self, bot: &str, policy: NetPolicy) -> Result<NetPolicy> {
+        policy.validate().map_err(EngineError::invalid)?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let json = serde_json::to_string(&policy).expect("a policy serializes");
+        self.inner.store.set_bot_network(&bot.id, &json).await?;
+        tracing::info!(bot = %bot.id, "network policy: {policy}");
+        if self.inner.provider.status(&computer.cref()).await.is_ok_and(|s| s == botdesk_core::MachineStatus::Running) {
+            self.apply_network(&computer, &computer.cref()).await?;
+        }
+        Ok(policy)
+    }
+
+    /// Sends the computer every one of its bots' policies.
+    pub(crate) async fn apply_network(&self, computer: &botdesk_store::Computer, cref: &ComputerRef) -> Result<()> {
+        let mut bots = vec![];
+        for (bot, uid, stored) in self.inner.store.networks_on(&computer.id).await? {
+            let policy = parse_stored(&stored).map_err(|e| e.context(format!("the network policy of bot {bot}")))?;
+            bots.push(BotNetwork { uid: botdesk_core::BotUser::on(computer.scope, uid).uid, policy });
+        }
+        self.inner.provider.set_network(cref, &bots, &botdesk_core::CallCtx::default()).await?;
+        Ok(())
+    }
+
+    /// Takes the computer's refusals of `bot` not yet taken into its activity (for `run`, when
+    /// in one); returns their lines. Nothing when the computer does not answer: they are taken
+    /// next time, or were lost with the computer's services.
+    pub(crate) async fn take_refusals(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, run: Option<&str>) -> Vec<String> {
+        match self.refusals_of(bot, computer).await {
+            Ok(refused) => {
+                let mut lines = vec![];
+                for r in refused {
+                    let line = r.line();
+                    match self.inner.store.add_activity(&bot.id, run, NETWORK_ACTIVITY, &line, ActivityStatus::Failed, r.at).await {
+                        Ok(id) => {
+                            if let Ok(rows) = self.inner.store.activity_of(&bot.id, id - 1, 1).await {
+                                for entry in rows {
+                                    self.emit(RunEvent::Activity { bot: bot.id.to_string(), entry });
+                                }
+                            }
+                        }
+                        Err(e) => tracing::warn!("a refusal's activity entry was lost: {e}"),
+                    }
+                    lines.push(line);
+                }
+                lines
+            }
+            Err(e) => {
+                tracing::debug!(bot = %bot.id, "the computer's refusals were not read: {e}");
+                vec![]
+            }
+        }
+    }
+
+    /// [`Engine::take_refusals`] in a run, on the bot's computer.
+    pub(crate) async fn take_run_refusals(&self, bot: &botdesk_store::Bot, run: &str) -> Vec<String> {
+        match self.inner.store.computer(bot.computer_id.as_str()).await {
+            Ok(computer) => self.take_refusals(bot, &computer, Some(run)).await,
+            Err(_) => vec![],
+        }
+    }
+
+    async fn refusals_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<Vec<NetRefusal>> {
+        let (cref, who) = (computer.cref(), user(bot, computer));
+        let (boot, seen) = self.inner.store.net_cursor(&bot.id).await?;
+        let mut answer = self.inner.provider.network_refusals(&cref, who, seen).await?;
+        if answer.boot != boot && seen > 0 {
+            // The computer's services started anew since: their numbers count from 0 again.
+            answer = self.inner.provider.network_refusals(&cref, who, 0).await?;
+        }
+        let last = answer.refusals.last().map(|r| r.seq);
+        let to = match last {
+            Some(seq) => seq,
+            None if answer.boot == boot => return Ok(vec![]),
+            None => 0,
+        };
+        // Another process (the app beside the CLI) that moved the cursor first takes them.
+        if !self.inner.store.advance_net_cursor(&bot.id, (&boot, seen), (&answer.boot, to)).await? {
+            return Ok(vec![]);
+        }
+        Ok(answer.refusals)
+    }
+}
+
+fn parse_stored(stored: &str) -> Result<NetPolicy> {
+    let policy: NetPolicy = serde_json::from_str(stored).map_err(|e| EngineError::invalid(format!("a stored network policy does not read: {e}")))?;
+    policy.validate().map_err(EngineError::invalid)?;
+    Ok(policy)
+}

@@ -255,6 +255,26 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22-bot-budget.png");
     d.click(".modal-close");
+    // Where the bot may connect, from the chat's header: a bad entry is refused with the rule,
+    // then an allowlist is saved.
+    d.click("#edit-network");
+    d.wait_js(
+        "the network form, open",
+        "return document.querySelector('#net-open')?.checked === true && document.querySelector('#net-list').disabled",
+        Duration::from_secs(10),
+    );
+    d.click("#net-allow-choice");
+    for (list, want) in [("exa_mple.org", "is not a domain"), ("example.org\\n10.0.0.5", "Saved: writer may connect only to example.org, 10.0.0.5.")] {
+        d.js(&format!("const m = document.querySelector('#net-message'); m.className = 'muted'; m.textContent = ''; document.querySelector('#net-list').value = '{list}'; return true"));
+        d.click(".network-form button[type=submit]");
+        d.wait_js("the network policy's answer", "return ['ok', 'error'].includes(document.querySelector('#net-message')?.className)", Duration::from_secs(10));
+        let said = d.js("return document.querySelector('#net-message').textContent");
+        assert!(said.as_str().unwrap_or("").contains(want), "{list}: {said}");
+    }
+    assert_eq!(rt.block_on(engine.bot_network("writer")).unwrap(), botdesk_engine::NetPolicy::allow(["example.org", "10.0.0.5"]).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("22b-bot-network.png");
+    d.click(".modal-close");
     // The bot's MCP servers, from the chat's header: a command (quotes keep spaces) and an
     // address are added, a bad name refused with the rule, one removed.
     d.click("#edit-mcp");

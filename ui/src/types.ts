@@ -337,7 +337,7 @@ started_at: number, ended_at: number, bytes: number, fps: number,
  */
 capped: boolean, };
 
-export type ReplayKind = "task" | "message" | "tool" | "note" | "takeover" | "handback";
+export type ReplayKind = "task" | "message" | "tool" | "note" | "takeover" | "handback" | "network";
 
 /**
  * A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.

@@ -534,18 +534,8 @@ impl RemoteEngine {
             child: None,
         };
         say(&format!("starting a second Docker engine at tcp://{there}:2376 (network namespace {})", e.netns));
-        let ip = |args: &[&str]| status(Command::new("ip").args(args));
-        let inside = |args: &[&str]| status(Command::new("nsenter").arg(format!("--net=/run/netns/{}", e.netns)).args(args));
-        ip(&["netns", "add", &e.netns])?;
-        let peer = format!("{}p", e.veth);
-        ip(&["link", "add", &e.veth, "type", "veth", "peer", "name", &peer])?;
-        ip(&["link", "set", &peer, "netns", &e.netns])?;
-        ip(&["addr", "add", &format!("{here}/24"), "dev", &e.veth])?;
-        ip(&["link", "set", &e.veth, "up"])?;
-        inside(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])?;
-        inside(&["ip", "link", "set", &peer, "up"])?;
-        inside(&["ip", "link", "set", "lo", "up"])?;
-        inside(&["ip", "route", "add", "default", "via", &here])?;
+        joined_netns(&e.netns, &e.veth, &[(here.as_str(), there.as_str())])?;
+        status(Command::new("nsenter").arg(format!("--net=/run/netns/{}", e.netns)).args(["ip", "route", "add", "default", "via", &here]))?;
         // Certificates: the engine's (naming its address) under its root; the clients' where the
         // test user reads them.
         let server = e.root.join("tls");
@@ -639,19 +629,7 @@ impl TestSite {
         let (public_here, public_there) = ("198.51.100.1", "198.51.100.2");
         let mut site = TestSite { netns: format!("botdesk-site-{pid}"), veth: format!("bds{}", pid % 100_000), child: None };
         say(&format!("serving the tests' web site at http://{there}:8080 and http://{public_there}:8080 (network namespace {})", site.netns));
-        let ip = |args: &[&str]| status(Command::new("ip").args(args));
-        let inside = |args: &[&str]| status(Command::new("nsenter").arg(format!("--net=/run/netns/{}", site.netns)).args(args));
-        let peer = format!("{}p", site.veth);
-        ip(&["netns", "add", &site.netns])?;
-        ip(&["link", "add", &site.veth, "type", "veth", "peer", "name", &peer])?;
-        ip(&["link", "set", &peer, "netns", &site.netns])?;
-        ip(&["addr", "add", &format!("{here}/24"), "dev", &site.veth])?;
-        ip(&["addr", "add", &format!("{public_here}/24"), "dev", &site.veth])?;
-        ip(&["link", "set", &site.veth, "up"])?;
-        inside(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])?;
-        inside(&["ip", "addr", "add", &format!("{public_there}/24"), "dev", &peer])?;
-        inside(&["ip", "link", "set", &peer, "up"])?;
-        inside(&["ip", "link", "set", "lo", "up"])?;
+        joined_netns(&site.netns, &site.veth, &[(here.as_str(), there.as_str()), (public_here, public_there)])?;
         let mut serve = Command::new("nsenter");
         serve.arg(format!("--net=/run/netns/{}", site.netns)).args(as_user).arg("python3").arg(root().join("xtask/web/site.py")).arg("8080");
         site.child = Some(serve.stdin(Stdio::null()).spawn().map_err(|e| format!("cannot start the tests' web site: {e}"))?);
@@ -684,6 +662,24 @@ impl Drop for TestSite {
         let _ = Command::new("ip").args(["link", "del", &self.veth]).stderr(Stdio::null()).status();
         let _ = Command::new("ip").args(["netns", "del", &self.netns]).stderr(Stdio::null()).status();
     }
+}
+
+/// Makes the network namespace `netns`, joined to this one by a veth pair (`veth` here, `veth`p
+/// there) whose ends get the /24 addresses of each (here, there) pair; both ends and its loopback up.
+fn joined_netns(netns: &str, veth: &str, addresses: &[(&str, &str)]) -> Result {
+    let ip = |args: &[&str]| status(Command::new("ip").args(args));
+    let inside = |args: &[&str]| status(Command::new("nsenter").arg(format!("--net=/run/netns/{netns}")).args(args));
+    let peer = format!("{veth}p");
+    ip(&["netns", "add", netns])?;
+    ip(&["link", "add", veth, "type", "veth", "peer", "name", &peer])?;
+    ip(&["link", "set", &peer, "netns", netns])?;
+    for (here, there) in addresses {
+        ip(&["addr", "add", &format!("{here}/24"), "dev", veth])?;
+        inside(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])?;
+    }
+    ip(&["link", "set", veth, "up"])?;
+    inside(&["ip", "link", "set", &peer, "up"])?;
+    inside(&["ip", "link", "set", "lo", "up"])
 }
 
 /// A test CA with a server certificate for `address` (in `server`) and, in `clients`: `good/`

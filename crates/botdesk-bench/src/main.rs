@@ -1,6 +1,6 @@
 //! `cargo xtask bench` runs this: every figure is a median beside an anchor measured in the same
 //! run on the same machine, and the table replaces docs/benchmarks.md.
-//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start|recording (prints
+//! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start|recording|network (prints
 //! that section, writes nothing)
 
 use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
@@ -18,6 +18,7 @@ mod checkpoint;
 mod cli;
 mod desktops;
 mod leases;
+mod network;
 mod recording;
 mod remote;
 mod viewer;
@@ -45,6 +46,11 @@ pub(crate) fn time_cmd(args: &[&str]) -> Duration {
 /// One row, for a section run on its own.
 fn say(r: &Row) {
     println!("{}: {} vs {} {} ({:.2}×)", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64());
+}
+
+/// A line of a table `| what | ours (median) | anchor | anchor (median) | ratio | n |`.
+pub(crate) fn table_row(r: &Row) -> String {
+    format!("| {} | {} | {} | {} | {:.2} | {} |\n", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64(), r.n)
 }
 
 fn ms(d: Duration) -> String {
@@ -194,6 +200,9 @@ async fn main() {
             Some("recording") => {
                 print!("{}", recording::section(&recording::run(dir.path()).await));
             }
+            Some("network") => {
+                print!("{}", network::section(&network::run().await));
+            }
             Some("cli") => {
                 for r in cli::run(dir.path()).await {
                     say(&r);
@@ -253,6 +262,7 @@ async fn main() {
 
     let v = viewer::run(dir.path(), &viewer::app_binary()).await;
     let rec = recording::run(dir.path()).await;
+    let net = network::run().await;
 
     let ck = checkpoint::run(dir.path()).await;
     let mib_s = |d: Duration| (ck.bytes as f64 / 1_048_576.0) / d.as_secs_f64();
@@ -306,15 +316,7 @@ async fn main() {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
     ));
     for r in &rows {
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | {:.2} | {} |\n",
-            r.what,
-            ms(r.ours),
-            r.anchor_name,
-            ms(r.anchor),
-            r.ours.as_secs_f64() / r.anchor.as_secs_f64(),
-            r.n
-        ));
+        md.push_str(&table_row(r));
     }
     md.push_str(&format!(
         "\n## Density\n\n{} desktops, each with Chromium open on a page, in one computer with the default 2 GiB limit (the run \
@@ -343,6 +345,7 @@ async fn main() {
     ));
     md.push_str(&remote::section(&far));
     md.push_str(&recording::section(&rec));
+    md.push_str(&network::section(&net));
     md.push_str(&format!(
         "\n## Leases (SQLite, WAL)\n\n| what | ours | anchor | anchor | ratio | violations |\n|---|---|---|---|---|---|\n\
          | lease ops/s, one process, one task (claim, check, renew, release) | {one_ops:.0} | plain one-row `UPDATE`s/s, one task | {anchor_ups:.0} | {:.2} | {one_violations} |\n\

@@ -3,12 +3,14 @@
 //! and a 1 MiB download through it (a bot's `curl`, which goes through the policy, beside root's,
 //! which does not).
 
-use botdesk_core::{BotId, BotNetwork, BotUser, BrowserCommand, CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, NetPolicy, Resources, SandboxProvider};
+use botdesk_core::{
+    BotId, BotNetwork, BotUser, BrowserCommand, CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, NetPolicy, Resources, SandboxProvider,
+};
 use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::{median, Row};
+use crate::{median, table_row, Row};
 
 const SLOT: u32 = 1;
 const PROFILE: &str = "chromium-bot-00000000000000000000000000000001";
@@ -71,7 +73,13 @@ pub async fn run() -> (Row, Row) {
     }
     provider.destroy(&c, &ctx).await.unwrap();
     (
-        Row { what: "page load by name under `allow` (Chromium, through the policy)", ours: median(allowed), anchor_name: "the same under `open`", anchor: median(open), n: 30 },
+        Row {
+            what: "page load by name under `allow` (Chromium, through the policy)",
+            ours: median(allowed),
+            anchor_name: "the same under `open`",
+            anchor: median(open),
+            n: 30,
+        },
         Row {
             what: "1 MiB download by a bot's `curl` (through the policy)",
             ours: median(through),
@@ -84,17 +92,10 @@ pub async fn run() -> (Row, Row) {
 
 /// The section for docs/benchmarks.md.
 pub fn section(rows: &(Row, Row)) -> String {
-    let line = |r: &Row| {
-        format!("| {} | {:.1} ms | {} {:.1} ms | {:.2}× | {} |\n", r.what, ms(r.ours), r.anchor_name, ms(r.anchor), r.ours.as_secs_f64() / r.anchor.as_secs_f64(), r.n)
-    };
     let mut md = String::from(
-        "\n## Network policy\n\nEvery TCP connection a bot opens goes through its computer's network policy (the screen gateway's process), which decides by the bot's policy. A page of the tests' web site (in a network namespace of its own, at an address outside the private ranges, reached by a name the computer maps to it), loaded by the bot's Chromium: under `allow` that name (the policy reads the name the browser sends and checks the address is the name's) beside `open` (only the address is checked), in alternating rounds. Then a 1 MiB download by a bot's `curl` (through the policy) beside root's in the same computer (not through it), each started by `docker exec`, which is counted. Medians.\n\n| what | ours | anchor | ratio | n |\n|---|---|---|---|---|\n",
+        "\n## Network policy\n\nEvery TCP connection a bot opens goes through its computer's network policy (the screen gateway's process), which decides by the bot's policy. A page of the tests' web site (in a network namespace of its own, at an address outside the private ranges, reached by a name the computer maps to it), loaded by the bot's Chromium: under `allow` that name (the policy reads the name the browser sends and checks the address is the name's) beside `open` (only the address is checked), in alternating rounds. Then a 1 MiB download by a bot's `curl` (through the policy) beside root's in the same computer (not through it), each started by `docker exec`, which is counted.\n\n| what | ours (median) | anchor | anchor (median) | ratio | n |\n|---|---|---|---|---|---|\n",
     );
-    md.push_str(&line(&rows.0));
-    md.push_str(&line(&rows.1));
+    md.push_str(&table_row(&rows.0));
+    md.push_str(&table_row(&rows.1));
     md
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -133,6 +133,23 @@ fn bots_exec_and_files_against_a_real_computer() {
     let out = data.run(&["exec", "alpha", "--", "sh", "-c", "pwd; echo oops >&2; exit 7"]);
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(stdout(&out).trim(), format!("/home/botdesk/bots/{alpha_id}"));
+
+    // Where a bot may connect, set and shown here, held by its running computer; each refusal is
+    // in its activity, and a bad entry is one clear line.
+    let site = std::env::var("BOTDESK_TEST_SITE").expect("`cargo xtask test` serves the tests' web site (BOTDESK_TEST_SITE)");
+    let net = format!("{}.0/24", site.rsplit_once('.').unwrap().0);
+    let set = data.json(&["bot", "network", "alpha", "allow", "Example.org", &format!("{site}/24")]);
+    assert_eq!(set["network"], serde_json::json!({"mode": "allow", "allow": ["example.org", net]}));
+    let curl = ["exec", "alpha", "--", "curl", "-sS", "--max-time", "20", &format!("http://{site}:8080/")];
+    assert!(stdout(&data.run(&curl)).contains("hello from the test site"));
+    data.json(&["bot", "network", "alpha", "offline"]);
+    assert!(stdout(&data.run(&curl)).contains("this bot is offline"));
+    assert_eq!(data.json(&["bot", "network", "alpha"])["network"], serde_json::json!({"mode": "offline"}));
+    let shown = stdout(&data.run(&["activity", "alpha"]));
+    assert!(shown.contains(&format!("network blocked: {site}:8080, this bot is offline [failed]")), "{shown}");
+    let bad = data.run(&["bot", "network", "alpha", "allow", "exa_mple.org"]);
+    assert!(!bad.status.success() && stderr(&bad).lines().count() == 1 && stderr(&bad).contains("is not a domain"), "{}", stderr(&bad));
+    assert_eq!(data.json(&["bot", "network", "alpha", "open"])["network"], serde_json::json!({"mode": "open"}));
     assert_eq!(stderr(&out).trim(), "oops");
     let out = data.run(&["exec", "solo", "--", "pwd"]);
     assert_eq!(stdout(&out).trim(), "/home/botdesk", "a Private bot's folder is the whole home");

@@ -1,7 +1,8 @@
 //! Each bot's network policy: the person sets it (CLI, app); it is kept with the bot, sent to
 //! its computer whenever the computer starts and at once when it changes (the computer enforces
-//! it where the bot cannot reach). The connections it refused are taken into the bot's activity,
-//! and into a run's tool results, so the model knows why a page or a command failed.
+//! it where the bot cannot reach). The connections it refused are taken into the bot's activity:
+//! by a run after each tool call (and into its tool results, so the model knows why a page or a
+//! command failed), otherwise when the activity is read.
 
 use botdesk_core::{BotNetwork, ComputerRef, NetPolicy, NetRefusal};
 
@@ -70,6 +71,18 @@ impl Engine {
                 tracing::debug!(bot = %bot.id, "the computer's refusals were not read: {e}");
                 vec![]
             }
+        }
+    }
+
+    /// Before the activity is read: the refusals of commands run outside a run (`botdesk exec`,
+    /// so that no command pays for the read), unless a run of the bot is going on (its host
+    /// takes them into the run, after each tool call).
+    pub(crate) async fn refusals_for_reader(&self, bot: &botdesk_store::Bot) {
+        if self.inner.store.active_runs(&bot.id).await.map_or(true, |runs| !runs.is_empty()) {
+            return;
+        }
+        if let Ok(computer) = self.inner.store.computer(bot.computer_id.as_str()).await {
+            self.take_refusals(bot, &computer, None).await;
         }
     }
 

@@ -126,6 +126,8 @@ pub enum ReplayKind {
     Takeover,
     /// …and ended.
     Handback,
+    /// The bot's network policy refused a connection.
+    Network,
 }
 
 /// A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.
@@ -160,9 +162,11 @@ impl crate::Engine {
                     let kind = match event {
                         Some(NoteEvent::Takeover) => ReplayKind::Takeover,
                         Some(NoteEvent::Handback) => ReplayKind::Handback,
+                        Some(NoteEvent::Network) => ReplayKind::Network,
                         None => ReplayKind::Note,
                     };
-                    ReplayStep { at, kind, title: "Note".into(), text, image: None, acted: None }
+                    let title = if kind == ReplayKind::Network { "Network policy" } else { "Note" };
+                    ReplayStep { at, kind, title: title.into(), text, image: None, acted: None }
                 }
                 S::Tool { at, tool, arguments, result, screenshot, acted, .. } => {
                     let args = match arguments {

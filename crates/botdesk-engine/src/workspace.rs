@@ -36,13 +36,7 @@ impl Engine {
         out: OutputSink,
         cancel: CancellationToken,
     ) -> Result<ExecExit> {
-        let exit = self.exec_for(bot, None, argv, None, cwd, timeout, out, cancel).await?;
-        // What the network policy refused meanwhile goes to the bot's activity (a run's host
-        // takes it after each tool call).
-        if let Ok((b, c)) = self.bot_and_computer(bot).await {
-            self.take_refusals(&b, &c, None).await;
-        }
-        Ok(exit)
+        self.exec_for(bot, None, argv, None, cwd, timeout, out, cancel).await
     }
 
     /// [`Engine::exec`] for a run (the command's processes carry the run's tag, so they are

@@ -626,9 +626,10 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
 
 /// A bot on one Private computer cannot connect to another computer's gateway or to a server the
 /// other bot started, not even while networks are being made (when Docker's own isolation between
-/// networks lapses for a moment): the computer's fence refuses at once. Nor does it reach a service
-/// of the host (through its gateway or at the host's addresses), nor anything over IPv6, and it
-/// cannot take the fence down.
+/// networks lapses for a moment): its network policy (`open`) refuses each TCP connection with its
+/// page, and the fence refuses anything else at once. Nor does it reach a service of the host
+/// (through its gateway or at the host's addresses), nor anything over IPv6, and it can take down
+/// neither the fence nor the policy's rules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
     let w = world(None, &[]).await;
@@ -671,20 +672,11 @@ async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
     });
     let probe = format!(
         r#"python3 - <<'EOF'
-import errno, socket, sys, time
+{REFUSED}
 tried, end = 0, time.time() + 15
 while time.time() < end:
     for port in (8000, 7900):
-        s = socket.socket()
-        s.settimeout(3)
-        try:
-            s.connect(("{far_ip}", port))
-            sys.exit(f"reached {far_ip}:{{port}}")
-        except OSError as e:
-            if e.errno != errno.EACCES:
-                sys.exit(f"{far_ip}:{{port}} not refused by the fence: {{e!r}}")
-        finally:
-            s.close()
+        refused("{far_ip}", port)
         tried += 1
     time.sleep(0.01)
 print(tried)
@@ -704,17 +696,11 @@ EOF"#
     assert!(!addresses.is_empty(), "this machine has an address besides loopback");
     let probe = format!(
         r#"python3 - <<'EOF'
-import errno, socket, subprocess, sys
+{REFUSED}
+import subprocess
 gw = subprocess.check_output(["ip", "-4", "route", "show", "default"]).split()[2].decode()
 for ip in [gw] + "{addresses}".split():
-    s = socket.socket()
-    s.settimeout(3)
-    try:
-        s.connect((ip, {port}))
-        sys.exit(f"reached the host at {{ip}}")
-    except OSError as e:
-        if e.errno != errno.EACCES:
-            sys.exit(f"{{ip}} not refused by the fence: {{e!r}}")
+    refused(ip, {port})
 try:
     socket.create_connection(("::1", 7900), timeout=3)
     sys.exit("IPv6 works")
@@ -729,10 +715,35 @@ EOF"#,
     host.set_nonblocking(true).unwrap();
     assert!(host.accept().is_err(), "nothing reached the listener");
 
-    // A bot holds no capability and cannot lift the fence.
-    let caps = sh("near", "grep -E '^Cap(Eff|Prm)' /proc/self/status; ip rule del priority 100 2>&1 || true".into()).await;
-    assert_eq!(caps, "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nRTNETLINK answers: Operation not permitted");
+    // A bot holds no capability and can lift neither the fence nor the policy's rules.
+    let caps =
+        sh("near", "grep -E '^Cap(Eff|Prm)' /proc/self/status; ip rule del priority 100 2>&1 || true; iptables -t nat -F OUTPUT 2>&1 | tail -1 || true".into())
+            .await;
+    assert!(caps.starts_with("CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nRTNETLINK answers: Operation not permitted\n"), "{caps}");
+    assert!(caps.contains("Permission denied (you must be root)"), "{caps}");
 }
+
+/// A probe's check that a TCP connection from a bot to `ip`:`port` is refused by its network
+/// policy (`open`: a private address) and never reaches what listens there, and that UDP to it is
+/// refused by the fence at once.
+const REFUSED: &str = r#"import errno, socket, sys, time
+def refused(ip, port):
+    s = socket.create_connection((ip, port), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: " + ip.encode() + b"\r\n\r\n")
+    got = b""
+    while chunk := s.recv(65536):
+        got += chunk
+    s.close()
+    if not (got.startswith(b"HTTP/1.1 403 Forbidden") and b"Botdesk blocked this page" in got and b"a private address" in got):
+        sys.exit(f"{ip}:{port} answered, not the network policy: {got[:200]!r}")
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.connect((ip, port))
+        sys.exit(f"{ip}:{port} over UDP not refused by the fence")
+    except OSError as e:
+        if e.errno != errno.EACCES:
+            sys.exit(f"{ip}:{port} over UDP not refused by the fence: {e!r}")
+"#;
 
 /// Each computer is alone on its own network, a bridge with traffic between its containers off,
 /// removed with the computer.

@@ -1176,6 +1176,13 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     for want in [format!("blocked: {site}:8080, a private address"), format!("blocked: {site}:8443, a private address")] {
         assert!(seen.iter().any(|l| l.starts_with(&want)), "{want} not in {seen:?}");
     }
+    // The run's replay has each refusal where it happened: after the command that was refused.
+    let replay = w.engine.replay_view("wanderer", None).await.unwrap();
+    let kinds: Vec<(ReplayKind, &str)> = replay.steps.iter().map(|s| (s.kind, s.title.as_str())).collect();
+    let first = replay.steps.iter().position(|s| s.kind == ReplayKind::Network).unwrap_or_else(|| panic!("no refusal in the replay: {kinds:?}"));
+    assert!(replay.steps[first].text.starts_with(&format!("blocked: {site}:8080, a private address")), "{:?}", replay.steps[first]);
+    assert_eq!(replay.steps[first - 1].title, "shell", "{kinds:?}");
+    assert_eq!(replay.steps.iter().filter(|s| s.kind == ReplayKind::Network).count(), 2, "{kinds:?}");
 
     // Allowed by its address (a private one): the command and the browser reach it.
     let policy = w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), site.clone()]).unwrap()).await.unwrap();

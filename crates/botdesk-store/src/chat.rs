@@ -229,6 +229,20 @@ impl Store {
         Ok(rows.into_iter().map(Into::into).collect())
     }
 
+    /// A run's activity entries of one kind, oldest first (at most 1,000).
+    pub async fn run_activity(&self, run: &str, kind: &str) -> Result<Vec<ActivityRow>> {
+        let rows = sqlx::query_as!(
+            ActivityText,
+            r#"SELECT id AS "id!", bot_id, run_id, kind, target, status, exit_code, output_tail, created_at, updated_at
+               FROM activity WHERE run_id = ?1 AND kind = ?2 ORDER BY id LIMIT 1000"#,
+            run,
+            kind
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(Into::into).collect())
+    }
+
     /// A bot's activity entries with an id above `after`, oldest first.
     pub async fn activity_of(&self, bot: &BotId, after: i64, limit: i64) -> Result<Vec<ActivityRow>> {
         let b = bot.as_str();

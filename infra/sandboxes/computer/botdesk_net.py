@@ -122,16 +122,34 @@ def events(uid, after, most=100):
     return {"boot": BOOT, "next": SEQ[0], "events": picked}
 
 
-def uid_of(peer):
-    """The uid owning the socket at `peer` (the connecting end, in this namespace)."""
-    ip, port = peer[0], peer[1]
-    want = "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(ip))[0], port)
-    with open("/proc/net/tcp") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            if len(parts) > 7 and parts[1] == want:
-                return int(parts[7])
+def hex_addr(ip, port):
+    return "%08X:%04X" % (struct.unpack("<I", socket.inet_aton(str(ip)))[0], port)
+
+
+def uid_of(peer, dst, port):
+    """The uid owning the connecting socket: the one at `peer`, connected to `dst`:`port`. When
+    netfilter gave the connection another source port here (its port was in use towards us, for
+    another address), the socket is the one connected from the peer's address to `dst`:`port`
+    (this process's own excepted), if all such belong to one uid. The kernel lists sockets a page
+    at a time, and one can slip between pages while others come and go: read up to 5 times."""
+    exact, far = hex_addr(peer[0], peer[1]), hex_addr(dst, port)
+    ip = exact.split(":")[0]
+    me = str(os.getuid())
+    for _ in range(5):
+        uids = set()
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                # Established (01), with a socket (a closed one's leftovers have inode 0).
+                if len(parts) <= 9 or parts[3] != "01" or parts[9] == "0":
+                    continue
+                if parts[1] == exact and parts[2] == far:
+                    return int(parts[7])
+                if parts[2] == far and parts[1].split(":")[0] == ip and parts[7] != me:
+                    uids.add(int(parts[7]))
+        if len(uids) == 1:
+            return uids.pop()
     return None
 
 
@@ -357,10 +375,15 @@ async def serve(reader, writer):
             raw = sock.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16)
             port, packed = struct.unpack("!2xH4s8x", raw)
             dst = ipaddress.IPv4Address(packed)
-            uid = uid_of(writer.get_extra_info("peername"))
         except (OSError, ValueError, struct.error):
             return
-        if uid is None or dst.is_loopback:
+        if dst.is_loopback:
+            return
+        uid = uid_of(writer.get_extra_info("peername"), dst, port)
+        if uid is None:
+            # Not a bot's connection that could be told apart: refused, saying so.
+            head = await peek(reader)
+            await refuse(head, reader, writer, sni(head) or http_host(head) or str(dst), port, "Botdesk could not tell which bot opened it")
             return
         # A policy set a moment ago holds for the next connection (a stat of its folder).
         if POLICY.reload():
@@ -394,10 +417,12 @@ async def serve(reader, writer):
     except (OSError, asyncio.TimeoutError):
         pass
     finally:
+        # Closed in order (a refusal's page is all sent before the end), within 5 s.
         try:
-            writer.transport.abort()
+            writer.close()
+            await asyncio.wait_for(writer.wait_closed(), 5)
         except Exception:
-            pass
+            writer.transport.abort()
 
 
 async def recheck():

@@ -144,10 +144,10 @@ export async function openNetwork(b: BotRow) {
   const choice = (mode: NetPolicy["mode"], title: string, hint: string) => {
     const input = el("input", { type: "radio", name: "net-mode", value: mode, id: `net-${mode}` }) as HTMLInputElement;
     input.checked = now.mode === mode;
-    return el("label", { class: "choice" }, input, el("span", {}, el("b", {}, title), el("small", {}, hint)));
+    return el("label", { class: "choice", id: `net-${mode}-choice` }, input, el("span", {}, el("b", {}, title), el("small", {}, hint)));
   };
   const list = el("textarea", {
-    id: "net-allow",
+    id: "net-list",
     rows: "4",
     "aria-label": "Allowed domains and addresses",
     placeholder: "example.org\nshop.example\n192.168.1.20",

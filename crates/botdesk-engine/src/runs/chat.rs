@@ -352,12 +352,14 @@ impl Engine {
     /// A bot's latest `limit` activity entries, oldest first (what the Terminal pane shows).
     pub async fn latest_activity(&self, bot: &str, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
         let bot = self.inner.store.bot(bot).await?;
+        self.refusals_for_reader(&bot).await;
         Ok(self.inner.store.latest_activity(&bot.id, limit).await?)
     }
 
     /// A bot's activity entries after `after` (ids grow), oldest first.
     pub async fn activity(&self, bot: &str, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
         let bot = self.inner.store.bot(bot).await?;
+        self.refusals_for_reader(&bot).await;
         Ok(self.inner.store.activity_of(&bot.id, after, limit).await?)
     }
 }

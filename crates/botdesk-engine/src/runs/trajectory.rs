@@ -62,6 +62,17 @@ pub enum TrajectoryStep {
 pub enum NoteEvent {
     Takeover,
     Handback,
+    /// The bot's network policy refused a connection (the note is the refusal's line).
+    Network,
+}
+
+impl TrajectoryStep {
+    /// When it happened (ms since the epoch; a tool call: when the model's message came).
+    pub fn at(&self) -> i64 {
+        match self {
+            TrajectoryStep::Task { at, .. } | TrajectoryStep::Message { at, .. } | TrajectoryStep::Tool { at, .. } | TrajectoryStep::Note { at, .. } => *at,
+        }
+    }
 }
 
 fn event_of(note: &str) -> Option<NoteEvent> {
@@ -108,6 +119,11 @@ impl Engine {
                 });
             }
         }
+        // What the network policy refused during the run, at the time it did.
+        for r in self.inner.store.run_activity(&summary.id, crate::NETWORK_ACTIVITY).await? {
+            steps.push(TrajectoryStep::Note { at: r.created_at, text: r.target, event: Some(NoteEvent::Network) });
+        }
+        steps.sort_by_key(TrajectoryStep::at);
         let recording = self.recording(&summary.id).map(|(m, _)| m);
         Ok(Trajectory { format: TRAJECTORY_FORMAT, bot: TrajectoryBot { id: b.id.to_string(), name: b.name }, run: summary, recording, steps })
     }

@@ -45,6 +45,8 @@ EVENTS = collections.deque(maxlen=MAX_EVENTS)
 SEQ = [0]
 LAST_SAID = {}
 LIVE = set()
+# Rechecks under way (a task the loop holds only weakly is kept here until it ends).
+RECHECKS = set()
 
 
 class Policies:
@@ -387,7 +389,9 @@ async def serve(reader, writer):
             return
         # A policy set a moment ago holds for the next connection (a stat of its folder).
         if POLICY.reload():
-            asyncio.get_running_loop().create_task(recheck())
+            task = asyncio.get_running_loop().create_task(recheck())
+            RECHECKS.add(task)
+            task.add_done_callback(RECHECKS.discard)
         policy = POLICY.of(uid)
         ok, why = by_address(policy, dst)
         name = None

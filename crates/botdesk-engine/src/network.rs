@@ -27,6 +27,8 @@ impl Engine {
         let json = serde_json::to_string(&policy).expect("a policy serializes");
         self.inner.store.set_bot_network(&bot.id, &json).await?;
         tracing::info!(bot = %bot.id, "network policy: {policy}");
+        // The change is in the bot's activity, beside what the policy refuses.
+        self.network_activity(&bot, None, &format!("policy set: {policy}"), ActivityStatus::Done, self.now()).await;
         if self.inner.provider.status(&computer.cref()).await.is_ok_and(|s| s == botdesk_core::MachineStatus::Running) {
             self.apply_network(&computer, &computer.cref()).await?;
         }
@@ -53,16 +55,7 @@ impl Engine {
                 let mut lines = vec![];
                 for r in refused {
                     let line = r.line();
-                    match self.inner.store.add_activity(&bot.id, run, NETWORK_ACTIVITY, &line, ActivityStatus::Failed, r.at).await {
-                        Ok(id) => {
-                            if let Ok(rows) = self.inner.store.activity_of(&bot.id, id - 1, 1).await {
-                                for entry in rows {
-                                    self.emit(RunEvent::Activity { bot: bot.id.to_string(), entry });
-                                }
-                            }
-                        }
-                        Err(e) => tracing::warn!("a refusal's activity entry was lost: {e}"),
-                    }
+                    self.network_activity(bot, run, &line, ActivityStatus::Failed, r.at).await;
                     lines.push(line);
                 }
                 lines
@@ -83,6 +76,20 @@ impl Engine {
         }
         if let Ok(computer) = self.inner.store.computer(bot.computer_id.as_str()).await {
             self.take_refusals(bot, &computer, None).await;
+        }
+    }
+
+    /// An activity entry of the network policy (a refusal, a change), shown at once.
+    async fn network_activity(&self, bot: &botdesk_store::Bot, run: Option<&str>, line: &str, status: ActivityStatus, at: i64) {
+        match self.inner.store.add_activity(&bot.id, run, NETWORK_ACTIVITY, line, status, at).await {
+            Ok(id) => {
+                if let Ok(rows) = self.inner.store.activity_of(&bot.id, id - 1, 1).await {
+                    for entry in rows {
+                        self.emit(RunEvent::Activity { bot: bot.id.to_string(), entry });
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("a network activity entry was lost: {e}"),
         }
     }
 

@@ -346,9 +346,13 @@ async def tls_page(head, reader, writer, response):
     await writer.drain()
 
 
-async def pump(reader, writer):
+async def pump(reader, writer, first=None):
+    """Copies until the end; `first` sees the first bytes (the client's: the name it sends)."""
     try:
         while data := await reader.read(65536):
+            if first is not None:
+                first(data)
+                first = None
             writer.write(data)
             await writer.drain()
         if writer.can_write_eof():
@@ -411,10 +415,16 @@ async def serve(reader, writer):
             return
         conn = Conn(uid, dst, port, name, (writer, up_w))
         LIVE.add(conn)
+
+        def named(data):
+            # Let through by its address alone: the name its client sends is kept, so a later
+            # policy that lists that name keeps the connection open.
+            conn.name = sni(data) or http_host(data)
+
         try:
             if head:
                 up_w.write(head)
-            await asyncio.gather(pump(reader, up_w), pump(up_r, writer))
+            await asyncio.gather(pump(reader, up_w, None if head else named), pump(up_r, writer))
         finally:
             LIVE.discard(conn)
             conn.close()

@@ -555,6 +555,10 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     // In the background, every save helper is stopped as it starts (the class keeps the loop from
     // matching its own command line), so every checkpoint would hang.
     as_root(&bot.computer.id, r#"(for i in $(seq 200000); do pkill -STOP -f "botdesk-helpe[r] save"; done) >/dev/null 2>&1 </dev/null & sleep 1"#);
+    // A changed file makes the save long enough that the loop cannot miss it (a save of nothing
+    // new can end within a round of the loop on a loaded machine).
+    let (code, _) = w.engine.shell("stopper", "head -c 64M /dev/urandom > big.bin").await.unwrap();
+    assert_eq!(code, 0);
     let e = w.engine.checkpoint(&bot.computer.id).await.unwrap_err();
     assert!(e.code == ErrorCode::TimedOut && e.message.contains("stopped sending"), "{e:?}");
     let c = w.engine.stop_computer(&bot.computer.id).await.unwrap();

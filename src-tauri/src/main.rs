@@ -109,6 +109,30 @@ async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, a
     engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
 }
 
+/// A bot's saved logins (sites and user names, never their secrets).
+#[tauri::command]
+async fn bot_logins(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotLogin>> {
+    engine.logins(&bot).await
+}
+
+/// Saves a bot's login for a site: the password and the one-time-code seed go to the keyring.
+#[tauri::command]
+async fn add_bot_login(
+    engine: State<'_, Engine>,
+    bot: String,
+    site: String,
+    user: String,
+    password: String,
+    code_seed: Option<String>,
+) -> Res<botdesk_engine::BotLogin> {
+    engine.add_login(&bot, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await
+}
+
+#[tauri::command]
+async fn remove_bot_login(engine: State<'_, Engine>, bot: String, site: String) -> Res<()> {
+    engine.remove_login(&bot, &site).await
+}
+
 /// A bot's MCP servers (started in its computer for each of its runs).
 #[tauri::command]
 async fn bot_mcp_servers(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotMcpServer>> {
@@ -451,6 +475,9 @@ fn main() {
             set_bot_budget,
             bot_network,
             set_bot_network,
+            bot_logins,
+            add_bot_login,
+            remove_bot_login,
             bot_mcp_servers,
             add_bot_mcp_server,
             remove_bot_mcp_server,

@@ -2,7 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, BotList, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport } from "./types";
+import type { ActivityRow, BotList, BotLogin, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -77,6 +77,9 @@ export const api = {
   botNetwork: (bot: string) => invoke<NetPolicy>("bot_network", { bot }),
   /** allow: the domains and addresses of mode "allow". */
   setBotNetwork: (bot: string, mode: NetPolicy["mode"], allow: string[]) => invoke<NetPolicy>("set_bot_network", { bot, mode, allow }),
+  botLogins: (bot: string) => invoke<BotLogin[]>("bot_logins", { bot }),
+  addBotLogin: (bot: string, site: string, user: string, password: string, codeSeed: string | null) => invoke<BotLogin>("add_bot_login", { bot, site, user, password, codeSeed }),
+  removeBotLogin: (bot: string, site: string) => invoke<void>("remove_bot_login", { bot, site }),
   botMcpServers: (bot: string) => invoke<BotMcpServer[]>("bot_mcp_servers", { bot }),
   addBotMcpServer: (bot: string, name: string, command: string[], url: string | null) => invoke<BotMcpServer>("add_bot_mcp_server", { bot, name, command, url }),
   removeBotMcpServer: (bot: string, name: string) => invoke<void>("remove_bot_mcp_server", { bot, name }),

@@ -275,6 +275,19 @@ command: Array<string>,
 url: string | null, created_at: number, };
 
 /**
+ * A saved login, without its secrets.
+ */
+export type BotLogin = { 
+/**
+ * The origin it may be filled in on (`https://example.org`).
+ */
+site: string, username: string, 
+/**
+ * A one-time-code seed is saved with it.
+ */
+has_code: boolean, created_at: number, };
+
+/**
  * Where a bot may connect.
  */
 export type NetPolicy = { "mode": "open" } | { "mode": "offline" } | { "mode": "allow", allow: Array<string>, };

@@ -74,6 +74,8 @@ pub struct RunConfig {
     pub coords: botdesk_core::action::CoordSpace,
     /// The tools of the bot's MCP servers, offered after ours.
     pub mcp_tools: Vec<crate::tools::ToolSpec>,
+    /// The sites the person saved logins on for the bot: `fill_login` is offered for them.
+    pub login_sites: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +104,9 @@ pub fn cut_call(max_tokens: u32) -> String {
 /// Runs `task` after `history` (earlier messages of this bot's chat).
 pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history: Vec<Message>, task: &str, cancel: &CancellationToken) -> RunEnd {
     let mut specs = tools::specs(cfg.coords);
+    if !cfg.login_sites.is_empty() {
+        specs.push(tools::login_spec(&cfg.login_sites));
+    }
     specs.extend(cfg.mcp_tools.iter().cloned());
     let mut messages = history;
     messages.push(Message::user(task));

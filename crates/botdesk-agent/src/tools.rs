@@ -88,6 +88,11 @@ pub enum Tool {
     BrowserAct {
         actions: Vec<BrowserAction>,
     },
+    /// Fill the page's login form with the login the person saved for `site` (the model never
+    /// sees its secrets).
+    FillLogin {
+        site: String,
+    },
     /// A tool of one of the bot's MCP servers, by the name the model was given
     /// (`SERVER__TOOL`), with its arguments as sent (the server checks them).
     Mcp {
@@ -149,6 +154,9 @@ pub enum ToolKind {
     BrowserNavigate,
     BrowserSnapshot,
     BrowserAct,
+    /// Offered only to a bot with saved logins (see [`login_spec`]); never in
+    /// [`ToolKind::DECLARED`].
+    FillLogin,
     /// A tool of one of the bot's MCP servers (its spec comes from the server, see
     /// [`ToolSpec`]); never in [`ToolKind::DECLARED`].
     Mcp,
@@ -189,13 +197,14 @@ impl ToolKind {
             ToolKind::BrowserNavigate => "browser_navigate",
             ToolKind::BrowserSnapshot => "browser_snapshot",
             ToolKind::BrowserAct => "browser_act",
+            ToolKind::FillLogin => "fill_login",
             ToolKind::Mcp => "mcp",
         }
     }
 
     /// The tool a model called by this name, if there is one.
     pub fn named(name: &str) -> Option<ToolKind> {
-        [ToolKind::ClaudeComputer, ToolKind::OpenAiComputer].into_iter().chain(ToolKind::DECLARED).find(|k| k.name() == name)
+        [ToolKind::ClaudeComputer, ToolKind::OpenAiComputer, ToolKind::FillLogin].into_iter().chain(ToolKind::DECLARED).find(|k| k.name() == name)
     }
 
     /// Works on the bot's screen or its browser (the app shows the bot's screen while one runs).
@@ -210,7 +219,8 @@ impl ToolKind {
             | ToolKind::RequestTakeover
             | ToolKind::BrowserNavigate
             | ToolKind::BrowserSnapshot
-            | ToolKind::BrowserAct => true,
+            | ToolKind::BrowserAct
+            | ToolKind::FillLogin => true,
             ToolKind::Shell | ToolKind::ListFiles | ToolKind::ReadFile | ToolKind::WriteFile | ToolKind::AttachFile | ToolKind::Mcp => false,
         }
     }
@@ -236,6 +246,7 @@ impl ToolKind {
             ToolKind::RequestTakeover => r#"{"reason":"please log in to the site"}"#,
             ToolKind::BrowserNavigate => r#"{"url":"https://example.org/"}"#,
             ToolKind::BrowserAct => r#"{"actions":[{"action":"click","ref":"e3"}]}"#,
+            ToolKind::FillLogin => r#"{"site":"https://example.org"}"#,
         }
     }
 
@@ -245,6 +256,7 @@ impl ToolKind {
         let path = |d: &str| json!({"type": "string", "description": d});
         let (description, schema) = match self {
             ToolKind::ClaudeComputer | ToolKind::OpenAiComputer | ToolKind::Mcp => return None,
+            ToolKind::FillLogin => return Some(login_spec(&[])),
             ToolKind::ComputerObserve => (
                 "Take a screenshot of your desktop. Returns the screen size, the cursor position, the active window and the screenshot; when nothing changed since your last look, no image is sent.",
                 schema(json!({}), &[]),
@@ -303,6 +315,16 @@ impl ToolKind {
     }
 }
 
+/// `fill_login`, offered to a bot for which the person saved logins on `sites`.
+pub fn login_spec(sites: &[String]) -> ToolSpec {
+    let saved = if sites.is_empty() { String::new() } else { format!(" Saved logins: {}.", sites.join(", ")) };
+    let description = format!(
+        "Log in with a login the person saved for you: fills the user name, the password and (when the page asks) a fresh one-time code into the login form of the page in your browser, only when that page is on the login's site. You never see the password. Open the site's login page first, then submit the form yourself.{saved}"
+    );
+    let schema = schema(json!({"site": {"type": "string", "description": "the login's site, as saved (e.g. https://example.org)"}}), &["site"]);
+    ToolSpec { kind: ToolKind::FillLogin, name: ToolKind::FillLogin.name().to_string(), description, schema }
+}
+
 /// What `computer_act` says, with coordinates in the model's own space.
 fn act_description(coords: action::CoordSpace) -> String {
     format!(
@@ -314,6 +336,12 @@ fn act_description(coords: action::CoordSpace) -> String {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SiteArgs {
+    site: String,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -480,6 +508,7 @@ pub fn parse_among(call: &ToolCall, extra: &[ToolSpec]) -> Result<Tool, String> 
             Tool::BrowserSnapshot
         }
         ToolKind::BrowserAct => Tool::BrowserAct { actions: browser::parse_actions(&args::<BrowserActArgs>(call, kind)?.actions)? },
+        ToolKind::FillLogin => Tool::FillLogin { site: nonempty("site", args::<SiteArgs>(call, kind)?.site)? },
         ToolKind::Mcp => return Err(format!("there is no tool named {:?}", call.name)),
     })
 }

@@ -182,7 +182,15 @@ fn cfg() -> RunConfig {
         coords: Default::default(),
         dialect: botdesk_agent::Dialect::Plain,
     };
-    RunConfig { system: system_prompt(&setting), max_steps: 20, budget: Default::default(), prices: None, coords: Default::default(), mcp_tools: vec![] }
+    RunConfig {
+        system: system_prompt(&setting),
+        max_steps: 20,
+        budget: Default::default(),
+        prices: None,
+        coords: Default::default(),
+        mcp_tools: vec![],
+        login_sites: vec![],
+    }
 }
 
 fn expect_error(contains: &'static str) -> impl Fn(&Seen) -> Result<(), String> + Send + Sync {

@@ -85,6 +85,7 @@ async fn one(context: ContextPolicy) -> Tokens {
         prices: None,
         coords: Default::default(),
         mcp_tools: vec![],
+        login_sites: vec![],
     };
     let end = botdesk_agent::run(&client, &host, &rc, vec![], "Work through the form on the screen.", &CancellationToken::new()).await;
     assert_eq!(end, RunEnd::Completed("Done.".into()));

@@ -38,6 +38,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: BotCmd,
     },
+    /// Logins a bot may use without seeing them: its `fill_login` tool fills them into a page on
+    /// their site only. The password and a one-time-code seed go to the OS keyring, read from
+    /// stdin or hidden prompts (never argv).
+    Secret {
+        #[command(subcommand)]
+        cmd: SecretCmd,
+    },
     /// Model providers. Keys go to the OS keyring, read from stdin or a hidden prompt (never argv).
     Model {
         #[command(subcommand)]
@@ -359,6 +366,30 @@ enum ModelCmd {
 }
 
 #[derive(Subcommand)]
+enum SecretCmd {
+    /// Save (or replace) a bot's login for a site. Stdin: the password on the first line and,
+    /// optionally, the one-time-code (TOTP) seed in base32 on the second; on a terminal, hidden
+    /// prompts ask for them.
+    Add {
+        bot: String,
+        /// The site: a domain (https), or an origin such as http://10.0.0.2:8080. Only a page on
+        /// exactly this origin gets the login.
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        user: String,
+    },
+    /// A bot's saved logins (sites and user names; never the secrets).
+    Ls { bot: String },
+    /// Forget a bot's login for a site (from the keyring too).
+    Rm {
+        bot: String,
+        #[arg(long)]
+        site: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum BotCmd {
     Create {
         name: String,
@@ -622,6 +653,25 @@ fn read_key(id: &str) -> Result<Option<String>, EngineError> {
     };
     let key = key.trim().to_string();
     Ok((!key.is_empty()).then_some(key))
+}
+
+/// A login's password and optional one-time-code seed: hidden prompts on a terminal, else the
+/// first two lines of stdin.
+fn read_login(site: &str) -> Result<(String, Option<String>), EngineError> {
+    use std::io::{IsTerminal, Read};
+    let bad = |e: std::io::Error| EngineError::invalid(format!("cannot read the password: {e}"));
+    let (password, seed) = if std::io::stdin().is_terminal() {
+        let password = rpassword::prompt_password(format!("Password for {site} (hidden): ")).map_err(bad)?;
+        let seed = rpassword::prompt_password("One-time-code seed, base32 (hidden; empty for none): ").map_err(bad)?;
+        (password, seed)
+    } else {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).map_err(bad)?;
+        let mut lines = s.lines();
+        (lines.next().unwrap_or("").to_string(), lines.next().unwrap_or("").to_string())
+    };
+    let seed = seed.trim().to_string();
+    Ok((password.trim_end_matches(['\r', '\n']).to_string(), (!seed.is_empty()).then_some(seed)))
 }
 
 /// `2026-12-04 15:02 UTC` for ms since the epoch.
@@ -1138,6 +1188,33 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(engine, json, &bot, cwd, timeout, argv).await,
         Cmd::Files { cmd } => files(engine, json, cmd).await?,
         Cmd::Run { bot, task } => return run_task(engine, json, &bot, &task).await,
+        Cmd::Secret { cmd } => match cmd {
+            SecretCmd::Add { bot, site, user } => {
+                let (password, code_seed) = read_login(&site)?;
+                let saved = engine.add_login(&bot, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await?;
+                let code = if saved.has_code { " and one-time codes" } else { "" };
+                print(json, json!({ "login": saved }), || {
+                    format!("{bot} can log in on {} as {}{code} with fill_login (it never sees the password)", saved.site, sanitize(&saved.username))
+                });
+            }
+            SecretCmd::Ls { bot } => {
+                let logins = engine.logins(&bot).await?;
+                print(json, json!({ "logins": logins }), || {
+                    if logins.is_empty() {
+                        return format!("{bot} has no saved logins: botdesk secret add {bot} --site SITE --user NAME");
+                    }
+                    logins
+                        .iter()
+                        .map(|l| format!("{}  {}{}", l.site, sanitize(&l.username), if l.has_code { "  (one-time codes)" } else { "" }))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                });
+            }
+            SecretCmd::Rm { bot, site } => {
+                engine.remove_login(&bot, &site).await?;
+                print(json, json!({ "removed": site }), || format!("{bot}'s login for {site} is forgotten"));
+            }
+        },
         Cmd::Approve { bot } => {
             let q = engine.answer_question(&bot, true, None).await?;
             print(json, json!({ "question": q }), || format!("allowed: {}", sanitize(&q.question)));

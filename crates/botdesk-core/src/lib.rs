@@ -11,6 +11,7 @@ pub mod civil;
 pub mod error;
 pub mod gateway;
 pub mod home_stream;
+pub mod login;
 pub mod models;
 pub mod network;
 pub mod path;

@@ -295,6 +295,15 @@ pub enum BrowserCommand {
         step: i32,
     },
     Reload,
+    /// Fills the page's login form, only when the page's origin is `origin` (checked in the page
+    /// in the same step as the fill): the user name, the password, and the one-time code when
+    /// the page has a field for one.
+    FillLogin {
+        origin: String,
+        user: String,
+        password: crate::login::Secret,
+        code: Option<String>,
+    },
 }
 
 fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> {

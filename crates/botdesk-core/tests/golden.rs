@@ -49,6 +49,13 @@ fn requests_are_written_as_the_fixtures_say() {
     let fx = fixtures();
     let token = "0123456789abcdef0123456789abcdef";
     let navigate = BrowserCommand::Navigate { url: "https://example.org/".into() };
+    let fill = BrowserCommand::FillLogin {
+        origin: "https://example.org".into(),
+        user: "ada".into(),
+        password: botdesk_core::login::Secret::new("correct horse".into()),
+        code: Some("123456".into()),
+    };
+    assert_eq!(format!("{fill:?}").contains("correct horse"), false, "a password never shows in Debug");
     let runs = vec![["mousemove", "10", "20", "click", "1"].map(String::from).to_vec(), ["type", "--delay", "12", "--", "hi"].map(String::from).to_vec()];
     let ours = [
         ("ping", AgentRequest::Ping { display: 0 }),
@@ -60,6 +67,7 @@ fn requests_are_written_as_the_fixtures_say() {
         ("info", AgentRequest::Info { display: 1 }),
         ("browser_navigate", AgentRequest::Browser { display: 2, command: &navigate }),
         ("browser_view", AgentRequest::Browser { display: 2, command: &BrowserCommand::View }),
+        ("browser_fill_login", AgentRequest::Browser { display: 2, command: &fill }),
         ("net", AgentRequest::Net { display: 0, uid: 2001, after: 7 }),
         ("xdotool", AgentRequest::Xdotool { display: 1, runs: &runs, settle: Settle { still_ms: 300, cap_ms: 3000 } }),
     ];

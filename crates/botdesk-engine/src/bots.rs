@@ -242,6 +242,7 @@ impl Engine {
             // does not keep the bot.
             tracing::warn!(bot = %bot.id, "ending what the removed bot left running: {e}");
         }
+        self.forget_logins(&bot.id).await;
         self.inner.store.delete_bot(&bot.id).await?;
         Ok(shown)
     }

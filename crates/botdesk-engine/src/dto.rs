@@ -24,7 +24,7 @@ pub use botdesk_core::{
     Prices, RunFailure, RunStatus, Usage, WorkspacePath,
 };
 pub use botdesk_docker::image::BuildProgress;
-pub use botdesk_store::{ActivityRow, BotMcpServer, ControlLease, Question};
+pub use botdesk_store::{ActivityRow, BotLogin, BotMcpServer, ControlLease, Question};
 
 /// A bot with its state, as the app's sidebar lists it and its `bots-changed` event carries it.
 #[derive(Debug, Clone, PartialEq, Serialize, TS)]
@@ -150,6 +150,7 @@ pub fn typescript() -> String {
         Usage,
         BotSpend,
         BotMcpServer,
+        BotLogin,
         NetPolicy,
         ControlLease,
         MessageRole,

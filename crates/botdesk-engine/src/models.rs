@@ -15,13 +15,22 @@ fn keyring_err(e: impl std::fmt::Display) -> EngineError {
     EngineError::new(ErrorCode::Internal, format!("the OS keyring failed: {e}. Is a Secret Service (e.g. gnome-keyring) running and unlocked?"))
 }
 
-/// One keyring operation, off the async runtime (the keyring API blocks).
+/// One keyring operation on a model's key.
 async fn with_entry<T: Send + 'static>(
     secrets: &crate::Secrets,
     id: &str,
     f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static,
 ) -> Result<T> {
-    let user = format!("model:{id}");
+    keyring_entry(secrets, format!("model:{id}"), f).await
+}
+
+/// One keyring operation on the entry `user` of Botdesk's service, off the async runtime (the
+/// keyring API blocks).
+pub(crate) async fn keyring_entry<T: Send + 'static>(
+    secrets: &crate::Secrets,
+    user: String,
+    f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static,
+) -> Result<T> {
     let secrets = secrets.clone();
     crate::error::blocking(move || {
         let store: std::sync::Arc<keyring_core::CredentialStore> = match secrets {

@@ -81,7 +81,17 @@ impl Engine {
 
     /// An activity entry of the network policy (a refusal, a change), shown at once.
     async fn network_activity(&self, bot: &botdesk_store::Bot, run: Option<&str>, line: &str, status: ActivityStatus, at: i64) {
-        match self.inner.store.add_activity(&bot.id, run, NETWORK_ACTIVITY, line, status, at).await {
+        self.record_activity(bot, run, NETWORK_ACTIVITY, line, status, at).await
+    }
+
+    /// A guardrail's decision (a login saved or used, an approval asked and answered) in the
+    /// bot's activity, as `kind`.
+    pub(crate) async fn guardrail_activity(&self, bot: &botdesk_store::Bot, run: Option<&str>, kind: &str, line: &str) {
+        self.record_activity(bot, run, kind, line, ActivityStatus::Done, self.now()).await
+    }
+
+    async fn record_activity(&self, bot: &botdesk_store::Bot, run: Option<&str>, kind: &str, line: &str, status: ActivityStatus, at: i64) {
+        match self.inner.store.add_activity(&bot.id, run, kind, line, status, at).await {
             Ok(id) => {
                 if let Ok(rows) = self.inner.store.activity_of(&bot.id, id - 1, 1).await {
                     for entry in rows {
@@ -89,7 +99,7 @@ impl Engine {
                     }
                 }
             }
-            Err(e) => tracing::warn!("a network activity entry was lost: {e}"),
+            Err(e) => tracing::warn!("a guardrail activity entry was lost: {e}"),
         }
     }
 

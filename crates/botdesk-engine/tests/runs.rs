@@ -10,6 +10,7 @@ use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
 use botdesk_agent::Wire;
 use botdesk_engine::*;
 use serde_json::json;
+use sha2::Digest;
 
 struct World {
     engine: Engine,
@@ -1240,4 +1241,122 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     ] {
         assert!(seen.contains(&want), "{want:?} not in {seen:?}");
     }
+}
+
+/// Every file under `dir`, as bytes, searched for each of `needles`: the ones found.
+fn found_under(dir: &std::path::Path, needles: &[&str]) -> Vec<String> {
+    let mut found = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let (path, kind) = (e.path(), e.file_type().unwrap());
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file() {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                for n in needles {
+                    if bytes.windows(n.len()).any(|w| w == n.as_bytes()) {
+                        found.push(format!("{n:?} in {}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A login the person saved, used by a scripted run: `fill_login` on a page of another origin
+/// fills nothing and says why; on the login's site it fills the user name, the password and a
+/// fresh one-time code, and the page, once submitted, welcomes the user with that code. The
+/// password and the seed are found nowhere: not in any request to the model, the chat, the
+/// activity, the data directory (its database, recordings and checkpoints) or the computer's
+/// files (the bot's browser profile among them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowhere() {
+    let (site, public) = (test_site(), std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("BOTDESK_TEST_SITE_PUBLIC"));
+    let mut w = world().await;
+    let (server, _) = w.scripted_bot("keeper", Wire::Anthropic, action::CoordSpace::Pixels).await;
+    w.engine.set_bot_network("keeper", NetPolicy::from_words(&["allow".into(), site.clone(), public.clone()]).unwrap()).await.unwrap();
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let password = format!("pw-{id}");
+    // 32 base32 characters (20 bytes), as an authenticator app shows a seed.
+    let seed: String = id.chars().map(|c| "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".as_bytes()[c.to_digit(16).unwrap() as usize * 2] as char).collect();
+    let origin = format!("http://{public}:8080");
+    let new = NewLogin { site: format!("{origin}/login"), username: "ada".into(), password: password.clone(), code_seed: Some(seed.clone()) };
+    let saved = w.engine.add_login("keeper", new).await.unwrap();
+    assert_eq!((saved.site.as_str(), saved.has_code), (origin.as_str(), true));
+    let check = hex::encode(sha2::Sha256::digest(password.as_bytes()));
+    let (elsewhere, mine) = (format!("http://{site}:8080/login?check={check}"), format!("{origin}/login?check={check}"));
+
+    let offered = origin.clone();
+    server.push(Step::check(
+        move |s| s.body["tools"].to_string().contains(&offered).then_some(()).ok_or("fill_login is not offered with its site".into()),
+        Reply::call("browser_navigate", json!({ "url": elsewhere })),
+    ));
+    server.push(Step::check(|s| ok_result(s, "Log in"), Reply::call("fill_login", json!({ "site": origin }))));
+    let refused = format!("not {origin}: nothing was filled");
+    server.push(Step::check(
+        move |s| match s.results.first() {
+            Some(r) if r.is_error && r.text.contains(&refused) => Ok(()),
+            other => Err(format!("fill_login on another origin: {other:?}")),
+        },
+        Reply::call("browser_snapshot", json!({})),
+    ));
+    server.push(Step::check(
+        |s| {
+            let text = &s.results.first().ok_or("no snapshot")?.text;
+            (!text.contains("********") && !text.contains("\"ada\"")).then_some(()).ok_or(format!("the other origin's page got something: {text}"))
+        },
+        Reply::call("browser_navigate", json!({ "url": mine })),
+    ));
+    server.push(Step::check(|s| ok_result(s, "Log in"), Reply::call("fill_login", json!({ "site": origin }))));
+    server.push(Step::check(|s| ok_result(s, "Filled the user name, password, one-time code on"), Reply::call("browser_snapshot", json!({}))));
+    server.push(Step::check(
+        |s| ok_result(s, "= \"********\""),
+        Reply::Func(Box::new(|s: &Seen| match element_ref(&s.results[0].text, "button", "Log in") {
+            Some(button) => Reply::call("browser_act", json!({"actions": [{"action": "click", "ref": button}]})),
+            None => Reply::text(&format!("no Log in button: {}", s.results[0].text)),
+        })),
+    ));
+    server.push(Step::check(|s| ok_result(s, "welcome ada, code "), Reply::text("Logged in.")));
+    let run = w.engine.run_task("keeper", "log in to the site").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+
+    // The code the page got is the seed's code of that moment.
+    let welcome = server.requests().last().unwrap().results[0].text.clone();
+    let given = welcome.split("welcome ada, code ").nth(1).unwrap_or("").chars().take(6).collect::<String>();
+    let seed_bytes = botdesk_core::login::totp_seed(&seed).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    assert!((0..6).any(|k| botdesk_core::login::totp(&seed_bytes, now - k * 30) == given), "the page got {given:?}, not a code of the seed");
+
+    // Each use is in the activity, and says what was filled, never with what.
+    let activity = w.engine.activity("keeper", 0, 500).await.unwrap();
+    let fills: Vec<(&str, botdesk_core::ActivityStatus)> =
+        activity.iter().filter(|a| a.kind == "fill_login").map(|a| (a.output_tail.as_str(), a.status)).collect();
+    assert_eq!(fills.len(), 2, "{fills:?}");
+    assert!(fills[0].1 == botdesk_core::ActivityStatus::Error && fills[0].0.contains("nothing was filled"), "{fills:?}");
+    assert!(fills[1].1 == botdesk_core::ActivityStatus::Done && fills[1].0.contains("user name, password, one-time code"), "{fills:?}");
+
+    // The secrets are found nowhere.
+    let secrets = [password.as_str(), seed.as_str()];
+    for (i, seen) in server.requests().iter().enumerate() {
+        let body = seen.body.to_string();
+        assert!(!secrets.iter().any(|s| body.contains(s)), "model request {i} holds a secret");
+    }
+    let chat = serde_json::to_string(&w.engine.chat("keeper", 500).await.unwrap()).unwrap();
+    let activity = serde_json::to_string(&activity).unwrap();
+    assert!(!secrets.iter().any(|s| chat.contains(s) || activity.contains(s)), "a secret is in the chat or the activity");
+    let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "keeper").unwrap();
+    let grep = std::process::Command::new("docker")
+        .args(["exec", "-u", "0", &container_of(&bot.computer.id), "grep", "-rlF", "-e", &password, "-e", &seed, "/home", "/tmp", "/var/lib/botdesk-screen"])
+        .output()
+        .unwrap();
+    assert_eq!(grep.status.code(), Some(1), "a secret is in the computer's files: {}", String::from_utf8_lossy(&grep.stdout));
+    assert_eq!(found_under(w.dir.path(), &secrets), Vec::<String>::new(), "a secret is in the data directory");
+
+    // Removed, it is gone from the keyring too.
+    w.engine.remove_login("keeper", &origin).await.unwrap();
+    assert_eq!(w.engine.logins("keeper").await.unwrap(), vec![]);
+    assert_eq!(w.engine.fill_login("keeper", &origin).await.unwrap_err().code, ErrorCode::NotFound);
 }

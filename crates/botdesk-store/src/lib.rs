@@ -3,6 +3,7 @@
 
 mod chat;
 mod desktops;
+mod guardrails;
 mod hosts;
 mod leases;
 mod mcp_servers;
@@ -12,6 +13,7 @@ mod questions;
 mod spares;
 pub use chat::{ActivityRow, MessageRow, ToolCallRow};
 pub use desktops::Desktop;
+pub use guardrails::BotLogin;
 pub use hosts::HostRow;
 pub use leases::*;
 pub use mcp_servers::BotMcpServer;

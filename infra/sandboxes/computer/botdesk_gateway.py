@@ -413,6 +413,38 @@ SNAPSHOT_JS = r"""
 """
 
 
+# A saved login, filled only when the page is on its site: the check and the fill are one step in
+# the page, so no navigation comes between them. Says what it filled, never with what.
+FILL_LOGIN_JS = r"""
+((origin, user, password, code) => {
+  if (location.origin !== origin) return {origin: location.origin, filled: []};
+  const usable = e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
+    return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none' && !e.disabled && !e.readOnly; };
+  const inputs = [...document.querySelectorAll('input')].filter(usable);
+  const says = e => [e.name, e.id, e.autocomplete, e.getAttribute('aria-label'), e.placeholder].join(' ');
+  const set = (e, v) => {
+    Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(e, v);
+    e.dispatchEvent(new Event('input', {bubbles: true}));
+    e.dispatchEvent(new Event('change', {bubbles: true}));
+  };
+  const texty = e => ['text', 'email', 'tel'].includes(e.type);
+  const pw = inputs.find(e => e.type === 'password');
+  const codeField = inputs.find(e => e.autocomplete === 'one-time-code' || (texty(e) && /\b(otp|totp|2fa|mfa|one.?time|verification|auth.?code|code)\b/i.test(says(e))));
+  let userField = inputs.find(e => e !== codeField && /\b(username|email)\b/.test(e.autocomplete || ''));
+  if (!userField && pw) {
+    const before = inputs.filter(e => texty(e) && e !== codeField && (e.compareDocumentPosition(pw) & Node.DOCUMENT_POSITION_FOLLOWING));
+    userField = before[before.length - 1];
+  }
+  if (!userField) userField = inputs.find(e => texty(e) && e !== codeField && /user|login|email/i.test(says(e)));
+  const filled = [];
+  if (userField) { set(userField, user); filled.push('user name'); }
+  if (pw) { set(pw, password); filled.push('password'); }
+  if (codeField && code) { set(codeField, code); filled.push('one-time code'); }
+  return {origin, filled, code_wanted: !!codeField && !code};
+})
+"""
+
+
 async def evaluate(cdp, expression):
     r = await cdp.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
     if "exceptionDetails" in r:
@@ -470,6 +502,9 @@ async def browser_command(display, command):
             await asyncio.sleep(0.3)
             await wait_loaded(cdp)
             return json.loads(await evaluate(cdp, SNAPSHOT_JS))
+        if kind == "fill_login":
+            args = ", ".join(json.dumps(command.get(k)) for k in ("origin", "user", "password", "code"))
+            return await evaluate(cdp, f"{FILL_LOGIN_JS}({args})")
         if kind == "act":
             for i, a in enumerate(command["actions"]):
                 ref = json.dumps(f'[data-botdesk-ref="{a["ref"]}"]')

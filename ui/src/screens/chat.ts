@@ -6,7 +6,7 @@ import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
 import type { BotRow, ChatCall, ChatItem, RunFailure } from "../types";
 import { openReplay, openRuns } from "./replay";
-import { modal, openBudget, openMcpServers, openNetwork, openSettings } from "./settings";
+import { modal, openBudget, openLogins, openMcpServers, openNetwork, openSettings } from "./settings";
 
 /** What the bot's run asks the person (a safety check its model's provider put on an action), with
  *  Allow and Decline; nothing answers for them. */
@@ -75,8 +75,9 @@ export function chat(b: BotRow): HTMLElement {
   const budget = button("Budget…", { class: "ghost small", id: "edit-budget", title: "What each run of this bot may spend" }, () => openBudget(b));
   const runs = button("Runs…", { class: "ghost small", id: "open-runs", title: "This bot's runs, each with its replay" }, () => openRuns(b.id, b.name));
   const network = button("Network…", { class: "ghost small", id: "edit-network", title: "Where this bot may connect" }, () => openNetwork(b));
+  const logins = button("Logins…", { class: "ghost small", id: "edit-logins", title: "Logins this bot may use without seeing them" }, () => openLogins(b));
   const servers = button("MCP servers…", { class: "ghost small", id: "edit-mcp", title: "MCP servers this bot's runs start in its computer" }, () => openMcpServers(b));
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, network, servers)), list);
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, network, logins, servers)), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));

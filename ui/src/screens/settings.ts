@@ -188,6 +188,68 @@ export async function openNetwork(b: BotRow) {
   modal(`Network of ${b.name}`, form);
 }
 
+/** Logins the bot may use without seeing them: its fill_login fills them into a page on their
+ *  site only. The password and seed go to the OS keyring; this window never shows them again. */
+export async function openLogins(b: BotRow) {
+  const list = el("ul", { class: "mcp-servers", id: "logins" });
+  const msg = el("p", { class: "muted", id: "login-message" }, `${b.name} asks with its fill_login tool; the page must be on the login's site. The model never sees the password or the code.`);
+  const fail = (e: unknown) => {
+    msg.textContent = errorMessage(e);
+    msg.className = "error";
+  };
+  const show = async () => {
+    const logins = await api.botLogins(b.id).catch((e) => (fail(e), []));
+    list.replaceChildren(
+      ...(logins.length
+        ? logins.map((l) =>
+            el(
+              "li",
+              { "data-login": l.site },
+              el("strong", {}, l.site),
+              el("code", {}, l.username + (l.has_code ? " · one-time codes" : "")),
+              button("Remove", { class: "ghost small", title: `Forget the login for ${l.site}` }, async () => {
+                try {
+                  await api.removeBotLogin(b.id, l.site);
+                  await show();
+                } catch (e) {
+                  fail(e);
+                }
+              }),
+            ),
+          )
+        : [el("li", { class: "muted" }, "No logins yet.")]),
+    );
+  };
+  const site = el("input", { name: "site", id: "login-site", placeholder: "example.org or http://10.0.0.5:8080", required: "" }) as HTMLInputElement;
+  const user = el("input", { name: "user", id: "login-user", placeholder: "me@example.org", required: "", autocomplete: "off" }) as HTMLInputElement;
+  const password = el("input", { name: "password", id: "login-password", type: "password", required: "", autocomplete: "new-password" }) as HTMLInputElement;
+  const seed = el("input", { name: "seed", id: "login-seed", type: "password", autocomplete: "off", placeholder: "optional" }) as HTMLInputElement;
+  const form = el(
+    "form",
+    { class: "settings mcp-form" },
+    el("label", { class: "field" }, el("span", {}, "Site"), site, el("small", {}, "Only a page on exactly this origin gets the login (https unless you write http://).")),
+    el("label", { class: "field" }, el("span", {}, "User name"), user),
+    el("label", { class: "field" }, el("span", {}, "Password"), password),
+    el("label", { class: "field" }, el("span", {}, "One-time-code seed"), seed, el("small", {}, "The base32 secret of an authenticator app, for sites that ask for a code.")),
+    el("button", { type: "submit", class: "primary" }, "Save login"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    try {
+      const saved = await api.addBotLogin(b.id, site.value.trim(), user.value.trim(), password.value, seed.value.trim() || null);
+      msg.textContent = `Saved: ${b.name} can log in on ${saved.site} as ${saved.username}.`;
+      msg.className = "ok";
+      form.reset();
+      await show();
+    } catch (err) {
+      fail(err);
+    }
+  });
+  await show();
+  modal(`Logins of ${b.name}`, el("div", {}, list, form));
+}
+
 /** The words of a command line: split at spaces, with '…' and "…" keeping spaces (and \ the next
  *  character); null when a quote is left open. */
 export function commandWords(line: string): string[] | null {

@@ -390,6 +390,11 @@ impl Host for RunHost {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
+            Tool::FillLogin { site } => {
+                let r = e.fill_login(bot, &site).await.map_err(|err| err.message);
+                self.line(ToolKind::FillLogin, &site, &r).await;
+                r.map_or_else(ToolOutput::error, ToolOutput::ok)
+            }
             Tool::Mcp { name, arguments } => {
                 let target: String = serde_json::Value::Object(arguments.clone()).to_string().chars().take(500).collect();
                 let entry = self.activity_named(&name, &target, ActivityStatus::Running).await;

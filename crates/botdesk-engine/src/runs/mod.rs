@@ -60,14 +60,15 @@ const HISTORY_RUNS: i64 = 5;
 /// Activity keeps the last this many characters of a command's output.
 pub const OUTPUT_TAIL: usize = 16_000;
 
-/// Run secrets: the model key and secret-looking variables of this process's environment.
-fn redactor(key: Option<&str>) -> Redactor {
+/// Run secrets: the model key, the bot's logins' secrets and secret-looking variables of this
+/// process's environment.
+fn redactor(key: Option<&str>, logins: Vec<String>) -> Redactor {
     let secret_name = |n: &str| {
         let n = n.to_ascii_uppercase();
         ["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD"].iter().any(|w| n.contains(w))
     };
     let env = std::env::vars().filter(|(k, _)| secret_name(k)).map(|(_, v)| v);
-    Redactor::new(key.map(str::to_string).into_iter().chain(env))
+    Redactor::new(key.map(str::to_string).into_iter().chain(logins).chain(env))
 }
 
 impl Engine {
@@ -123,11 +124,15 @@ impl Engine {
         let system = botdesk_agent::system_prompt(&setting);
         let prices = self.inner.store.model_prices(&m.id).await?;
         let budget = self.inner.store.bot_budget(&bot.id).await?;
-        Ok(Prepared { client, run, lease, bot, system, redactor: redactor(key.as_deref()), coords, prices, budget })
+        // Its saved logins' secrets never reach the model, the chat or the activity, even if a
+        // page shows one back.
+        let redactor = redactor(key.as_deref(), self.login_secrets(&bot.id).await);
+        let login_sites = self.inner.store.bot_logins(&bot.id).await?.into_iter().map(|l| l.site).collect();
+        Ok(Prepared { client, run, lease, bot, system, redactor, coords, prices, budget, login_sites })
     }
 
     async fn drive(&self, p: Prepared) -> Result<Run> {
-        let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget } = p;
+        let Prepared { client, run, lease, bot, system, redactor, coords, prices, budget, login_sites } = p;
         let cancel = CancellationToken::new();
         self.inner.runs.cancels.lock().unwrap().insert(run.id.clone(), cancel.clone());
         let history = self.earlier_runs(&bot.id).await?;
@@ -158,7 +163,7 @@ impl Engine {
         }
         self.emit(RunEvent::Status { bot: bot.id.to_string(), run_id: run.id.clone(), status: RunStatus::Running, error: None, failure: None });
         let watcher = tokio::spawn(watch(self.clone(), run.clone(), host.lease.clone(), cancel.clone()));
-        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords, mcp_tools };
+        let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords, mcp_tools, login_sites };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
         host.recorder.finish().await;
@@ -260,6 +265,7 @@ struct Prepared {
     coords: action::CoordSpace,
     prices: Option<botdesk_core::Prices>,
     budget: botdesk_core::Budget,
+    login_sites: Vec<String>,
 }
 
 /// Heartbeats the run's lease, and cancels the run when it was stopped (by this or another

@@ -54,7 +54,7 @@ impl Engine {
             bot: bot.clone(),
             run: run.clone(),
             lease: Arc::new(tokio::sync::Mutex::new(lease)),
-            redactor: redactor(None),
+            redactor: redactor(None, self.login_secrets(&bot.id).await),
             finished: Default::default(),
             fatal: Default::default(),
             stop: cancel.clone(),

@@ -47,10 +47,10 @@ async fn open_question(engine: State<'_, Engine>, bot: String) -> Res<Option<bot
     engine.open_question(&bot).await
 }
 
-/// The person's answer to it.
+/// The person's answer to it: allow, always (for that site) or deny.
 #[tauri::command]
-async fn answer_question(engine: State<'_, Engine>, bot: String, allow: bool, note: Option<String>) -> Res<botdesk_engine::Question> {
-    engine.answer_question(&bot, allow, note.as_deref()).await
+async fn answer_question(engine: State<'_, Engine>, bot: String, verdict: botdesk_engine::Verdict, note: Option<String>) -> Res<botdesk_engine::Question> {
+    engine.answer_question(&bot, verdict, note.as_deref()).await
 }
 
 /// A model's prices in dollars per million tokens, when known.
@@ -107,6 +107,17 @@ async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, a
         _ => botdesk_engine::NetPolicy::from_words(&[mode]),
     };
     engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
+}
+
+/// What a bot must ask the person before doing.
+#[tauri::command]
+async fn bot_approvals(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::Approvals> {
+    engine.bot_approvals(&bot).await
+}
+
+#[tauri::command]
+async fn set_bot_approvals(engine: State<'_, Engine>, bot: String, approvals: botdesk_engine::Approvals) -> Res<botdesk_engine::Approvals> {
+    engine.set_bot_approvals(&bot, approvals).await
 }
 
 /// A bot's saved logins (sites and user names, never their secrets).
@@ -476,6 +487,8 @@ fn main() {
             bot_network,
             set_bot_network,
             bot_logins,
+            bot_approvals,
+            set_bot_approvals,
             add_bot_login,
             remove_bot_login,
             bot_mcp_servers,

@@ -4,7 +4,7 @@
 import { api, errorCode, errorMessage } from "./api";
 import { el } from "./dom";
 import { applyBots, bot, changed, Dock, KEEP_ACTIVITY, live, SOLO, state } from "./store";
-import type { BotRow, BrowserGo, ChatItem, ComputerScope, RunEvent } from "./types";
+import type { BotRow, BrowserGo, ChatItem, ComputerScope, RunEvent, Verdict } from "./types";
 import { Viewer } from "./viewer";
 
 /** The bot's clipboard text last put on the person's, when they asked (the app tests read it). */
@@ -95,10 +95,10 @@ export async function loadChat(id: string) {
   if (state.selected === id) changed("chat");
 }
 
-/** The person's answer to what the bot's run asks (a safety check). */
-export async function answerQuestion(bot: string, allow: boolean, note: string | null) {
+/** The person's answer to what the bot's run asks (an approval, a safety check). */
+export async function answerQuestion(bot: string, verdict: Verdict, note: string | null) {
   try {
-    await api.answerQuestion(bot, allow, note);
+    await api.answerQuestion(bot, verdict, note);
     state.questions.delete(bot);
   } catch (e) {
     state.sendError.set(bot, errorMessage(e));

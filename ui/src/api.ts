@@ -2,7 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, BotList, BotLogin, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport } from "./types";
+import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -52,7 +52,7 @@ export const api = {
   onRunEvent: (f: (e: RunEvent) => void): Promise<UnlistenFn> => listen<RunEvent>("run-event", (e) => f(e.payload)),
   /** The question the bot's run waits on (a safety check), if any. */
   openQuestion: (bot: string) => invoke<Question | null>("open_question", { bot }),
-  answerQuestion: (bot: string, allow: boolean, note: string | null) => invoke<Question>("answer_question", { bot, allow, note }),
+  answerQuestion: (bot: string, verdict: Verdict, note: string | null) => invoke<Question>("answer_question", { bot, verdict, note }),
   doctor: () => invoke<DoctorReport>("doctor"),
   getSettings: () => invoke<SettingsView>("get_settings"),
   saveSettings: (settings: Settings) => invoke<Settings>("save_settings", { settings }),
@@ -77,6 +77,8 @@ export const api = {
   botNetwork: (bot: string) => invoke<NetPolicy>("bot_network", { bot }),
   /** allow: the domains and addresses of mode "allow". */
   setBotNetwork: (bot: string, mode: NetPolicy["mode"], allow: string[]) => invoke<NetPolicy>("set_bot_network", { bot, mode, allow }),
+  botApprovals: (bot: string) => invoke<Approvals>("bot_approvals", { bot }),
+  setBotApprovals: (bot: string, approvals: Approvals) => invoke<Approvals>("set_bot_approvals", { bot, approvals }),
   botLogins: (bot: string) => invoke<BotLogin[]>("bot_logins", { bot }),
   addBotLogin: (bot: string, site: string, user: string, password: string, codeSeed: string | null) => invoke<BotLogin>("add_bot_login", { bot, site, user, password, codeSeed }),
   removeBotLogin: (bot: string, site: string) => invoke<void>("remove_bot_login", { bot, site }),

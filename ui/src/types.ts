@@ -292,6 +292,45 @@ has_code: boolean, created_at: number, };
  */
 export type NetPolicy = { "mode": "open" } | { "mode": "offline" } | { "mode": "allow", allow: Array<string>, };
 
+/**
+ * A bot's approvals (none by default).
+ */
+export type Approvals = { 
+/**
+ * Before a file downloads in its browser.
+ */
+downloads: boolean, 
+/**
+ * Before a page of its browser opens a file chooser (to upload a file).
+ */
+uploads: boolean, 
+/**
+ * Before its browser submits a form on these domains (and their subdomains); `*`: any.
+ */
+forms: Array<string>, 
+/**
+ * Before a shell command containing one of these runs (`*` stands for any characters).
+ */
+commands: Array<string>, 
+/**
+ * Once a run has spent more than this many dollars (models with prices only).
+ */
+spend_usd: number | null, 
+/**
+ * Before its browser opens a page on a domain not yet allowed always.
+ */
+new_domains: boolean, 
+/**
+ * What the person allowed for good ("Always for this site"), as `KIND HOST`
+ * (`form shop.example`, `download files.example`, `upload …`, `page …`).
+ */
+always: Array<string>, };
+
+/**
+ * How the person answered a question.
+ */
+export type Verdict = "allow" | "always" | "deny";
+
 export type ControlLease = { computer_id: ComputerId, bot_id: BotId, lease_id: string, holder: string, expires_at: number, };
 
 /**
@@ -350,7 +389,7 @@ started_at: number, ended_at: number, bytes: number, fps: number,
  */
 capped: boolean, };
 
-export type ReplayKind = "task" | "message" | "tool" | "note" | "takeover" | "handback" | "network";
+export type ReplayKind = "task" | "message" | "tool" | "note" | "takeover" | "handback" | "network" | "approval";
 
 /**
  * A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.
@@ -437,11 +476,12 @@ export type RunEvent = { "type": "delta", bot: string, run_id: string, text: str
  */
 export type Question = { id: number, run_id: string, bot_id: string, 
 /**
- * What asks: `safety_check` (a check the model's provider put on an action).
+ * What asks: `safety_check` (a check the model's provider put on an action), or what the
+ * bot's approvals name (`download`, `upload`, `form`, `page`, `command`, `spend`).
  */
 kind: string, question: string, asked_at: number, 
 /**
- * `allow` or `deny`; None while it waits.
+ * `allow`, `always` (allow, and on this site from now on) or `deny`; None while it waits.
  */
 answer: string | null, note: string | null, };
 

@@ -2,7 +2,7 @@
 //! Every command takes `--json` (one JSON object, or JSON lines for streams). Errors are one clear
 //! line on stderr and a non-zero exit.
 
-use botdesk_engine::{BuildProgress, ComputerScope, Engine, EngineConfig, EngineError, ProviderChoice, StreamKind};
+use botdesk_engine::{BuildProgress, ComputerScope, Engine, EngineConfig, EngineError, ProviderChoice, StreamKind, Verdict};
 use bytes::Bytes;
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -129,10 +129,16 @@ enum Cmd {
     /// (`--json`: one JSON event per line). Exits 0 only when the run completes; Ctrl-C stops it.
     /// When the run asks you something (a safety check), a terminal asks you right there.
     Run { bot: String, task: String },
-    /// Allow what a bot's run waits for your answer on (a safety check its model's provider put
-    /// on an action).
-    Approve { bot: String },
-    /// Decline it: the run stops, with your note.
+    /// Allow what a bot's run waits for your answer on (something its approvals name, or a
+    /// safety check its model's provider put on an action).
+    Approve {
+        bot: String,
+        /// And the same on this site from now on (a download, an upload, a form, a new domain).
+        #[arg(long)]
+        always: bool,
+    },
+    /// Decline it, with a note the model is told: that action does not happen (a declined safety
+    /// check stops the run).
     Deny {
         bot: String,
         #[arg(long)]
@@ -443,6 +449,18 @@ enum BotCmd {
     Network {
         name: String,
         /// open | offline | allow DOMAIN|ADDRESS… (none: show it)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        policy: Vec<String>,
+    },
+    /// Show or set what a bot must ask you before doing: `downloads`, `uploads` (a page's file
+    /// chooser), `form DOMAIN` (submitting a form there; `*`: anywhere), `command PATTERN` (a
+    /// shell command containing it; `*` stands for any characters), `spend USD` (a run spending
+    /// more), `new-domains` (opening a page on a site not yet allowed), or `none`. Its runs pause
+    /// at that action until you answer (`botdesk approve|deny`, or the app). Your "always"
+    /// answers are kept when you change them, and cleared by `none`.
+    Approvals {
+        name: String,
+        /// none | downloads uploads new-domains form DOMAIN command PATTERN spend USD (none: show)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         policy: Vec<String>,
     },
@@ -1003,6 +1021,20 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             };
             print(json, json!({"bot": name, "network": policy}), || format!("{name}: {policy}"));
         }
+        Cmd::Bot { cmd: BotCmd::Approvals { name, policy } } => {
+            let approvals = match policy.is_empty() {
+                true => engine.bot_approvals(&name).await?,
+                false => {
+                    let mut approvals = botdesk_engine::Approvals::from_words(&policy).map_err(EngineError::invalid)?;
+                    // The "always" answers stay, unless the bot is to ask for nothing.
+                    if approvals != botdesk_engine::Approvals::default() {
+                        approvals.always = engine.bot_approvals(&name).await?.always;
+                    }
+                    engine.set_bot_approvals(&name, approvals).await?
+                }
+            };
+            print(json, json!({"bot": name, "approvals": approvals}), || format!("{name} {approvals}"));
+        }
         Cmd::Bot { cmd: BotCmd::Mcp { cmd } } => match cmd {
             BotMcpCmd::Add { bot, name, url, command } => {
                 let server = engine.add_bot_mcp_server(&bot, &name, command, url).await?;
@@ -1215,12 +1247,12 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 print(json, json!({ "removed": site }), || format!("{bot}'s login for {site} is forgotten"));
             }
         },
-        Cmd::Approve { bot } => {
-            let q = engine.answer_question(&bot, true, None).await?;
+        Cmd::Approve { bot, always } => {
+            let q = engine.answer_question(&bot, if always { Verdict::Always } else { Verdict::Allow }, None).await?;
             print(json, json!({ "question": q }), || format!("allowed: {}", sanitize(&q.question)));
         }
         Cmd::Deny { bot, note } => {
-            let q = engine.answer_question(&bot, false, note.as_deref()).await?;
+            let q = engine.answer_question(&bot, Verdict::Deny, note.as_deref()).await?;
             print(json, json!({ "question": q }), || format!("declined: {}", sanitize(&q.question)));
         }
         Cmd::Chat { bot, last } => {
@@ -1520,7 +1552,7 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
 fn answer_here(engine: &Engine, bot: &str) {
     let (engine, bot) = (engine.clone(), bot.to_string());
     tokio::spawn(async move {
-        eprint!("Allow it? [y/N, or a note to decline with] ");
+        eprint!("Allow it? [y (once), a (always for this site), N, or a note to decline with] ");
         let line = tokio::task::spawn_blocking(|| {
             let mut line = String::new();
             std::io::stdin().read_line(&mut line).map(|_| line)
@@ -1528,9 +1560,13 @@ fn answer_here(engine: &Engine, bot: &str) {
         .await;
         let Ok(Ok(line)) = line else { return };
         let line = line.trim();
-        let allow = matches!(line.to_ascii_lowercase().as_str(), "y" | "yes");
-        let note = (!allow && !line.is_empty() && !matches!(line.to_ascii_lowercase().as_str(), "n" | "no")).then_some(line);
-        if let Err(e) = engine.answer_question(&bot, allow, note).await {
+        let verdict = match line.to_ascii_lowercase().as_str() {
+            "y" | "yes" => Verdict::Allow,
+            "a" | "always" => Verdict::Always,
+            _ => Verdict::Deny,
+        };
+        let note = (verdict == Verdict::Deny && !line.is_empty() && !matches!(line.to_ascii_lowercase().as_str(), "n" | "no")).then_some(line);
+        if let Err(e) = engine.answer_question(&bot, verdict, note).await {
             eprintln!("(not answered: {e})");
         }
     });

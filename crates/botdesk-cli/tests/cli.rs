@@ -1260,3 +1260,90 @@ async def bot_mcp_server(s):
 
 asyncio.run(main())
 "#;
+
+/// A bot's approvals, answered from another process: its run pauses at a download and at a form
+/// sent to a listed site; `botdesk approve` lets the download through (the file lands in the
+/// bot's Downloads), `botdesk deny --note` refuses the form (the shop never answers it) and the
+/// model is told the note; each question and answer is in the activity and the run's trajectory.
+#[test]
+fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
+    use serde_json::json;
+    let site = std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("`cargo xtask test` serves the tests' web site (BOTDESK_TEST_SITE_PUBLIC)");
+    let result = |want: String| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.text.contains(&want) => Ok(()),
+            other => Err(format!("expected a result containing {want:?}, got {other:?}")),
+        }
+    };
+    let click = |role: &'static str, name: &'static str| {
+        Reply::Func(Box::new(move |s: &Seen| {
+            let text = &s.results[0].text;
+            let line = text.lines().find(|l| l.starts_with(&format!("{role} \"{name}\"")));
+            match line.and_then(|l| l.split('[').nth(1)?.split(']').next()) {
+                Some(r) => Reply::call("browser_act", json!({"actions": [{"action": "click", "ref": r}]})),
+                None => Reply::text(&format!("no {role} {name}: {text}")),
+            }
+        }))
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::reply(Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/files") }))),
+        Step::check(result("report.csv".into()), click("link", "report.csv")),
+        Step::check(
+            result(format!("The person allowed you to download http://{site}:8080/download: it went on.")),
+            Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/shop") })),
+        ),
+        Step::check(result("Shop".into()), click("button", "Buy")),
+        Step::check(
+            result(format!(
+                "The person denied that you submit the form on {site} (http://{site}:8080/buy). It did not happen. Their note: \"not with my card\"."
+            )),
+            Reply::call("browser_snapshot", json!({})),
+        ),
+        Step::check(
+            |s: &Seen| match s.results.first() {
+                Some(r) if !r.text.contains("bought") => Ok(()),
+                other => Err(format!("the shop got the form: {other:?}")),
+            },
+            Reply::call("shell", json!({"command": "cat ~/Downloads/report.csv"})),
+        ),
+        Step::check(result("a,b".into()), Reply::text("Got the report; did not buy.")),
+    ]));
+    let data = Data::new();
+    let id = format!("cli-approve-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-approve");
+    assert!(data.run(&["bot", "create", "shopper", "--model", &id]).status.success());
+    let set = data.run(&["bot", "approvals", "shopper", "downloads", "form", &site]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert_eq!(stdout(&set).trim(), format!("shopper asks before downloads; forms on {site}"));
+    let run = data
+        .cmd(&["run", "shopper", "get the report, then buy a teapot"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let data = &data;
+    let asked = |what: String| move || stdout(&data.run(&["chat", "shopper"])).contains(&what);
+    wait_for("the download's question", asked(format!("shopper wants to download http://{site}:8080/download")));
+    let approve = data.run(&["approve", "shopper"]);
+    assert!(approve.status.success() && stdout(&approve).contains("allowed: shopper wants to download"), "{}{}", stdout(&approve), stderr(&approve));
+    wait_for("the form's question", asked(format!("shopper wants to submit the form on {site}")));
+    let deny = data.run(&["deny", "shopper", "--note", "not with my card"]);
+    assert!(deny.status.success() && stdout(&deny).contains("declined: shopper wants to submit the form"), "{}{}", stdout(&deny), stderr(&deny));
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "the run completed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(server.failures(), Vec::<String>::new());
+
+    // Each question and its answer, in the activity and in the run's trajectory.
+    let activity = stdout(&data.run(&["activity", "shopper"]));
+    assert!(activity.contains(&format!("download: download http://{site}:8080/download: allowed once")), "{activity}");
+    assert!(activity.contains(&format!("form: submit the form on {site} (http://{site}:8080/buy): denied (not with my card)")), "{activity}");
+    let trajectory = data.path().join("run.json");
+    assert!(data.run(&["replay", "shopper", "--out", trajectory.to_str().unwrap()]).status.success());
+    let t: Value = serde_json::from_slice(&std::fs::read(&trajectory).unwrap()).unwrap();
+    let approvals = t["steps"].as_array().unwrap().iter().filter(|s| s["event"] == "approval").count();
+    assert_eq!(approvals, 2, "{t}");
+    assert!(data.run(&["bot", "rm", "shopper"]).status.success());
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}

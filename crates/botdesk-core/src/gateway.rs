@@ -161,6 +161,11 @@ pub enum AgentRequest<'a> {
     Xdotool { display: u32, runs: &'a [Vec<String>], settle: Settle },
     /// The connections of `uid` the network policy refused after number `after`.
     Net { display: u32, uid: u32, after: u64 },
+    /// Watch the display's browser for what `policy` asks about (none: stop, refusing what
+    /// waits); answered with what waits for the person now.
+    Guard { display: u32, policy: Option<&'a crate::Approvals> },
+    /// Let what waits by that number go on, or refuse it.
+    Approve { display: u32, id: u64, allow: bool },
 }
 
 impl AgentRequest<'_> {
@@ -175,6 +180,8 @@ impl AgentRequest<'_> {
             AgentRequest::Browser { .. } => "browser",
             AgentRequest::Xdotool { .. } => "xdotool",
             AgentRequest::Net { .. } => "net",
+            AgentRequest::Guard { .. } => "guard",
+            AgentRequest::Approve { .. } => "approve",
         }
     }
 
@@ -232,6 +239,10 @@ pub struct AgentAnswer {
     pub boot: Option<String>,
     pub next: Option<u64>,
     pub events: Option<Vec<crate::NetRefusal>>,
+    /// A `guard` answer: what waits for the person.
+    pub pending: Option<Vec<crate::PendingApproval>>,
+    /// An `approve` answer: something waited by that number (and now went on or was refused).
+    pub done: Option<bool>,
 }
 
 /// The longest settle the gateway may report (its cap is 10 s).

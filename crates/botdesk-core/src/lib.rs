@@ -6,6 +6,7 @@
 //! is the only caller.
 
 pub mod action;
+pub mod approvals;
 pub mod browser;
 pub mod civil;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod redact;
 pub mod state;
 pub mod types;
 
+pub use approvals::{ApprovalKind, Approvals, PendingApproval, Verdict};
 pub use error::SandboxError;
 pub use network::{BotNetwork, NetPolicy, NetRefusal, NetRefusals, NetTarget};
 pub use path::{resolve_for_bot, PathError, WorkspacePath, HOME};

@@ -390,6 +390,16 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn network_refusals(&self, _computer: &ComputerRef, _user: BotUser, _after: u64) -> Result<NetRefusals> {
         unsupported(self.kind(), "network_refusals")
     }
+    /// Watches the browser of display `slot` for what `policy` asks the person about (None: no
+    /// more, refusing what waits); returns what waits for the person's answer now. The browser
+    /// holds each such request until [`SandboxProvider::answer_browser`].
+    async fn watch_browser(&self, _computer: &ComputerRef, _slot: u32, _policy: Option<&crate::Approvals>) -> Result<Vec<crate::PendingApproval>> {
+        unsupported(self.kind(), "watch_browser")
+    }
+    /// Lets what waits by number `id` go on, or refuses it; false when nothing waits so.
+    async fn answer_browser(&self, _computer: &ComputerRef, _slot: u32, _id: u64, _allow: bool) -> Result<bool> {
+        unsupported(self.kind(), "answer_browser")
+    }
 
     /// An interactive shell on a terminal (PTY) as the workspace user, `cols`×`rows`, in `cwd`.
     /// Dropping the session's `input` ends the shell and kills every process it started.

@@ -56,6 +56,8 @@ fn requests_are_written_as_the_fixtures_say() {
         code: Some("123456".into()),
     };
     assert!(!format!("{fill:?}").contains("correct horse"), "a password never shows in Debug");
+    let guard =
+        botdesk_core::Approvals { downloads: true, forms: vec!["shop.example".into()], always: vec!["download files.example".into()], ..Default::default() };
     let runs = vec![["mousemove", "10", "20", "click", "1"].map(String::from).to_vec(), ["type", "--delay", "12", "--", "hi"].map(String::from).to_vec()];
     let ours = [
         ("ping", AgentRequest::Ping { display: 0 }),
@@ -68,6 +70,9 @@ fn requests_are_written_as_the_fixtures_say() {
         ("browser_navigate", AgentRequest::Browser { display: 2, command: &navigate }),
         ("browser_view", AgentRequest::Browser { display: 2, command: &BrowserCommand::View }),
         ("browser_fill_login", AgentRequest::Browser { display: 2, command: &fill }),
+        ("guard", AgentRequest::Guard { display: 2, policy: Some(&guard) }),
+        ("guard_off", AgentRequest::Guard { display: 2, policy: None }),
+        ("approve", AgentRequest::Approve { display: 2, id: 3, allow: false }),
         ("net", AgentRequest::Net { display: 0, uid: 2001, after: 7 }),
         ("xdotool", AgentRequest::Xdotool { display: 1, runs: &runs, settle: Settle { still_ms: 300, cap_ms: 3000 } }),
     ];
@@ -101,7 +106,10 @@ fn answers_read_as_the_fixtures_mean() {
     assert_eq!(read("failed").refusal().as_deref(), Some("unknown op 'teleport'"));
     let net = read("net").refusals().unwrap();
     assert_eq!((net.boot.as_str(), net.next, net.refusals[0].line()), ("0123456789abcdef", 9, "blocked: example.com:443, not on the allowlist".to_string()));
-    assert_eq!(fx["answers"].as_array().unwrap().len(), 14, "every answer fixture is read here");
+    let pending = read("guard").pending.unwrap();
+    assert_eq!((pending[0].id, pending[0].kind, pending[0].host.as_str()), (3, botdesk_core::ApprovalKind::Form, "shop.example"));
+    assert_eq!(read("approved").done, Some(true));
+    assert_eq!(fx["answers"].as_array().unwrap().len(), 16, "every answer fixture is read here");
 }
 
 #[test]

@@ -435,6 +435,16 @@ impl DockerProvider {
         answer.refusals().map_err(SandboxError::Provider)
     }
 
+    pub(crate) async fn watch_browser_impl(&self, c: &ComputerRef, slot: u32, policy: Option<&Approvals>) -> Result<Vec<PendingApproval>> {
+        let (answer, _) = self.agent(c, &AgentRequest::Guard { display: slot, policy }).await?;
+        Ok(answer.pending.unwrap_or_default())
+    }
+
+    pub(crate) async fn answer_browser_impl(&self, c: &ComputerRef, slot: u32, id: u64, allow: bool) -> Result<bool> {
+        let (answer, _) = self.agent(c, &AgentRequest::Approve { display: slot, id, allow }).await?;
+        Ok(answer.done == Some(true))
+    }
+
     pub(crate) async fn revoke_token_impl(&self, c: &ComputerRef, token: &str) -> Result<()> {
         if let Err(e) = self.agent(c, &AgentRequest::Revoke { display: 0, token: Some(token) }).await {
             tracing::warn!("revoking a token through the gateway failed ({e}); the script revokes it");

@@ -317,6 +317,12 @@ impl SandboxProvider for DockerProvider {
     async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
         self.network_refusals_impl(c, user, after).await
     }
+    async fn watch_browser(&self, c: &ComputerRef, slot: u32, policy: Option<&botdesk_core::Approvals>) -> Result<Vec<botdesk_core::PendingApproval>> {
+        self.watch_browser_impl(c, slot, policy).await
+    }
+    async fn answer_browser(&self, c: &ComputerRef, slot: u32, id: u64, allow: bool) -> Result<bool> {
+        self.answer_browser_impl(c, slot, id, allow).await
+    }
 
     async fn list(&self, c: &ComputerRef, dir: &WorkspacePath, ctx: &CallCtx) -> Result<Vec<FileEntry>> {
         crate::files::list(self, c, ctx.user, dir).await

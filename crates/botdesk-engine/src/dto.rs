@@ -20,8 +20,8 @@ pub use crate::switch::SwitchReport;
 pub use crate::versions::{Changes, Retention, Why};
 pub use crate::{BotState, BotStatus, BotView, ComputerBrief, ModelView, RunHold};
 pub use botdesk_core::{
-    action::CoordSpace, ActivityStatus, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind, NetPolicy,
-    Prices, RunFailure, RunStatus, Usage, WorkspacePath,
+    action::CoordSpace, ActivityStatus, Approvals, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind,
+    NetPolicy, Prices, RunFailure, RunStatus, Usage, Verdict, WorkspacePath,
 };
 pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, BotLogin, BotMcpServer, ControlLease, Question};
@@ -152,6 +152,8 @@ pub fn typescript() -> String {
         BotMcpServer,
         BotLogin,
         NetPolicy,
+        Approvals,
+        Verdict,
         ControlLease,
         MessageRole,
         CallStatus,

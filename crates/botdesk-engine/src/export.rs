@@ -140,7 +140,7 @@ fn svg_marks(acted: &Acted) -> String {
 const STYLE: &str = "body{font:15px system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#1d2330;background:#f6f7f9}\
 header{border-bottom:1px solid #d5d9e0;margin-bottom:12px}h1{font-size:20px;margin:0 0 4px}.meta{color:#5b6473}\
 ol{list-style:none;padding:0}li.step{background:#fff;border:1px solid #d5d9e0;border-radius:6px;margin:8px 0;padding:8px 12px}\
-li.takeover,li.handback{border-left:5px solid #d9822b;background:#fff7ee}li.network{border-left:5px solid #c92a2a;background:#fff5f5}.t{color:#5b6473;font-variant-numeric:tabular-nums;margin-right:8px}\
+li.takeover,li.handback{border-left:5px solid #d9822b;background:#fff7ee}li.network{border-left:5px solid #c92a2a;background:#fff5f5}li.approval{border-left:5px solid #1971c2;background:#f1f7ff}.t{color:#5b6473;font-variant-numeric:tabular-nums;margin-right:8px}\
 code{background:#eef0f4;padding:1px 4px;border-radius:3px;white-space:pre-wrap;word-break:break-all}.result{color:#3b4350;margin:4px 0;white-space:pre-wrap}\
 figure{position:relative;margin:6px 0;max-width:960px}figure img{display:block;width:100%}figure svg{position:absolute;inset:0;width:100%;height:100%}\
 .click{fill:none;stroke:#e5243b;stroke-width:4}.dot{fill:#e5243b}.move{fill:none;stroke:#2b6de5;stroke-width:3}.drag{stroke:#e5243b;stroke-width:4}\
@@ -184,6 +184,7 @@ fn html(t: &Trajectory, shots: &std::collections::HashMap<String, Vec<u8>>) -> S
                     Some(NoteEvent::Takeover) => "takeover",
                     Some(NoteEvent::Handback) => "handback",
                     Some(NoteEvent::Network) => "network",
+                    Some(NoteEvent::Approval) => "approval",
                     None => "note",
                 };
                 let _ = write!(s, "<li class=\"step {class}\"><span class=\"t\">{}</span><i>{}</i></li>", offset(t, *at), esc(text));

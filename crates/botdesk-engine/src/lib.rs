@@ -1,6 +1,7 @@
 //! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
+mod approvals;
 mod bots;
 mod calibrate;
 mod checkpoint;
@@ -32,7 +33,8 @@ mod terminal;
 mod versions;
 mod workspace;
 
-pub use botdesk_core::{action, Budget, ImageFormat, Limits, NetPolicy, NetTarget, Observation, Prices, Usage};
+pub use approvals::APPROVAL_ACTIVITY;
+pub use botdesk_core::{action, ApprovalKind, Approvals, Budget, ImageFormat, Limits, NetPolicy, NetTarget, Observation, Prices, Usage, Verdict};
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
 pub use botdesk_docker::image::BuildProgress;

@@ -128,6 +128,8 @@ pub enum ReplayKind {
     Handback,
     /// The bot's network policy refused a connection.
     Network,
+    /// The person answered what the bot's approvals asked about.
+    Approval,
 }
 
 /// A step: when (ms since the epoch; for a screen action, when it acted), what, and its frame.
@@ -163,9 +165,14 @@ impl crate::Engine {
                         Some(NoteEvent::Takeover) => ReplayKind::Takeover,
                         Some(NoteEvent::Handback) => ReplayKind::Handback,
                         Some(NoteEvent::Network) => ReplayKind::Network,
+                        Some(NoteEvent::Approval) => ReplayKind::Approval,
                         None => ReplayKind::Note,
                     };
-                    let title = if kind == ReplayKind::Network { "Network policy" } else { "Note" };
+                    let title = match kind {
+                        ReplayKind::Network => "Network policy",
+                        ReplayKind::Approval => "Approval",
+                        _ => "Note",
+                    };
                     ReplayStep { at, kind, title: title.into(), text, image: None, acted: None }
                 }
                 S::Tool { at, tool, arguments, result, screenshot, acted, .. } => {

@@ -140,6 +140,12 @@ impl SandboxProvider for HostRouter {
     async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
         routed!(self, &c.host, network_refusals(c, user, after))
     }
+    async fn watch_browser(&self, c: &ComputerRef, slot: u32, policy: Option<&botdesk_core::Approvals>) -> Result<Vec<botdesk_core::PendingApproval>> {
+        routed!(self, &c.host, watch_browser(c, slot, policy))
+    }
+    async fn answer_browser(&self, c: &ComputerRef, slot: u32, id: u64, allow: bool) -> Result<bool> {
+        routed!(self, &c.host, answer_browser(c, slot, id, allow))
+    }
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         routed!(self, &c.host, open_shell(c, cwd, cols, rows, ctx))
     }

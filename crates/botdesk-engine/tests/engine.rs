@@ -256,3 +256,87 @@ async fn old_recordings_and_those_over_the_total_cap_are_removed() {
     assert!(engine.recording("rday").is_none() && engine.recording("rnow").is_some());
     assert!(engine.recording("../rnow").is_none(), "a run id is never a path");
 }
+
+/// Approvals the engine checks itself, with no Docker: a shell command containing a listed
+/// pattern waits for the person (denied, it does not run and the model gets the note; one not
+/// matching runs without asking), and a run whose spend passed the amount set asks once before
+/// its next model call (allowed, the model is told). Each question and answer is in the activity.
+#[tokio::test]
+async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(botdesk_fake::FakeProvider::new());
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
+    cfg.secrets = botdesk_engine::Secrets::memory();
+    let engine = Engine::open(cfg).await.unwrap();
+    let said = |want: &'static str| {
+        move |s: &Seen| match s.results.first() {
+            Some(r) if r.text.contains(want) => Ok(()),
+            other => Err(format!("expected a result containing {want:?}, got {other:?}")),
+        }
+    };
+    let server = ScriptedServer::start(vec![
+        Step::reply(Reply::call("shell", json!({"command": "echo start"}))),
+        Step::check(
+            |s: &Seen| {
+                let body = s.body.to_string();
+                body.contains("The person allowed this run to spend more than $0.00").then_some(()).ok_or(format!("not told of the spend: {body}"))
+            },
+            Reply::call("shell", json!({"command": "cd x && git push origin main --force"})),
+        ),
+        Step::check(
+            said("The person denied running this command. It did not run. Their note: \"not on main\"."),
+            Reply::call("shell", json!({"command": "echo git push origin topic"})),
+        ),
+        Step::check(said("exit code 0"), Reply::text("Pushed the topic only.")),
+    ])
+    .await;
+    let model = botdesk_engine::NewModel {
+        id: "priced".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
+        model: "scripted-1".into(),
+        base_url: Some(server.base_url(botdesk_agent::Wire::OpenAi)),
+        coordinates: None,
+    };
+    engine.add_model(model, Some("sk-memory-approvals".into())).await.unwrap();
+    engine.set_model_prices("priced", Some(botdesk_engine::Prices { input: 1.0, output: 1.0, cache_read: 0.0, cache_write: 0.0 })).await.unwrap();
+    engine.create_bot("pusher", ComputerScope::Team, Some("priced"), "").await.unwrap();
+    let words: Vec<String> = ["command", "git push*--force", "spend", "0"].map(String::from).to_vec();
+    let set = engine.set_bot_approvals("pusher", botdesk_engine::Approvals::from_words(&words).unwrap()).await.unwrap();
+    assert_eq!(engine.bot_approvals("pusher").await.unwrap(), set);
+
+    // The person, from another task: allows the spend, denies the push with a note.
+    let person = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            let mut answered = vec![];
+            while answered.len() < 2 {
+                if let Some(q) = engine.open_question("pusher").await.unwrap() {
+                    let (verdict, note) =
+                        if q.kind == "spend" { (botdesk_engine::Verdict::Allow, None) } else { (botdesk_engine::Verdict::Deny, Some("not on main")) };
+                    engine.answer_question("pusher", verdict, note).await.unwrap();
+                    answered.push((q.kind, q.question));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            answered
+        })
+    };
+    let run = engine.run_task("pusher", "push the work").await.unwrap();
+    assert_eq!(server.failures(), Vec::<String>::new());
+    assert_eq!(run.status, botdesk_engine::RunStatus::Completed, "{:?}", run.error);
+    let answered = person.await.unwrap();
+    assert_eq!(answered[0].0, "spend");
+    assert!(answered[0].1.starts_with("pusher wants to go on past $0.00 of spend on this run"), "{answered:?}");
+    assert_eq!(
+        answered[1],
+        ("command".to_string(), "pusher wants to run a command matching `git push*--force`: cd x && git push origin main --force".to_string())
+    );
+    let activity: Vec<String> =
+        engine.activity("pusher", 0, 100).await.unwrap().into_iter().filter(|a| a.kind == botdesk_engine::APPROVAL_ACTIVITY).map(|a| a.target).collect();
+    assert_eq!(activity.len(), 3, "{activity:?}");
+    assert!(activity[0].starts_with("approvals set: asks before commands containing `git push*--force`; a run's spend past $0.00"), "{activity:?}");
+    assert!(activity[1].starts_with("spend: go on past $0.00") && activity[1].ends_with("allowed once"), "{activity:?}");
+    assert!(activity[2].ends_with("git push origin main --force: denied (not on main)"), "{activity:?}");
+}

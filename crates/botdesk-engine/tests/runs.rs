@@ -1013,15 +1013,15 @@ async fn safety_check_for(w: &mut World, model: &str) {
     let states = w.engine.bot_statuses().await.unwrap();
     let (_, state) = states.iter().find(|(id, _)| *id == q.bot_id).unwrap();
     assert_eq!(*state, BotState { status: BotStatus::WaitingForYou, run: RunHold::AsksYou });
-    w.engine.answer_question(&bot, true, None).await.unwrap();
+    w.engine.answer_question(&bot, Verdict::Allow, None).await.unwrap();
     let q2 = asked(w).await;
     assert_ne!(q2.id, q.id);
-    w.engine.answer_question(&bot, false, Some("not this site")).await.unwrap();
+    w.engine.answer_question(&bot, Verdict::Deny, Some("not this site")).await.unwrap();
     let run = run.await.unwrap().unwrap();
     assert_eq!((run.status, run.failure), (RunStatus::Failed, Some(botdesk_core::RunFailure::Declined)), "{model}: {run:?}");
     assert!(run.error.as_deref().unwrap_or("").contains("not this site"), "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert!(w.engine.answer_question(&bot, true, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
+    assert!(w.engine.answer_question(&bot, Verdict::Allow, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
     let chat = w.engine.chat(&bot, 20).await.unwrap();
     assert!(
         chat.iter().any(|m| m.text.contains(&format!("{bot} asks you:"))) && chat.iter().any(|m| m.text.contains("You declined: not this site")),

@@ -167,6 +167,12 @@ impl SandboxProvider for Faulty {
     async fn network_refusals(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
         self.inner.network_refusals(c, user, after).await
     }
+    async fn watch_browser(&self, c: &ComputerRef, slot: u32, policy: Option<&botdesk_core::Approvals>) -> Result<Vec<botdesk_core::PendingApproval>> {
+        self.inner.watch_browser(c, slot, policy).await
+    }
+    async fn answer_browser(&self, c: &ComputerRef, slot: u32, id: u64, allow: bool) -> Result<bool> {
+        self.inner.answer_browser(c, slot, id, allow).await
+    }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         self.inner.save_home(c, manifest, ctx).await
     }

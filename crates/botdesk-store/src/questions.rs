@@ -12,11 +12,12 @@ pub struct Question {
     pub id: i64,
     pub run_id: String,
     pub bot_id: String,
-    /// What asks: `safety_check` (a check the model's provider put on an action).
+    /// What asks: `safety_check` (a check the model's provider put on an action), or what the
+    /// bot's approvals name (`download`, `upload`, `form`, `page`, `command`, `spend`).
     pub kind: String,
     pub question: String,
     pub asked_at: i64,
-    /// `allow` or `deny`; None while it waits.
+    /// `allow`, `always` (allow, and on this site from now on) or `deny`; None while it waits.
     pub answer: Option<String>,
     pub note: Option<String>,
 }
@@ -55,8 +56,8 @@ impl Store {
     }
 
     /// Answers a question that still waits (the first answer stands: a second is refused).
-    pub async fn answer(&self, id: i64, allow: bool, note: Option<&str>, now: i64) -> Result<Question> {
-        let answer = if allow { "allow" } else { "deny" };
+    pub async fn answer(&self, id: i64, verdict: botdesk_core::Verdict, note: Option<&str>, now: i64) -> Result<Question> {
+        let answer = verdict.as_str();
         let done = sqlx::query!("UPDATE questions SET answer = ?2, note = ?3, answered_at = ?4 WHERE id = ?1 AND answer IS NULL", id, answer, note, now)
             .execute(&self.pool)
             .await?;

@@ -276,6 +276,220 @@ class Cdp:
         self.w.close()
 
 
+class CdpLink:
+    """A DevTools connection that others share: a reader hands each answer to its caller and each
+    event to `on_event` (in a task of its own, so a handler may call back)."""
+
+    def __init__(self, cdp, on_event):
+        self.cdp, self.on_event, self.waiting, self.tasks = cdp, on_event, {}, set()
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self):
+        try:
+            while True:
+                msg = json.loads(await self.cdp._recv())
+                if "id" in msg:
+                    fut = self.waiting.pop(msg["id"], None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                else:
+                    task = asyncio.create_task(self.on_event(msg))
+                    self.tasks.add(task)
+                    task.add_done_callback(self.tasks.discard)
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            for fut in self.waiting.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError("the browser's DevTools closed"))
+            self.cdp.close()
+
+    def alive(self):
+        return not self.reader.done()
+
+    async def call(self, method, params=None, session=None, timeout=10):
+        self.cdp.next_id += 1
+        my = self.cdp.next_id
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting[my] = fut
+        msg = {"id": my, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        self.cdp._send(json.dumps(msg))
+        await self.cdp.w.drain()
+        r = await asyncio.wait_for(fut, timeout)
+        if "error" in r:
+            raise RuntimeError(f"{method}: {r['error'].get('message')}")
+        return r.get("result", {})
+
+    def close(self):
+        self.reader.cancel()
+
+
+def host_of(url):
+    from urllib.parse import urlsplit
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def under(host, domain):
+    return domain == "*" or host == domain or host.endswith("." + domain)
+
+
+class Guard:
+    """Display N's browser, watched during a run for what its bot must ask the person first (the
+    engine's `guard` request says what): a download, a form sent to a listed domain, a page on a
+    new domain (each a document request, held paused in the browser), a file chooser. Each waits
+    in `pending` until the engine answers (`approve`); lifting the guard refuses what still waits.
+    The gateway holds the DevTools connection, out of the bot's reach."""
+
+    def __init__(self, display):
+        self.display, self.policy, self.link = display, None, None
+        self.pending, self.next, self.sessions, self.seen = {}, 0, {}, set()
+        self.lock = asyncio.Lock()
+
+    def always(self, kind, host):
+        return any(k == kind and under(host, h) for k, _, h in (e.partition(" ") for e in self.policy.get("always", [])))
+
+    async def set(self, policy):
+        """Sets what to watch for (None: nothing) and arms the watch if the browser is up."""
+        if policy is None:
+            return await self.lift()
+        self.policy = policy
+        await self.arm()
+
+    async def arm(self):
+        """Watches the browser if it answers and is not watched yet (also after it restarted)."""
+        async with self.lock:
+            if self.policy is None or (self.link is not None and self.link.alive()):
+                return
+            try:
+                version = await ahttp_json(cdp_port(self.display), "/json/version", timeout=0.5)
+            except OSError:
+                return  # no browser yet: armed by the request that finds it up
+            self.sessions = {}
+            self.link = CdpLink(await Cdp.connect(version["webSocketDebuggerUrl"]), self.event)
+            # Every page, those open and each new one (held until it is watched).
+            await self.link.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
+
+    async def lift(self):
+        async with self.lock:
+            for pid in list(self.pending):
+                await self.answer(pid, False)
+            self.policy, self.seen = None, set()
+            if self.link is not None:
+                self.link.close()
+                self.link = None
+
+    async def event(self, msg):
+        method, p, session = msg.get("method"), msg.get("params", {}), msg.get("sessionId")
+        try:
+            if method == "Target.attachedToTarget":
+                await self.watch_page(p)
+            elif method == "Target.detachedFromTarget":
+                self.sessions.pop(p.get("sessionId"), None)
+                for pid in [k for k, v in self.pending.items() if v["session"] == p.get("sessionId")]:
+                    del self.pending[pid]
+            elif method == "Fetch.requestPaused":
+                await self.paused(session, p)
+            elif method == "Page.fileChooserOpened" and self.policy:
+                info = await self.link.call("Target.getTargetInfo", {"targetId": self.sessions.get(session)})
+                url = info["targetInfo"]["url"]
+                self.hold("upload", url, session, None, False)
+            elif method == "Page.frameNavigated" and self.policy and self.policy.get("uploads") and not p["frame"].get("parentId"):
+                # A site allowed always opens its file choosers without asking.
+                asking = not self.always("upload", host_of(p["frame"]["url"]))
+                await self.link.call("Page.setInterceptFileChooserDialog", {"enabled": asking}, session)
+        except (RuntimeError, ConnectionError, asyncio.TimeoutError, KeyError):
+            pass  # a page that closed meanwhile
+
+    async def watch_page(self, p):
+        s, info = p["sessionId"], p["targetInfo"]
+        try:
+            if info["type"] == "page" and self.policy:
+                self.sessions[s] = info["targetId"]
+                patterns = [{"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"}]
+                if self.policy.get("downloads"):
+                    patterns.append({"urlPattern": "*", "resourceType": "Document", "requestStage": "Response"})
+                await self.link.call("Fetch.enable", {"patterns": patterns}, s)
+                if self.policy.get("uploads"):
+                    await self.link.call("Page.enable", {}, s)
+                    asking = not self.always("upload", host_of(info.get("url", "")))
+                    await self.link.call("Page.setInterceptFileChooserDialog", {"enabled": asking}, s)
+        finally:
+            if p.get("waitingForDebugger"):
+                await self.link.call("Runtime.runIfWaitingForDebugger", {}, s)
+
+    def hold(self, kind, url, session, request, at_response):
+        self.next += 1
+        self.pending[self.next] = {"id": self.next, "kind": kind, "url": url[:2000], "host": host_of(url),
+                                   "session": session, "request": request, "response": at_response}
+
+    async def paused(self, session, p):
+        req, rid = p["request"], p["requestId"]
+        url, host = req["url"], host_of(req["url"])
+        at_response = "responseStatusCode" in p or "responseErrorReason" in p
+        kind = None
+        if self.policy is None:
+            pass
+        elif at_response:
+            disposition = next((h["value"] for h in p.get("responseHeaders", []) if h["name"].lower() == "content-disposition"), "")
+            if self.policy.get("downloads") and disposition.strip().lower().startswith("attachment") and not self.always("download", host):
+                kind = "download"
+        elif req.get("method") == "POST" and any(under(host, d) for d in self.policy.get("forms", [])) and not self.always("form", host):
+            kind = "form"
+        elif (self.policy.get("new_domains") and p.get("frameId") == self.sessions.get(session) and url.startswith(("http:", "https:"))
+              and host not in self.seen and not self.always("page", host)):
+            kind = "page"
+        if kind is None:
+            return await self.go_on(session, rid, at_response)
+        self.hold(kind, url, session, rid, at_response)
+
+    async def go_on(self, session, rid, at_response):
+        if at_response:
+            try:
+                return await self.link.call("Fetch.continueResponse", {"requestId": rid}, session)
+            except RuntimeError:
+                pass
+        await self.link.call("Fetch.continueRequest", {"requestId": rid}, session)
+
+    async def answer(self, pid, allow):
+        """Lets what waits go on, or refuses it; False when nothing waits by that number."""
+        p = self.pending.pop(pid, None)
+        if p is None:
+            return False
+        try:
+            if p["kind"] == "upload":
+                # The chooser was held: allowed, the page's next one opens (the bot clicks again).
+                if allow:
+                    await self.link.call("Page.setInterceptFileChooserDialog", {"enabled": False}, p["session"])
+            elif allow:
+                if p["kind"] == "page":
+                    self.seen.add(p["host"])
+                await self.go_on(p["session"], p["request"], p["response"])
+            else:
+                await self.link.call("Fetch.failRequest", {"requestId": p["request"], "errorReason": "BlockedByClient"}, p["session"])
+        except (RuntimeError, ConnectionError, asyncio.TimeoutError):
+            pass  # its page closed meanwhile
+        return True
+
+    def waiting(self):
+        return [{k: v[k] for k in ("id", "kind", "url", "host")} for v in sorted(self.pending.values(), key=lambda v: v["id"])]
+
+
+GUARDS = {}
+
+
+async def guarded(display):
+    """Arms display N's watch when a run set one and the browser is up (the requests that touch
+    the browser call this, so a browser started or restarted meanwhile is watched before use)."""
+    g = GUARDS.get(display)
+    if g is not None and g.policy is not None:
+        await g.arm()
+
+
 def fix_exit_type(profile_dir):
     """Mark the last session as exited cleanly, so no "restore pages?" bubble appears."""
     prefs = os.path.join(profile_dir, "Default", "Preferences")
@@ -466,6 +680,7 @@ async def wait_loaded(cdp, timeout=15):
 
 async def browser_command(display, command):
     port = await browser_port(display)
+    await guarded(display)
     cdp = await page(port)
     try:
         kind = command.get("kind")
@@ -790,6 +1005,8 @@ REQUEST_FIELDS = {
     "browser": ({"command": lambda v: isinstance(v, dict)}, {}),
     "xdotool": ({"runs": _runs}, {"settle": _settle}),
     "net": ({"uid": _int, "after": _int}, {}),
+    "guard": ({"policy": lambda v: v is None or isinstance(v, dict)}, {}),
+    "approve": ({"id": _int, "allow": lambda v: isinstance(v, bool)}, {}),
 }
 
 
@@ -832,6 +1049,8 @@ ANSWERS = {
     "shot": lambda length, zlib=False: answer(len=length, **({"zlib": True} if zlib else {})),
     "info": lambda x, y, title: answer(x=x, y=y, title=title),
     "browser": lambda result: answer(result=result),
+    "guard": lambda pending: answer(pending=pending),
+    "approved": lambda done: answer(done=done),
     "settled": lambda settled, ms: answer(settled=settled, ms=ms),
     "no_browser": lambda error: answer(False, error=error, code="NO_BROWSER"),
     "failed": lambda error: answer(False, error=error),
@@ -865,9 +1084,17 @@ async def agent(reader, writer):
                 writer.write(ANSWERS["info"](*pointer_and_title(display)))
             elif op == "browser":
                 writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
+            elif op == "guard":
+                g = GUARDS.setdefault(display, Guard(display))
+                await g.set(req["policy"])
+                writer.write(ANSWERS["guard"](g.waiting()))
+            elif op == "approve":
+                g = GUARDS.get(display)
+                writer.write(ANSWERS["approved"](g is not None and await g.answer(req["id"], req["allow"])))
             elif op == "net":
                 writer.write(ANSWERS["net"](botdesk_net.events(req["uid"], req["after"])))
             elif op == "xdotool":
+                await guarded(display)
                 settle = req.get("settle") or {}
                 still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
                 before = await asyncio.to_thread(screen_digest, display) if still_ms else None

@@ -4,23 +4,27 @@ import { answerQuestion, sendTask, undoRun } from "../actions";
 import { button, el } from "../dom";
 import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
-import type { BotRow, ChatCall, ChatItem, RunFailure } from "../types";
+import type { BotRow, ChatCall, ChatItem, Question, RunFailure } from "../types";
 import { openReplay, openRuns } from "./replay";
-import { modal, openBudget, openLogins, openMcpServers, openNetwork, openSettings } from "./settings";
+import { modal, openApprovals, openBudget, openLogins, openMcpServers, openNetwork, openSettings } from "./settings";
 
-/** What the bot's run asks the person (a safety check its model's provider put on an action), with
- *  Allow and Decline; nothing answers for them. */
-function question(b: BotRow, text: string): HTMLElement {
+/** What the bot's run asks the person (something its approvals name, or a safety check its model's
+ *  provider put on an action), with Allow once, Always for this site (approvals of a site) and
+ *  Decline; nothing answers for them. */
+function question(b: BotRow, q: Question): HTMLElement {
+  const approval = q.kind !== "safety_check";
+  const perSite = ["download", "upload", "form", "page"].includes(q.kind);
   const note = el("input", { type: "text", id: "question-note", placeholder: "Note (with Decline)", "aria-label": "Note to the bot with Decline" }) as HTMLInputElement;
   return el(
     "div",
     { class: "msg needs-you question", role: "alert", id: "question" },
-    el("div", { class: "text" }, `${b.name} asks you: ${text}`),
+    el("div", { class: "text" }, approval ? q.question : `${b.name} asks you: ${q.question}`),
     el(
       "div",
       { class: "row" },
-      button("Allow", { class: "primary", id: "question-allow", type: "button" }, () => answerQuestion(b.id, true, null)),
-      button("Decline", { id: "question-deny", type: "button" }, () => answerQuestion(b.id, false, note.value.trim() || null)),
+      button(approval ? "Allow once" : "Allow", { class: "primary", id: "question-allow", type: "button" }, () => answerQuestion(b.id, "allow", null)),
+      perSite ? button("Always for this site", { id: "question-always", type: "button" }, () => answerQuestion(b.id, "always", null)) : "",
+      button(approval ? "Deny" : "Decline", { id: "question-deny", type: "button" }, () => answerQuestion(b.id, "deny", note.value.trim() || null)),
       note,
     ),
   );
@@ -44,7 +48,7 @@ export function chat(b: BotRow): HTMLElement {
     list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, left >= 1 ? `Waiting for ${waiting.why}, ${left} s…` : `Waiting for ${waiting.why}…`));
   }
   const q = state.questions.get(b.id);
-  if (q) list.append(question(b, q.question));
+  if (q) list.append(question(b, q));
   else if (b.status === "waiting_for_you" && b.run !== "asks_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
 
   const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
@@ -75,9 +79,10 @@ export function chat(b: BotRow): HTMLElement {
   const budget = button("Budget…", { class: "ghost small", id: "edit-budget", title: "What each run of this bot may spend" }, () => openBudget(b));
   const runs = button("Runs…", { class: "ghost small", id: "open-runs", title: "This bot's runs, each with its replay" }, () => openRuns(b.id, b.name));
   const network = button("Network…", { class: "ghost small", id: "edit-network", title: "Where this bot may connect" }, () => openNetwork(b));
+  const approvals = button("Approvals…", { class: "ghost small", id: "edit-approvals", title: "What this bot must ask you before doing" }, () => openApprovals(b));
   const logins = button("Logins…", { class: "ghost small", id: "edit-logins", title: "Logins this bot may use without seeing them" }, () => openLogins(b));
   const servers = button("MCP servers…", { class: "ghost small", id: "edit-mcp", title: "MCP servers this bot's runs start in its computer" }, () => openMcpServers(b));
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, network, logins, servers)), list);
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, network, approvals, logins, servers)), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));

@@ -5,7 +5,7 @@ import { api, errorMessage } from "../api";
 import { loadSpend } from "../actions";
 import { $, button, el } from "../dom";
 import { usageText } from "../format";
-import type { BotRow, CoordSpace, Limits, ModelKind, ModelRow, NetPolicy, Prices } from "../types";
+import type { Approvals, BotRow, CoordSpace, Limits, ModelKind, ModelRow, NetPolicy, Prices } from "../types";
 
 export function modal(title: string, ...body: Node[]): HTMLElement {
   const root = $("modal");
@@ -186,6 +186,72 @@ export async function openNetwork(b: BotRow) {
     }
   });
   modal(`Network of ${b.name}`, form);
+}
+
+/** What the bot must ask the person before doing; its runs pause at that action until answered. */
+export async function openApprovals(b: BotRow) {
+  const now = await api.botApprovals(b.id).catch(() => null);
+  const a: Approvals = now ?? { downloads: false, uploads: false, forms: [], commands: [], spend_usd: null, new_domains: false, always: [] };
+  const check = (id: string, on: boolean, title: string, hint: string) => {
+    const input = el("input", { type: "checkbox", id }) as HTMLInputElement;
+    input.checked = on;
+    return [input, el("label", { class: "choice", for: id }, input, el("span", {}, el("b", {}, title), el("small", {}, hint)))] as const;
+  };
+  const [downloads, downloadsRow] = check("ask-downloads", a.downloads, "Downloads", "Before a file downloads in its browser.");
+  const [uploads, uploadsRow] = check("ask-uploads", a.uploads, "Uploads", "Before a page opens a file chooser.");
+  const [fresh, freshRow] = check("ask-new-domains", a.new_domains, "New sites", "Before its browser opens a page on a site you have not allowed always.");
+  const lines = (id: string, label: string, values: string[], placeholder: string) => {
+    const t = el("textarea", { id, rows: "3", "aria-label": label, placeholder }) as HTMLTextAreaElement;
+    t.value = values.join("\n");
+    return t;
+  };
+  const forms = lines("ask-forms", "Forms on these sites", a.forms, "shop.example\n* (every site)");
+  const commands = lines("ask-commands", "Commands containing", a.commands, "git push\nrm -rf*");
+  const spend = el("input", { type: "number", id: "ask-spend", min: "0", step: "0.01", placeholder: "no limit" }) as HTMLInputElement;
+  spend.value = a.spend_usd === null ? "" : String(a.spend_usd);
+  let always = [...a.always];
+  const alwaysList = el("ul", { class: "mcp-servers", id: "ask-always" });
+  const showAlways = () =>
+    alwaysList.replaceChildren(
+      ...(always.length
+        ? always.map((entry) => el("li", {}, el("code", {}, entry), button("Forget", { class: "ghost small", type: "button" }, () => ((always = always.filter((e) => e !== entry)), showAlways()))))
+        : [el("li", { class: "muted" }, "None yet: “Always for this site” answers show here.")]),
+    );
+  showAlways();
+  const msg = el("p", { class: "muted", id: "ask-message" }, `A run of ${b.name} stops at that action and asks you here, in the chat (Allow once, Always for this site, Deny with a note the bot is told), or with botdesk approve|deny.`);
+  const form = el(
+    "form",
+    { class: "settings network-form" },
+    el("fieldset", { class: "choices" }, el("legend", {}, `${b.name} asks you before`), downloadsRow, uploadsRow, freshRow),
+    el("label", { class: "field" }, el("span", {}, "Submitting a form on"), forms, el("small", {}, "One site a line (its subdomains too); * for every site.")),
+    el("label", { class: "field" }, el("span", {}, "Running a command containing"), commands, el("small", {}, "One pattern a line; * stands for any characters.")),
+    el("label", { class: "field" }, el("span", {}, "A run spending more than ($)"), spend, el("small", {}, "Models with prices only.")),
+    el("div", { class: "field" }, el("span", {}, "Always allowed"), alwaysList),
+    el("button", { type: "submit", class: "primary" }, "Save"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const split = (t: HTMLTextAreaElement) => t.value.split("\n").map((l) => l.trim()).filter(Boolean);
+    const wanted: Approvals = {
+      downloads: downloads.checked,
+      uploads: uploads.checked,
+      new_domains: fresh.checked,
+      forms: split(forms),
+      commands: split(commands),
+      spend_usd: spend.value.trim() === "" ? null : Number(spend.value),
+      always,
+    };
+    try {
+      await api.setBotApprovals(b.id, wanted);
+      msg.textContent = `Saved: from its next action on, ${b.name} asks you first.`;
+      msg.className = "ok";
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal(`Approvals of ${b.name}`, form);
 }
 
 /** Logins the bot may use without seeing them: its fill_login fills them into a page on their

@@ -30,6 +30,10 @@ pub(super) struct RunHost {
     pub(super) recorder: crate::recording::Recorder,
     /// What each screen-acting call did, by call id, until its result is stored.
     pub(super) acted: std::sync::Mutex<std::collections::HashMap<String, crate::replay::Acted>>,
+    /// The person was asked about the run's spend (once a run).
+    pub(super) spend_asked: std::sync::atomic::AtomicBool,
+    /// The computer watches the bot's browser for its approvals (stopped at the run's end).
+    pub(super) watching: std::sync::atomic::AtomicBool,
 }
 
 impl RunHost {
@@ -307,6 +311,7 @@ impl Host for RunHost {
     async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         let bot = self.bot.id.as_str();
         let e = &self.engine;
+        let watched = self.watch_before(&tool).await;
         let mut out = match tool {
             Tool::Observe => self.observe().await,
             Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
@@ -338,7 +343,10 @@ impl Host for RunHost {
             Tool::Wait { ms } => self.wait(ms, cancel).await,
             Tool::HoldKey { keys, ms } => self.hold_keys(keys, ms, cancel).await,
             Tool::CursorPosition => self.cursor_position().await,
-            Tool::Shell { command, cwd, timeout_s } => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
+            Tool::Shell { command, cwd, timeout_s } => match self.approve_command(&command, cancel).await {
+                Some(refused) => refused,
+                None => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
+            },
             Tool::ListFiles { path } => match e.files_list(bot, &path).await {
                 Ok((dir, entries)) => ToolOutput::ok(crate::workspace::listing_text(&dir, &entries)),
                 Err(err) => self.err(err),
@@ -404,6 +412,14 @@ impl Host for RunHost {
                 out
             }
         };
+        // What the browser held for the person's answer meanwhile (a download, a form): asked
+        // now, and the model told.
+        if let Some(approvals) = watched {
+            let told = self.settle_browser(approvals, cancel).await;
+            if !told.is_empty() {
+                out.text.push_str(&format!("\n\n{} Look again to see where the page is now.", told.join(" ")));
+            }
+        }
         // The model learns what the bot's network policy refused meanwhile (a page that did not
         // load, a command that could not connect), as the activity shows it.
         let refused = self.engine.take_run_refusals(&self.bot, &self.run.id).await;
@@ -439,7 +455,12 @@ impl Host for RunHost {
     }
 
     async fn between_steps(&self, cancel: &CancellationToken) -> Option<String> {
-        self.pause_if_asked(cancel).await
+        let spend = self.approve_spend(cancel).await;
+        let paused = self.pause_if_asked(cancel).await;
+        match (spend, paused) {
+            (Some(s), Some(p)) => Some(format!("{s} {p}")),
+            (s, p) => s.or(p),
+        }
     }
 
     async fn assistant(&self, text: &str, calls: &[ToolCall]) {

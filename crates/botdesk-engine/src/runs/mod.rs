@@ -6,6 +6,7 @@
 //! `takeover.rs` is the person taking the screen mid-run; `output.rs` keeps a command's output;
 //! `session.rs` is a client outside the app (MCP) driving a bot with the same tools.
 
+mod approve;
 mod ask;
 mod chat;
 mod host;
@@ -154,6 +155,8 @@ impl Engine {
             mcp,
             recorder: crate::recording::Recorder::new(self, &bot, &run.id),
             acted: Default::default(),
+            spend_asked: Default::default(),
+            watching: Default::default(),
         };
         // What "Undo this run's file changes" goes back to.
         self.mark_run_start(&bot, &run.id).await;
@@ -166,6 +169,9 @@ impl Engine {
         let cfg = RunConfig { system, max_steps: MAX_STEPS, budget, prices, coords, mcp_tools, login_sites };
         let end = botdesk_agent::run(&client, &host, &cfg, history, &run.task, &cancel).await;
         watcher.abort();
+        if host.watching.load(std::sync::atomic::Ordering::SeqCst) {
+            host.stop_watching().await;
+        }
         host.recorder.finish().await;
         host.mcp.close().await;
         self.inner.runs.cancels.lock().unwrap().remove(&run.id);

@@ -65,6 +65,8 @@ impl Engine {
             mcp: Default::default(),
             recorder: crate::recording::Recorder::new(self, &bot, &run.id),
             acted: Default::default(),
+            spend_asked: Default::default(),
+            watching: Default::default(),
         });
         self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;

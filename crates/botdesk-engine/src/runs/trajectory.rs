@@ -64,6 +64,9 @@ pub enum NoteEvent {
     Handback,
     /// The bot's network policy refused a connection (the note is the refusal's line).
     Network,
+    /// The person was asked about something the bot's approvals name (the note says what, and
+    /// the answer).
+    Approval,
 }
 
 impl TrajectoryStep {
@@ -122,6 +125,10 @@ impl Engine {
         // What the network policy refused during the run, at the time it did.
         for r in self.inner.store.run_activity(&summary.id, crate::NETWORK_ACTIVITY).await? {
             steps.push(TrajectoryStep::Note { at: r.created_at, text: r.target, event: Some(NoteEvent::Network) });
+        }
+        // What the person was asked and answered, at the time they answered.
+        for r in self.inner.store.run_activity(&summary.id, crate::APPROVAL_ACTIVITY).await? {
+            steps.push(TrajectoryStep::Note { at: r.created_at, text: r.target, event: Some(NoteEvent::Approval) });
         }
         steps.sort_by_key(TrajectoryStep::at);
         let recording = self.recording(&summary.id).map(|(m, _)| m);

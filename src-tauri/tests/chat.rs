@@ -275,6 +275,39 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22b-bot-network.png");
     d.click(".modal-close");
+    // What the bot must ask first, from the chat's header: downloads, and forms on the test
+    // site (the run below asks about one there).
+    let site = std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("`cargo xtask test` serves the tests' web site (BOTDESK_TEST_SITE_PUBLIC)");
+    rt.block_on(engine.set_bot_network("writer", botdesk_engine::NetPolicy::Open)).unwrap();
+    d.click("#edit-approvals");
+    d.wait_js("the approvals form, asking nothing", "return document.querySelector('#ask-downloads')?.checked === false", Duration::from_secs(10));
+    d.click("#ask-downloads");
+    d.type_into("#ask-forms", &site);
+    d.type_into("#ask-commands", "git push");
+    d.click(".settings button[type=submit]");
+    d.wait_js("the approvals saved", "return document.querySelector('#ask-message')?.className === 'ok'", Duration::from_secs(10));
+    let saved = rt.block_on(engine.bot_approvals("writer")).unwrap();
+    assert_eq!((saved.downloads, saved.forms.clone(), saved.commands.clone()), (true, vec![site.clone()], vec!["git push".to_string()]));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("22c-bot-approvals.png");
+    d.click(".modal-close");
+    // A login the bot may use without seeing it: saved to the keyring, listed by site and user
+    // only, the password gone from the window.
+    d.click("#edit-logins");
+    d.wait_js("the logins, none yet", "return (document.querySelector('#logins')?.textContent ?? '').includes('No logins yet')", Duration::from_secs(10));
+    d.type_into("#login-site", "https://accounts.example.org/login");
+    d.type_into("#login-user", "ada@example.org");
+    d.type_into("#login-password", "correct horse battery");
+    d.click(".modal form button[type=submit]");
+    d.wait_js("the login listed", "return !!document.querySelector('#logins li[data-login=\"https://accounts.example.org\"]')", Duration::from_secs(10));
+    let html = d.js("return document.documentElement.outerHTML + [...document.querySelectorAll('input')].map(i => i.value).join(' ')");
+    assert!(!html.as_str().unwrap_or("").contains("correct horse"), "the password stays in the window");
+    assert_eq!(rt.block_on(engine.logins("writer")).unwrap()[0].username, "ada@example.org");
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("22d-bot-logins.png");
+    d.click("#logins li button");
+    d.wait_js("the login removed", "return (document.querySelector('#logins')?.textContent ?? '').includes('No logins yet')", Duration::from_secs(10));
+    d.click(".modal-close");
     // The bot's MCP servers, from the chat's header: a command (quotes keep spaces) and an
     // address are added, a bad name refused with the rule, one removed.
     d.click("#edit-mcp");
@@ -313,6 +346,40 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
     assert_eq!(&rt.block_on(engine.stored_read("writer", "later.txt", 1000)).unwrap()[..], b"written later\n");
+    // A run that sends a form on a listed site pauses there: the chat asks (Allow once, Always
+    // for this site, Deny with a note); denied, the model is told the note and the shop never
+    // gets the form.
+    server.push(Step::reply(Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/shop") }))));
+    server.push(Step::reply(Reply::Func(Box::new(|s: &botdesk_agent::scripted::Seen| {
+        let text = &s.results[0].text;
+        match text.lines().find(|l| l.starts_with("button \"Buy\"")).and_then(|l| l.split('[').nth(1)?.split(']').next()) {
+            Some(r) => Reply::call("browser_act", json!({"actions": [{"action": "click", "ref": r}]})),
+            None => Reply::text(&format!("no Buy button: {text}")),
+        }
+    }))));
+    let denied = format!("The person denied that you submit the form on {site} (http://{site}:8080/buy). It did not happen. Their note: \"ask me tomorrow\".");
+    server.push(Step::check(
+        move |s| s.results.first().filter(|r| r.text.contains(&denied)).map(drop).ok_or(format!("not told of the denial: {:?}", s.results)),
+        Reply::text("I did not buy it."),
+    ));
+    d.type_into("#task-input", "Buy the teapot");
+    d.click("#send-task");
+    d.wait_js(
+        "the approval in the chat",
+        &format!("return (document.querySelector('#question')?.textContent ?? '').includes('writer wants to submit the form on {site}') && !!document.querySelector('#question-always')"),
+        Duration::from_secs(120),
+    );
+    d.type_into("#question-note", "ask me tomorrow");
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("23b-approval-question.png");
+    d.click("#question-deny");
+    d.wait_js(
+        "the run going on after Deny",
+        "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'I did not buy it.') && !document.querySelector('#question')",
+        Duration::from_secs(120),
+    );
+    d.wait_js("the writer idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(30));
+    assert_eq!(server.failures(), Vec::<String>::new(), "the model was told the note");
     // A run the provider refuses the key for fails with that said, and the way to fix it under it.
     server.push(Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid api key"}}"#.into() }));
     d.type_into("#task-input", "One more thing");

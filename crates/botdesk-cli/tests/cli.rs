@@ -1324,7 +1324,12 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
         .spawn()
         .unwrap();
     let data = &data;
-    let asked = |what: String| move || stdout(&data.run(&["chat", "shopper"])).contains(&what);
+    let asked = |what: String| {
+        move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            stdout(&data.run(&["chat", "shopper"])).contains(&what)
+        }
+    };
     wait_for("the download's question", asked(format!("shopper wants to download http://{site}:8080/download")));
     let approve = data.run(&["approve", "shopper"]);
     assert!(approve.status.success() && stdout(&approve).contains("allowed: shopper wants to download"), "{}{}", stdout(&approve), stderr(&approve));

@@ -240,6 +240,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     assert_eq!(rt.block_on(engine.model_limits(&model_id)).unwrap(), botdesk_engine::Limits::default_for("openai-compatible", "scripted"));
     d.click(".modal-close");
     // The bot's budget per run, from the chat's header.
+    d.click("#bot-menu summary");
     d.click("#edit-budget");
     d.wait_js("the budget form with the default", "return document.querySelector('#budget-tokens')?.value === '2000000'", Duration::from_secs(10));
     d.js("document.querySelector('#budget-tokens').value = ''; return true");
@@ -257,6 +258,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click(".modal-close");
     // Where the bot may connect, from the chat's header: a bad entry is refused with the rule,
     // then an allowlist is saved.
+    d.click("#bot-menu summary");
     d.click("#edit-network");
     d.wait_js(
         "the network form, open",
@@ -279,6 +281,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // site (the run below asks about one there).
     let site = std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("`cargo xtask test` serves the tests' web site (BOTDESK_TEST_SITE_PUBLIC)");
     rt.block_on(engine.set_bot_network("writer", botdesk_engine::NetPolicy::Open)).unwrap();
+    d.click("#bot-menu summary");
     d.click("#edit-approvals");
     d.wait_js("the approvals form, asking nothing", "return document.querySelector('#ask-downloads')?.checked === false", Duration::from_secs(10));
     d.click("#ask-downloads");
@@ -293,6 +296,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click(".modal-close");
     // A login the bot may use without seeing it: saved to the keyring, listed by site and user
     // only, the password gone from the window.
+    d.click("#bot-menu summary");
     d.click("#edit-logins");
     d.wait_js("the logins, none yet", "return (document.querySelector('#logins')?.textContent ?? '').includes('No logins yet')", Duration::from_secs(10));
     d.type_into("#login-site", "https://accounts.example.org/login");
@@ -310,6 +314,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click(".modal-close");
     // The bot's MCP servers, from the chat's header: a command (quotes keep spaces) and an
     // address are added, a bad name refused with the rule, one removed.
+    d.click("#bot-menu summary");
     d.click("#edit-mcp");
     d.wait_js(
         "the MCP servers, none yet",

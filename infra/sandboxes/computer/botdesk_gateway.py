@@ -679,6 +679,31 @@ async def wait_loaded(cdp, timeout=15):
 
 
 async def browser_command(display, command):
+    """A command for display N's browser. While a run's watch holds something new there for the
+    person's answer (a form, a download), the page may not answer DevTools until it is answered:
+    the command then ends with a page that says so, and the engine asks the person."""
+    g = GUARDS.get(display)
+    work = asyncio.ensure_future(page_command(display, command))
+    if g is None or g.policy is None:
+        return await work
+    before = set(g.pending)
+    while not work.done():
+        await asyncio.wait({work}, timeout=0.1)
+        held = [p for k, p in g.pending.items() if k not in before]
+        if held and not work.done():
+            work.cancel()
+            try:
+                await work
+            except BaseException:
+                pass
+            p = held[0]
+            page = {"url": p["url"], "title": "", "elements": [],
+                    "text": f"(The browser holds this {p['kind']} until the person answers: {p['url']})"}
+            return {"page": page, "tabs": []} if command.get("kind") == "view" else page
+    return work.result()
+
+
+async def page_command(display, command):
     port = await browser_port(display)
     await guarded(display)
     cdp = await page(port)

@@ -14,21 +14,30 @@ import { modal, openApprovals, openBudget, openLogins, openMcpServers, openNetwo
 function question(b: BotRow, q: Question): HTMLElement {
   const approval = q.kind !== "safety_check";
   const perSite = ["download", "upload", "form", "page"].includes(q.kind);
-  const note = el("input", { type: "text", id: "question-note", placeholder: "Note (with Decline)", "aria-label": "Note to the bot with Decline" }) as HTMLInputElement;
+  const no = approval ? "Deny" : "Decline";
+  const note = el("input", { type: "text", id: "question-note", placeholder: `Note for ${b.name} (with ${no})`, "aria-label": `Note to the bot with ${no}` }) as HTMLInputElement;
+  // Kept while the chat redraws (events keep coming while the person types).
+  note.value = questionNotes.get(q.id) ?? "";
+  note.addEventListener("input", () => questionNotes.set(q.id, note.value));
   return el(
     "div",
     { class: "msg needs-you question", role: "alert", id: "question" },
     el("div", { class: "text" }, approval ? q.question : `${b.name} asks you: ${q.question}`),
+    note,
     el(
       "div",
       { class: "row" },
       button(approval ? "Allow once" : "Allow", { class: "primary", id: "question-allow", type: "button" }, () => answerQuestion(b.id, "allow", null)),
       perSite ? button("Always for this site", { id: "question-always", type: "button" }, () => answerQuestion(b.id, "always", null)) : "",
-      button(approval ? "Deny" : "Decline", { id: "question-deny", type: "button" }, () => answerQuestion(b.id, "deny", note.value.trim() || null)),
-      note,
+      button(no, { id: "question-deny", type: "button" }, () => answerQuestion(b.id, "deny", note.value.trim() || null)),
     ),
   );
 }
+
+/** The note the person is writing to each question, by its id. */
+const questionNotes = new Map<number, string>();
+/** Whether the chat's Settings menu is open (kept while the chat redraws). */
+let menuOpen = false;
 
 export function chat(b: BotRow): HTMLElement {
   const list = el("div", { class: "messages", id: "messages", "aria-live": "polite" });
@@ -82,7 +91,13 @@ export function chat(b: BotRow): HTMLElement {
   const approvals = button("Approvals…", { class: "ghost small", id: "edit-approvals", title: "What this bot must ask you before doing" }, () => openApprovals(b));
   const logins = button("Logins…", { class: "ghost small", id: "edit-logins", title: "Logins this bot may use without seeing them" }, () => openLogins(b));
   const servers = button("MCP servers…", { class: "ghost small", id: "edit-mcp", title: "MCP servers this bot's runs start in its computer" }, () => openMcpServers(b));
-  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, budget, network, approvals, logins, servers)), list);
+  // The bot's settings, in a menu: the head stays one line and the chat keeps its room.
+  const entries = [budget, network, approvals, logins, servers];
+  const menu = el("details", { class: "bot-menu", id: "bot-menu" }, el("summary", { title: "This bot's budget, network, approvals, logins and MCP servers" }, "Settings ▾"), el("div", { class: "menu-items" }, ...entries)) as HTMLDetailsElement;
+  menu.open = menuOpen;
+  menu.addEventListener("toggle", () => (menuOpen = menu.open));
+  for (const entry of entries) entry.addEventListener("click", () => ((menuOpen = false), (menu.open = false)));
+  const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, menu)), list);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));

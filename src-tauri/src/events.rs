@@ -20,6 +20,7 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>, feed: Arc<Bo
     // looked at again at once (its bot's state changed), not at the next second.
     let mut runs = engine.run_events();
     let to_ui = app.clone();
+    let asker = engine.clone();
     let run_ended = Arc::new(tokio::sync::Notify::new());
     let look_now = run_ended.clone();
     tauri::async_runtime::spawn(async move {
@@ -27,8 +28,10 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>, feed: Arc<Bo
             match runs.recv().await {
                 Ok(ev) => {
                     let _ = to_ui.emit("run-event", &ev);
-                    if matches!(ev, RunEvent::Status { .. }) {
-                        run_ended.notify_one();
+                    match &ev {
+                        RunEvent::Status { .. } => run_ended.notify_one(),
+                        RunEvent::Question { bot, kind, question, .. } => crate::notify::asked(&to_ui, &asker, bot, kind, question).await,
+                        _ => {}
                     }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!("the UI missed {n} run events"),

@@ -6,6 +6,7 @@
 
 mod events;
 mod files;
+mod notify;
 mod screens;
 
 use std::sync::Arc;
@@ -438,6 +439,7 @@ fn main() {
         }
     };
     tauri::Builder::default()
+        .plugin(tauri_plugin_notification::init())
         .setup(|app| {
             // A desktop app, not a browser: WebKit keeps no page or resource caches.
             #[cfg(target_os = "linux")]

@@ -367,6 +367,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         move |s| s.results.first().filter(|r| r.text.contains(&denied)).map(drop).ok_or(format!("not told of the denial: {:?}", s.results)),
         Reply::text("I did not buy it."),
     ));
+    let notifications = Notifications::serve();
     d.type_into("#task-input", "Buy the teapot");
     d.click("#send-task");
     d.wait_js(
@@ -374,6 +375,13 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         &format!("return (document.querySelector('#question')?.textContent ?? '').includes('writer wants to submit the form on {site}') && !!document.querySelector('#question-always')"),
         Duration::from_secs(120),
     );
+    // The desktop's notification service got it too.
+    let want = format!("writer wants to submit the form on {site}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !notifications.shown().iter().any(|(title, body)| title == "writer needs your answer" && body.starts_with(&want)) {
+        assert!(std::time::Instant::now() < deadline, "no notification for the question: {:?}", notifications.shown());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     d.type_into("#question-note", "ask me tomorrow");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("23b-approval-question.png");
@@ -471,4 +479,55 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         let _ = engine.remove_model(&model_id).await;
         let _ = engine.remove_model(&careful_model).await;
     });
+}
+
+/// A desktop notification service on the session bus (`org.freedesktop.Notifications`, the
+/// interface notification daemons implement), keeping what it was asked to show.
+struct Notifications {
+    shown: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    _bus: zbus::blocking::Connection,
+}
+
+struct NotificationService(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+#[zbus::interface(name = "org.freedesktop.Notifications")]
+impl NotificationService {
+    #[allow(clippy::too_many_arguments)]
+    fn notify(
+        &self,
+        _app_name: String,
+        _replaces_id: u32,
+        _app_icon: String,
+        summary: String,
+        body: String,
+        _actions: Vec<String>,
+        _hints: std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
+        _expire_timeout: i32,
+    ) -> u32 {
+        let mut shown = self.0.lock().unwrap();
+        shown.push((summary, body));
+        shown.len() as u32
+    }
+    fn get_capabilities(&self) -> Vec<String> {
+        vec!["body".into()]
+    }
+    fn get_server_information(&self) -> (String, String, String, String) {
+        ("botdesk-test".into(), "botdesk".into(), "1".into(), "1.2".into())
+    }
+    fn close_notification(&self, _id: u32) {}
+}
+
+impl Notifications {
+    fn serve() -> Notifications {
+        let shown = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+        let bus = zbus::blocking::connection::Builder::session()
+            .and_then(|b| b.name("org.freedesktop.Notifications"))
+            .and_then(|b| b.serve_at("/org/freedesktop/Notifications", NotificationService(shown.clone())))
+            .and_then(|b| b.build())
+            .expect("the notification service on the session bus");
+        Notifications { shown, _bus: bus }
+    }
+    fn shown(&self) -> Vec<(String, String)> {
+        self.shown.lock().unwrap().clone()
+    }
 }

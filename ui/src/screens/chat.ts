@@ -173,18 +173,20 @@ function toolCall(c: ChatCall): HTMLElement {
   return wrap;
 }
 
-/** Draws only the chat column again, keeping the person's typing and focus in the task box. */
+/** Draws only the chat column again, keeping the person's typing and focus where they type (the
+ *  task box, a question's note). */
 export function renderChat(): boolean {
   const b = bot(state.selected);
   const old = document.querySelector("section.chat");
   if (!b || !old) return false;
-  const typing = document.activeElement?.id === "task-input" ? (document.activeElement as HTMLTextAreaElement) : null;
+  const active = document.activeElement;
+  const typing = (active instanceof HTMLInputElement || active instanceof HTMLTextAreaElement) && active.id && old.contains(active) ? active : null;
   const [start, end] = typing ? [typing.selectionStart, typing.selectionEnd] : [0, 0];
   old.replaceWith(chat(b));
-  if (typing) {
-    const input = document.getElementById("task-input") as HTMLTextAreaElement;
-    input.focus();
-    input.setSelectionRange(start, end);
+  const again = typing ? document.getElementById(typing.id) : null;
+  if (again instanceof HTMLInputElement || again instanceof HTMLTextAreaElement) {
+    again.focus();
+    again.setSelectionRange(start, end);
   }
   return true;
 }

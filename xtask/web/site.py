@@ -9,6 +9,7 @@ computer as from the internet. Pages:
              "welcome NAME" and the code given when the password's SHA-256 is CHECK
   /shop      a form whose POST to /buy says "bought ITEM"
   /files     a link to /download, a file sent as an attachment (report.csv)
+  /upload    a form with a file chooser
 Runs until killed; logs nothing.
 """
 import hashlib, html, http.server, sys, time, urllib.parse
@@ -34,6 +35,8 @@ def login_form(check):
 SHOP = page("Shop", """<h1>Shop</h1><form method="post" action="/buy">
 <label>Item <input name="item" value="teapot"></label><button type="submit">Buy</button></form>""")
 FILES = page("Files", '<h1>Files</h1><a href="/download">report.csv</a>')
+UPLOAD = page("Upload", """<h1>Upload</h1><form method="post" action="/upload" enctype="multipart/form-data">
+<label>Report <input type="file" name="report"></label><button type="submit">Send</button></form>""")
 
 
 class Site(http.server.BaseHTTPRequestHandler):
@@ -63,6 +66,8 @@ class Site(http.server.BaseHTTPRequestHandler):
             return self.send(SHOP)
         if path == "/files":
             return self.send(FILES)
+        if path == "/upload":
+            return self.send(UPLOAD)
         if path == "/download":
             return self.send(b"a,b\n1,2\n", "text/csv", [("content-disposition", 'attachment; filename="report.csv"')])
         if path == "/big":

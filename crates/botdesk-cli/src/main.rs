@@ -1224,9 +1224,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             SecretCmd::Add { bot, site, user } => {
                 let (password, code_seed) = read_login(&site)?;
                 let saved = engine.add_login(&bot, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await?;
-                let code = if saved.has_code { " and one-time codes" } else { "" };
+                let code = if saved.has_code { " (with one-time codes)" } else { "" };
                 print(json, json!({ "login": saved }), || {
-                    format!("{bot} can log in on {} as {}{code} with fill_login (it never sees the password)", saved.site, sanitize(&saved.username))
+                    format!("{bot} can log in on {} as {}{code} through fill_login; it never sees the password", saved.site, sanitize(&saved.username))
                 });
             }
             SecretCmd::Ls { bot } => {

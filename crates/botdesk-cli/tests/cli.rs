@@ -351,6 +351,31 @@ fn model_add_reads_the_key_from_stdin_and_keeps_it_out_of_everything_printed() {
     assert!(data.run(&["bot", "create", "w", "--model", "gpt"]).status.success());
     let db = std::fs::read(data.path().join("botdesk.db")).unwrap();
     assert!(!db.windows(key.len()).any(|w| w == key.as_bytes()));
+    // A login for the bot: the password and the seed from stdin, to the keyring; printed and
+    // stored nowhere; a bad seed refused before anything is kept.
+    let password = format!("pw-cli-{}", std::process::id());
+    let seed = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP";
+    let secret = |args: &[&str], stdin: String| {
+        let mut child =
+            data.cmd(args).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let bad = secret(&["secret", "add", "w", "--site", "example.org", "--user", "ada"], format!("{password}\nnot-base32!\n"));
+    assert!(!bad.status.success() && stderr(&bad).contains("base32"), "{}", stderr(&bad));
+    let added = secret(&["secret", "add", "w", "--site", "Example.org/login", "--user", "ada"], format!("{password}\n{seed}\n"));
+    assert!(added.status.success(), "{}", stderr(&added));
+    assert_eq!(stdout(&added).trim(), "w can log in on https://example.org as ada (with one-time codes) through fill_login; it never sees the password");
+    let listed = data.run(&["secret", "ls", "w"]);
+    assert_eq!(stdout(&listed).trim(), "https://example.org  ada  (one-time codes)");
+    for o in [&added, &listed] {
+        let all = [o.stdout.clone(), o.stderr.clone()].concat();
+        assert!(![password.as_str(), seed].iter().any(|s| all.windows(s.len()).any(|w| w == s.as_bytes())), "a secret was printed");
+    }
+    let db = [std::fs::read(data.path().join("botdesk.db")).unwrap(), std::fs::read(data.path().join("botdesk.db-wal")).unwrap_or_default()].concat();
+    assert!(![password.as_str(), seed].iter().any(|s| db.windows(s.len()).any(|w| w == s.as_bytes())), "a secret is in the database");
+    assert!(data.run(&["secret", "rm", "w", "--site", "example.org"]).status.success());
+    assert!(stdout(&data.run(&["secret", "ls", "w"])).contains("has no saved logins"));
     let e = data.run(&["model", "rm", "gpt"]);
     assert!(!e.status.success() && String::from_utf8_lossy(&e.stderr).contains("used by w"), "{}", String::from_utf8_lossy(&e.stderr));
     assert!(data.run(&["bot", "rm", "w"]).status.success());
@@ -1261,10 +1286,12 @@ async def bot_mcp_server(s):
 asyncio.run(main())
 "#;
 
-/// A bot's approvals, answered from another process: its run pauses at a download and at a form
-/// sent to a listed site; `botdesk approve` lets the download through (the file lands in the
-/// bot's Downloads), `botdesk deny --note` refuses the form (the shop never answers it) and the
-/// model is told the note; each question and answer is in the activity and the run's trajectory.
+/// A bot's approvals, answered from another process: its run pauses at its first page on a new
+/// site (`botdesk approve --always`: that site's pages no longer ask), at a download, at a file
+/// chooser and at a form sent to a listed site; `botdesk approve` lets the download through (the
+/// file lands in the bot's Downloads), `botdesk deny --note` refuses the upload and the form (the
+/// shop never answers it) and the model is told each note; each question and answer is in the activity and the run's
+/// trajectory.
 #[test]
 fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
@@ -1289,9 +1316,15 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
         Step::reply(Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/files") }))),
+        Step::check(result(format!("and the same on {site} from now on: it went on.")), Reply::call("browser_snapshot", json!({}))),
         Step::check(result("report.csv".into()), click("link", "report.csv")),
         Step::check(
             result(format!("The person allowed you to download http://{site}:8080/download: it went on.")),
+            Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/upload") })),
+        ),
+        Step::check(result("Upload".into()), click("textbox", "Report")),
+        Step::check(
+            result(format!("The person denied that you upload a file on {site}. It did not happen. Their note: \"no files today\".")),
             Reply::call("browser_navigate", json!({ "url": format!("http://{site}:8080/shop") })),
         ),
         Step::check(result("Shop".into()), click("button", "Buy")),
@@ -1314,9 +1347,9 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     let id = format!("cli-approve-{}", std::process::id());
     data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-approve");
     assert!(data.run(&["bot", "create", "shopper", "--model", &id]).status.success());
-    let set = data.run(&["bot", "approvals", "shopper", "downloads", "form", &site]);
+    let set = data.run(&["bot", "approvals", "shopper", "downloads", "uploads", "form", &site, "new-domains"]);
     assert!(set.status.success(), "{}", stderr(&set));
-    assert_eq!(stdout(&set).trim(), format!("shopper asks before downloads; forms on {site}"));
+    assert_eq!(stdout(&set).trim(), format!("shopper asks before downloads; uploads; forms on {site}; pages on new domains"));
     let run = data
         .cmd(&["run", "shopper", "get the report, then buy a teapot"])
         .stdout(std::process::Stdio::piped())
@@ -1330,9 +1363,15 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
             stdout(&data.run(&["chat", "shopper"])).contains(&what)
         }
     };
+    wait_for("the new site's question", asked(format!("shopper wants to open a page on a new site, {site} (http://{site}:8080/files)")));
+    let always = data.run(&["approve", "shopper", "--always"]);
+    assert!(always.status.success(), "{}", stderr(&always));
     wait_for("the download's question", asked(format!("shopper wants to download http://{site}:8080/download")));
     let approve = data.run(&["approve", "shopper"]);
     assert!(approve.status.success() && stdout(&approve).contains("allowed: shopper wants to download"), "{}{}", stdout(&approve), stderr(&approve));
+    wait_for("the upload's question", asked(format!("shopper wants to upload a file on {site}")));
+    let deny = data.run(&["deny", "shopper", "--note", "no files today"]);
+    assert!(deny.status.success(), "{}", stderr(&deny));
     wait_for("the form's question", asked(format!("shopper wants to submit the form on {site}")));
     let deny = data.run(&["deny", "shopper", "--note", "not with my card"]);
     assert!(deny.status.success() && stdout(&deny).contains("declined: shopper wants to submit the form"), "{}{}", stdout(&deny), stderr(&deny));
@@ -1348,7 +1387,9 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     assert!(data.run(&["replay", "shopper", "--out", trajectory.to_str().unwrap()]).status.success());
     let t: Value = serde_json::from_slice(&std::fs::read(&trajectory).unwrap()).unwrap();
     let approvals = t["steps"].as_array().unwrap().iter().filter(|s| s["event"] == "approval").count();
-    assert_eq!(approvals, 2, "{t}");
+    assert_eq!(approvals, 4, "{t}");
+    // The "always" answer is kept with the bot's approvals.
+    assert!(stdout(&data.run(&["bot", "approvals", "shopper"])).contains(&format!("(always allowed: page {site})")));
     assert!(data.run(&["bot", "rm", "shopper"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }

@@ -260,7 +260,8 @@ async fn old_recordings_and_those_over_the_total_cap_are_removed() {
 /// Approvals the engine checks itself, with no Docker: a shell command containing a listed
 /// pattern waits for the person (denied, it does not run and the model gets the note; one not
 /// matching runs without asking), and a run whose spend passed the amount set asks once before
-/// its next model call (allowed, the model is told). Each question and answer is in the activity.
+/// its next model call (allowed, the model is told). A question nobody answers is denied once
+/// control of a screen would have lapsed. Each question and answer is in the activity.
 #[tokio::test]
 async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Seen, Step};
@@ -269,6 +270,7 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
     let fake = Arc::new(botdesk_fake::FakeProvider::new());
     let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
     cfg.secrets = botdesk_engine::Secrets::memory();
+    cfg.policy.control_ttl = 3_000;
     let engine = Engine::open(cfg).await.unwrap();
     let said = |want: &'static str| {
         move |s: &Seen| match s.results.first() {
@@ -289,7 +291,8 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
             said("The person denied running this command. It did not run. Their note: \"not on main\"."),
             Reply::call("shell", json!({"command": "echo git push origin topic"})),
         ),
-        Step::check(said("exit code 0"), Reply::text("Pushed the topic only.")),
+        Step::check(said("exit code 0"), Reply::call("shell", json!({"command": "git push origin main --force"}))),
+        Step::check(said("It did not run. Their note: \"nobody answered within 3 s\"."), Reply::text("Pushed the topic only.")),
     ])
     .await;
     let model = botdesk_engine::NewModel {
@@ -335,7 +338,8 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
     );
     let activity: Vec<String> =
         engine.activity("pusher", 0, 100).await.unwrap().into_iter().filter(|a| a.kind == botdesk_engine::APPROVAL_ACTIVITY).map(|a| a.target).collect();
-    assert_eq!(activity.len(), 3, "{activity:?}");
+    assert_eq!(activity.len(), 4, "{activity:?}");
+    assert!(activity[3].ends_with("denied (nobody answered within 3 s)"), "{activity:?}");
     assert!(activity[0].starts_with("approvals set: asks before commands containing `git push*--force`; a run's spend past $0.00"), "{activity:?}");
     assert!(activity[1].starts_with("spend: go on past $0.00") && activity[1].ends_with("allowed once"), "{activity:?}");
     assert!(activity[2].ends_with("git push origin main --force: denied (not on main)"), "{activity:?}");

@@ -373,6 +373,10 @@ class Guard:
             self.link = CdpLink(await Cdp.connect(version["webSocketDebuggerUrl"]), self.event)
             # Every page, those open and each new one (held until it is watched).
             await self.link.call("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True})
+            # The pages open now were announced before that answer: they are watched before the
+            # request that armed the watch goes on.
+            if self.link.tasks:
+                await asyncio.wait(set(self.link.tasks), timeout=5)
 
     async def lift(self):
         async with self.lock:

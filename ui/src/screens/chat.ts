@@ -57,8 +57,9 @@ export function chat(b: BotRow): HTMLElement {
     list.append(el("div", { class: "msg system waiting", id: "waiting-note" }, left >= 1 ? `Waiting for ${waiting.why}, ${left} s…` : `Waiting for ${waiting.why}…`));
   }
   const q = state.questions.get(b.id);
-  if (q) list.append(question(b, q));
-  else if (b.status === "waiting_for_you" && b.run !== "asks_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
+  // A question stays in view above the composer, whatever the chat's length.
+  const asking = q ? question(b, q) : null;
+  if (!q && b.status === "waiting_for_you" && b.run !== "asks_you") list.append(el("div", { class: "msg needs-you" }, "The bot needs you. Take control of its screen, do what it asked, then press Release."));
 
   const input = el("textarea", { id: "task-input", rows: "2", placeholder: b.model ? `Tell ${b.name} what to do…` : "Choose a model first", "aria-label": "Task" }) as HTMLTextAreaElement;
   input.value = state.drafts.get(b.id) ?? "";
@@ -98,6 +99,7 @@ export function chat(b: BotRow): HTMLElement {
   menu.addEventListener("toggle", () => (menuOpen = menu.open));
   for (const entry of entries) entry.addEventListener("click", () => ((menuOpen = false), (menu.open = false)));
   const section = el("section", { class: "chat", "aria-label": "Chat" }, el("div", { class: "chat-head" }, el("h2", {}, `Chat · ${b.model ?? "no model"}`, spent), el("div", { class: "head-buttons" }, runs, menu)), list);
+  if (asking) section.append(asking);
   if (err) section.append(el("p", { class: "error send-error" }, err));
   section.append(composer);
   requestAnimationFrame(() => (list.scrollTop = list.scrollHeight));

@@ -43,7 +43,7 @@ impl RunHost {
                 _ = cancel.cancelled() => break None,
             }
             if tokio::time::Instant::now() >= expires {
-                let why = format!("nobody answered within {} minutes", self.engine.policy().control_ttl / 60_000);
+                let why = format!("nobody answered within {}", super::format_span(Duration::from_millis(self.engine.policy().control_ttl.max(0) as u64)));
                 let _ = store.answer(id, Verdict::Deny, Some(&why), self.engine.now()).await;
             }
             match store.question(id).await {

@@ -10,3 +10,22 @@ CREATE TABLE bot_logins (
     created_at INTEGER NOT NULL,
     PRIMARY KEY (bot_id, site)
 );
+
+-- A question's answer may also be `always` (allow, and the same on that site from now on).
+-- SQLite cannot change a CHECK: the table is made again (nothing refers to it).
+CREATE TABLE questions_new (
+    id           INTEGER PRIMARY KEY,
+    run_id       TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    bot_id       TEXT NOT NULL REFERENCES bots(id) ON DELETE CASCADE,
+    kind         TEXT NOT NULL,
+    question     TEXT NOT NULL,
+    asked_at     INTEGER NOT NULL,
+    answer       TEXT CHECK (answer IN ('allow', 'always', 'deny')),
+    note         TEXT,
+    answered_at  INTEGER
+);
+INSERT INTO questions_new (id, run_id, bot_id, kind, question, asked_at, answer, note, answered_at)
+    SELECT id, run_id, bot_id, kind, question, asked_at, answer, note, answered_at FROM questions;
+DROP TABLE questions;
+ALTER TABLE questions_new RENAME TO questions;
+CREATE INDEX questions_open ON questions (bot_id) WHERE answer IS NULL;

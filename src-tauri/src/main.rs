@@ -110,6 +110,12 @@ async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, a
     engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
 }
 
+/// Changes a bot's name or model.
+#[tauri::command]
+async fn set_bot(engine: State<'_, Engine>, bot: String, name: Option<String>, model: Option<String>) -> Res<botdesk_engine::BotView> {
+    engine.set_bot(&bot, name.as_deref(), model.as_deref()).await
+}
+
 /// What a bot must ask the person before doing.
 #[tauri::command]
 async fn bot_approvals(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::Approvals> {
@@ -489,6 +495,7 @@ fn main() {
             bot_network,
             set_bot_network,
             bot_logins,
+            set_bot,
             bot_approvals,
             set_bot_approvals,
             add_bot_login,

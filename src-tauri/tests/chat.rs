@@ -468,6 +468,21 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // The run has ended (its last words come before its end: the screen recording is taken
     // first), so nothing holds the computers the test removes next.
     d.wait_js("the banker idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(30));
+    // The bot's name and model, changed from the chat's header.
+    d.click("#bot-menu summary");
+    d.click("#edit-bot");
+    d.wait_js("the bot's form", "return document.querySelector('#bot-name')?.value === 'banker'", Duration::from_secs(10));
+    d.js(&format!("document.querySelector('#bot-name').value = 'banker two'; document.querySelector('#bot-model').value = '{model_id}'; return true"));
+    d.click(".bot-form button[type=submit]");
+    d.wait_js("the bot renamed in the list", "return document.querySelector('.bot.selected .bot-name')?.textContent === 'banker two'", Duration::from_secs(10));
+    d.wait_js(
+        "the chat with the new model",
+        &format!("return document.querySelector('.chat h2')?.textContent.startsWith('Chat · {model_id}')"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(rt.block_on(engine.bot("banker two")).unwrap().model.as_deref(), Some(model_id.as_str()));
+    std::thread::sleep(Duration::from_millis(300));
+    screenshot("27b-bot-renamed.png");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

@@ -77,6 +77,7 @@ export const api = {
   botNetwork: (bot: string) => invoke<NetPolicy>("bot_network", { bot }),
   /** allow: the domains and addresses of mode "allow". */
   setBotNetwork: (bot: string, mode: NetPolicy["mode"], allow: string[]) => invoke<NetPolicy>("set_bot_network", { bot, mode, allow }),
+  setBot: (bot: string, name: string | null, model: string | null) => invoke<BotView>("set_bot", { bot, name, model }),
   botApprovals: (bot: string) => invoke<Approvals>("bot_approvals", { bot }),
   setBotApprovals: (bot: string, approvals: Approvals) => invoke<Approvals>("set_bot_approvals", { bot, approvals }),
   botLogins: (bot: string) => invoke<BotLogin[]>("bot_logins", { bot }),

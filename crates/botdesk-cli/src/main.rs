@@ -415,6 +415,16 @@ enum BotCmd {
     Rm {
         name: String,
     },
+    /// Change a bot: its model (its next run uses it) or its name. Its budget: `botdesk bot budget`.
+    Set {
+        name: String,
+        /// Model id (see `botdesk model list`).
+        #[arg(long)]
+        model: Option<String>,
+        /// Its new name.
+        #[arg(long = "name")]
+        new_name: Option<String>,
+    },
     /// Stop a bot: cancel its runs, end its leases, release its desktop.
     Stop {
         name: String,
@@ -984,6 +994,13 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                     .collect::<Vec<_>>()
                     .join("\n")
             });
+        }
+        Cmd::Bot { cmd: BotCmd::Set { name, model, new_name } } => {
+            if model.is_none() && new_name.is_none() {
+                return Err(EngineError::invalid("say what to change: --model ID, --name NEW (its budget: botdesk bot budget)"));
+            }
+            let b = engine.set_bot(&name, new_name.as_deref(), model.as_deref()).await?;
+            print(json, json!({ "bot": b }), || format!("{}: model {}", b.name, b.model.as_deref().unwrap_or("none")));
         }
         Cmd::Bot { cmd: BotCmd::Budget { name, tokens, usd } } => {
             if tokens.is_some() || usd.is_some() {

@@ -1393,3 +1393,39 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     assert!(data.run(&["bot", "rm", "shopper"]).status.success());
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
+
+/// A bot made without a model cannot run and says how to give it one; `botdesk bot set` gives it
+/// a model and a new name (a name another bot has, or a model that does not exist, is refused),
+/// and it runs.
+#[test]
+fn bot_set_gives_a_bot_a_model_and_a_new_name() {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::text("Hello from the new model."))]));
+    let data = Data::new();
+    assert!(data.run(&["bot", "create", "modelless"]).status.success());
+    let refused = data.run(&["run", "modelless", "say hello"]);
+    assert!(!refused.status.success() && stderr(&refused).contains("botdesk bot set modelless --model ID"), "{}", stderr(&refused));
+    let id = format!("cli-set-{}", std::process::id());
+    data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-set");
+    let set = data.run(&["bot", "set", "modelless", "--model", &id, "--name", "greeter"]);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert_eq!(stdout(&set).trim(), format!("greeter: model {id}"));
+    assert!(data.run(&["bot", "create", "other"]).status.success());
+    for (args, want) in [
+        (vec!["bot", "set", "greeter"], "say what to change"),
+        (vec!["bot", "set", "greeter", "--name", "other"], "a bot named \"other\" already exists"),
+        (vec!["bot", "set", "greeter", "--model", "no-such-model"], "no-such-model"),
+        (vec!["bot", "set", "greeter", "--name", ".hidden"], "not a valid bot name"),
+    ] {
+        let out = data.run(&args);
+        assert!(!out.status.success() && stderr(&out).contains(want), "{args:?}: {}", stderr(&out));
+    }
+    let ran = data.run(&["run", "greeter", "say hello"]);
+    assert!(ran.status.success() && stdout(&ran).contains("Hello from the new model."), "{}{}", stdout(&ran), stderr(&ran));
+    assert_eq!(server.failures(), Vec::<String>::new());
+    for bot in ["greeter", "other"] {
+        assert!(data.run(&["bot", "rm", bot]).status.success());
+    }
+    assert!(data.run(&["model", "rm", &id]).status.success());
+}

@@ -158,6 +158,27 @@ impl Engine {
         Ok(view(bot, &computer))
     }
 
+    /// Changes a bot's name or its model (its next run uses the new model; a run under way keeps
+    /// the one it started with). Returns the bot as it is now.
+    pub async fn set_bot(&self, bot: &str, name: Option<&str>, model: Option<&str>) -> Result<BotView> {
+        let (b, _) = self.bot_and_computer(bot).await?;
+        if let Some(m) = model {
+            self.inner.store.model(m).await?; // a model that exists
+        }
+        if let Some(n) = name {
+            check_bot_name(n)?;
+        }
+        if let Some(m) = model.filter(|m| b.model.as_deref() != Some(*m)) {
+            self.inner.store.set_bot_model(&b.id, m).await?;
+            tracing::info!(bot = %b.id, "the bot's model is now {m}");
+        }
+        if let Some(n) = name.filter(|n| *n != b.name) {
+            self.inner.store.rename_bot(&b.id, n).await?;
+            tracing::info!(bot = %b.id, "the bot is now named {n:?}");
+        }
+        self.bot(b.id.as_str()).await
+    }
+
     /// What the sidebar shows for each bot, computed from the shared database (so a run or a
     /// takeover started by another process shows up too).
     pub async fn bot_statuses(&self) -> Result<Vec<(String, BotState)>> {

@@ -304,6 +304,31 @@ impl Store {
         Ok((bot, computer))
     }
 
+    /// Gives a bot another name (no other bot may have it).
+    pub async fn rename_bot(&self, bot: &BotId, name: &str) -> Result<()> {
+        let b = bot.as_str();
+        let mut tx = self.write_tx().await?;
+        if sqlx::query!("SELECT 1 AS one FROM bots WHERE name = ?1 AND id != ?2", name, b).fetch_optional(&mut *tx).await?.is_some() {
+            return Err(StoreError::Conflict(format!("a bot named {name:?} already exists")));
+        }
+        let done = sqlx::query!("UPDATE bots SET name = ?2 WHERE id = ?1", b, name).execute(&mut *tx).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("bot {b}")));
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Gives a bot another model (a model that exists: the reference is checked).
+    pub async fn set_bot_model(&self, bot: &BotId, model: &str) -> Result<()> {
+        let b = bot.as_str();
+        let done = sqlx::query!("UPDATE bots SET model = ?2 WHERE id = ?1", b, model).execute(&self.pool).await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("bot {b}")));
+        }
+        Ok(())
+    }
+
     /// The computer `bot` would work on with `scope`: the workspace's Team computer, or the bot's
     /// own Private computer (kept from an earlier switch). Created, stopped, when there is none.
     pub async fn home_computer(&self, bot: &Bot, scope: ComputerScope, provider: &str, host: &HostName, now_ms: i64) -> Result<Computer> {

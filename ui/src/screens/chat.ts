@@ -6,7 +6,7 @@ import { shortTokens, usageText } from "../format";
 import { bot, state } from "../store";
 import type { BotRow, ChatCall, ChatItem, Question, RunFailure } from "../types";
 import { openReplay, openRuns } from "./replay";
-import { modal, openApprovals, openBudget, openLogins, openMcpServers, openNetwork, openSettings } from "./settings";
+import { modal, openApprovals, openBot, openBudget, openLogins, openMcpServers, openNetwork, openSettings } from "./settings";
 
 /** What the bot's run asks the person (something its approvals name, or a safety check its model's
  *  provider put on an action), with Allow once, Always for this site (approvals of a site) and
@@ -45,7 +45,11 @@ export function chat(b: BotRow): HTMLElement {
   if (!items) {
     list.append(el("p", { class: "muted" }, "Loading the chat…"));
   } else if (items.length === 0) {
-    list.append(el("p", { class: "muted" }, b.model ? `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works.` : `${b.name} has no model yet: add one in Settings → Models, then create a bot with it.`));
+    list.append(
+      b.model
+        ? el("p", { class: "muted" }, `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works.`)
+        : el("p", { class: "muted", id: "no-model" }, `${b.name} has no model yet. `, button("Give it a model…", { class: "ghost small", id: "give-model" }, () => openBot(b))),
+    );
   }
   for (const m of items ?? []) list.append(message(m));
   const live = state.live.get(b.id);
@@ -93,7 +97,8 @@ export function chat(b: BotRow): HTMLElement {
   const logins = button("Logins…", { class: "ghost small", id: "edit-logins", title: "Logins this bot may use without seeing them" }, () => openLogins(b));
   const servers = button("MCP servers…", { class: "ghost small", id: "edit-mcp", title: "MCP servers this bot's runs start in its computer" }, () => openMcpServers(b));
   // The bot's settings, in a menu: the head stays one line and the chat keeps its room.
-  const entries = [budget, network, approvals, logins, servers];
+  const rename = button("Name and model…", { class: "ghost small", id: "edit-bot", title: "This bot's name and model" }, () => openBot(b));
+  const entries = [rename, budget, network, approvals, logins, servers];
   const menu = el("details", { class: "bot-menu", id: "bot-menu" }, el("summary", { title: "This bot's budget, network, approvals, logins and MCP servers" }, "Settings ▾"), el("div", { class: "menu-items" }, ...entries)) as HTMLDetailsElement;
   menu.open = menuOpen;
   menu.addEventListener("toggle", () => (menuOpen = menu.open));

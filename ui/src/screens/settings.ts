@@ -2,7 +2,7 @@
 // budget. They keep their own form state, read what they show when they open, and save through
 // the api on submit.
 import { api, errorMessage } from "../api";
-import { loadSpend } from "../actions";
+import { loadSpend, refresh } from "../actions";
 import { $, button, el } from "../dom";
 import { usageText } from "../format";
 import type { Approvals, BotRow, CoordSpace, Limits, ModelKind, ModelRow, NetPolicy, Prices } from "../types";
@@ -186,6 +186,41 @@ export async function openNetwork(b: BotRow) {
     }
   });
   modal(`Network of ${b.name}`, form);
+}
+
+/** The bot's name and model (its next run uses the new model). */
+export async function openBot(b: BotRow) {
+  const models = await api.listModels().catch(() => []);
+  const name = el("input", { id: "bot-name", value: b.name, required: "", "aria-label": "Name" }) as HTMLInputElement;
+  const model = el(
+    "select",
+    { id: "bot-model", "aria-label": "Model" },
+    ...(b.model ? [] : [el("option", { value: "", selected: "" }, "No model yet: choose one")]),
+    ...models.map((m) => el("option", { value: m.id, ...(m.id === b.model ? { selected: "" } : {}) }, `${m.id} (${m.model})`)),
+  ) as HTMLSelectElement;
+  const msg = el("p", { class: "muted", id: "bot-message" }, models.length ? "A run under way keeps its model; the next one uses the new one." : "No model yet: add one in Settings → Models first.");
+  const form = el(
+    "form",
+    { class: "settings bot-form" },
+    el("label", { class: "field" }, el("span", {}, "Name"), name),
+    el("label", { class: "field" }, el("span", {}, "Model"), model),
+    el("button", { type: "submit", class: "primary" }, "Save"),
+    msg,
+  ) as HTMLFormElement;
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const newName = name.value.trim();
+    try {
+      const saved = await api.setBot(b.id, newName !== b.name ? newName : null, model.value && model.value !== b.model ? model.value : null);
+      msg.textContent = `Saved: ${saved.name} works with ${saved.model ?? "no model"}.`;
+      msg.className = "ok";
+      await refresh();
+    } catch (err) {
+      msg.textContent = errorMessage(err);
+      msg.className = "error";
+    }
+  });
+  modal(`${b.name}'s name and model`, form);
 }
 
 /** What the bot must ask the person before doing; its runs pause at that action until answered. */

@@ -94,10 +94,12 @@ impl Engine {
             return Err(EngineError::invalid("the task is empty"));
         }
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let model_id = bot
-            .model
-            .clone()
-            .ok_or_else(|| EngineError::invalid(format!("{} has no model: pick one in the bot's settings or with `botdesk bot create --model`", bot.name)))?;
+        let model_id = bot.model.clone().ok_or_else(|| {
+            EngineError::invalid(format!(
+                "{} has no model: give it one in the chat (Settings ▾ → Name and model…) or with `botdesk bot set {} --model ID`",
+                bot.name, bot.name
+            ))
+        })?;
         let (client, m, key) = self.model_client(&model_id).await?;
         self.recover_runs().await?;
         let run = self.create_run(bot.id.as_str(), task).await?;

@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use botdesk_engine::{dto::BotList, BotStatus, Engine, EngineError, RunEvent};
-use tauri::{AppHandle, Emitter};
+use tauri::{AppHandle, Emitter, Manager};
 
 use crate::screens::Screens;
 
@@ -30,9 +30,9 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>, feed: Arc<Bo
                     let _ = to_ui.emit("run-event", &ev);
                     match &ev {
                         RunEvent::Status { .. } => run_ended.notify_one(),
-                        RunEvent::Question { bot, kind, question, .. } => crate::notify::asked(&to_ui, &asker, bot, kind, question).await,
                         _ => {}
                     }
+                    crate::notify::on_run_event(&to_ui, &asker, &ev).await;
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => tracing::warn!("the UI missed {n} run events"),
                 Err(_) => return,
@@ -97,6 +97,12 @@ impl BotsFeed {
             tracing::debug!(seq = sent.seq, states = ?sent.bots.iter().map(|r| (r.bot.name.as_str(), r.state.status)).collect::<Vec<_>>(), "bots changed");
             if let Err(e) = self.app.emit("bots-changed", &*sent) {
                 tracing::warn!("telling the windows the bots changed: {e}");
+            }
+            // The window's badge: how many bots wait for the person.
+            let waiting = sent.bots.iter().filter(|r| r.state.status == BotStatus::WaitingForYou).count() as i64;
+            if let Some(w) = self.app.get_webview_window("main") {
+                // (Desktops without a launcher badge say so; nothing else depends on it.)
+                let _ = w.set_badge_count((waiting > 0).then_some(waiting));
             }
         }
         Ok(sent.clone())

@@ -447,6 +447,7 @@ fn main() {
     tauri::Builder::default()
         .plugin(tauri_plugin_notification::init())
         .setup(|app| {
+            notify::on_click(app.handle());
             // A desktop app, not a browser: WebKit keeps no page or resource caches.
             #[cfg(target_os = "linux")]
             if let Some(w) = app.get_webview_window("main") {

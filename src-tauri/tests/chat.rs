@@ -34,6 +34,8 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         coordinates: None,
     };
     rt.block_on(engine.add_model(new, None)).unwrap();
+    // The desktop's notification service, as the app finds it on the session bus.
+    let notifications = Notifications::serve();
 
     let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
     d.find(".bot-list");
@@ -367,7 +369,6 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         move |s| s.results.first().filter(|r| r.text.contains(&denied)).map(drop).ok_or(format!("not told of the denial: {:?}", s.results)),
         Reply::text("I did not buy it."),
     ));
-    let notifications = Notifications::serve();
     d.type_into("#task-input", "Buy the teapot");
     d.click("#send-task");
     d.wait_js(
@@ -376,12 +377,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Duration::from_secs(120),
     );
     // The desktop's notification service got it too.
-    let want = format!("writer wants to submit the form on {site}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !notifications.shown().iter().any(|(title, body)| title == "writer needs your answer" && body.starts_with(&want)) {
-        assert!(std::time::Instant::now() < deadline, "no notification for the question: {:?}", notifications.shown());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    notifications.wait_for("writer needs you", &format!("writer wants to submit the form on {site}"));
     d.type_into("#question-note", "ask me tomorrow");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("23b-approval-question.png");
@@ -393,6 +389,26 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     );
     d.wait_js("the writer idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(30));
     assert_eq!(server.failures(), Vec::<String>::new(), "the model was told the note");
+    // A run that asks the person to take its screen: a notification says so; taken and handed
+    // back, the run goes on.
+    server.push(Step::reply(Reply::call("request_takeover", json!({"reason": "please accept the cookies"}))));
+    server.push(Step::reply(Reply::text("Thanks, going on.")));
+    d.type_into("#task-input", "Read the news");
+    d.click("#send-task");
+    notifications.wait_for("writer needs you", "It needs you to take its screen: please accept the cookies");
+    let lease = loop {
+        if let Ok(l) = rt.block_on(engine.take_control("writer")) {
+            break l;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    rt.block_on(engine.release_control("writer", &lease.lease_id, TakeoverResult::Finished, None)).unwrap();
+    d.wait_js(
+        "the run going on after the handback",
+        "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'Thanks, going on.')",
+        Duration::from_secs(60),
+    );
+    d.wait_js("the writer idle again", "return document.querySelector('.bot.selected')?.dataset.status === 'idle'", Duration::from_secs(30));
     // A run the provider refuses the key for fails with that said, and the way to fix it under it.
     server.push(Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid api key"}}"#.into() }));
     d.type_into("#task-input", "One more thing");
@@ -404,6 +420,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("24-run-failed-fix.png");
+    notifications.wait_for("writer stopped", "Its run failed: ");
     d.click(".failure-fix button");
     d.wait_js(
         "Settings, with the models",
@@ -483,6 +500,15 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     assert_eq!(rt.block_on(engine.bot("banker two")).unwrap().model.as_deref(), Some(model_id.as_str()));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("27b-bot-renamed.png");
+    // A click on the writer's first "done" notification opens the writer, whichever bot is open.
+    d.click(".modal-close");
+    let done = notifications.wait_for("writer is done", "It finished its task.");
+    notifications.click(done);
+    d.wait_js(
+        "the writer opened from its notification",
+        "return document.querySelector('.bot.selected .bot-name')?.textContent === 'writer'",
+        Duration::from_secs(10),
+    );
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {
@@ -497,10 +523,11 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
 }
 
 /// A desktop notification service on the session bus (`org.freedesktop.Notifications`, the
-/// interface notification daemons implement), keeping what it was asked to show.
+/// interface notification daemons implement), keeping what it was asked to show; `click` does
+/// what a daemon does when the person clicks one.
 struct Notifications {
     shown: std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
-    _bus: zbus::blocking::Connection,
+    bus: zbus::blocking::Connection,
 }
 
 struct NotificationService(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
@@ -524,12 +551,14 @@ impl NotificationService {
         shown.len() as u32
     }
     fn get_capabilities(&self) -> Vec<String> {
-        vec!["body".into()]
+        vec!["body".into(), "actions".into()]
     }
     fn get_server_information(&self) -> (String, String, String, String) {
         ("botdesk-test".into(), "botdesk".into(), "1".into(), "1.2".into())
     }
     fn close_notification(&self, _id: u32) {}
+    #[zbus(signal)]
+    async fn action_invoked(emitter: &zbus::object_server::SignalEmitter<'_>, id: u32, action_key: &str) -> zbus::Result<()>;
 }
 
 impl Notifications {
@@ -540,9 +569,25 @@ impl Notifications {
             .and_then(|b| b.serve_at("/org/freedesktop/Notifications", NotificationService(shown.clone())))
             .and_then(|b| b.build())
             .expect("the notification service on the session bus");
-        Notifications { shown, _bus: bus }
+        Notifications { shown, bus }
     }
     fn shown(&self) -> Vec<(String, String)> {
         self.shown.lock().unwrap().clone()
+    }
+    /// Waits for a notification titled `title` whose body starts with `body`; returns its id.
+    fn wait_for(&self, title: &str, body: &str) -> u32 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(i) = self.shown().iter().position(|(t, b)| t == title && b.starts_with(body)) {
+                return i as u32 + 1;
+            }
+            assert!(std::time::Instant::now() < deadline, "no notification {title:?} {body:?} in {:?}", self.shown());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    /// The person clicks notification `id`.
+    fn click(&self, id: u32) {
+        let iface = self.bus.object_server().interface::<_, NotificationService>("/org/freedesktop/Notifications").unwrap();
+        zbus::block_on(NotificationService::action_invoked(iface.signal_emitter(), id, "default")).unwrap();
     }
 }

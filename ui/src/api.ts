@@ -109,4 +109,6 @@ export const api = {
   uiReady: (bots: number) => invoke<void>("ui_ready", { bots }),
   /** Every bot with its state, whenever any of them changed (also by another process). */
   onBotsChanged: (f: (bots: BotList) => void): Promise<UnlistenFn> => listen<BotList>("bots-changed", (e) => f(e.payload)),
+  /** A click on one of the app's desktop notifications: the bot it is about. */
+  onOpenBot: (f: (bot: string) => void): Promise<UnlistenFn> => listen<string>("open-bot", (e) => f(e.payload)),
 };

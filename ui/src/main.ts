@@ -3,7 +3,7 @@
 //   actions.ts  what the person does: calls the backend, updates the store
 //   screens/    what is drawn from the store: sidebar, bot (header, control), chat, computer
 //               (screen tabs), dock (terminal, files, browser), settings, first run
-import { afterBotsChanged, afterRunEvent, filesChanged, openDesktop, refresh } from "./actions";
+import { afterBotsChanged, afterRunEvent, filesChanged, openDesktop, refresh, select } from "./actions";
 import { api } from "./api";
 import { $ } from "./dom";
 import { applyBots, applyRunEvent, changed, onChange, SOLO, state } from "./store";
@@ -44,6 +44,8 @@ function follow() {
     afterRunEvent(e);
   });
   api.onFilesChanged(filesChanged);
+  // A click on a desktop notification opens its bot.
+  if (!SOLO) api.onOpenBot((id) => select(id));
 }
 
 /** A screen in its own window: that bot's screen and control only. */

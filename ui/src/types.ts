@@ -196,7 +196,19 @@ record_days: number,
 /**
  * …and the oldest go first once all of them take more than this many GiB (1–1024).
  */
-record_total_gib: number, };
+record_total_gib: number, 
+/**
+ * A desktop notification when a bot's run finishes.
+ */
+notify_finished: boolean, 
+/**
+ * …when it fails.
+ */
+notify_failed: boolean, 
+/**
+ * …when it asks for the person (to take its screen, an approval, a safety check).
+ */
+notify_asks: boolean, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.

@@ -61,7 +61,8 @@ pub use paths::DataDir;
 pub use recording::RecordingMeta;
 pub use replay::{Acted, Mark, ReplayKind, ReplayStep, ReplayView};
 pub use runs::{
-    ChatCall, ChatItem, ClientSession, NoteEvent, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, TRAJECTORY_FORMAT,
+    ChatCall, ChatItem, ClientSession, NoteEvent, RunEvent, RunSummary, SessionOutput, Trajectory, TrajectoryBot, TrajectoryStep, MAX_STEPS, PAUSED_FOR_YOU,
+    TRAJECTORY_FORMAT,
 };
 pub use settings::Settings;
 pub use switch::SwitchReport;

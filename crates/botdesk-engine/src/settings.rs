@@ -35,6 +35,12 @@ pub struct Settings {
     pub record_days: u32,
     /// …and the oldest go first once all of them take more than this many GiB (1–1024).
     pub record_total_gib: u32,
+    /// A desktop notification when a bot's run finishes.
+    pub notify_finished: bool,
+    /// …when it fails.
+    pub notify_failed: bool,
+    /// …when it asks for the person (to take its screen, an approval, a safety check).
+    pub notify_asks: bool,
 }
 
 impl Default for Settings {
@@ -52,6 +58,9 @@ impl Default for Settings {
             record_max_mib: 200,
             record_days: 14,
             record_total_gib: 10,
+            notify_finished: true,
+            notify_failed: true,
+            notify_asks: true,
         }
     }
 }
@@ -176,6 +185,9 @@ mod tests {
             record_max_mib: 64,
             record_days: 3,
             record_total_gib: 2,
+            notify_finished: false,
+            notify_failed: true,
+            notify_asks: false,
         };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);

@@ -34,6 +34,12 @@ export async function openSettings() {
   const perRun = el("input", { type: "number", min: "16", max: "8192", step: "16", value: String(s.record_max_mib), id: "set-record-max" }) as HTMLInputElement;
   const recDays = el("input", { type: "number", min: "1", max: "3650", step: "1", value: String(s.record_days), id: "set-record-days" }) as HTMLInputElement;
   const recTotal = el("input", { type: "number", min: "1", max: "1024", step: "1", value: String(s.record_total_gib), id: "set-record-total" }) as HTMLInputElement;
+  const check = (id: string, on: boolean) => {
+    const box = el("input", { type: "checkbox", id }) as HTMLInputElement;
+    box.checked = on;
+    return box;
+  };
+  const [notifyAsks, notifyDone, notifyFailed] = [check("set-notify-asks", s.notify_asks), check("set-notify-finished", s.notify_finished), check("set-notify-failed", s.notify_failed)];
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -53,6 +59,10 @@ export async function openSettings() {
     field("At most per run (MiB)", perRun, "A run's recording stops here; the run goes on."),
     field("Keep (days)", recDays, "A recording is removed this many days after its run ended…"),
     field("All recordings at most (GiB)", recTotal, "…and the oldest go first once all of them take more than this."),
+    el("h3", {}, "Notifications"),
+    field("A bot needs you", notifyAsks, "A desktop notification when a bot asks you (to take its screen, an approval, a safety check); a click on it opens the bot."),
+    field("A bot is done", notifyDone, "…when a bot's run finishes."),
+    field("A run failed", notifyFailed, "…when a bot's run fails."),
     el("h3", {}, "Data"),
     el("dl", {}, el("dt", {}, "Data directory"), el("dd", {}, view.data_dir), el("dt", {}, "Computer image"), el("dd", {}, view.image)),
     el("p", { class: "muted" }, "Start the app with BOTDESK_DATA_DIR set to use another data directory."),
@@ -75,6 +85,9 @@ export async function openSettings() {
         record_max_mib: Number(perRun.value),
         record_days: Number(recDays.value),
         record_total_gib: Number(recTotal.value),
+        notify_asks: notifyAsks.checked,
+        notify_finished: notifyDone.checked,
+        notify_failed: notifyFailed.checked,
       });
       msg.textContent = "Saved.";
       msg.className = "ok-text";

@@ -53,6 +53,10 @@ impl Default for LocalRuns {
     }
 }
 
+/// Why a run waits for the person when they paused it themselves (its `Status` event's `error`),
+/// as against the bot asking for them.
+pub const PAUSED_FOR_YOU: &str = "paused for you";
+
 /// Model calls one run may make.
 pub const MAX_STEPS: u32 = 60;
 /// Earlier chat messages given to the model with a new task.

@@ -197,7 +197,7 @@ async fn pause(host: &RunHost, turn: &mut Turn) {
         bot: host.bot_id(),
         run_id: host.run.id.clone(),
         status: RunStatus::WaitingTakeover,
-        error: Some("paused for you".into()),
+        error: Some(super::PAUSED_FOR_YOU.into()),
         failure: None,
     });
 }

@@ -110,7 +110,7 @@ impl RunHost {
             bot: self.bot_id(),
             run_id: self.run.id.clone(),
             status: RunStatus::WaitingTakeover,
-            error: Some("paused for you".into()),
+            error: Some(super::PAUSED_FOR_YOU.into()),
             failure: None,
         });
         let unattended = Duration::from_millis(self.engine.policy().control_ttl.max(0) as u64);

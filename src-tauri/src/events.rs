@@ -28,9 +28,8 @@ pub fn spawn(app: AppHandle, engine: Engine, screens: Arc<Screens>, feed: Arc<Bo
             match runs.recv().await {
                 Ok(ev) => {
                     let _ = to_ui.emit("run-event", &ev);
-                    match &ev {
-                        RunEvent::Status { .. } => run_ended.notify_one(),
-                        _ => {}
+                    if matches!(ev, RunEvent::Status { .. }) {
+                        run_ended.notify_one();
                     }
                     crate::notify::on_run_event(&to_ui, &asker, &ev).await;
                 }

@@ -110,6 +110,12 @@ async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, a
     engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
 }
 
+/// One tiny request to a stored model: its answer, latency and cost, or the provider's refusal.
+#[tauri::command]
+async fn test_model(engine: State<'_, Engine>, id: String) -> Res<botdesk_engine::ModelCheck> {
+    engine.test_model(&id).await
+}
+
 /// Changes a bot's name or model.
 #[tauri::command]
 async fn set_bot(engine: State<'_, Engine>, bot: String, name: Option<String>, model: Option<String>) -> Res<botdesk_engine::BotView> {
@@ -497,6 +503,7 @@ fn main() {
             set_bot_network,
             bot_logins,
             set_bot,
+            test_model,
             bot_approvals,
             set_bot_approvals,
             add_bot_login,

@@ -2,7 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
+import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, ModelCheck, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -65,6 +65,7 @@ export const api = {
   /** The Docker hosts: `local` first. */
   listHosts: () => invoke<HostView[]>("list_hosts"),
   listModels: () => invoke<ModelRow[]>("list_models"),
+  testModel: (id: string) => invoke<ModelCheck>("test_model", { id }),
   modelPrices: (id: string) => invoke<Prices | null>("model_prices", { id }),
   setModelPrices: (id: string, prices: Prices | null) => invoke<void>("set_model_prices", { id, prices }),
   modelLimits: (id: string) => invoke<Limits>("model_limits", { id }),

@@ -233,6 +233,12 @@ export type ModelRow = { id: string, kind: ModelKind, model: string, base_url: s
 coordinates: CoordSpace, };
 
 /**
+ * What one tiny request to a model gave (`botdesk model test`, the app's Test): its answer, how
+ * long the whole request took, and what it cost (when the model has prices).
+ */
+export type ModelCheck = { answer: string, ms: number, usage: Usage, usd: number | null, };
+
+/**
  * A model's prices in US dollars per million tokens.
  */
 export type Prices = { input: number, output: number, cache_read: number, cache_write: number, };

@@ -321,6 +321,11 @@ enum ModelCmd {
         coordinates: Option<String>,
     },
     List,
+    /// Send a model one tiny request, as a run would: its answer, how long it took and what it
+    /// cost, or the provider's refusal and how to fix it.
+    Test {
+        id: String,
+    },
     /// Show or set a model's prices in dollars per million tokens (known models get list prices
     /// when added): `model prices ID INPUT OUTPUT CACHE_READ CACHE_WRITE`, or `none`.
     Prices {
@@ -934,6 +939,19 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 (None, false) => engine.model(&id).await?,
             };
             print(json, json!({"model": m.id, "coordinates": m.coordinates}), || format!("{}: coordinates in {}", m.id, m.coordinates.as_str()));
+        }
+        Cmd::Model { cmd: ModelCmd::Test { id } } => {
+            let check = engine.test_model(&id).await?;
+            print(json, json!({ "model": id, "check": check }), || {
+                let cost = check.usd.map(|u| format!(", ${u:.4}")).unwrap_or_default();
+                format!(
+                    "{id} answered in {} ms ({} tokens in, {} out{cost}): {}",
+                    check.ms,
+                    check.usage.input + check.usage.cache_read + check.usage.cache_write,
+                    check.usage.output,
+                    sanitize(&check.answer)
+                )
+            });
         }
         Cmd::Model { cmd: ModelCmd::List } => {
             let models = engine.list_models().await?;

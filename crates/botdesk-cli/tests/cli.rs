@@ -1394,20 +1394,41 @@ fn a_run_pauses_at_what_its_approvals_name_until_approve_or_deny() {
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
 
-/// A bot made without a model cannot run and says how to give it one; `botdesk bot set` gives it
-/// a model and a new name (a name another bot has, or a model that does not exist, is refused),
-/// and it runs.
+/// A model is checked with one tiny request (its answer and latency; a key the provider refuses
+/// says so and how to fix it). A bot made without a model cannot run and says how to give it
+/// one; `botdesk bot set` gives it a model and a new name (a name another bot has, or a model
+/// that does not exist, is refused), and it runs.
 #[test]
 fn bot_set_gives_a_bot_a_model_and_a_new_name() {
     use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(ScriptedServer::start(vec![Step::reply(Reply::text("Hello from the new model."))]));
+    let server = rt.block_on(ScriptedServer::start(vec![
+        Step::check(
+            |s| s.body["tools"].as_array().is_some_and(|t| !t.is_empty()).then_some(()).ok_or("the check declares the tools".into()),
+            Reply::text("OK"),
+        ),
+        Step::reply(Reply::Status {
+            status: 401,
+            retry_after: None,
+            body: r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#.into(),
+        }),
+        Step::reply(Reply::text("Hello from the new model.")),
+    ]));
     let data = Data::new();
     assert!(data.run(&["bot", "create", "modelless"]).status.success());
     let refused = data.run(&["run", "modelless", "say hello"]);
     assert!(!refused.status.success() && stderr(&refused).contains("botdesk bot set modelless --model ID"), "{}", stderr(&refused));
     let id = format!("cli-set-{}", std::process::id());
     data.scripted_model(&id, &server, botdesk_agent::Wire::Anthropic, "sk-cli-set");
+    let good = data.run(&["model", "test", &id]);
+    assert!(
+        good.status.success() && stdout(&good).starts_with(&format!("{id} answered in ")) && stdout(&good).trim().ends_with(": OK"),
+        "{}{}",
+        stdout(&good),
+        stderr(&good)
+    );
+    let bad = data.run(&["model", "test", &id]);
+    assert!(!bad.status.success() && stderr(&bad).contains("refused the API key") && stderr(&bad).contains("Settings → Models"), "{}", stderr(&bad));
     let set = data.run(&["bot", "set", "modelless", "--model", &id, "--name", "greeter"]);
     assert!(set.status.success(), "{}", stderr(&set));
     assert_eq!(stdout(&set).trim(), format!("greeter: model {id}"));

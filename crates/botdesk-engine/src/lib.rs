@@ -55,7 +55,7 @@ pub use home_store::Skipped;
 pub use hosts::{HostView, LOCAL as LOCAL_HOST};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use logins::NewLogin;
-pub use models::{ModelView, NewModel};
+pub use models::{ModelCheck, ModelView, NewModel};
 pub use network::NETWORK_ACTIVITY;
 pub use paths::DataDir;
 pub use recording::RecordingMeta;

@@ -234,3 +234,47 @@ impl Engine {
         }
     }
 }
+
+/// What one tiny request to a model gave (`botdesk model test`, the app's Test): its answer, how
+/// long the whole request took, and what it cost (when the model has prices).
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct ModelCheck {
+    pub answer: String,
+    pub ms: u64,
+    pub usage: botdesk_core::Usage,
+    pub usd: Option<f64>,
+}
+
+struct Quiet;
+impl botdesk_agent::Listener for Quiet {}
+
+impl Engine {
+    /// Sends a stored model one tiny request, as a run would (its key, its limits, Botdesk's
+    /// tools declared but not to be called), and says what came back; a key, address or model
+    /// the provider refuses is the error, with its fix.
+    pub async fn test_model(&self, id: &str) -> Result<ModelCheck> {
+        use botdesk_agent::{Message, Request, ToolChoice};
+        let (client, m, _) = self.model_client(id).await?;
+        let coords = if client.config().dialect.own_computer_tool() { CoordSpace::Pixels } else { m.coordinates };
+        let specs = botdesk_agent::tools::specs(coords);
+        let messages = vec![Message::user("This is a check that you can be reached. Reply with the single word OK.".to_string())];
+        let req = Request {
+            system: "You are a bot on a Linux desktop, checked by Botdesk before work.",
+            messages: &messages,
+            tools: &specs,
+            tool_choice: ToolChoice::None,
+        };
+        let started = std::time::Instant::now();
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let mut quiet = Quiet;
+        let call = client.complete(&req, &mut quiet, &cancel);
+        let turn = match tokio::time::timeout(std::time::Duration::from_secs(120), call).await {
+            Ok(Ok(turn)) => turn,
+            Ok(Err(e)) => return Err(EngineError::invalid(e.to_string())),
+            Err(_) => return Err(EngineError::new(ErrorCode::TimedOut, format!("{id} did not answer within 2 minutes"))),
+        };
+        let ms = started.elapsed().as_millis() as u64;
+        let usd = self.inner.store.model_prices(&m.id).await?.map(|p| p.cost(&turn.usage));
+        Ok(ModelCheck { answer: turn.text.trim().chars().take(500).collect(), ms, usage: turn.usage, usd })
+    }
+}

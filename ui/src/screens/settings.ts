@@ -598,7 +598,21 @@ function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | nu
       el("div", { class: "muted model-prices" }, priced),
       el("div", { class: "muted model-limits" }, sized),
     );
-    const item = el("li", { "data-model": m.id }, about, edit, editLimits, rm);
+    const said = el("div", { class: "muted model-check", "data-model-check": m.id });
+    const test = button("Test", { class: "ghost", "data-test-model": m.id, title: "Send it one tiny request, as a run would" }, async () => {
+      said.className = "muted model-check";
+      said.textContent = "Asking…";
+      try {
+        const c = await api.testModel(m.id);
+        said.className = "ok model-check";
+        said.textContent = `Answered in ${(c.ms / 1000).toFixed(1)} s${c.usd === null ? "" : `, $${c.usd.toFixed(4)}`}: “${c.answer || "(no words)"}”`;
+      } catch (e) {
+        said.className = "error model-check";
+        said.textContent = errorMessage(e);
+      }
+    });
+    about.append(said);
+    const item = el("li", { "data-model": m.id }, about, test, edit, editLimits, rm);
     list.append(item);
   }
   const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;

@@ -60,12 +60,22 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    // A bot is made with a model (the form offers none without one); this one is never called.
+    let local = NewModel {
+        id: "local".into(),
+        kind: botdesk_core::ModelKind::OpenAiCompatible,
+        model: "llava".into(),
+        base_url: Some("http://127.0.0.1:9/v1".into()),
+        coordinates: None,
+    };
+    rt.block_on(engine.add_model(local, None)).unwrap();
     let side = Side { rt, engine };
     let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
     d.find(".bot-list");
 
     // Create a bot in the UI.
     d.click("#new-bot");
+    d.wait_js("the model in the form", "return !document.querySelector('#new-bot-form button[type=submit]').disabled", Duration::from_secs(10));
     d.type_into("#new-bot-name", "tester");
     d.click("#new-bot-form button[type=submit]");
     d.wait_js(

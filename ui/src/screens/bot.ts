@@ -5,7 +5,10 @@ import { $, button, el } from "../dom";
 import { initials, statusText } from "../format";
 import { bot, live, SOLO, state } from "../store";
 import type { BotRow } from "../types";
+import { api, errorMessage } from "../api";
 import { chat } from "./chat";
+import { firstRun } from "./firstrun";
+import { openSettings } from "./settings";
 import { computer, screenBar } from "./computer";
 import { dock } from "./dock";
 
@@ -14,18 +17,9 @@ export function renderMain() {
   const b = bot(state.selected);
   if (!b) {
     main.replaceChildren(
-      el(
-        "div",
-        { class: "empty-state" },
-        el("h1", {}, state.bots.length ? "Pick a bot" : "Welcome to Botdesk"),
-        el(
-          "p",
-          {},
-          state.bots.length
-            ? "Choose a bot on the left to see its chat, its screen and its files."
-            : "Each bot gets its own Linux desktop, browser and workspace folder on this laptop. Create your first bot with the + button.",
-        ),
-      ),
+      state.bots.length
+        ? el("div", { class: "empty-state" }, el("h1", {}, "Pick a bot"), el("p", {}, "Choose a bot on the left to see its chat, its screen and its files."))
+        : welcome(),
     );
     return;
   }
@@ -137,4 +131,59 @@ function controlNotice(b: BotRow): HTMLElement {
   }
   box.append(button("Dismiss", { class: "ghost" }, () => dismissNotice("error")));
   return box;
+}
+
+/** The first page, before any bot: what is set up and what is next, each step with its state and
+ *  the way to do it (Docker, the computer image, a model with its Test, the first bot). */
+function welcome(): HTMLElement {
+  const check = (name: string) => state.health?.checks.find((c) => c.name === name);
+  const step = (id: string, title: string, ok: boolean | null, ...body: (Node | string)[]) =>
+    el("li", { class: "step " + (ok === null ? "" : ok ? "done" : "todo"), id }, el("h3", {}, (ok ? "✓ " : "") + title), ...body);
+  const docker = check("docker");
+  const image = check("image");
+  const models = el("div", { class: "muted" }, "Looking…");
+  const modelStep = step("welcome-model", "A model", null, models);
+  api
+    .listModels()
+    .then((list) => {
+      modelStep.className = "step " + (list.length ? "done" : "todo");
+      modelStep.querySelector("h3")!.textContent = (list.length ? "✓ " : "") + "A model";
+      if (!list.length) {
+        models.replaceChildren("Your bots think with a model of yours: Anthropic, OpenAI, or one you run (Ollama, vLLM). ", button("Add a model…", { class: "primary small", id: "welcome-add-model" }, () => openSettings()));
+        return;
+      }
+      const m = list[0];
+      const said = el("span", { class: "muted", id: "welcome-test" });
+      const test = button("Test", { class: "ghost small", id: "welcome-test-model" }, async () => {
+        said.textContent = " Asking…";
+        try {
+          const c = await api.testModel(m.id);
+          said.textContent = ` Answered in ${(c.ms / 1000).toFixed(1)} s${c.usd === null ? "" : `, $${c.usd.toFixed(4)}`}: “${c.answer}”`;
+        } catch (e) {
+          said.textContent = ` ${errorMessage(e)}`;
+        }
+      });
+      models.replaceChildren(`${m.id} (${m.model})${list.length > 1 ? ` and ${list.length - 1} more` : ""}. `, test, said);
+    })
+    .catch((e) => models.replaceChildren(errorMessage(e)));
+  return el(
+    "div",
+    { class: "empty-state welcome" },
+    el("h1", {}, "Welcome to Botdesk"),
+    el("p", {}, "Each bot gets its own Linux desktop, browser and workspace folder on this laptop. Four steps to the first one:"),
+    el(
+      "ol",
+      { class: "checklist" },
+      step("welcome-docker", "Docker", docker ? docker.ok : null, el("div", { class: "muted" }, docker ? (docker.ok ? docker.detail : `${docker.detail} Fix: ${docker.fix ?? ""}`) : "Checking…")),
+      step(
+        "welcome-image",
+        "The computer image",
+        image ? image.ok : null,
+        el("div", { class: "muted" }, image?.detail ?? "Checking…"),
+        ...(image && !image.ok && state.health ? [button("Build it…", { class: "primary small", id: "welcome-build" }, () => firstRun(state.health!))] : []),
+      ),
+      modelStep,
+      step("welcome-bot", "Your first bot", null, el("div", { class: "muted" }, "Give it a name; its chat then suggests tasks to start from. "), button("Create a bot", { class: "small", id: "welcome-new-bot" }, () => $("new-bot").click())),
+    ),
+  );
 }

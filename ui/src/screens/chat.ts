@@ -34,6 +34,13 @@ function question(b: BotRow, q: Question): HTMLElement {
   );
 }
 
+/** Tasks a new bot's chat offers to start from. */
+const EXAMPLES = [
+  "Open example.org in your browser and tell me what the page says.",
+  "Look at your desktop and describe what you see.",
+  "Write a short report of the files in your folder to report.md.",
+];
+
 /** The note the person is writing to each question, by its id. */
 const questionNotes = new Map<number, string>();
 /** Whether the chat's Settings menu is open (kept while the chat redraws). */
@@ -47,7 +54,21 @@ export function chat(b: BotRow): HTMLElement {
   } else if (items.length === 0) {
     list.append(
       b.model
-        ? el("p", { class: "muted" }, `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works.`)
+        ? el(
+            "div",
+            { class: "muted examples", id: "example-tasks" },
+            el("p", {}, `Give ${b.name} a task below. Its replies, tool calls and screenshots appear here as it works. To start from:`),
+            ...EXAMPLES.map((task) =>
+              button(task, { class: "ghost small example", type: "button" }, () => {
+                state.drafts.set(b.id, task);
+                const input = document.getElementById("task-input") as HTMLTextAreaElement | null;
+                if (input) {
+                  input.value = task;
+                  input.focus();
+                }
+              }),
+            ),
+          )
         : el("p", { class: "muted", id: "no-model" }, `${b.name} has no model yet. `, button("Give it a model…", { class: "ghost small", id: "give-model" }, () => openBot(b))),
     );
   }

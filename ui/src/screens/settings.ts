@@ -565,6 +565,8 @@ async function modelsSection(): Promise<HTMLElement> {
   /** Reads the models with their prices and limits, then draws them. */
   const reload = async () => {
     const models = await api.listModels();
+    // The new-bot form, open beside, follows.
+    document.dispatchEvent(new CustomEvent("botdesk-models-changed"));
     const known = await Promise.all(models.map(async (m) => ({ m, prices: await api.modelPrices(m.id).catch(() => null), limits: await api.modelLimits(m.id).catch(() => null) })));
     drawModels(box, known, reload);
   };

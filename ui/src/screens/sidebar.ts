@@ -6,6 +6,7 @@ import { initials, statusText } from "../format";
 import { state } from "../store";
 import type { ComputerScope } from "../types";
 import { firstRun } from "./firstrun";
+import { openSettings } from "./settings";
 
 export function renderBots() {
   const list = $("bot-list");
@@ -62,15 +63,29 @@ export function setupNewBot() {
   const error = $("new-bot-error");
   const model = $<HTMLSelectElement>("new-bot-model");
   const host = $<HTMLSelectElement>("new-bot-host");
+  const noModel = $("new-bot-no-model");
+  const create = form.querySelector("button[type=submit]") as HTMLButtonElement;
+  $("new-bot-add-model").addEventListener("click", () => openSettings());
+  /** The models to pick from, read again while the form is open: one added in Settings or with
+   *  the CLI shows up, and without one the form says so and cannot create. */
+  const fillModels = async () => {
+    const models = await api.listModels().catch(() => []);
+    const chosen = model.value;
+    model.replaceChildren(...(models.length ? models.map((m) => el("option", { value: m.id }, `${m.id} (${m.model})`)) : [el("option", { value: "" }, "No model yet")]));
+    if (models.some((m) => m.id === chosen)) model.value = chosen;
+    model.disabled = create.disabled = models.length === 0;
+    noModel.hidden = models.length > 0;
+  };
+  let following: number | undefined;
+  document.addEventListener("botdesk-models-changed", () => !form.hidden && fillModels());
   const open = async (show: boolean) => {
     form.hidden = !show;
     error.hidden = true;
+    window.clearInterval(following);
     if (!show) return;
     name.focus();
-    const [models, hosts] = await Promise.all([api.listModels().catch(() => []), api.listHosts().catch(() => [])]);
-    model.replaceChildren(
-      ...(models.length ? models.map((m) => el("option", { value: m.id }, `${m.id} (${m.model})`)) : [el("option", { value: "" }, "No model yet (add one in Settings)")]),
-    );
+    following = window.setInterval(fillModels, 3000);
+    const [, hosts] = await Promise.all([fillModels(), api.listHosts().catch(() => [])]);
     host.hidden = hosts.length < 2;
     host.replaceChildren(
       ...hosts.map((h) => el("option", { value: h.name }, h.name === "local" ? "On this machine" : `On host ${h.name} (${h.url.replace("tcp://", "")})`)),

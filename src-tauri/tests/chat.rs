@@ -244,11 +244,19 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     server.push(Step::reply(Reply::text("OK")));
     server.push(Step::reply(Reply::Status { status: 401, retry_after: None, body: r#"{"error":{"message":"invalid api key"}}"#.into() }));
     d.click(&format!("{row} button[data-test-model]"));
-    d.wait_js("the model's answer", &format!("return /^Answered in [0-9.]+ s(, \\$[0-9.]+)?: “OK”$/.test(document.querySelector('{row} .model-check.ok')?.textContent ?? '')"), Duration::from_secs(30));
+    d.wait_js(
+        "the model's answer",
+        &format!("return /^Answered in [0-9.]+ s(, \\$[0-9.]+)?: “OK”$/.test(document.querySelector('{row} .model-check.ok')?.textContent ?? '')"),
+        Duration::from_secs(30),
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("21b-settings-model-test.png");
     d.click(&format!("{row} button[data-test-model]"));
-    d.wait_js("the refusal with its fix", &format!("return (document.querySelector('{row} .model-check.error')?.textContent ?? '').includes('refused the API key')"), Duration::from_secs(30));
+    d.wait_js(
+        "the refusal with its fix",
+        &format!("return (document.querySelector('{row} .model-check.error')?.textContent ?? '').includes('refused the API key')"),
+        Duration::from_secs(30),
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("21c-settings-model-test-refused.png");
     d.click(".modal-close");

@@ -19,7 +19,8 @@ import { renderBots, renderHealth, setupNewBot } from "./screens/sidebar";
 onChange((parts) => {
   if (parts.has("bots") && !SOLO) renderBots();
   if (parts.has("health") && !SOLO) renderHealth();
-  if (parts.has("main")) return renderMain();
+  // The first page shows the set-up's state.
+  if (parts.has("main") || (parts.has("health") && !SOLO && !state.bots.length)) return renderMain();
   // A screen's own window shows neither the chat nor the dock.
   if (SOLO) {
     if (parts.has("screen-bar")) renderScreenBar();

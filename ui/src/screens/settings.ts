@@ -96,7 +96,8 @@ export async function openSettings() {
       msg.className = "error";
     }
   });
-  modal("Settings", form, el("h3", {}, "Docker hosts"), await hostsSection(), el("h3", {}, "Models"), await modelsSection());
+  // Models first: without one no bot works.
+  modal("Settings", el("h3", {}, "Models"), await modelsSection(), form, el("h3", {}, "Docker hosts"), await hostsSection());
 }
 
 /** The Docker engines bots' computers can run on: this machine's, and those added with the CLI. */

@@ -303,8 +303,24 @@ export function dismissNotice(which: "error" | "switched") {
 
 export function setDock(k: Dock | null) {
   state.dock = k;
+  if (layoutKey) localStorage.setItem(layoutKey, JSON.stringify({ dock: k }));
   syncDock();
   changed("main");
+}
+
+/** Where the layout is remembered: one key per data directory (a second data directory, or a
+ *  test's, starts as it was left there). */
+let layoutKey: string | null = null;
+
+/** The layout as the person left it: which dock pane is open (none: the screen gets the room). */
+export async function restoreLayout() {
+  try {
+    layoutKey = `botdesk.layout:${(await api.getSettings()).data_dir}`;
+    const saved = JSON.parse(localStorage.getItem(layoutKey) ?? "{}");
+    if (["terminal", "files", "browser"].includes(saved.dock)) state.dock = saved.dock as Dock;
+  } catch {
+    // A layout that cannot be read is the default one.
+  }
 }
 
 /** What the dock shows for the selected bot is loaded, and only the visible Files pane is watched. */

@@ -3,7 +3,7 @@
 //   actions.ts  what the person does: calls the backend, updates the store
 //   screens/    what is drawn from the store: sidebar, bot (header, control), chat, computer
 //               (screen tabs), dock (terminal, files, browser), settings, first run
-import { afterBotsChanged, afterRunEvent, filesChanged, openDesktop, refresh, select } from "./actions";
+import { afterBotsChanged, afterRunEvent, filesChanged, openDesktop, refresh, restoreLayout, select } from "./actions";
 import { api } from "./api";
 import { $ } from "./dom";
 import { applyBots, applyRunEvent, changed, onChange, SOLO, state } from "./store";
@@ -65,6 +65,8 @@ async function start() {
   installFocusKeys();
   $("open-settings").addEventListener("click", openSettings);
   changed("health");
+  // The layout as the person left it (the dock's pane), per data directory.
+  await restoreLayout();
   // Events are followed before the first read, so none is missed between the two.
   follow();
   await refresh();

@@ -1095,15 +1095,16 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Computer { cmd: ComputerCmd::Ls } => {
             let computers = engine.list_computers().await?;
-            print(json, json!({ "computers": computers }), || {
-                if computers.is_empty() {
+            let spares = engine.spares().await?;
+            let spare_rows: Vec<_> = spares.iter().map(|(id, status)| json!({"id": id, "status": status})).collect();
+            print(json, json!({ "computers": computers, "spares": spare_rows }), || {
+                if computers.is_empty() && spares.is_empty() {
                     return "no computers yet: one is made with the first bot".into();
                 }
-                computers
-                    .iter()
-                    .map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", ")))
-                    .collect::<Vec<_>>()
-                    .join("\n")
+                let rows = computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", ")));
+                // The app starts one in advance for the next new bot.
+                let spare = spares.iter().map(|(id, status)| format!("{:<14} {:<20} {:<8} {:<8} (started in advance for the next new bot)", id, "spare", "spare", status.as_str()));
+                rows.chain(spare).collect::<Vec<_>>().join("\n")
             });
         }
         Cmd::Computer { cmd: ComputerCmd::Stop { id } } => {
@@ -1112,6 +1113,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 None => format!("stopped computer {} ({}); its disk is kept", c.name, c.id),
                 Some(why) => format!("stopped computer {} ({}); {why}; its disk keeps the work", c.name, c.id),
             });
+        }
+        Cmd::Computer { cmd: ComputerCmd::Destroy { id, .. } } if engine.remove_spare(&id).await? => {
+            print(json, json!({ "removed_spare": id }), || format!("removed the spare computer {id} (the app makes another while it runs, unless Settings → Spare computer is off)"));
         }
         Cmd::Computer { cmd: ComputerCmd::Destroy { id, unsaved } } => {
             let c = if unsaved { engine.destroy_computer_unsaved(&id).await? } else { engine.destroy_computer(&id).await? };

@@ -1450,3 +1450,24 @@ fn bot_set_gives_a_bot_a_model_and_a_new_name() {
     }
     assert!(data.run(&["model", "rm", &id]).status.success());
 }
+
+/// The spare computer the app keeps started shows in `computer ls` as `spare`, and `computer
+/// destroy` removes it (container and all).
+#[test]
+fn the_spare_computer_shows_in_ls_and_can_be_removed() {
+    let data = Data::new();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    rt.block_on(engine.keep_spare()).unwrap();
+    let id = rt.block_on(engine.spare_ids()).unwrap().pop().expect("a spare");
+    drop(engine);
+    let ls = stdout(&data.run(&["computer", "ls"]));
+    let line = ls.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("no spare in {ls}"));
+    assert!(line.contains("spare") && line.contains("running") && line.contains("started in advance"), "{line}");
+    let rm = data.run(&["computer", "destroy", &id]);
+    assert!(rm.status.success() && stdout(&rm).starts_with(&format!("removed the spare computer {id}")), "{}{}", stdout(&rm), stderr(&rm));
+    let v = data.json(&["computer", "ls"]);
+    assert_eq!(v["spares"], serde_json::json!([]));
+    let containers = std::process::Command::new("docker").args(["ps", "-aq", "--filter", &format!("label=botdesk.computer={id}")]).output().unwrap();
+    assert!(String::from_utf8_lossy(&containers.stdout).trim().is_empty(), "the spare's container is left");
+}

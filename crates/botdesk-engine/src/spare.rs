@@ -77,6 +77,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Removes the spare computer `id` (`botdesk computer destroy`); false when there is none by
+    /// that id. The app makes another while it runs, unless the setting is off.
+    pub async fn remove_spare(&self, id: &str) -> Result<bool> {
+        let Some(s) = self.inner.store.spares().await?.into_iter().find(|s| s.id.as_str() == id) else { return Ok(false) };
+        self.drop_spare(&s).await?;
+        Ok(true)
+    }
+
+    /// The spare computers, oldest first: their ids and what the provider says of each.
+    pub async fn spares(&self) -> Result<Vec<(String, MachineStatus)>> {
+        let mut out = vec![];
+        for s in self.inner.store.spares().await? {
+            let status = self.inner.provider.status(&ComputerRef { id: s.id.clone(), host: s.host.clone() }).await.unwrap_or(MachineStatus::Missing);
+            out.push((s.id.to_string(), status));
+        }
+        Ok(out)
+    }
+
     /// The spare computers' ids, oldest first.
     pub async fn spare_ids(&self) -> Result<Vec<String>> {
         Ok(self.inner.store.spares().await?.into_iter().map(|s| s.id.to_string()).collect())

@@ -159,6 +159,9 @@ impl ClientSession {
         let run = &self.host.run;
         engine.inner.runs.cancels.lock().unwrap().remove(&run.id);
         self.host.recorder.finish().await;
+        if self.host.watching.load(std::sync::atomic::Ordering::SeqCst) {
+            self.host.stop_watching().await;
+        }
         let lease = self.host.lease.lock().await.clone();
         let finished = match engine.inner.store.run(&run.id).await {
             Ok(current) if current.status.is_terminal() => {

@@ -54,6 +54,11 @@ impl RunHost {
     /// set) ends if nobody holds its screen that long after the pause (the take that should have
     /// followed failed, or the person's control ended without a release reaching it).
     pub(super) async fn until_handed_back(&self, cancel: &CancellationToken, unattended: Option<Duration>) -> std::result::Result<Run, String> {
+        // What the person does in the bot's browser is theirs: the approvals' watch is lifted
+        // (the run's next screen tool arms it again).
+        if self.watching.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.stop_watching().await;
+        }
         let since = tokio::time::Instant::now();
         loop {
             tokio::select! {

@@ -1101,9 +1101,12 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 if computers.is_empty() && spares.is_empty() {
                     return "no computers yet: one is made with the first bot".into();
                 }
-                let rows = computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", ")));
+                let rows =
+                    computers.iter().map(|c| format!("{:<14} {:<20} {:<8} {:<8} {}", c.id, c.name, c.scope.as_str(), c.status.as_str(), c.bots.join(", ")));
                 // The app starts one in advance for the next new bot.
-                let spare = spares.iter().map(|(id, status)| format!("{:<14} {:<20} {:<8} {:<8} (started in advance for the next new bot)", id, "spare", "spare", status.as_str()));
+                let spare = spares
+                    .iter()
+                    .map(|(id, status)| format!("{:<14} {:<20} {:<8} {:<8} (started in advance for the next new bot)", id, "spare", "spare", status.as_str()));
                 rows.chain(spare).collect::<Vec<_>>().join("\n")
             });
         }
@@ -1115,7 +1118,9 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
             });
         }
         Cmd::Computer { cmd: ComputerCmd::Destroy { id, .. } } if engine.remove_spare(&id).await? => {
-            print(json, json!({ "removed_spare": id }), || format!("removed the spare computer {id} (the app makes another while it runs, unless Settings → Spare computer is off)"));
+            print(json, json!({ "removed_spare": id }), || {
+                format!("removed the spare computer {id} (the app makes another while it runs, unless Settings → Spare computer is off)")
+            });
         }
         Cmd::Computer { cmd: ComputerCmd::Destroy { id, unsaved } } => {
             let c = if unsaved { engine.destroy_computer_unsaved(&id).await? } else { engine.destroy_computer(&id).await? };

@@ -15,7 +15,7 @@ use botdesk_engine::dto::{
     BotList, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, HostView, ModelKind, ModelView, Settings,
     SettingsView, SwitchReport,
 };
-use botdesk_engine::{Engine, EngineConfig, NewModel, ProviderChoice, TakeoverResult};
+use botdesk_engine::{Engine, EngineConfig, KeyStore, NewModel, ProviderChoice, TakeoverResult};
 use screens::Screens;
 use tauri::{ipc::Channel, Manager, State};
 
@@ -241,6 +241,18 @@ async fn list_hosts(engine: State<'_, Engine>) -> Res<Vec<HostView>> {
 #[tauri::command]
 async fn list_models(engine: State<'_, Engine>) -> Res<Vec<ModelView>> {
     engine.list_models().await
+}
+
+/// Which store keeps the keys (the Secret Service, or the encrypted vault and whether it is locked).
+#[tauri::command]
+async fn key_store(engine: State<'_, Engine>) -> Res<KeyStore> {
+    Ok(engine.key_store().await)
+}
+
+/// Gives the key vault its passphrase for this app's session (chooses it for a new vault).
+#[tauri::command]
+async fn unlock_keys(engine: State<'_, Engine>, passphrase: String) -> Res<()> {
+    engine.unlock_keys(passphrase).await
 }
 
 /// Adds a model provider; the key goes to the OS keyring only.
@@ -483,6 +495,8 @@ fn main() {
         .manage(screens)
         .manage(files::FileWatch::default())
         .invoke_handler(tauri::generate_handler![
+            key_store,
+            unlock_keys,
             list_bots,
             create_bot,
             switch_bot,

@@ -128,9 +128,10 @@ fn the_installed_package_runs_its_first_run_screen() {
         let c = checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("doctor has no {name} check: {report}"));
         assert_eq!(c["ok"], true, "installed doctor: {name} failed: {report}");
     }
-    // No Secret Service in this container: doctor says so and how to fix it, and goes on.
+    // No Secret Service in this container: doctor names the store keys go to instead.
     let keyring = checks.iter().find(|c| c["name"] == "keyring").expect("a keyring check");
-    assert!(keyring["ok"] == true || keyring["fix"].as_str().is_some_and(|f| !f.is_empty()), "{keyring}");
+    assert!(keyring["ok"] == true && keyring["detail"].as_str().is_some_and(|d| d.contains("keys.vault")), "{keyring}");
+    a_key_in_the_vault_runs_a_task(&image, &run, &gid);
 
     // The app would keep a spare computer on the engine it shares with this machine, outliving
     // the test: off in the person's settings (the data directory doctor just made).
@@ -174,6 +175,70 @@ fn the_installed_package_runs_its_first_run_screen() {
     let log = docker_ok(&["logs", &cleanup.container]);
     assert!(log.contains("botdesk-app: ui ready, 0 bots listed"), "the app never reported its UI ready:\n{log}");
     drop(d);
+}
+
+/// Without a Secret Service, the installed CLI keeps a model's key in the encrypted vault (its
+/// passphrase from a file descriptor, as a script gives it) and a run reads it back: the scripted
+/// model gets the key, and the key is in no file of the data directory in the clear. In a
+/// container of its own on the host's network, where the scripted model and the computers'
+/// published ports are.
+fn a_key_in_the_vault_runs_a_task(image: &str, run: &str, gid: &str) {
+    use botdesk_agent::scripted::{Reply, ScriptedServer, Step};
+    const KEY: &str = "sk-ant-package-vault-key-4242";
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(ScriptedServer::start(vec![Step::check(
+        |s| {
+            if s.headers.get("x-api-key").map(String::as_str) == Some(KEY) {
+                Ok(())
+            } else {
+                Err(format!("the run sent the key {:?}", s.headers.get("x-api-key")))
+            }
+        },
+        Reply::text("Hello from the vault."),
+    )]));
+    let url = server.base_url(botdesk_agent::Wire::Anthropic);
+    // The passphrase and the key reach the programs on a descriptor and stdin, never as arguments.
+    let script = format!(
+        r#"set -e
+d="$HOME/.local/share/botdesk"; mkdir -p "$d"; printf '{{"spare_computer": false}}' > "$d/settings.json"
+printf '%s\n' {KEY} | BOTDESK_PASSPHRASE_FD=3 botdesk model add m --kind anthropic --model claude-sonnet-4-5 --base-url {url} 3<<'P'
+a passphrase for the package test
+P
+botdesk doctor --json > /tmp/doctor.json || true
+botdesk bot create b --model m
+trap 'botdesk bot rm b >/dev/null' EXIT
+BOTDESK_PASSPHRASE_FD=3 botdesk run b "say hello" 3<<'P'
+a passphrase for the package test
+P
+echo "--- wrong passphrase"
+BOTDESK_PASSPHRASE_FD=3 botdesk run b "say hello again" 3<<'P' || echo "refused: $?"
+not the passphrase
+P
+echo "--- doctor"; cat /tmp/doctor.json
+echo "--- clear text"; grep -rlF -f /dev/stdin "$d" <<'K' || echo "nowhere"
+{KEY}
+K
+"#
+    );
+    let mut child = Command::new("docker")
+        .args(["run", "--rm", "-i", "--network", "host", "--user", "1777:1777", "--group-add", gid, "-e", "HOME=/home/person"])
+        .args(["-e", &format!("BOTDESK_TEST_RUN={run}"), "--label", &format!("botdesk.test-run={run}"), "-v", "/var/run/docker.sock:/var/run/docker.sock"])
+        .args([image, "sh", "-s"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docker run");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the CLI in the package's container failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("Hello from the vault."), "the run did not finish with the model's answer:\n{stdout}\n{stderr}");
+    assert_eq!(server.failures(), Vec::<String>::new(), "the scripted model refused a request");
+    assert!(stdout.contains("refused: ") && stderr.contains("wrong passphrase"), "a wrong passphrase was not refused:\n{stdout}\n{stderr}");
+    let doctor = stdout.split("--- doctor").nth(1).and_then(|t| t.split("--- clear text").next()).unwrap_or_default();
+    assert!(doctor.contains("keys are kept in the encrypted file /home/person/.local/share/botdesk/keys.vault"), "{doctor}");
+    assert!(stdout.trim_end().ends_with("nowhere"), "the key is in the data directory in the clear:\n{stdout}");
 }
 
 /// How many colours a PNG holds (ImageMagick): a blank or unpainted screen has one or two.

@@ -1,8 +1,8 @@
 // The only place the UI talks to the Tauri shell. Every type here is generated from the engine's
 // (`types.ts`, `cargo xtask types`).
-import { Channel, invoke } from "@tauri-apps/api/core";
+import { Channel, invoke as tauriInvoke, InvokeArgs } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, ModelCheck, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
+import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, ModelCheck, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, KeyStore, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -14,7 +14,26 @@ export function errorCode(e: unknown): ErrorCode | null {
   return null;
 }
 
+/** Asks the person for the key vault's passphrase; true once it is unlocked. */
+let onKeysLocked: ((message: string) => Promise<boolean>) | null = null;
+export function setKeysLockedHandler(f: (message: string) => Promise<boolean>) {
+  onKeysLocked = f;
+}
+
+/** A command; one that needs the locked key vault waits for its passphrase and is tried again. */
+async function invoke<T>(cmd: string, args?: InvokeArgs): Promise<T> {
+  try {
+    return await tauriInvoke<T>(cmd, args);
+  } catch (e) {
+    if (errorCode(e) !== "KEYS_LOCKED" || cmd === "unlock_keys" || !onKeysLocked || !(await onKeysLocked(errorMessage(e)))) throw e;
+    return tauriInvoke<T>(cmd, args);
+  }
+}
+
 export const api = {
+  /** Where keys are kept: the Secret Service, or the encrypted vault (locked or not). */
+  keyStore: () => invoke<KeyStore>("key_store"),
+  unlockKeys: (passphrase: string) => invoke<void>("unlock_keys", { passphrase }),
   listBots: () => invoke<BotList>("list_bots"),
   createBot: (name: string, scope: ComputerScope, model: string | null, host: string) => invoke<BotView>("create_bot", { name, scope, model, host }),
   chat: (bot: string) => invoke<ChatItem[]>("chat", { bot }),

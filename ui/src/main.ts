@@ -14,6 +14,7 @@ import { renderDock } from "./screens/dock";
 import { firstRun } from "./screens/firstrun";
 import { openSettings } from "./screens/settings";
 import { renderBots, renderHealth, setupNewBot } from "./screens/sidebar";
+import { installUnlock } from "./screens/unlock";
 
 /** Draws each changed part once; a part inside a larger one that is drawn anew is not drawn again. */
 onChange((parts) => {
@@ -79,5 +80,6 @@ async function start() {
   });
 }
 
+installUnlock();
 if (SOLO) startSolo(SOLO);
 else start();

@@ -239,6 +239,11 @@ coordinates: CoordSpace, };
 export type ModelCheck = { answer: string, ms: number, usage: Usage, usd: number | null, };
 
 /**
+ * Which store holds this process's keys, for `doctor` and the app.
+ */
+export type KeyStore = { "kind": "secret_service" } | { "kind": "vault", path: string, exists: boolean, locked: boolean, } | { "kind": "memory" };
+
+/**
  * A model's prices in US dollars per million tokens.
  */
 export type Prices = { input: number, output: number, cache_read: number, cache_write: number, };
@@ -641,7 +646,7 @@ export type BuildProgress = { "stage": "fetch_uv", message: string, } | { "stage
 /**
  * What a front end may branch on. Everything else is in the message.
  */
-export type ErrorCode = "NOT_FOUND" | "CONFLICT" | "INVALID" | "PATH_ESCAPES" | "TOO_LARGE" | "DOCKER_UNAVAILABLE" | "NOT_RUNNING" | "BUSY" | "BOT_RUNNING" | "MULTI_SCREEN_UNAVAILABLE" | "STALE" | "PROVIDER" | "TIMED_OUT" | "DISK_FULL" | "INTERNAL";
+export type ErrorCode = "NOT_FOUND" | "CONFLICT" | "INVALID" | "PATH_ESCAPES" | "TOO_LARGE" | "DOCKER_UNAVAILABLE" | "NOT_RUNNING" | "BUSY" | "BOT_RUNNING" | "MULTI_SCREEN_UNAVAILABLE" | "STALE" | "PROVIDER" | "TIMED_OUT" | "DISK_FULL" | "KEYS_LOCKED" | "INTERNAL";
 
 /**
  * An engine error: a code and one clear sentence (with context) for a person.

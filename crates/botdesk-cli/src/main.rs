@@ -688,6 +688,37 @@ fn read_key(id: &str) -> Result<Option<String>, EngineError> {
     Ok((!key.is_empty()).then_some(key))
 }
 
+/// The key vault's passphrase (used only when no Secret Service answers): the first line of the
+/// file descriptor `BOTDESK_PASSPHRASE_FD` names (as gpg's `--passphrase-fd`; never an argument
+/// or a variable holding the passphrase), else a hidden prompt on the terminal, twice when it is
+/// being chosen. None without either.
+fn ask_passphrase(creating: bool) -> Option<String> {
+    use std::io::BufRead;
+    if let Some(fd) = std::env::var("BOTDESK_PASSPHRASE_FD").ok().and_then(|v| v.trim().parse::<i32>().ok()).filter(|fd| *fd > 2) {
+        static TAKEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if TAKEN.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        // SAFETY: the person handed this process that descriptor to read the passphrase from; it
+        // is taken once (above), read and closed.
+        let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let mut line = String::new();
+        std::io::BufReader::new(file).read_line(&mut line).ok()?;
+        return Some(line.trim_end_matches(['\r', '\n']).to_string()).filter(|p| !p.is_empty());
+    }
+    let first = if creating {
+        "No Secret Service answers: choose a passphrase for Botdesk's key vault (hidden): "
+    } else {
+        "Passphrase of Botdesk's key vault (hidden): "
+    };
+    let passphrase = rpassword::prompt_password(first).ok()?;
+    if creating && rpassword::prompt_password("The same passphrase again: ").ok()? != passphrase {
+        eprintln!("botdesk: the two passphrases differ");
+        return None;
+    }
+    Some(passphrase).filter(|p| !p.is_empty())
+}
+
 /// A login's password and optional one-time-code seed: hidden prompts on a terminal, else the
 /// first two lines of stdin.
 fn read_login(site: &str) -> Result<(String, Option<String>), EngineError> {
@@ -764,6 +795,7 @@ async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(botdesk_engine::DataDir::default_location);
     let mut config = EngineConfig::new(data_dir, ProviderChoice::Docker);
     config.clock = std::sync::Arc::new(botdesk_engine::OffsetClock::from_env());
+    config.ask_passphrase = Some(std::sync::Arc::new(ask_passphrase));
     let engine = Engine::open(config).await?;
     let result = command(&engine, cli).await;
     engine.settle().await;

@@ -84,7 +84,7 @@ async fn uids_check(d: &DockerProvider, passwd: &str) -> Check {
     )
 }
 
-pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, now_ms: i64) -> DoctorReport {
+pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, keys: &crate::KeyStore, now_ms: i64) -> DoctorReport {
     let mut checks = vec![];
     let tag = botdesk_docker::image::image_tag();
     match docker {
@@ -110,7 +110,7 @@ pub async fn run(docker: Option<&DockerProvider>, data: &DataDir, now_ms: i64) -
         None => checks.push(pass("docker", "not used by this engine")),
     }
     checks.push(data_dir_check(data));
-    checks.push(keyring_check().await);
+    checks.push(keyring_check(keys));
     checks.push(display_libraries_check());
     DoctorReport { ok: checks.iter().all(|c| c.ok), checks }
 }
@@ -123,23 +123,18 @@ fn data_dir_check(data: &DataDir) -> Check {
     }
 }
 
-/// Reaches the OS keyring (Secret Service on Linux) and looks up a probe entry: "no entry" proves
-/// the keyring answers.
-async fn keyring_check() -> Check {
-    let probe = tokio::task::spawn_blocking(|| -> Result<(), String> {
-        let store = zbus_secret_service_keyring_store::Store::new().map_err(|e| e.to_string())?;
-        let entry = keyring_core::Entry::new_in_store(&(store as std::sync::Arc<keyring_core::CredentialStore>), "botdesk", "doctor-probe")
-            .map_err(|e| e.to_string())?;
-        match entry.get_password() {
-            Ok(_) | Err(keyring_core::Error::NoEntry) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
-    });
-    match tokio::time::timeout(std::time::Duration::from_secs(10), probe).await {
-        Ok(Ok(Ok(()))) => pass("keyring", "the Secret Service keyring answers"),
-        Ok(Ok(Err(e))) => fail("keyring", format!("the keyring is not reachable: {e}"), "start a Secret Service (e.g. gnome-keyring-daemon) in your session"),
-        Ok(Err(e)) => fail("keyring", format!("the keyring probe crashed: {e}"), "report this"),
-        Err(_) => fail("keyring", "the keyring did not answer within 10 s", "unlock or restart your keyring daemon"),
+/// Which store keeps the keys: the Secret Service, or (when none answers) the encrypted vault.
+fn keyring_check(keys: &crate::KeyStore) -> Check {
+    match keys {
+        crate::KeyStore::SecretService => pass("keyring", "keys are kept in the Secret Service keyring, which answers"),
+        crate::KeyStore::Vault { path, exists, .. } => pass(
+            "keyring",
+            format!(
+                "no Secret Service answers: keys are kept in the encrypted file {path}{} (passphrase asked once per session)",
+                if *exists { "" } else { ", made with the first key" }
+            ),
+        ),
+        crate::KeyStore::Memory => pass("keyring", "keys are kept in this process's memory"),
     }
 }
 

@@ -18,7 +18,7 @@ pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
 pub use crate::versions::{Changes, Retention, Why};
-pub use crate::{BotState, BotStatus, BotView, ComputerBrief, ModelCheck, ModelView, RunHold};
+pub use crate::{BotState, BotStatus, BotView, ComputerBrief, KeyStore, ModelCheck, ModelView, RunHold};
 pub use botdesk_core::{
     action::CoordSpace, ActivityStatus, Approvals, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind,
     NetPolicy, Prices, RunFailure, RunStatus, Usage, Verdict, WorkspacePath,
@@ -145,6 +145,7 @@ pub fn typescript() -> String {
         CoordSpace,
         ModelView,
         ModelCheck,
+        KeyStore,
         Prices,
         Limits,
         Budget,

@@ -26,6 +26,9 @@ pub enum ErrorCode {
     /// This machine's disk would fill past the person's margin: a checkpoint stopped and kept
     /// the version before.
     DiskFull,
+    /// No Secret Service answers and the key vault's passphrase has not been given
+    /// ([`crate::Engine::unlock_keys`]), or it was wrong.
+    KeysLocked,
     Internal,
 }
 

@@ -15,6 +15,7 @@ mod export;
 mod history;
 mod home_store;
 mod hosts;
+mod keys;
 mod leases;
 mod logins;
 mod mcp_servers;
@@ -53,6 +54,7 @@ pub use export::Exported;
 pub use history::{History, RestoreReport, VersionView};
 pub use home_store::Skipped;
 pub use hosts::{HostView, LOCAL as LOCAL_HOST};
+pub use keys::{AskPassphrase, KeyStore};
 pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use logins::NewLogin;
 pub use models::{ModelCheck, ModelView, NewModel};
@@ -104,6 +106,9 @@ pub struct EngineConfig {
     pub screen_limit: Option<u32>,
     /// Where model keys are kept.
     pub secrets: Secrets,
+    /// Asks for the key vault's passphrase when no Secret Service answers (the CLI's terminal);
+    /// None: calls that need a key fail with `KEYS_LOCKED` until [`Engine::unlock_keys`].
+    pub ask_passphrase: Option<keys::AskPassphrase>,
 }
 
 /// Where model keys are kept.
@@ -132,6 +137,7 @@ impl EngineConfig {
             policy: Policy::default(),
             screen_limit: std::env::var("SANDBOX_TEAM_SCREEN_LIMIT").ok().and_then(|v| v.trim().parse().ok()),
             secrets: Secrets::Keyring,
+            ask_passphrase: None,
         }
     }
 }
@@ -165,7 +171,8 @@ pub(crate) struct Inner {
     router: Option<Arc<route::HostRouter>>,
     clock: Arc<dyn Clock>,
     policy: Policy,
-    secrets: Secrets,
+    /// Where keys are kept (the OS keyring or the encrypted vault).
+    keys: keys::Keys,
     /// Resources and screen limit in force.
     limits: settings::InForce,
     /// Per computer: its boot lock, its home's lock, whether this process made it ready, its
@@ -203,6 +210,7 @@ impl Engine {
         if data.settings().exists() {
             settings.apply(&mut resources);
         }
+        let keys = keys::Keys::new(config.secrets, data.root(), config.ask_passphrase);
         let engine = Self {
             inner: Arc::new(Inner {
                 data,
@@ -213,7 +221,7 @@ impl Engine {
                 clock: config.clock,
                 limits: settings::InForce::new(resources, config.screen_limit, &settings),
                 policy: config.policy,
-                secrets: config.secrets,
+                keys,
                 computers: Default::default(),
                 runs: Default::default(),
                 terminals: Default::default(),
@@ -300,7 +308,8 @@ impl Engine {
     /// Every check a person needs before the first bot runs, the Docker hosts on other machines
     /// included.
     pub async fn doctor(&self) -> DoctorReport {
-        let mut report = doctor::run(self.inner.docker.as_deref(), &self.inner.data, self.now()).await;
+        let keys = self.key_store().await;
+        let mut report = doctor::run(self.inner.docker.as_deref(), &self.inner.data, &keys, self.now()).await;
         report.checks.extend(self.check_hosts().await);
         report.checks.extend(self.check_models().await);
         report.ok = report.checks.iter().all(|c| c.ok);

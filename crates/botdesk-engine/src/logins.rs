@@ -52,7 +52,7 @@ impl Engine {
             login::totp_seed(seed).map_err(EngineError::invalid)?;
         }
         let kept = serde_json::to_string(&Kept { password: new.password, code_seed: code_seed.clone() }).expect("strings serialize");
-        keyring_entry(&self.inner.secrets, entry_name(&bot.id, &site), move |e| e.set_password(&kept)).await?;
+        keyring_entry(self, entry_name(&bot.id, &site), move |e| e.set_password(&kept)).await?;
         let saved = BotLogin { site: site.to_string(), username, has_code: code_seed.is_some(), created_at: self.now() };
         self.inner.store.put_bot_login(&bot.id, &saved).await?;
         let code = if saved.has_code { " and a one-time-code seed" } else { "" };
@@ -79,7 +79,7 @@ impl Engine {
     }
 
     async fn forget_login_secret(&self, bot: &botdesk_core::BotId, site: &LoginSite) {
-        let gone = keyring_entry(&self.inner.secrets, entry_name(bot, site), |e| match e.delete_credential() {
+        let gone = keyring_entry(self, entry_name(bot, site), |e| match e.delete_credential() {
             Err(keyring_core::Error::NoEntry) => Ok(()),
             other => other,
         })
@@ -99,7 +99,7 @@ impl Engine {
     }
 
     async fn login_secret(&self, bot: &botdesk_core::BotId, site: &LoginSite) -> Result<Kept> {
-        let text = keyring_entry(&self.inner.secrets, entry_name(bot, site), |e| e.get_password()).await?;
+        let text = keyring_entry(self, entry_name(bot, site), |e| e.get_password()).await?;
         serde_json::from_str(&text)
             .map_err(|_| EngineError::new(ErrorCode::Internal, format!("the keyring's entry for the login on {site} is damaged: save the login again")))
     }

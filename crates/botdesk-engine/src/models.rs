@@ -5,42 +5,55 @@
 use botdesk_core::{action::CoordSpace, Limits, ModelKind, Prices};
 use serde::Serialize;
 
-use crate::{Engine, EngineError, ErrorCode, Result};
+use crate::{keys::keyring_err, Engine, EngineError, ErrorCode, KeyStore, Result};
 
 pub use botdesk_store::ModelRow as ModelView;
 
 const SERVICE: &str = "botdesk";
 
-fn keyring_err(e: impl std::fmt::Display) -> EngineError {
-    EngineError::new(ErrorCode::Internal, format!("the OS keyring failed: {e}. Is a Secret Service (e.g. gnome-keyring) running and unlocked?"))
-}
-
 /// One keyring operation on a model's key.
 async fn with_entry<T: Send + 'static>(
-    secrets: &crate::Secrets,
+    engine: &Engine,
     id: &str,
     f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static,
 ) -> Result<T> {
-    keyring_entry(secrets, format!("model:{id}"), f).await
+    keyring_entry(engine, format!("model:{id}"), f).await
 }
 
-/// One keyring operation on the entry `user` of Botdesk's service, off the async runtime (the
-/// keyring API blocks).
+/// One keyring operation on the entry `user` of Botdesk's service, in the store this process
+/// keeps keys in ([`crate::keys`]), off the async runtime (the keyring API blocks).
 pub(crate) async fn keyring_entry<T: Send + 'static>(
-    secrets: &crate::Secrets,
+    engine: &Engine,
     user: String,
     f: impl FnOnce(keyring_core::Entry) -> keyring_core::Result<T> + Send + 'static,
 ) -> Result<T> {
-    let secrets = secrets.clone();
+    let engine = engine.clone();
     crate::error::blocking(move || {
-        let store: std::sync::Arc<keyring_core::CredentialStore> = match secrets {
-            crate::Secrets::Keyring => zbus_secret_service_keyring_store::Store::new().map_err(keyring_err)?,
-            crate::Secrets::Memory(store) => store,
-        };
-        let entry = keyring_core::Entry::new_in_store(&store, SERVICE, &user).map_err(keyring_err)?;
-        f(entry).map_err(keyring_err)
+        let store = engine.inner.keys.store()?;
+        let entry = keyring_core::Entry::new_in_store(&store, SERVICE, &user).map_err(|e| keyring_err("the OS keyring", e))?;
+        f(entry).map_err(|e| match e {
+            keyring_core::Error::PlatformFailure(e) | keyring_core::Error::NoStorageAccess(e) if store.vendor() == "botdesk key vault" => {
+                EngineError::new(ErrorCode::Internal, e.to_string())
+            }
+            e => keyring_err("the OS keyring", e),
+        })
     })
     .await
+}
+
+impl Engine {
+    /// Which store holds this process's keys.
+    pub async fn key_store(&self) -> KeyStore {
+        let engine = self.clone();
+        crate::error::blocking(move || Ok(engine.inner.keys.state())).await.unwrap_or(KeyStore::Memory)
+    }
+
+    /// Gives the key vault its passphrase for this process (chooses it for a new vault); a
+    /// wrong one is refused with `KEYS_LOCKED`. Nothing to do when the OS keyring is in use.
+    pub async fn unlock_keys(&self, passphrase: String) -> Result<()> {
+        let engine = self.clone();
+        crate::error::blocking(move || engine.inner.keys.unlock(&passphrase)).await
+    }
 }
 
 /// What a person asks for in `model add`.
@@ -121,7 +134,7 @@ impl Engine {
             return Err(EngineError::new(ErrorCode::Conflict, format!("a model named {:?} already exists", new.id)));
         }
         if let Some(k) = key.clone() {
-            with_entry(&self.inner.secrets, &new.id, move |e| e.set_password(&k)).await?;
+            with_entry(self, &new.id, move |e| e.set_password(&k)).await?;
         }
         let coordinates = new.coordinates.unwrap_or_else(|| CoordSpace::default_for(&new.model));
         let row =
@@ -129,7 +142,7 @@ impl Engine {
         if let Err(e) = self.inner.store.add_model(&row, self.now()).await {
             if key.is_some() {
                 // Undo: the row did not land.
-                let _ = with_entry(&self.inner.secrets, &new.id, |e| e.delete_credential()).await;
+                let _ = with_entry(self, &new.id, |e| e.delete_credential()).await;
             }
             return Err(e.into());
         }
@@ -211,7 +224,7 @@ impl Engine {
         let m = self.inner.store.model(id).await?;
         self.inner.store.remove_model(id).await?;
         if m.has_key {
-            with_entry(&self.inner.secrets, id, |e| match e.delete_credential() {
+            with_entry(self, id, |e| match e.delete_credential() {
                 Err(keyring_core::Error::NoEntry) => Ok(()),
                 other => other,
             })
@@ -228,7 +241,7 @@ impl Engine {
             return Ok(None);
         }
         let id = m.id.clone();
-        match with_entry(&self.inner.secrets, &id, |e| e.get_password()).await {
+        match with_entry(self, &id, |e| e.get_password()).await {
             Ok(k) => Ok(Some(k)),
             Err(e) => Err(e.context(format!("reading the key of model {id:?}"))),
         }

@@ -8,7 +8,7 @@ import type { BotRow } from "../types";
 import { api, errorMessage } from "../api";
 import { chat } from "./chat";
 import { firstRun } from "./firstrun";
-import { openSettings } from "./settings";
+import { modelsSection } from "./settings";
 import { computer, screenBar } from "./computer";
 import { dock } from "./dock";
 
@@ -141,29 +141,19 @@ function welcome(): HTMLElement {
     el("li", { class: "step " + (ok === null ? "" : ok ? "done" : "todo"), id }, el("h3", {}, (ok ? "✓ " : "") + title), ...body);
   const docker = check("docker");
   const image = check("image");
-  const models = el("div", { class: "muted" }, "Looking…");
+  // The models with their Test buttons and the form to add one, right here; the step turns done
+  // when one is added (the section says so with `botdesk-models-changed`).
+  const models = el("div", { class: "welcome-models" }, el("p", { class: "muted" }, "Your bots think with a model of yours: Anthropic, OpenAI, or one you run (Ollama, vLLM). Add it, then Test it."));
   const modelStep = step("welcome-model", "A model", null, models);
-  api
-    .listModels()
-    .then((list) => {
-      modelStep.className = "step " + (list.length ? "done" : "todo");
-      modelStep.querySelector("h3")!.textContent = (list.length ? "✓ " : "") + "A model";
-      if (!list.length) {
-        models.replaceChildren("Your bots think with a model of yours: Anthropic, OpenAI, or one you run (Ollama, vLLM). ", button("Add a model…", { class: "primary small", id: "welcome-add-model" }, () => openSettings()));
-        return;
-      }
-      const m = list[0];
-      const said = el("span", { class: "muted", id: "welcome-test" });
-      const test = button("Test", { class: "ghost small", id: "welcome-test-model" }, async () => {
-        said.textContent = " Asking…";
-        try {
-          const c = await api.testModel(m.id);
-          said.textContent = ` Answered in ${(c.ms / 1000).toFixed(1)} s${c.usd === null ? "" : `, $${c.usd.toFixed(4)}`}: “${c.answer}”`;
-        } catch (e) {
-          said.textContent = ` ${errorMessage(e)}`;
-        }
-      });
-      models.replaceChildren(`${m.id} (${m.model})${list.length > 1 ? ` and ${list.length - 1} more` : ""}. `, test, said);
+  const mark = (n: number) => {
+    modelStep.className = "step " + (n ? "done" : "todo");
+    modelStep.querySelector("h3")!.textContent = (n ? "✓ " : "") + "A model";
+  };
+  modelsSection("welcome-")
+    .then(async (section) => {
+      models.append(section);
+      mark((await api.listModels()).length);
+      section.addEventListener("botdesk-models-changed", () => api.listModels().then((l) => mark(l.length)));
     })
     .catch((e) => models.replaceChildren(errorMessage(e)));
   return el(

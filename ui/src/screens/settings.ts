@@ -561,23 +561,26 @@ function pricesForm(id: string, now: Prices | null, done: () => Promise<void>): 
 }
 
 /** Model providers: the list, and a form whose key goes to the system keyring only. */
-async function modelsSection(): Promise<HTMLElement> {
-  const box = el("section", { class: "models", id: "models" });
+/** The models with Test, prices and limits, and the form to add one; `prefix` keeps its ids apart
+ * from another copy on the page (the first page's). */
+export async function modelsSection(prefix = ""): Promise<HTMLElement> {
+  const box = el("section", { class: "models", id: `${prefix}models` });
   /** Reads the models with their prices and limits, then draws them. */
   const reload = async () => {
     const models = await api.listModels();
     // The new-bot form, open beside, follows.
     document.dispatchEvent(new CustomEvent("botdesk-models-changed"));
+    box.dispatchEvent(new CustomEvent("botdesk-models-changed"));
     const known = await Promise.all(models.map(async (m) => ({ m, prices: await api.modelPrices(m.id).catch(() => null), limits: await api.modelLimits(m.id).catch(() => null) })));
-    drawModels(box, known, reload);
+    drawModels(box, known, reload, prefix);
   };
   await reload();
   return box;
 }
 
-function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | null; limits: Limits | null }[], reload: () => Promise<void>) {
+function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | null; limits: Limits | null }[], reload: () => Promise<void>, prefix: string) {
   const list = el("ul", { class: "model-list" });
-  const note = el("p", { class: "muted" }, "The key is kept in the system keyring, never in the data directory.");
+  const note = el("p", { class: "muted" }, "The key is kept in the system keyring (without one, in a file encrypted with your passphrase), never in the clear.");
   if (models.length === 0) list.append(el("li", { class: "muted" }, "No model yet. Bots need one to work on tasks."));
   for (const { m, prices, limits } of models) {
     const rm = button("Remove", { class: "ghost" }, async () => {
@@ -618,11 +621,11 @@ function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | nu
     const item = el("li", { "data-model": m.id }, about, test, edit, editLimits, rm);
     list.append(item);
   }
-  const id = el("input", { placeholder: "id, e.g. claude", id: "model-id" }) as HTMLInputElement;
-  const kind = el("select", { id: "model-kind" }, el("option", { value: "anthropic" }, "Anthropic"), el("option", { value: "openai" }, "OpenAI"), el("option", { value: "openai-compatible" }, "OpenAI-compatible (Ollama, vLLM, LM Studio, OpenRouter, xAI)")) as HTMLSelectElement;
-  const model = el("input", { placeholder: "model, e.g. claude-sonnet-4-5", id: "model-name" }) as HTMLInputElement;
-  const url = el("input", { placeholder: "base URL (OpenAI-compatible only)", id: "model-url" }) as HTMLInputElement;
-  const key = el("input", { type: "password", placeholder: "API key (empty for a local server)", id: "model-key", autocomplete: "off" }) as HTMLInputElement;
+  const id = el("input", { placeholder: "id, e.g. claude", id: `${prefix}model-id`, "aria-label": "Model id" }) as HTMLInputElement;
+  const kind = el("select", { id: `${prefix}model-kind`, "aria-label": "Provider" }, el("option", { value: "anthropic" }, "Anthropic"), el("option", { value: "openai" }, "OpenAI"), el("option", { value: "openai-compatible" }, "OpenAI-compatible (Ollama, vLLM, LM Studio, OpenRouter, xAI)")) as HTMLSelectElement;
+  const model = el("input", { placeholder: "model, e.g. claude-sonnet-4-5", id: `${prefix}model-name`, "aria-label": "Model name" }) as HTMLInputElement;
+  const url = el("input", { placeholder: "base URL (OpenAI-compatible only)", id: `${prefix}model-url`, "aria-label": "Base URL" }) as HTMLInputElement;
+  const key = el("input", { type: "password", placeholder: "API key (empty for a local server)", id: `${prefix}model-key`, autocomplete: "off", "aria-label": "API key" }) as HTMLInputElement;
   const add = el("form", { class: "model-form" }, id, kind, model, url, key, el("button", { type: "submit", class: "primary" }, "Add model"), note);
   add.addEventListener("submit", async (e) => {
     e.preventDefault();

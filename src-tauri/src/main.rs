@@ -15,8 +15,9 @@ use botdesk_engine::dto::{
     BotList, BotSpend, BotView, BuildProgress, ChatItem, ComputerScope, ControlLease, DoctorReport, EngineError, HostView, ModelKind, ModelView, Settings,
     SettingsView, SwitchReport,
 };
-use botdesk_engine::{Engine, EngineConfig, KeyStore, NewModel, ProviderChoice, TakeoverResult};
+use botdesk_engine::{Engine, EngineConfig, KeyStore, LeftRunning, NewModel, ProviderChoice, TakeoverResult};
 use screens::Screens;
+use std::os::unix::process::CommandExt;
 use tauri::{ipc::Channel, Manager, State};
 
 type Res<T> = Result<T, EngineError>;
@@ -387,6 +388,56 @@ async fn stop_bot(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, b
     Ok(cancelled)
 }
 
+/// Set once the person chose how to quit: the main window's close then goes through.
+static QUITTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What keeps running when the app quits (the quit dialog lists it).
+#[tauri::command]
+async fn left_running(engine: State<'_, Engine>) -> Res<LeftRunning> {
+    engine.left_running().await
+}
+
+/// Quits. With `suspend`, running computers nobody works on are saved and suspended and the
+/// spares removed first. Whatever still runs is left to `botdesk computer idle-watch`, started
+/// here, which suspends each once idle for the set time (the app is no longer there to).
+#[tauri::command]
+async fn quit_app(app: tauri::AppHandle, engine: State<'_, Engine>, suspend: bool) -> Res<()> {
+    QUITTING.store(true, std::sync::atomic::Ordering::SeqCst);
+    if suspend {
+        for (computer, outcome) in engine.suspend_all().await? {
+            tracing::info!(%computer, ?outcome, "suspended on quit");
+        }
+    }
+    let left = engine.left_running().await?;
+    if !left.computers.is_empty() || left.spares > 0 {
+        start_idle_watch(&engine);
+    }
+    app.exit(0);
+    Ok(())
+}
+
+/// Starts the CLI beside this program as `botdesk computer idle-watch` on this data directory, in
+/// a process group of its own so it outlives the app; its log goes to `idle-watch.log` there.
+fn start_idle_watch(engine: &Engine) {
+    let root = engine.data_dir().root().to_path_buf();
+    let started = std::env::current_exe().and_then(|exe| {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(root.join("idle-watch.log"))?;
+        std::process::Command::new(exe.with_file_name("botdesk"))
+            .arg("--data-dir")
+            .arg(&root)
+            .args(["computer", "idle-watch"])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+    });
+    match started {
+        Ok(child) => tracing::info!(pid = child.id(), "left the idle watcher to suspend computers once idle"),
+        Err(e) => tracing::warn!("the idle watcher did not start (computers stay running until the app runs again): {e}"),
+    }
+}
+
 /// The UI reports that its first render is done (app tests wait for this line).
 #[tauri::command]
 fn ui_ready(bots: usize) {
@@ -477,6 +528,8 @@ fn main() {
                 });
             }
             let engine = app.state::<Engine>().inner().clone();
+            // While this runs, an idle watcher left by an earlier quit stands down.
+            engine.hold_app_mark();
             let screens = app.state::<Arc<Screens>>().inner().clone();
             let feed = Arc::new(events::BotsFeed::new(app.handle().clone(), engine.clone(), screens.clone()));
             app.manage(feed.clone());
@@ -494,7 +547,18 @@ fn main() {
         .manage(engine)
         .manage(screens)
         .manage(files::FileWatch::default())
+        .on_window_event(|window, event| {
+            // Closing the main window asks first what to do with the computers left running.
+            if let tauri::WindowEvent::CloseRequested { api, .. } = event {
+                if window.label() == "main" && !QUITTING.load(std::sync::atomic::Ordering::SeqCst) {
+                    api.prevent_close();
+                    let _ = tauri::Emitter::emit(window, "quit-requested", ());
+                }
+            }
+        })
         .invoke_handler(tauri::generate_handler![
+            left_running,
+            quit_app,
             key_store,
             unlock_keys,
             list_bots,

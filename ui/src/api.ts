@@ -2,7 +2,7 @@
 // (`types.ts`, `cargo xtask types`).
 import { Channel, invoke as tauriInvoke, InvokeArgs } from "@tauri-apps/api/core";
 import { listen, UnlistenFn } from "@tauri-apps/api/event";
-import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, ModelCheck, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, KeyStore, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
+import type { ActivityRow, Approvals, BotList, BotLogin, BotMcpServer, ModelCheck, BotSpend, BotView, BrowserGo, BrowserView, Budget, BuildProgress, ChatItem, ComputerScope, ControlLease, CoordSpace, DoctorReport, EngineError, ErrorCode, History, KeyStore, LeftRunning, HostView, Limits, Listing, ModelKind, ModelRow, NetPolicy, Preview, Prices, Question, ReplayView, RestoreReport, RunEvent, RunSummary, Settings, SettingsView, SwitchReport, Verdict } from "./types";
 
 export function errorMessage(e: unknown): string {
   if (e && typeof e === "object" && "message" in e) return String((e as EngineError).message);
@@ -130,5 +130,11 @@ export const api = {
   /** Every bot with its state, whenever any of them changed (also by another process). */
   onBotsChanged: (f: (bots: BotList) => void): Promise<UnlistenFn> => listen<BotList>("bots-changed", (e) => f(e.payload)),
   /** A click on one of the app's desktop notifications: the bot it is about. */
+  /** The window's close button was pressed (the app waits for the person's choice). */
+  onQuitRequested: (f: () => void): Promise<UnlistenFn> => listen("quit-requested", () => f()),
+  /** What keeps running once the app quits. */
+  leftRunning: () => invoke<LeftRunning>("left_running"),
+  /** Quits; `suspend`: running computers nobody works on are saved and suspended first. */
+  quit: (suspend: boolean) => invoke<void>("quit_app", { suspend }),
   onOpenBot: (f: (bot: string) => void): Promise<UnlistenFn> => listen<string>("open-bot", (e) => f(e.payload)),
 };

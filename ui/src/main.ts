@@ -15,6 +15,7 @@ import { firstRun } from "./screens/firstrun";
 import { openSettings } from "./screens/settings";
 import { renderBots, renderHealth, setupNewBot } from "./screens/sidebar";
 import { installUnlock } from "./screens/unlock";
+import { installQuit } from "./screens/quit";
 
 /** Draws each changed part once; a part inside a larger one that is drawn anew is not drawn again. */
 onChange((parts) => {
@@ -63,6 +64,7 @@ async function startSolo(id: string) {
 
 async function start() {
   setupNewBot();
+  installQuit();
   installFocusKeys();
   $("open-settings").addEventListener("click", openSettings);
   changed("health");

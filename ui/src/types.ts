@@ -208,7 +208,12 @@ notify_failed: boolean,
 /**
  * …when it asks for the person (to take its screen, an approval, a safety check).
  */
-notify_asks: boolean, };
+notify_asks: boolean, 
+/**
+ * A running computer nobody has used this many minutes (0.5–1440) is saved and suspended,
+ * by the app or, once it has quit, by `botdesk computer idle-watch` it leaves behind.
+ */
+idle_minutes: number, };
 
 /**
  * The Settings window: the settings, and where the data and the image are.
@@ -242,6 +247,21 @@ export type ModelCheck = { answer: string, ms: number, usage: Usage, usd: number
  * Which store holds this process's keys, for `doctor` and the app.
  */
 export type KeyStore = { "kind": "secret_service" } | { "kind": "vault", path: string, exists: boolean, locked: boolean, } | { "kind": "memory" };
+
+/**
+ * What keeps running when the app quits ([`Engine::left_running`]).
+ */
+export type LeftRunning = { computers: Array<RunningComputer>, spares: number, 
+/**
+ * After how many unused minutes each is suspended.
+ */
+idle_minutes: number, };
+
+export type RunningComputer = { id: string, name: string, bots: Array<string>, 
+/**
+ * A run works on it now (quitting the app ends the app's runs).
+ */
+working: boolean, };
 
 /**
  * A model's prices in US dollars per million tokens.

@@ -527,6 +527,9 @@ enum ComputerCmd {
     },
     /// Adopt or remove containers left by a crash (also runs at every app start).
     Reconcile,
+    /// Suspend running computers once idle for the set time while no app runs (the app starts
+    /// this when it quits with computers left running); returns when none runs or an app starts.
+    IdleWatch,
     /// Save a running computer's workspace now (a new checkpoint version on this machine).
     Checkpoint {
         id: String,
@@ -1173,6 +1176,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 format!("checkpoint v{}: {} files, {} bytes, {} written, {} ms{skipped}", r.version, r.files, r.bytes, r.copied, r.millis)
             });
         }
+        Cmd::Computer { cmd: ComputerCmd::IdleWatch } => engine.watch_idle().await?,
         Cmd::Computer { cmd: ComputerCmd::Reconcile } => {
             let r = engine.reconcile().await?;
             print(json, serde_json::to_value(&r).unwrap(), || format!("adopted {}, removed {}", r.adopted.len(), r.removed.len()));

@@ -18,7 +18,7 @@ pub use crate::runs::{ChatCall, ChatItem, RunEvent};
 pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
 pub use crate::versions::{Changes, Retention, Why};
-pub use crate::{BotState, BotStatus, BotView, ComputerBrief, KeyStore, ModelCheck, ModelView, RunHold};
+pub use crate::{BotState, BotStatus, BotView, ComputerBrief, KeyStore, LeftRunning, ModelCheck, ModelView, RunHold, RunningComputer};
 pub use botdesk_core::{
     action::CoordSpace, ActivityStatus, Approvals, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind,
     NetPolicy, Prices, RunFailure, RunStatus, Usage, Verdict, WorkspacePath,
@@ -146,6 +146,8 @@ pub fn typescript() -> String {
         ModelView,
         ModelCheck,
         KeyStore,
+        LeftRunning,
+        RunningComputer,
         Prices,
         Limits,
         Budget,

@@ -88,6 +88,24 @@ pub struct ReleaseOutcome {
     pub proof: Option<ReleaseProof>,
 }
 
+/// What keeps running when the app quits ([`Engine::left_running`]).
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct LeftRunning {
+    pub computers: Vec<RunningComputer>,
+    pub spares: u32,
+    /// After how many unused minutes each is suspended.
+    pub idle_minutes: f64,
+}
+
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
+pub struct RunningComputer {
+    pub id: String,
+    pub name: String,
+    pub bots: Vec<String>,
+    /// A run works on it now (quitting the app ends the app's runs).
+    pub working: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IdleOutcome {
@@ -463,8 +481,17 @@ impl Engine {
         F: FnOnce() -> Fut,
         Fut: std::future::Future<Output = Result<()>>,
     {
+        self.suspend_unused_for(computer, self.inner.limits.idle_ms(), checkpoint).await
+    }
+
+    /// [`Engine::idle_suspend`] with the time a computer must have been unused given.
+    async fn suspend_unused_for<F, Fut>(&self, computer: &str, unused_ms: i64, checkpoint: F) -> Result<IdleOutcome>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
         let c = self.inner.store.computer(computer).await?;
-        if !self.idle_now(&c.id).await? {
+        if !self.unused_for(&c.id, unused_ms).await? {
             return Ok(IdleOutcome::NotIdle);
         }
         let res = match self.inner.store.reserve(&c.id, ReservationAction::IdleSuspend, std::process::id() as i64, &boot_id(), self.now()).await {
@@ -577,9 +604,95 @@ impl Engine {
     }
 
     async fn idle_now(&self, computer: &ComputerId) -> Result<bool> {
+        self.unused_for(computer, self.inner.limits.idle_ms()).await
+    }
+
+    /// Unused for `ms`: no run, no control, nothing done on it for that long.
+    async fn unused_for(&self, computer: &ComputerId, ms: i64) -> Result<bool> {
         let last = self.inner.store.last_active(computer).await?;
-        Ok(self.now() - last >= self.inner.policy.idle_suspend
-            && !self.has_active_runs(computer).await?
-            && self.inner.store.control(computer, self.now()).await?.is_none())
+        Ok(self.now() - last >= ms && !self.has_active_runs(computer).await? && self.inner.store.control(computer, self.now()).await?.is_none())
+    }
+
+    /// What keeps running when the app quits: the running computers with their bots, and the
+    /// spare computers.
+    pub async fn left_running(&self) -> Result<LeftRunning> {
+        let mut computers = vec![];
+        for c in self.inner.store.list_computers().await? {
+            if c.state == ComputerState::Running {
+                let bots = self.inner.store.bots_on(&c.id).await?.into_iter().map(|b| b.name).collect();
+                let working = self.has_active_runs(&c.id).await?;
+                computers.push(RunningComputer { id: c.id.to_string(), name: c.name, bots, working });
+            }
+        }
+        Ok(LeftRunning { computers, spares: self.spares().await?.len() as u32, idle_minutes: self.inner.limits.idle_ms() as f64 / 60_000.0 })
+    }
+
+    /// Suspends every running computer nobody works on now (saved first), and removes the
+    /// spares: what "Suspend them and quit" does. A computer a run or the person's control holds
+    /// is left to its idle rule.
+    pub async fn suspend_all(&self) -> Result<Vec<(String, IdleOutcome)>> {
+        let mut running = vec![];
+        for c in self.inner.store.list_computers().await? {
+            if c.state == ComputerState::Running {
+                running.push(c);
+            }
+        }
+        let done = futures::future::join_all(
+            running.iter().map(|c| self.suspend_unused_for(c.id.as_str(), 0, || self.checkpoint_before(c, crate::checkpoint::Before::Suspend))),
+        )
+        .await;
+        self.drop_spares().await?;
+        done.into_iter().zip(&running).map(|(o, c)| Ok((c.id.to_string(), o.map_err(|e| e.context(format!("computer {}", c.name)))?))).collect()
+    }
+
+    /// Applies the idle rule while no app does (`botdesk computer idle-watch`, which the app
+    /// starts when it quits with computers left running): removes the spares (nobody will take
+    /// them), then every 15 s suspends the computers idle for the set time, and returns once none
+    /// is running or an app has started on this data directory (it applies the rule itself).
+    /// Only one watcher runs per data directory; a second returns at once.
+    pub async fn watch_idle(&self) -> Result<()> {
+        let lock_path = self.inner.data.root().join("idle-watch.lock");
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| EngineError::invalid(format!("{}: {e}", lock_path.display())))?;
+        if lock.try_lock().is_err() {
+            return Ok(());
+        }
+        self.drop_spares().await?;
+        loop {
+            if self.app_running() {
+                return Ok(());
+            }
+            for (computer, outcome) in self.suspend_idle_computers().await? {
+                tracing::info!(%computer, ?outcome, "idle suspend with no app");
+            }
+            if !self.inner.store.list_computers().await?.iter().any(|c| c.state == ComputerState::Running) {
+                return Ok(());
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+        }
+    }
+
+    /// Marks this process as the app of its data directory, for as long as it runs (see
+    /// [`Engine::watch_idle`]). False when another app holds the mark.
+    pub fn hold_app_mark(&self) -> bool {
+        static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+        let path = self.inner.data.root().join("app.lock");
+        let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) else { return false };
+        if f.try_lock().is_err() {
+            return false;
+        }
+        HELD.set(f).is_ok()
+    }
+
+    fn app_running(&self) -> bool {
+        let path = self.inner.data.root().join("app.lock");
+        match std::fs::OpenOptions::new().write(true).open(&path) {
+            Ok(f) => f.try_lock_shared().is_err(),
+            Err(_) => false,
+        }
     }
 }

@@ -55,7 +55,7 @@ pub use history::{History, RestoreReport, VersionView};
 pub use home_store::Skipped;
 pub use hosts::{HostView, LOCAL as LOCAL_HOST};
 pub use keys::{AskPassphrase, KeyStore};
-pub use leases::{boot_id, IdleOutcome, Policy, ReleaseOutcome, ReleaseProof, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
+pub use leases::{boot_id, IdleOutcome, LeftRunning, Policy, ReleaseOutcome, ReleaseProof, RunningComputer, MAX_NOTE, MIN_IDLE_SUSPEND_MS, PAUSE_WAIT};
 pub use logins::NewLogin;
 pub use models::{ModelCheck, ModelView, NewModel};
 pub use network::NETWORK_ACTIVITY;
@@ -207,8 +207,10 @@ impl Engine {
         config.policy.validate()?;
         let settings = Settings::load(&data.settings())?;
         let mut resources = config.resources;
+        let mut idle_ms = config.policy.idle_suspend;
         if data.settings().exists() {
             settings.apply(&mut resources);
+            idle_ms = settings.idle_ms();
         }
         let keys = keys::Keys::new(config.secrets, data.root(), config.ask_passphrase);
         let engine = Self {
@@ -219,7 +221,7 @@ impl Engine {
                 docker,
                 router,
                 clock: config.clock,
-                limits: settings::InForce::new(resources, config.screen_limit, &settings),
+                limits: settings::InForce::new(resources, config.screen_limit, idle_ms, &settings),
                 policy: config.policy,
                 keys,
                 computers: Default::default(),

@@ -41,6 +41,9 @@ pub struct Settings {
     pub notify_failed: bool,
     /// …when it asks for the person (to take its screen, an approval, a safety check).
     pub notify_asks: bool,
+    /// A running computer nobody has used this many minutes (0.5–1440) is saved and suspended,
+    /// by the app or, once it has quit, by `botdesk computer idle-watch` it leaves behind.
+    pub idle_minutes: f64,
 }
 
 impl Default for Settings {
@@ -61,6 +64,7 @@ impl Default for Settings {
             notify_finished: true,
             notify_failed: true,
             notify_asks: true,
+            idle_minutes: 10.0,
         }
     }
 }
@@ -93,6 +97,9 @@ impl Settings {
         }
         if !(1..=1024).contains(&self.record_total_gib) {
             return Err(EngineError::invalid(format!("all recordings together may take 1 to 1024 GiB, not {}", self.record_total_gib)));
+        }
+        if !(0.5..=1440.0).contains(&self.idle_minutes) {
+            return Err(EngineError::invalid(format!("an idle computer is suspended after 0.5 to 1440 minutes, not {}", self.idle_minutes)));
         }
         if let Some(n) = self.screen_limit {
             if !(1..=16).contains(&n) {
@@ -130,28 +137,40 @@ impl Settings {
         crate::versions::Retention { all_hours: self.history_hours, daily_days: self.history_days }
     }
 
+    pub fn idle_ms(&self) -> i64 {
+        (self.idle_minutes * 60_000.0) as i64
+    }
+
     pub fn apply(&self, r: &mut botdesk_core::Resources) {
         r.memory_bytes = self.memory_mib << 20;
         r.nano_cpus = (self.cpus * 1e9) as i64;
     }
 }
 
-/// The settings in force in this process: a computer's resources and the screen limit, from the
-/// settings file; a screen limit given in the configuration (`SANDBOX_TEAM_SCREEN_LIMIT`) wins.
+/// The settings in force in this process: a computer's resources, the screen limit and the idle
+/// time, from the settings file; a screen limit given in the configuration
+/// (`SANDBOX_TEAM_SCREEN_LIMIT`) wins, and the configuration's idle time holds until a settings
+/// file names one.
 pub(crate) struct InForce {
-    now: std::sync::RwLock<(botdesk_core::Resources, Option<u32>)>,
+    now: std::sync::RwLock<(botdesk_core::Resources, Option<u32>, i64)>,
     screen_limit_override: Option<u32>,
 }
 
 impl InForce {
-    pub fn new(resources: botdesk_core::Resources, screen_limit_override: Option<u32>, file: &Settings) -> Self {
-        InForce { now: std::sync::RwLock::new((resources, screen_limit_override.or(file.screen_limit))), screen_limit_override }
+    pub fn new(resources: botdesk_core::Resources, screen_limit_override: Option<u32>, idle_ms: i64, file: &Settings) -> Self {
+        InForce { now: std::sync::RwLock::new((resources, screen_limit_override.or(file.screen_limit), idle_ms)), screen_limit_override }
     }
 
     pub fn apply(&self, s: &Settings) {
         let mut now = self.now.write().unwrap();
         s.apply(&mut now.0);
         now.1 = self.screen_limit_override.or(s.screen_limit);
+        now.2 = s.idle_ms();
+    }
+
+    /// How long a computer is unused before it is suspended, ms.
+    pub fn idle_ms(&self) -> i64 {
+        self.now.read().unwrap().2
     }
 
     pub fn resources(&self) -> botdesk_core::Resources {
@@ -188,12 +207,14 @@ mod tests {
             notify_finished: false,
             notify_failed: true,
             notify_asks: false,
+            idle_minutes: 0.5,
         };
         s.save(&path).unwrap();
         assert_eq!(Settings::load(&path).unwrap(), s);
         assert!(Settings { screen_limit: Some(0), ..s.clone() }.save(&path).is_err());
         assert!(Settings { memory_mib: 100, ..s.clone() }.save(&path).is_err());
         assert!(Settings { history_hours: 0, ..s.clone() }.save(&path).is_err());
+        assert!(Settings { idle_minutes: 0.1, ..s.clone() }.save(&path).is_err());
         assert!(Settings { record_fps: 31, ..s.clone() }.save(&path).is_err());
         assert!(Settings { record_max_mib: 8, ..s.clone() }.save(&path).is_err());
         assert!(Settings { record_days: 0, ..s.clone() }.save(&path).is_err());

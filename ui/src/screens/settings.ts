@@ -40,6 +40,7 @@ export async function openSettings() {
     return box;
   };
   const [notifyAsks, notifyDone, notifyFailed] = [check("set-notify-asks", s.notify_asks), check("set-notify-finished", s.notify_finished), check("set-notify-failed", s.notify_failed)];
+  const idle = el("input", { type: "number", min: "0.5", max: "1440", step: "0.5", value: String(s.idle_minutes), id: "set-idle" }) as HTMLInputElement;
   const msg = el("p", { class: "muted", id: "settings-message" });
   const form = el(
     "form",
@@ -48,6 +49,7 @@ export async function openSettings() {
     field("Memory (MiB)", mem, "Each computer's memory; applies to computers started after saving."),
     field("CPUs", cpus, "Each computer's CPU share."),
     field("Screen limit", limit, "At most this many bot desktops at once on one computer. Empty: no limit."),
+    field("Suspend when unused (minutes)", idle, "A computer nobody has used this long is saved and suspended, also after the app quits; a bot's next task wakes it."),
     field("Spare computer", spare, "While the app runs, keep one computer started on this machine, so a new bot's computer is ready at once. Unused, it is an idle computer: about 40 MiB and no CPU."),
     el("h3", {}, "Versions"),
     field("Keep every version (hours)", hours, "Each checkpoint of a bot's files (after each run, at each stop) is kept this long…"),
@@ -88,6 +90,7 @@ export async function openSettings() {
         notify_asks: notifyAsks.checked,
         notify_finished: notifyDone.checked,
         notify_failed: notifyFailed.checked,
+        idle_minutes: Number(idle.value),
       });
       msg.textContent = "Saved.";
       msg.className = "ok-text";

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use webdriver::*;
 
 const GOOD: &str = "sk-ant-first-hour-good-key";
+/// WebDriver's keys.
+const ENTER: &str = "\u{E007}";
+const ARROW_RIGHT: &str = "\u{E014}";
 
 #[test]
 fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
@@ -60,9 +63,10 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
         "return document.getElementById('welcome-model')?.classList.contains('todo') && !!document.getElementById('welcome-model-id')",
         Duration::from_secs(20),
     );
+    d.click("#new-bot");
     d.wait_js(
         "the new-bot form refuses without a model",
-        "document.getElementById('new-bot').click(); return !document.getElementById('new-bot-no-model').hidden",
+        "return !document.getElementById('new-bot-form').hidden && !document.getElementById('new-bot-no-model').hidden && document.querySelector('#new-bot-form button[type=submit]').disabled",
         Duration::from_secs(10),
     );
     d.click("#new-bot-cancel");
@@ -112,7 +116,8 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     d.wait_js("the bot's example tasks", "return document.querySelectorAll('#example-tasks .example').length === 3", Duration::from_secs(30));
     d.js("[...document.querySelectorAll('#example-tasks .example')].find(b => b.textContent.includes('report.md')).click()");
     d.wait_js("the task in the composer", "return document.getElementById('task-input').value.includes('report.md')", Duration::from_secs(5));
-    d.click("#send-task");
+    // Sent with the keyboard: Enter in the composer.
+    d.type_into("#task-input", ENTER);
     d.wait_js(
         "the task done",
         "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent.includes('wrote a short report'))",
@@ -121,6 +126,50 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     assert_eq!(server.failures(), Vec::<String>::new(), "the scripted model refused a request");
     assert_eq!(server.remaining(), 0);
     screenshot("33-first-task-done");
+
+    // Keyboard and screen readers. Each control has a role and a name in WebKit's accessibility
+    // tree (what a screen reader announces).
+    for (css, role, name) in [
+        ("#new-bot", "button", "New bot"),
+        (".bot[data-bot]", "button", "helper: "),
+        ("#task-input", "textbox", "Task"),
+        ("#send-task", "button", "Send"),
+        ("#control-button", "button", "Take control"),
+        (".tab[data-tab=overview]", "tab", "Overview"),
+        ("#chat-edge", "separator", "Chat width"),
+    ] {
+        let (r, n) = d.accessible(css);
+        assert!(r == role && n.starts_with(name), "{css}: role {r:?}, name {n:?}; want {role:?}, {name:?}…");
+    }
+    // Every action by keyboard: a new bot's form opens and closes, control is taken (its screen
+    // opens in a tab) and released with Enter, the screen's tabs switch with Enter and the
+    // arrows, the chat's edge moves with the arrows (and is remembered); where the keyboard is,
+    // an outline shows.
+    d.type_into("#new-bot", ENTER);
+    d.wait_js("the new-bot form open", "return !document.getElementById('new-bot-form').hidden", Duration::from_secs(5));
+    d.type_into("#new-bot-cancel", ENTER);
+    d.wait_js("the new-bot form closed", "return document.getElementById('new-bot-form').hidden", Duration::from_secs(5));
+    d.type_into("#control-button", ENTER);
+    d.wait_js("control taken", "return document.getElementById('control-button')?.dataset.control === 'release'", Duration::from_secs(30));
+    d.type_into("#control-button", ENTER);
+    d.wait_js("control released", "return document.getElementById('control-button')?.dataset.control === 'take'", Duration::from_secs(30));
+    d.type_into(".tab[data-tab=overview]", ENTER);
+    d.wait_js("the overview tab", "return document.querySelector('.tab.active')?.dataset.tab === 'overview'", Duration::from_secs(5));
+    d.type_into(".tab[data-tab=overview]", ARROW_RIGHT);
+    d.wait_js(
+        "the bot's screen tab, focused",
+        "const t = document.querySelector('.tab.active'); return t && t.dataset.tab !== 'overview' && document.activeElement === t",
+        Duration::from_secs(10),
+    );
+    d.type_into("#chat-edge", &format!("{ARROW_RIGHT}{ARROW_RIGHT}"));
+    d.wait_js(
+        "a wider chat",
+        "return getComputedStyle(document.getElementById('app')).getPropertyValue('--chat-width').trim() === '340px'",
+        Duration::from_secs(5),
+    );
+    let outline = d.js("const e = document.activeElement; return [e.id, getComputedStyle(e).outlineStyle, JSON.parse(localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('botdesk.layout:')))).chat]");
+    assert_eq!(outline, json!(["chat-edge", "solid", 340]), "the focused edge shows an outline and its width is remembered");
+    screenshot("33b-keyboard-focus");
 
     // Quitting: Ctrl+Q on the window says what keeps running.
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();

@@ -303,21 +303,37 @@ export function dismissNotice(which: "error" | "switched") {
 
 export function setDock(k: Dock | null) {
   state.dock = k;
-  if (layoutKey) localStorage.setItem(layoutKey, JSON.stringify({ dock: k }));
+  saveLayout();
   syncDock();
   changed("main");
+}
+
+/** The narrowest and widest the chat may be, px. */
+export const CHAT_WIDTH = { min: 220, max: 640 };
+
+/** The chat's width beside the screen (kept within bounds, remembered). */
+export function setChatWidth(px: number) {
+  state.chatWidth = Math.round(Math.min(CHAT_WIDTH.max, Math.max(CHAT_WIDTH.min, px)));
+  document.getElementById("app")?.style.setProperty("--chat-width", `${state.chatWidth}px`);
+  saveLayout();
+}
+
+function saveLayout() {
+  if (layoutKey) localStorage.setItem(layoutKey, JSON.stringify({ dock: state.dock, chat: state.chatWidth }));
 }
 
 /** Where the layout is remembered: one key per data directory (a second data directory, or a
  *  test's, starts as it was left there). */
 let layoutKey: string | null = null;
 
-/** The layout as the person left it: which dock pane is open (none: the screen gets the room). */
+/** The layout as the person left it: which dock pane is open (none: the screen gets the room)
+ *  and how wide the chat is. */
 export async function restoreLayout() {
   try {
     layoutKey = `botdesk.layout:${(await api.getSettings()).data_dir}`;
     const saved = JSON.parse(localStorage.getItem(layoutKey) ?? "{}");
     if (["terminal", "files", "browser"].includes(saved.dock)) state.dock = saved.dock as Dock;
+    if (typeof saved.chat === "number") setChatWidth(saved.chat);
   } catch {
     // A layout that cannot be read is the default one.
   }

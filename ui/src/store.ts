@@ -37,6 +37,8 @@ export const state = {
   tabs: [] as string[],
   activeTab: "overview" as string,
   dock: null as Dock | null,
+  /** The chat's width beside the screen, px (the person drags or arrows its edge). */
+  chatWidth: 300,
   /** The last refusal of Take control and the like (shown with a Stop button when a run holds the bot). */
   controlError: null as { bot: string; message: string; code: ErrorCode | null } | null,
   /** What the last move between the Team computer and a Private one did, or "moving" meanwhile. */

@@ -264,6 +264,14 @@ impl Driver {
     pub fn text(&self, css: &str) -> String {
         self.on_element(css, "text of", "GET", "text", None).as_str().unwrap_or("").to_string()
     }
+
+    /// The element's role and accessible name as WebKit's accessibility tree computes them for
+    /// screen readers (WebDriver's computed role and label).
+    pub fn accessible(&self, css: &str) -> (String, String) {
+        let role = self.on_element(css, "role of", "GET", "computedrole", None).as_str().unwrap_or("").to_string();
+        let label = self.on_element(css, "label of", "GET", "computedlabel", None).as_str().unwrap_or("").to_string();
+        (role, label)
+    }
 }
 
 pub fn e2e_dir() -> PathBuf {

@@ -1,6 +1,6 @@
 // The selected bot: its header with control, a notice, and the workspace (chat, screens, dock);
 // in a screen's own window, only the bar and the screen.
-import { dismissNotice, release, stop, switchComputer, takeControl } from "../actions";
+import { CHAT_WIDTH, dismissNotice, release, setChatWidth, stop, switchComputer, takeControl } from "../actions";
 import { $, button, el } from "../dom";
 import { initials, statusText } from "../format";
 import { bot, live, SOLO, state } from "../store";
@@ -27,7 +27,7 @@ export function renderMain() {
   const focused = document.activeElement;
   $("app").classList.toggle("focus", state.focus && live.viewers.has(state.activeTab));
   if (SOLO) main.replaceChildren(soloBar(b), controlNotice(b), soloScreen(b));
-  else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), computer(b)), dock(b));
+  else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), chatEdge(), computer(b)), dock(b));
   if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
   // A field drawn anew (the note for the bot) keeps the keyboard too.
   const again = focused instanceof HTMLInputElement && !focused.isConnected && focused.id ? document.getElementById(focused.id) : null;
@@ -135,6 +135,41 @@ function controlNotice(b: BotRow): HTMLElement {
 
 /** The first page, before any bot: what is set up and what is next, each step with its state and
  *  the way to do it (Docker, the computer image, a model with its Test, the first bot). */
+/** The chat's right edge: dragged, or moved with the arrow keys, it sets the chat's width (the
+ *  screen takes the rest); the width is remembered. */
+function chatEdge(): HTMLElement {
+  const edge = el("div", {
+    class: "chat-edge",
+    id: "chat-edge",
+    role: "separator",
+    tabindex: "0",
+    "aria-orientation": "vertical",
+    "aria-label": "Chat width",
+    "aria-valuemin": String(CHAT_WIDTH.min),
+    "aria-valuemax": String(CHAT_WIDTH.max),
+    "aria-valuenow": String(state.chatWidth),
+    title: "Drag to widen the chat or the screen",
+  });
+  const set = (px: number) => {
+    setChatWidth(px);
+    edge.setAttribute("aria-valuenow", String(state.chatWidth));
+  };
+  edge.addEventListener("pointerdown", (e) => {
+    const start = e.clientX - state.chatWidth;
+    edge.setPointerCapture(e.pointerId);
+    const move = (m: PointerEvent) => set(m.clientX - start);
+    edge.addEventListener("pointermove", move);
+    edge.addEventListener("pointerup", () => edge.removeEventListener("pointermove", move), { once: true });
+  });
+  edge.addEventListener("keydown", (e) => {
+    if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+      e.preventDefault();
+      set(state.chatWidth + (e.key === "ArrowLeft" ? -20 : 20));
+    }
+  });
+  return edge;
+}
+
 function welcome(): HTMLElement {
   const check = (name: string) => state.health?.checks.find((c) => c.name === name);
   const step = (id: string, title: string, ok: boolean | null, ...body: (Node | string)[]) =>

@@ -9,7 +9,8 @@ import type { Viewer } from "../viewer";
 export function computer(b: BotRow): HTMLElement {
   const tabs = el("nav", { class: "tabs", role: "tablist" });
   const tab = (id: string, label: string, closable: boolean) => {
-    const t = el("div", { class: "tab" + (state.activeTab === id ? " active" : ""), role: "tab", "data-tab": id });
+    const active = state.activeTab === id;
+    const t = el("div", { class: "tab" + (active ? " active" : ""), role: "tab", "data-tab": id, tabindex: "0", "aria-selected": String(active), "aria-label": label });
     t.append(el("span", {}, label));
     if (closable) {
       const x = el("button", { class: "tab-close", title: "Close this screen", "aria-label": `Close ${label}` }, "×");
@@ -17,6 +18,16 @@ export function computer(b: BotRow): HTMLElement {
       t.append(x);
     }
     t.addEventListener("click", () => showTab(id));
+    // Enter or Space opens a tab; the arrows open the next or the one before (focus follows).
+    t.addEventListener("keydown", (e) => {
+      const order = ["overview", ...state.tabs];
+      const at = order.indexOf(id);
+      const to = e.key === "Enter" || e.key === " " ? id : e.key === "ArrowRight" ? order[(at + 1) % order.length] : e.key === "ArrowLeft" ? order[(at - 1 + order.length) % order.length] : null;
+      if (!to || e.target !== t) return;
+      e.preventDefault();
+      showTab(to);
+      requestAnimationFrame(() => (document.querySelector(`.tab[data-tab="${to}"]`) as HTMLElement | null)?.focus());
+    });
     return t;
   };
   tabs.append(tab("overview", "Overview", false));

@@ -19,7 +19,7 @@ export function renderBots() {
   for (const b of state.bots) {
     const item = el(
       "li",
-      { class: "bot" + (b.id === state.selected ? " selected" : ""), "data-bot": b.id, "data-status": b.status, tabindex: "0" },
+      { class: "bot" + (b.id === state.selected ? " selected" : ""), "data-bot": b.id, "data-status": b.status, tabindex: "0", role: "button", "aria-label": `${b.name}: ${statusText(b)}`, "aria-current": String(b.id === state.selected) },
       el("span", { class: "avatar" }, initials(b.name)),
       el("span", { class: "bot-text" }, el("span", { class: "bot-name" }, b.name), el("span", { class: "bot-sub" }, statusText(b))),
       el("span", { class: `status ${b.status}`, title: statusText(b) }),

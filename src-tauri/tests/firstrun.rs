@@ -70,7 +70,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
         Duration::from_secs(10),
     );
     d.click("#new-bot-cancel");
-    screenshot("30-first-run-checklist");
+    screenshot("30-first-run-checklist.png");
 
     // A model with a key the provider refuses: Test shows the provider's word and what to do.
     let add = |id: &str, key: &str| {
@@ -91,7 +91,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     );
     let said = d.text("#welcome-models [data-model-check=first]");
     assert!(said.contains("invalid x-api-key") && said.to_lowercase().contains("key"), "the refusal shown: {said}");
-    screenshot("31-model-test-bad-key");
+    screenshot("31-model-test-bad-key.png");
 
     // The good key: its answer, with how long it took.
     add("claude", GOOD);
@@ -106,7 +106,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     d.wait_js("the model step done", "return document.getElementById('welcome-model')?.classList.contains('done')", Duration::from_secs(10));
     d.js("[...document.querySelectorAll('#welcome-models [data-model=first] button')].find(b => b.textContent === 'Remove').click()");
     d.wait_js("the first model removed", "return !document.querySelector('#welcome-models [data-model=first]')", Duration::from_secs(10));
-    screenshot("32-model-test-answered");
+    screenshot("32-model-test-answered.png");
 
     // The first bot, from the checklist; its chat offers tasks to start from.
     d.click("#welcome-new-bot");
@@ -125,7 +125,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     );
     assert_eq!(server.failures(), Vec::<String>::new(), "the scripted model refused a request");
     assert_eq!(server.remaining(), 0);
-    screenshot("33-first-task-done");
+    screenshot("33-first-task-done.png");
 
     // Keyboard and screen readers. Each control has a role and a name in WebKit's accessibility
     // tree (what a screen reader announces).
@@ -169,7 +169,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     );
     let outline = d.js("const e = document.activeElement; return [e.id, getComputedStyle(e).outlineStyle, JSON.parse(localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('botdesk.layout:')))).chat]");
     assert_eq!(outline, json!(["chat-edge", "solid", 340]), "the focused edge shows an outline and its width is remembered");
-    screenshot("33b-keyboard-focus");
+    screenshot("33b-keyboard-focus.png");
 
     // Quitting: Ctrl+Q on the window says what keeps running.
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
@@ -180,7 +180,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     xdotool(&["windowfocus", "--sync", &window, "key", "ctrl+q"]);
     d.wait_js("the quit dialog", "return !!document.querySelector('#quit-list li strong')", Duration::from_secs(20));
     assert_eq!(d.text("#quit-list li strong"), "helper");
-    screenshot("34-quit-dialog");
+    screenshot("34-quit-dialog.png");
     d.click("#quit-leave");
 
     // Gone; the computer keeps running until its idle time has passed, then the watcher the app

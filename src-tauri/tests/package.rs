@@ -155,26 +155,55 @@ fn the_installed_package_runs_its_first_run_screen() {
     assert_eq!(errors, serde_json::json!([]), "the first-run screen shows an error");
 
     // What the person sees, from the container's own display.
-    let shot = e2e_dir().join("23-installed-first-run.png");
-    let xwd = e2e_dir().join("23-installed-first-run.xwd");
     let mut painted = false;
     for _ in 0..60 {
-        docker_ok(&["exec", &cleanup.container, "xwd", "-root", "-display", ":1", "-out", "/tmp/first-run.xwd"]);
-        docker_ok(&["cp", &format!("{}:/tmp/first-run.xwd", cleanup.container), &xwd.to_string_lossy()]);
-        let st = Command::new("convert").arg(format!("xwd:{}", xwd.display())).arg(&shot).status().expect("ImageMagick's convert");
-        assert!(st.success(), "converting the container's screen capture");
         // WebKit paints after layout: the heading's area is no longer the empty background.
-        if distinct_colours(&shot) > 16 {
+        if distinct_colours(&screen_of(&cleanup.container, "23-installed-first-run")) > 16 {
             painted = true;
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert!(painted, "the installed app's window never painted: see {}", shot.display());
-    let _ = std::fs::remove_file(&xwd);
+    assert!(painted, "the installed app's window never painted: see target/e2e/23-installed-first-run.png");
     let log = docker_ok(&["logs", &cleanup.container]);
     assert!(log.contains("botdesk-app: ui ready, 0 bots listed"), "the app never reported its UI ready:\n{log}");
+
+    // A model added on the first page: with no Secret Service, the app asks over the form for a
+    // passphrase to keep keys with, then keeps the model; the key is in the vault, encrypted.
+    const KEY: &str = "sk-ant-installed-app-key-77";
+    d.type_into("#welcome-model-id", "claude");
+    d.type_into("#welcome-model-name", "claude-sonnet-4-5");
+    d.type_into("#welcome-model-key", KEY);
+    d.click("#welcome-models .model-form button[type=submit]");
+    d.wait_js("the passphrase asked", "return !!document.getElementById('unlock-again')", Duration::from_secs(30));
+    d.type_into("#unlock-passphrase", "the installed app's passphrase");
+    d.type_into("#unlock-again", "the installed app's passphrase");
+    screen_of(&cleanup.container, "23b-installed-key-vault");
+    d.click("#unlock-submit");
+    d.wait_js(
+        "the model kept",
+        "return !!document.querySelector('#welcome-models [data-model=claude]') && !document.getElementById('unlock')",
+        Duration::from_secs(30),
+    );
+    let mut grep = Command::new("docker")
+        .args(["exec", "-i", &cleanup.container, "sh", "-c", r#"d="$HOME/.local/share/botdesk"; test -s "$d/keys.vault" && ! grep -rqF -f /dev/stdin "$d""#])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut grep.stdin.take().unwrap(), format!("{KEY}\n").as_bytes()).unwrap();
+    assert!(grep.wait().unwrap().success(), "no key vault, or the key in the data directory in the clear");
     drop(d);
+}
+
+/// The container's screen as target/e2e/NAME.png.
+fn screen_of(container: &str, name: &str) -> PathBuf {
+    let (shot, xwd) = (e2e_dir().join(format!("{name}.png")), e2e_dir().join(format!("{name}.xwd")));
+    docker_ok(&["exec", container, "xwd", "-root", "-display", ":1", "-out", "/tmp/screen.xwd"]);
+    docker_ok(&["cp", &format!("{container}:/tmp/screen.xwd"), &xwd.to_string_lossy()]);
+    let st = Command::new("convert").arg(format!("xwd:{}", xwd.display())).arg(&shot).status().expect("ImageMagick's convert");
+    assert!(st.success(), "converting the container's screen capture");
+    let _ = std::fs::remove_file(&xwd);
+    shot
 }
 
 /// Without a Secret Service, the installed CLI keeps a model's key in the encrypted vault (its

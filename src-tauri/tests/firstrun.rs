@@ -167,7 +167,10 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
         "return getComputedStyle(document.getElementById('app')).getPropertyValue('--chat-width').trim() === '340px'",
         Duration::from_secs(5),
     );
-    let outline = d.js("const e = document.activeElement; return [e.id, getComputedStyle(e).outlineStyle, JSON.parse(localStorage.getItem(Object.keys(localStorage).find(k => k.startsWith('botdesk.layout:')))).chat]");
+    let outline = d.js(&format!(
+        "const e = document.activeElement; return [e.id, getComputedStyle(e).outlineStyle, JSON.parse(localStorage.getItem('botdesk.layout:' + {})).chat]",
+        json!(dir)
+    ));
     assert_eq!(outline, json!(["chat-edge", "solid", 340]), "the focused edge shows an outline and its width is remembered");
     screenshot("33b-keyboard-focus.png");
 

@@ -91,6 +91,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     );
     let said = d.text("#welcome-models [data-model-check=first]");
     assert!(said.contains("invalid x-api-key") && said.to_lowercase().contains("key"), "the refusal shown: {said}");
+    d.wait_js("the model step still to do", "return document.getElementById('welcome-model')?.classList.contains('todo')", Duration::from_secs(10));
     screenshot("31-model-test-bad-key.png");
 
     // The good key: its answer, with how long it took.
@@ -103,9 +104,9 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     );
     let said = d.text("#welcome-models [data-model-check=claude]");
     assert!(said.starts_with("Answered in ") && said.contains("Hello! I am ready."), "the answer shown: {said}");
-    d.wait_js("the model step done", "return document.getElementById('welcome-model')?.classList.contains('done')", Duration::from_secs(10));
     d.js("[...document.querySelectorAll('#welcome-models [data-model=first] button')].find(b => b.textContent === 'Remove').click()");
     d.wait_js("the first model removed", "return !document.querySelector('#welcome-models [data-model=first]')", Duration::from_secs(10));
+    d.wait_js("the model step done", "return document.getElementById('welcome-model')?.classList.contains('done')", Duration::from_secs(10));
     screenshot("32-model-test-answered.png");
 
     // The first bot, from the checklist; its chat offers tasks to start from.

@@ -180,15 +180,19 @@ function welcome(): HTMLElement {
   // when one is added (the section says so with `botdesk-models-changed`).
   const models = el("div", { class: "welcome-models" }, el("p", { class: "muted" }, "Your bots think with a model of yours: Anthropic, OpenAI, or one you run (Ollama, vLLM). Add it, then Test it."));
   const modelStep = step("welcome-model", "A model", null, models);
-  const mark = (n: number) => {
-    modelStep.className = "step " + (n ? "done" : "todo");
-    modelStep.querySelector("h3")!.textContent = (n ? "✓ " : "") + "A model";
+  // Done with a model whose last Test (if any) did not fail.
+  const mark = (section: HTMLElement, n: number) => {
+    const ok = n > 0 && !section.querySelector(".model-check.error");
+    modelStep.className = "step " + (ok ? "done" : "todo");
+    modelStep.querySelector("h3")!.textContent = (ok ? "✓ " : "") + "A model";
   };
   modelsSection("welcome-")
     .then(async (section) => {
       models.append(section);
-      mark((await api.listModels()).length);
-      section.addEventListener("botdesk-models-changed", () => api.listModels().then((l) => mark(l.length)));
+      const again = () => api.listModels().then((l) => mark(section, l.length));
+      await again();
+      section.addEventListener("botdesk-models-changed", again);
+      section.addEventListener("botdesk-model-checked", again);
     })
     .catch((e) => models.replaceChildren(errorMessage(e)));
   return el(

@@ -24,7 +24,8 @@ async function askQuit() {
     return api.quit(false);
   }
   if (!left.computers.length && !left.spares) return api.quit(false);
-  const minutes = left.idle_minutes === 1 ? "1 minute" : `${left.idle_minutes} minutes`;
+  const m = left.idle_minutes;
+  const minutes = m < 1 ? `${Math.round(m * 60)} seconds` : m === 1 ? "1 minute" : `${m} minutes`;
   const items = left.computers.map((c) =>
     el("li", { "data-computer": c.id }, el("strong", {}, c.bots.length ? c.bots.join(", ") : c.name), el("span", { class: "muted" }, c.working ? " · working now: quitting stops its run" : ` · computer ${c.name}`)),
   );

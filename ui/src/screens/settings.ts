@@ -581,6 +581,9 @@ export async function modelsSection(prefix = ""): Promise<HTMLElement> {
   return box;
 }
 
+/** Each model's last Test as shown, kept while the list is drawn anew (until the app restarts). */
+const checked = new Map<string, { cls: string; text: string }>();
+
 function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | null; limits: Limits | null }[], reload: () => Promise<void>, prefix: string) {
   const list = el("ul", { class: "model-list" });
   const note = el("p", { class: "muted" }, "The key is kept in the system keyring (without one, in a file encrypted with your passphrase), never in the clear.");
@@ -589,6 +592,7 @@ function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | nu
     const rm = button("Remove", { class: "ghost" }, async () => {
       try {
         await api.removeModel(m.id);
+        checked.delete(m.id);
         await reload();
       } catch (e) {
         note.textContent = errorMessage(e);
@@ -608,17 +612,22 @@ function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | nu
       el("div", { class: "muted model-limits" }, sized),
     );
     const said = el("div", { class: "muted model-check", "data-model-check": m.id });
+    const show = (cls: string, text: string) => {
+      said.className = `${cls} model-check`;
+      said.textContent = text;
+      checked.set(m.id, { cls, text });
+    };
+    const last = checked.get(m.id);
+    if (last) show(last.cls, last.text);
     const test = button("Test", { class: "ghost", "data-test-model": m.id, title: "Send it one tiny request, as a run would" }, async () => {
-      said.className = "muted model-check";
-      said.textContent = "Asking…";
+      show("muted", "Asking…");
       try {
         const c = await api.testModel(m.id);
-        said.className = "ok model-check";
-        said.textContent = `Answered in ${(c.ms / 1000).toFixed(1)} s${c.usd === null ? "" : `, $${c.usd.toFixed(4)}`}: “${c.answer || "(no words)"}”`;
+        show("ok", `Answered in ${(c.ms / 1000).toFixed(1)} s${c.usd === null ? "" : `, $${c.usd.toFixed(4)}`}: “${c.answer || "(no words)"}”`);
       } catch (e) {
-        said.className = "error model-check";
-        said.textContent = errorMessage(e);
+        show("error", errorMessage(e));
       }
+      box.dispatchEvent(new CustomEvent("botdesk-model-checked"));
     });
     about.append(said);
     const item = el("li", { "data-model": m.id }, about, test, edit, editLimits, rm);

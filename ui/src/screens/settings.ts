@@ -573,9 +573,10 @@ export async function modelsSection(prefix = ""): Promise<HTMLElement> {
     const models = await api.listModels();
     // The new-bot form, open beside, follows.
     document.dispatchEvent(new CustomEvent("botdesk-models-changed"));
-    box.dispatchEvent(new CustomEvent("botdesk-models-changed"));
     const known = await Promise.all(models.map(async (m) => ({ m, prices: await api.modelPrices(m.id).catch(() => null), limits: await api.modelLimits(m.id).catch(() => null) })));
     drawModels(box, known, reload, prefix);
+    // The first page's checklist reads the list as drawn.
+    box.dispatchEvent(new CustomEvent("botdesk-models-changed"));
   };
   await reload();
   return box;

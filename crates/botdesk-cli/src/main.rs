@@ -1176,7 +1176,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 format!("checkpoint v{}: {} files, {} bytes, {} written, {} ms{skipped}", r.version, r.files, r.bytes, r.copied, r.millis)
             });
         }
-        Cmd::Computer { cmd: ComputerCmd::IdleWatch } => engine.watch_idle().await?,
+        Cmd::Computer { cmd: ComputerCmd::IdleWatch } => engine.watch_idle(std::time::Duration::from_secs(15)).await?,
         Cmd::Computer { cmd: ComputerCmd::Reconcile } => {
             let r = engine.reconcile().await?;
             print(json, serde_json::to_value(&r).unwrap(), || format!("adopted {}, removed {}", r.adopted.len(), r.removed.len()));

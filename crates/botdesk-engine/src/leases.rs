@@ -647,10 +647,10 @@ impl Engine {
 
     /// Applies the idle rule while no app does (`botdesk computer idle-watch`, which the app
     /// starts when it quits with computers left running): removes the spares (nobody will take
-    /// them), then every 15 s suspends the computers idle for the set time, and returns once none
-    /// is running or an app has started on this data directory (it applies the rule itself).
-    /// Only one watcher runs per data directory; a second returns at once.
-    pub async fn watch_idle(&self) -> Result<()> {
+    /// them), then `every` so often suspends the computers idle for the set time, and returns
+    /// once none is running or an app has started on this data directory (it applies the rule
+    /// itself). Only one watcher runs per data directory; a second returns at once.
+    pub async fn watch_idle(&self, every: Duration) -> Result<()> {
         let lock_path = self.inner.data.root().join("idle-watch.lock");
         let lock = std::fs::OpenOptions::new()
             .create(true)
@@ -672,7 +672,7 @@ impl Engine {
             if !self.inner.store.list_computers().await?.iter().any(|c| c.state == ComputerState::Running) {
                 return Ok(());
             }
-            tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+            tokio::time::sleep(every).await;
         }
     }
 

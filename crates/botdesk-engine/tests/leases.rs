@@ -280,3 +280,40 @@ async fn a_hung_checkpoint_holds_up_no_other_suspend_nor_control_expiry() {
     w.fake.stall_saves(&team.id, false);
     stopped(team).await;
 }
+
+/// Quitting the app: what keeps running is listed (working or not), "Suspend them and quit"
+/// suspends at once what no run holds, and the watcher left behind suspends the rest once idle,
+/// then ends.
+#[tokio::test]
+async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_the_rest() {
+    let w = world(Policy::default()).await;
+    assert!(w.engine.left_running().await.unwrap().computers.is_empty());
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    let (run, lease) = start(&w.engine, "a").await;
+    let left = w.engine.left_running().await.unwrap();
+    assert_eq!(left.computers.len(), 1);
+    assert_eq!((left.computers[0].bots.clone(), left.computers[0].working, left.idle_minutes), (vec!["a".to_string(), "b".to_string()], true, 10.0));
+    // A run holds it: left to the idle rule.
+    assert_eq!(w.engine.suspend_all().await.unwrap()[0].1, IdleOutcome::NotIdle);
+    w.engine.finish_run(&run, &lease, RunStatus::Completed, None, None).await.unwrap();
+    assert!(!w.engine.left_running().await.unwrap().computers[0].working);
+
+    // The watcher: nothing while the computer was used within the idle time …
+    w.advance(9 * 60_000);
+    let watcher = tokio::spawn({
+        let engine = w.engine.clone();
+        async move { engine.watch_idle(std::time::Duration::from_millis(50)).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!watcher.is_finished(), "the watcher ended with a computer running");
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
+    // … then, idle, it is suspended and the watcher ends.
+    w.advance(60_000);
+    tokio::time::timeout(std::time::Duration::from_secs(60), watcher).await.expect("the watcher ends").unwrap().unwrap();
+    assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Suspended);
+
+    // "Suspend them and quit": at once, however recently used.
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    assert_eq!(w.engine.suspend_all().await.unwrap()[0].1, IdleOutcome::Suspended);
+    assert!(w.engine.left_running().await.unwrap().computers.is_empty());
+}

@@ -1349,10 +1349,15 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
     let activity = serde_json::to_string(&activity).unwrap();
     assert!(!secrets.iter().any(|s| chat.contains(s) || activity.contains(s)), "a secret is in the chat or the activity");
     let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "keeper").unwrap();
-    let grep = std::process::Command::new("docker")
-        .args(["exec", "-u", "0", &container_of(&bot.computer.id), "grep", "-rlF", "-e", &password, "-e", &seed, "/home", "/tmp", "/var/lib/botdesk-screen"])
-        .output()
+    // The secrets go to grep on its stdin: no process list shows them.
+    let mut grep = std::process::Command::new("docker")
+        .args(["exec", "-i", "-u", "0", &container_of(&bot.computer.id), "grep", "-rlF", "-f", "-", "/home", "/tmp", "/var/lib/botdesk-screen"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    std::io::Write::write_all(&mut grep.stdin.take().unwrap(), format!("{password}\n{seed}\n").as_bytes()).unwrap();
+    let grep = grep.wait_with_output().unwrap();
     assert_eq!(grep.status.code(), Some(1), "a secret is in the computer's files: {}", String::from_utf8_lossy(&grep.stdout));
     assert_eq!(found_under(w.dir.path(), &secrets), Vec::<String>::new(), "a secret is in the data directory");
 

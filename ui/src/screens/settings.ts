@@ -608,7 +608,7 @@ function drawModels(box: HTMLElement, models: { m: ModelRow; prices: Prices | nu
       "div",
       { class: "model-about" },
       el("strong", {}, m.id),
-      el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key in the keyring" : "no key"} · coordinates ${m.coordinates}`),
+      el("span", { class: "muted" }, ` ${m.kind} · ${m.model}${m.base_url ? " · " + m.base_url : ""} · ${m.has_key ? "key saved" : "no key"} · coordinates ${m.coordinates}`),
       el("div", { class: "muted model-prices" }, priced),
       el("div", { class: "muted model-limits" }, sized),
     );

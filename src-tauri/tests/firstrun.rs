@@ -82,27 +82,26 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
         d.click("#welcome-models .model-form button[type=submit]");
         d.wait_js("the model listed", &format!("return !!document.querySelector('#welcome-models [data-model=\"{id}\"]')"), Duration::from_secs(20));
     };
+    // Test: what it shows once it is done (`ok` or `error`).
+    let test = |id: &str, outcome: &str| {
+        d.click(&format!("#welcome-models [data-test-model={id}]"));
+        let shown = format!("#welcome-models [data-model-check={id}]");
+        d.wait_js(
+            &format!("{id}'s test: {outcome}"),
+            &format!("return document.querySelector('{shown}')?.classList.contains('{outcome}')"),
+            Duration::from_secs(60),
+        );
+        d.text(&shown)
+    };
     add("first", "sk-ant-mistyped");
-    d.click("#welcome-models [data-test-model=first]");
-    d.wait_js(
-        "the refused key shown",
-        "return document.querySelector('#welcome-models [data-model-check=first]')?.classList.contains('error')",
-        Duration::from_secs(60),
-    );
-    let said = d.text("#welcome-models [data-model-check=first]");
+    let said = test("first", "error");
     assert!(said.contains("invalid x-api-key") && said.to_lowercase().contains("key"), "the refusal shown: {said}");
     d.wait_js("the model step still to do", "return document.getElementById('welcome-model')?.classList.contains('todo')", Duration::from_secs(10));
     screenshot("31-model-test-bad-key.png");
 
     // The good key: its answer, with how long it took.
     add("claude", GOOD);
-    d.click("#welcome-models [data-test-model=claude]");
-    d.wait_js(
-        "the model's answer shown",
-        "return document.querySelector('#welcome-models [data-model-check=claude]')?.classList.contains('ok')",
-        Duration::from_secs(60),
-    );
-    let said = d.text("#welcome-models [data-model-check=claude]");
+    let said = test("claude", "ok");
     assert!(said.starts_with("Answered in ") && said.contains("Hello! I am ready."), "the answer shown: {said}");
     d.js("[...document.querySelectorAll('#welcome-models [data-model=first] button')].find(b => b.textContent === 'Remove').click()");
     d.wait_js("the first model removed", "return !document.querySelector('#welcome-models [data-model=first]')", Duration::from_secs(10));

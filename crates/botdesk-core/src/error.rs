@@ -26,20 +26,3 @@ pub enum SandboxError {
     #[error("injected failure in {0}")]
     Injected(&'static str),
 }
-
-impl SandboxError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::Path(_) => "PATH_ESCAPES",
-            Self::TooLarge { .. } => "TOO_LARGE",
-            Self::NotFound(_) => "NOT_FOUND",
-            Self::Invalid(_) => "INVALID",
-            Self::Unavailable(_) => "PROVIDER_UNAVAILABLE",
-            Self::NotRunning(_) => "NOT_RUNNING",
-            Self::Unsupported { .. } => "UNSUPPORTED",
-            Self::Provider(_) => "PROVIDER",
-            Self::TimedOut(_) => "TIMED_OUT",
-            Self::Injected(_) => "INJECTED",
-        }
-    }
-}

@@ -287,11 +287,6 @@ pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
     }
 }
 
-/// The bytes of a file record's data, the sum of its extents.
-pub fn data_len(data: &[(u64, u64)]) -> u64 {
-    data.iter().map(|(_, l)| l).sum()
-}
-
 /// Reads one header line from `r`, at most [`MAX_HEADER`] bytes; None at a clean end of stream.
 pub fn read_header<R: std::io::BufRead>(r: &mut R) -> std::io::Result<Option<Record>> {
     let mut line = Vec::new();

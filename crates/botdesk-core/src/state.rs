@@ -51,10 +51,6 @@ impl RunStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
-    /// Active runs keep the bot busy: Take control is refused (unless waiting for a takeover).
-    pub fn is_active(self) -> bool {
-        !self.is_terminal()
-    }
     pub fn can_become(self, to: Self) -> bool {
         use RunStatus::*;
         match self {

@@ -307,6 +307,7 @@ impl Engine {
             Err(e) => Some(self.not_saved(&c, &e).await),
         };
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        let _beat = self.beating(&res);
         self.forget_ready(&c.id).await;
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Stopping, self.now()).await?;
         let stopped = self.inner.provider.stop(&c.cref(), &CallCtx::default()).await;
@@ -358,6 +359,7 @@ impl Engine {
     async fn destroy(&self, id_or_name: &str, unsaved: bool) -> Result<ComputerView> {
         let c = self.inner.store.computer(id_or_name).await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
+        let beat = self.beating(&res);
         let mut not_saved = None;
         let destroyed = async {
             self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
@@ -381,6 +383,7 @@ impl Engine {
                 .map_err(|e| EngineError::from(e).context(format!("destroying computer {}", c.name)))
         }
         .await;
+        drop(beat);
         let status = if destroyed.is_ok() { ReservationStatus::Completed } else { ReservationStatus::Failed };
         let msg = destroyed.as_ref().err().map(|e| e.message.clone());
         self.inner.store.finish_reservation(&res.id, status, msg.as_deref(), self.now()).await?;

@@ -34,12 +34,61 @@ pub struct ScreenTarget {
     pub compressed: bool,
 }
 
+/// The region (given in `space`) of a PNG screenshot, enlarged by whole pixels as far as the
+/// screen's size allows: the region in screen pixels and the PNG with its size.
+pub(crate) fn zoom_into(shot: Observation, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
+    let r = action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
+    let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
+    let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
+    let (zw, zh, z) =
+        action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
+    let out = botdesk_docker::desktop::encode_png(zw, zh, &z).map_err(EngineError::from)?;
+    Ok((r, (zw, zh), out))
+}
+
 /// A new random capability token (128 bits, hex).
 pub fn new_token() -> String {
     botdesk_docker::desktop::new_token()
 }
 
+/// A bot's desktop resolved once, for a run to keep: where its computer's calls go, its display
+/// and whom it acts as. A look or an act through it is one provider call (one request to the
+/// computer's gateway), with no store or Docker call around it; a call that fails drops it and
+/// the next resolves it again (the computer may have restarted).
+#[derive(Debug, Clone)]
+pub(crate) struct Desk {
+    computer: ComputerId,
+    cref: ComputerRef,
+    slot: u32,
+    ctx: CallCtx,
+}
+
 impl Engine {
+    /// Resolves the bot's desktop (opened if needed) into a [`Desk`].
+    pub(crate) async fn desk(&self, bot: &str) -> Result<Desk> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let view = self.desktop_of(&bot, &computer, Reuse::Trusted).await?;
+        Ok(Desk { computer: computer.id.clone(), cref: computer.cref(), slot: view.slot, ctx: crate::bot_ctx(&bot, &computer) })
+    }
+
+    /// A screenshot through a resolved desktop. A failure (not a timeout) forgets that the
+    /// display is up, so the next [`Engine::desk`] sets it up again.
+    pub(crate) async fn observe_at(&self, desk: &Desk, format: ImageFormat) -> Result<Observation> {
+        self.inner.provider.observe(&desk.cref, desk.slot, format, &desk.ctx).await.map_err(|e| self.lost(desk, e))
+    }
+
+    /// A batch (already placed in screen pixels) through a resolved desktop.
+    pub(crate) async fn act_at(&self, desk: &Desk, batch: &[action::Action], settle_ms: Option<u64>) -> Result<action::Settled> {
+        self.inner.provider.act(&desk.cref, desk.slot, batch, action::settle_ms(settle_ms), &desk.ctx).await.map_err(|e| self.lost(desk, e))
+    }
+
+    fn lost(&self, desk: &Desk, e: SandboxError) -> EngineError {
+        if !matches!(e, SandboxError::TimedOut(_)) {
+            self.forget_display(&desk.computer, desk.slot);
+        }
+        e.into()
+    }
+
     /// Opens the bot's desktop (lazily: display, window manager and view transport start now).
     pub async fn open_desktop(&self, bot: &str) -> Result<DesktopView> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
@@ -140,14 +189,8 @@ impl Engine {
     /// cut from a fresh screenshot and enlarged by whole pixels as far as the screen's size allows.
     /// Returns the region in screen pixels and the PNG with its size.
     pub async fn zoom(&self, bot: &str, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
-        let r = action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
-        let shot = self.screenshot(bot, ImageFormat::Png).await?;
-        let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
-        let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
-        let (zw, zh, z) =
-            action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
-        let out = botdesk_docker::desktop::encode_png(zw, zh, &z).map_err(EngineError::from)?;
-        Ok((r, (zw, zh), out))
+        action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
+        zoom_into(self.screenshot(bot, ImageFormat::Png).await?, region, space)
     }
 
     /// Performs a batch of actions (a JSON array) on the bot's desktop, then waits until the

@@ -88,6 +88,15 @@ pub struct ReleaseOutcome {
     pub proof: Option<ReleaseProof>,
 }
 
+/// A reservation's heartbeat, stopped when dropped ([`Engine::beating`]).
+pub(crate) struct Beat(tokio::task::JoinHandle<()>);
+
+impl Drop for Beat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What keeps running when the app quits ([`Engine::left_running`]).
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct LeftRunning {
@@ -425,12 +434,20 @@ impl Engine {
         Ok(self.inner.store.reserve(&c.id, action, std::process::id() as i64, &boot_id(), self.now()).await?)
     }
 
-    pub async fn reservation_stage(&self, reservation: &Reservation, stage: ReservationStage) -> Result<()> {
-        Ok(self.inner.store.set_reservation_stage(&reservation.id, stage, self.now()).await?)
-    }
-
-    pub async fn heartbeat_reservation(&self, reservation: &Reservation) -> Result<()> {
-        Ok(self.inner.store.heartbeat_reservation(&reservation.id, self.now()).await?)
+    /// Heartbeats the reservation every `reservation_heartbeat` while the returned guard lives,
+    /// so a worker busy with a long checkpoint is never taken for a silent one (and marked
+    /// interrupted under it). A beat that fails is logged; the next one tries again.
+    pub(crate) fn beating(&self, reservation: &Reservation) -> Beat {
+        let (engine, id) = (self.clone(), reservation.id.clone());
+        let every = Duration::from_millis(self.inner.policy.reservation_heartbeat.max(1) as u64);
+        Beat(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(e) = engine.inner.store.heartbeat_reservation(&id, engine.now()).await {
+                    tracing::warn!(reservation = %id, "a reservation heartbeat failed: {e}");
+                }
+            }
+        }))
     }
 
     pub async fn finish_reservation(&self, reservation: &Reservation, ok: bool, error: Option<&str>) -> Result<()> {
@@ -499,6 +516,7 @@ impl Engine {
             Err(botdesk_store::StoreError::Busy(_)) => return Ok(IdleOutcome::NotIdle),
             Err(e) => return Err(e.into()),
         };
+        let _beat = self.beating(&res);
         self.inner.store.set_reservation_stage(&res.id, ReservationStage::Checkpointing, self.now()).await?;
         let saved = match checkpoint().await {
             Ok(()) => true,

@@ -271,10 +271,6 @@ impl Engine {
         &self.inner.data
     }
 
-    pub fn provider_kind(&self) -> &'static str {
-        self.inner.provider.kind()
-    }
-
     pub(crate) fn now(&self) -> i64 {
         self.inner.clock.now_ms()
     }

@@ -169,7 +169,9 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     use serde_json::json;
     let dir = tempfile::tempdir().unwrap();
     let fake = Arc::new(botdesk_fake::FakeProvider::new());
-    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()));
+    // Every call to the computer, counted.
+    let counted = Arc::new(botdesk_fake::Faulty::new(fake.clone()));
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Custom(counted.clone()));
     cfg.secrets = botdesk_engine::Secrets::memory();
     let engine = Engine::open(cfg).await.unwrap();
     let saw_image = |s: &Seen| match s.results.first() {
@@ -214,6 +216,12 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     );
     let report = engine.files_read("clicker", "report.md", 100).await.unwrap();
     assert_eq!(&report[..], b"done");
+    // Resolved once: the first look opened the desktop; from then on the act is one call to the
+    // computer and the look after it another, with nothing around them (no status, no gateway
+    // check, no desktop opened again).
+    let calls = counted.calls();
+    let first_look = calls.iter().position(|c| *c == "observe").expect("a look");
+    assert_eq!(&calls[first_look..first_look + 3], ["observe", "act", "observe"], "all calls: {calls:?}");
 }
 
 /// Recordings are removed `record_days` after their run ended, and the oldest first once all of

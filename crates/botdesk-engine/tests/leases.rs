@@ -317,3 +317,28 @@ async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_
     assert_eq!(w.engine.suspend_all().await.unwrap()[0].1, IdleOutcome::Suspended);
     assert!(w.engine.left_running().await.unwrap().computers.is_empty());
 }
+
+/// A destroy whose checkpoint takes longer than a silent worker is allowed keeps its reservation
+/// by heartbeats: housekeeping does not mark it interrupted under it, and it completes.
+#[tokio::test]
+async fn a_long_destroy_heartbeats_its_reservation_and_completes() {
+    let w = world(Policy { reservation_heartbeat: 20, ..Policy::default() }).await;
+    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    let computer = botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone());
+    w.fake.stall_saves(&computer, true);
+    let destroy = tokio::spawn({
+        let engine = w.engine.clone();
+        async move { engine.destroy_computer("team").await }
+    });
+    // Its checkpoint hangs for 15 minutes of the clock (a silent worker is given 10).
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        w.advance(5 * 60_000);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let (_, interrupted) = w.engine.expire().await.unwrap();
+    assert_eq!(interrupted, Vec::<String>::new(), "the busy destroy was taken for a silent worker");
+    w.fake.stall_saves(&computer, false);
+    let view = tokio::time::timeout(std::time::Duration::from_secs(60), destroy).await.expect("the destroy ends").unwrap().unwrap();
+    assert_eq!(view.state, botdesk_core::state::ComputerState::Stopped);
+}

@@ -134,11 +134,6 @@ impl Store {
         Ok(())
     }
 
-    /// Failed slots (teardown not verified), to retry.
-    pub async fn failed_desktops(&self, computer: &ComputerId) -> Result<Vec<Desktop>> {
-        Ok(self.desktops_on(computer).await?.into_iter().filter(|d| d.state == DesktopState::Failed).collect())
-    }
-
     pub async fn set_control_token(&self, computer: &ComputerId, slot: u32, token: Option<&str>) -> Result<()> {
         let (c, s) = (computer.as_str(), slot as i64);
         sqlx::query!("UPDATE desktops SET control_token = ?1 WHERE computer_id = ?2 AND slot = ?3", token, c, s).execute(&self.pool).await?;

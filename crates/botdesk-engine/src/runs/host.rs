@@ -34,11 +34,53 @@ pub(super) struct RunHost {
     pub(super) spend_asked: std::sync::atomic::AtomicBool,
     /// The computer watches the bot's browser for its approvals (stopped at the run's end).
     pub(super) watching: std::sync::atomic::AtomicBool,
+    /// The bot's desktop, resolved at the first screen tool and kept (dropped when a call through
+    /// it fails): each later look or act is one call to the computer.
+    pub(super) desk: tokio::sync::Mutex<Option<crate::desktop::Desk>>,
 }
 
 impl RunHost {
     pub(super) fn bot_id(&self) -> String {
         self.bot.id.to_string()
+    }
+
+    /// The bot's desktop, resolved once for the run.
+    async fn desk(&self) -> Result<crate::desktop::Desk> {
+        let mut kept = self.desk.lock().await;
+        if let Some(desk) = &*kept {
+            return Ok(desk.clone());
+        }
+        let desk = self.engine.desk(self.bot.id.as_str()).await?;
+        *kept = Some(desk.clone());
+        Ok(desk)
+    }
+
+    /// A screenshot of the bot's screen. When it fails (not by a timeout: a gateway that does not
+    /// answer would only make the run wait twice), the desktop is resolved again, set up again if
+    /// it died with a restarted computer, and the look tried once more.
+    async fn look(&self) -> Result<botdesk_core::Observation> {
+        let desk = self.desk().await?;
+        match self.engine.observe_at(&desk, ImageFormat::Png).await {
+            Err(e) if e.code != ErrorCode::TimedOut => {
+                *self.desk.lock().await = None;
+                self.engine.observe_at(&self.desk().await?, ImageFormat::Png).await
+            }
+            r => r,
+        }
+    }
+
+    /// A batch in the model's coordinates on the bot's screen (never repeated: part of it may have
+    /// happened); a failure drops the desktop, resolved again by the next screen tool.
+    async fn act(&self, mut batch: Vec<action::Action>, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
+        action::place(&mut batch, self.coords, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let desk = self.desk().await?;
+        match self.engine.act_at(&desk, &batch, settle_ms).await {
+            Ok(settled) => Ok((batch.len(), settled)),
+            Err(e) => {
+                *self.desk.lock().await = None;
+                Err(e)
+            }
+        }
     }
 
     pub(super) async fn message(&self, role: MessageRole, text: &str) -> i64 {
@@ -155,7 +197,7 @@ impl RunHost {
     /// A look at the screen: its size, the cursor (in the model's coordinates), the active window,
     /// and the screenshot with its frame (the run's conversation decides whether it is sent).
     pub(super) async fn observe(&self) -> ToolOutput {
-        match self.engine.screenshot(self.bot.id.as_str(), ImageFormat::Png).await {
+        match self.look().await {
             Ok(o) => {
                 // The display is up: the recording starts (once).
                 self.recorder.ensure().await;
@@ -195,17 +237,16 @@ impl RunHost {
     /// Holds `keys` down for `ms`, then lets them go (also when the run is stopped meanwhile, so
     /// no key stays down) and looks.
     pub(super) async fn hold_keys(&self, keys: Vec<String>, ms: u64, cancel: &CancellationToken) -> ToolOutput {
-        let bot = self.bot.id.as_str();
         let down: Vec<action::Action> = keys.iter().map(|k| action::Action::KeyDown { key: k.clone() }).collect();
         let up: Vec<action::Action> = keys.iter().rev().map(|k| action::Action::KeyUp { key: k.clone() }).collect();
-        if let Err(e) = self.engine.act_batch(bot, down, Some(0), self.coords).await {
+        if let Err(e) = self.act(down, Some(0)).await {
             return self.err(e);
         }
         let stopped = tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(ms)) => false,
             _ = cancel.cancelled() => true,
         };
-        if let Err(e) = self.engine.act_batch(bot, up, None, self.coords).await {
+        if let Err(e) = self.act(up, None).await {
             return self.err(e);
         }
         if stopped {
@@ -218,7 +259,7 @@ impl RunHost {
 
     /// Where the pointer is, in the model's coordinates (no screenshot).
     pub(super) async fn cursor_position(&self) -> ToolOutput {
-        match self.engine.screenshot(self.bot.id.as_str(), ImageFormat::Png).await {
+        match self.look().await {
             Ok(o) => {
                 let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
                 ToolOutput::ok(format!("X={x},Y={y}"))
@@ -314,7 +355,7 @@ impl Host for RunHost {
         let watched = self.watch_before(&tool).await;
         let mut out = match tool {
             Tool::Observe => self.observe().await,
-            Tool::Zoom { region } => match e.zoom(bot, region, self.coords).await {
+            Tool::Zoom { region } => match self.look().await.and_then(|shot| crate::desktop::zoom_into(shot, region, self.coords)) {
                 Ok((r, (w, h), png)) => ToolOutput {
                     page_url: None,
                     text: format!(
@@ -331,7 +372,7 @@ impl Host for RunHost {
                 },
                 Err(e) => self.err(e),
             },
-            Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, e.act_batch(bot, actions.clone(), settle_ms, self.coords)).await {
+            Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, self.act(actions.clone(), settle_ms)).await {
                 Ok((n, settled)) => {
                     let mut o = self.observe().await;
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);

@@ -163,6 +163,7 @@ impl Engine {
             acted: Default::default(),
             spend_asked: Default::default(),
             watching: Default::default(),
+            desk: Default::default(),
         };
         // What "Undo this run's file changes" goes back to.
         self.mark_run_start(&bot, &run.id).await;

@@ -67,6 +67,7 @@ impl Engine {
             acted: Default::default(),
             spend_asked: Default::default(),
             watching: Default::default(),
+            desk: Default::default(),
         });
         self.mark_run_start(&bot, &run.id).await;
         host.message(MessageRole::User, &run.task).await;

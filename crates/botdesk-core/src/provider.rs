@@ -310,11 +310,25 @@ fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> 
     Err(SandboxError::Unsupported { provider, operation })
 }
 
+/// How many requests a provider sent since it was made: to the machine that runs computers (the
+/// Docker engine's API) and to the computers themselves (their screen gateways). What tests and
+/// the bench count an operation's cost by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requests {
+    pub machine: u64,
+    pub computers: u64,
+}
+
 /// A backend that runs computers. Stop and destroy are idempotent; an unknown computer counts as
 /// gone. Every path argument is already a checked [`WorkspacePath`].
 #[async_trait]
 pub trait SandboxProvider: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
+
+    /// The requests sent so far (none counted: zeros).
+    fn requests(&self) -> Requests {
+        Requests::default()
+    }
 
     // 1. Lifecycle
     /// Creates the computer, or reconnects to the existing one and starts it if stopped.

@@ -324,6 +324,7 @@ impl DockerProvider {
 
     /// [`Self::agent`], with a refusal (`"ok": false`) given back as an answer.
     async fn agent_answer(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
+        self.sent_computers.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let op = req.op();
         let bound = agent_bound(op);
         // On expiry the connection goes with the request (it is never reused).

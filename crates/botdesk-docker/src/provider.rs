@@ -42,6 +42,9 @@ pub struct DockerProvider {
     docker: OnceCell<Docker>,
     /// Gateway port, agent token and idle agent connections per computer id.
     pub(crate) gateways: std::sync::Mutex<HashMap<String, crate::gateway::Gateway>>,
+    /// Requests sent: to the Docker engine (each call takes the client first) and to gateways.
+    pub(crate) sent_machine: std::sync::atomic::AtomicU64,
+    pub(crate) sent_computers: std::sync::atomic::AtomicU64,
 }
 
 /// A container found by its labels.
@@ -64,7 +67,7 @@ impl DockerProvider {
     /// Never fails: the engine is contacted on first use, so a stopped Docker gives a clear error
     /// from the call that needed it instead of from start-up.
     pub fn new(cfg: DockerConfig) -> Self {
-        Self { cfg, docker: OnceCell::new(), gateways: Default::default() }
+        Self { cfg, docker: OnceCell::new(), gateways: Default::default(), sent_machine: Default::default(), sent_computers: Default::default() }
     }
 
     pub fn config(&self) -> &DockerConfig {
@@ -72,6 +75,7 @@ impl DockerProvider {
     }
 
     pub async fn client(&self) -> Result<&Docker> {
+        self.sent_machine.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.docker
             .get_or_try_init(|| async {
                 if let Some(r) = &self.cfg.remote {

@@ -17,6 +17,10 @@ impl SandboxProvider for DockerProvider {
     fn kind(&self) -> &'static str {
         "docker"
     }
+    fn requests(&self) -> Requests {
+        use std::sync::atomic::Ordering::Relaxed;
+        Requests { machine: self.sent_machine.load(Relaxed), computers: self.sent_computers.load(Relaxed) }
+    }
 
     async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         self.forget_gateway(&spec.id);

@@ -271,6 +271,12 @@ impl Engine {
         &self.inner.data
     }
 
+    /// The requests this process's provider sent so far (to the Docker engines and to the
+    /// computers' gateways): what an operation costs, for tests and the bench.
+    pub fn provider_requests(&self) -> botdesk_core::Requests {
+        self.inner.provider.requests()
+    }
+
     pub(crate) fn now(&self) -> i64 {
         self.inner.clock.now_ms()
     }

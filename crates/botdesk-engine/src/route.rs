@@ -86,6 +86,10 @@ impl SandboxProvider for HostRouter {
     fn kind(&self) -> &'static str {
         self.local.kind()
     }
+    fn requests(&self) -> Requests {
+        let remotes: Vec<Requests> = self.remotes.lock().unwrap().values().map(|(_, p)| p.requests()).collect();
+        remotes.into_iter().fold(self.local.requests(), |a, b| Requests { machine: a.machine + b.machine, computers: a.computers + b.computers })
+    }
     async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         routed!(self, &spec.host, provision(spec, ctx))
     }

@@ -216,12 +216,12 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     );
     let report = engine.files_read("clicker", "report.md", 100).await.unwrap();
     assert_eq!(&report[..], b"done");
-    // Resolved once: the first look opened the desktop; from then on the act is one call to the
-    // computer and the look after it another, with nothing around them (no status, no gateway
-    // check, no desktop opened again).
+    // Resolved once: the first look opened the desktop; from then on the act tool is the act, the
+    // look after it and the read of what the network policy refused meanwhile, one call each,
+    // with nothing around them (no status, no gateway check, no desktop opened again).
     let calls = counted.calls();
-    let first_look = calls.iter().position(|c| *c == "observe").expect("a look");
-    assert_eq!(&calls[first_look..first_look + 3], ["observe", "act", "observe"], "all calls: {calls:?}");
+    let act = calls.iter().position(|c| *c == "act").expect("an act");
+    assert_eq!(&calls[act - 2..act + 3], ["observe", "network_refusals", "act", "observe", "network_refusals"], "all calls: {calls:?}");
 }
 
 /// Recordings are removed `record_days` after their run ended, and the oldest first once all of

@@ -635,13 +635,27 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
             first_result(false, "(coordinates from 0 to 1000 on each axis), cursor at (500, 250)"),
             Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 1001, "y": 5}]})),
         ),
-        Step::check(first_result(true, "x 1001 is not from 0 to 1000"), Reply::text("Clicked.")),
+        Step::check(
+            first_result(true, "x 1001 is not from 0 to 1000"),
+            Reply::call("computer_act", json!({"actions": [{"type": "move", "x": 500, "y": 250}]})),
+        ),
+        Step::check(first_result(false, "cursor at (500, 250)"), Reply::text("Clicked.")),
     ] {
         server.push(s);
     }
+    // What the provider sent when each model request came: the last act's cost is between the
+    // last two.
+    let sent = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
+    let (engine, seen) = (w.engine.clone(), sent.clone());
+    server.on_request(move || seen.lock().unwrap().push(engine.provider_requests()));
     let run = w.engine.run_task("scaled", "click the middle of the top half").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
+    // A second act in a run goes to the computer's gateway as the act, the look after it and the
+    // read of what the network refused, and to Docker not at all.
+    let sent = sent.lock().unwrap().clone();
+    let (before, after) = (sent[sent.len() - 2], sent[sent.len() - 1]);
+    assert_eq!((after.machine - before.machine, after.computers - before.computers), (0, 3), "requests at each model call: {sent:?}");
     assert_eq!(w.engine.screenshot("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
 }
 

@@ -81,6 +81,9 @@ impl SandboxProvider for Faulty {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
+    fn requests(&self) -> Requests {
+        self.inner.requests()
+    }
     async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         self.note("provision");
         if self.take(|f| *f == Fault::Provision).is_some() {

@@ -155,6 +155,8 @@ struct State {
     ollama: Option<OllamaSim>,
     /// The paths of Ollama's own API asked, in order.
     ollama_asked: Vec<String>,
+    /// Called as each model request arrives, before it is answered.
+    on_request: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// An Ollama server as far as its own API tells the context window of a model.
@@ -299,6 +301,12 @@ impl ScriptedServer {
         self.state.lock().unwrap().failures.clone()
     }
 
+    /// Calls `hook` as each model request arrives, before it is answered (what a test reads of
+    /// the client's side at that moment).
+    pub fn on_request(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.state.lock().unwrap().on_request = Some(std::sync::Arc::new(hook));
+    }
+
     /// Answers Ollama's own API too (without it, those paths are 404, as on other servers).
     pub fn act_as_ollama(&self, sim: OllamaSim) {
         self.state.lock().unwrap().ollama = Some(sim);
@@ -353,6 +361,10 @@ async fn serve(sock: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             Some(a) => respond(&mut sock, 200, None, &[], &a.to_string()).await,
             None => respond(&mut sock, 404, None, &[], "404 page not found").await,
         };
+    }
+    let hook = state.lock().unwrap().on_request.clone();
+    if let Some(hook) = hook {
+        hook();
     }
     let wire = match path.as_str() {
         "/v1/messages" => Wire::Anthropic,

@@ -6,6 +6,9 @@
 //!
 //! std only, so it builds before any system package is installed.
 
+#[cfg(test)]
+mod layers;
+
 use std::os::unix::fs::PermissionsExt;
 use std::{
     env,

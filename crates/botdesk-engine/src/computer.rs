@@ -30,6 +30,8 @@ pub(crate) struct ComputerHandle {
     /// set-up; forgotten on release, when the computer is set up again, and when a call on the
     /// display fails.
     displays: Mutex<HashSet<(u32, String)>>,
+    /// The desktops resolved on those displays, by bot (see [`crate::desktop::Desk`]).
+    desks: Mutex<HashMap<BotId, crate::desktop::Desk>>,
     /// Runs of this process that started while the computer was down and take their starting
     /// version when it is next brought up (see `Engine::mark_run_start`).
     waiting_runs: Mutex<Vec<String>>,
@@ -56,11 +58,21 @@ impl ComputerHandle {
 
     pub fn forget_display(&self, slot: u32) {
         self.displays.lock().unwrap().retain(|(s, _)| *s != slot);
+        self.desks.lock().unwrap().retain(|_, d| d.slot() != slot);
+    }
+
+    pub fn keep_desk(&self, desk: crate::desktop::Desk) {
+        self.desks.lock().unwrap().insert(desk.bot().clone(), desk);
+    }
+
+    pub fn desk(&self, bot: &BotId) -> Option<crate::desktop::Desk> {
+        self.desks.lock().unwrap().get(bot).cloned()
     }
 
     /// A computer set up again has none of the displays brought up before.
     pub fn forget_displays(&self) {
         self.displays.lock().unwrap().clear();
+        self.desks.lock().unwrap().clear();
     }
 
     /// Whether this call may start an idle suspend (none is under way).

@@ -51,24 +51,43 @@ pub fn new_token() -> String {
     botdesk_docker::desktop::new_token()
 }
 
-/// A bot's desktop resolved once, for a run to keep: where its computer's calls go, its display
-/// and whom it acts as. A look or an act through it is one provider call (one request to the
-/// computer's gateway), with no store or Docker call around it; a call that fails drops it and
+/// A bot's desktop resolved once, for a run (or this process's computer handle) to keep: where
+/// its computer's calls go, its display and whom it acts as. A look or an act through it is one
+/// provider call, with no Docker call or gateway check around it, once [`Engine::desk_holds`]
+/// (one read of the store) says the bot still has that display; a call that fails drops it and
 /// the next resolves it again (the computer may have restarted).
 #[derive(Debug, Clone)]
 pub(crate) struct Desk {
+    bot: BotId,
     computer: ComputerId,
     cref: ComputerRef,
     slot: u32,
+    view_token: String,
     ctx: CallCtx,
+}
+
+impl Desk {
+    pub(crate) fn slot(&self) -> u32 {
+        self.slot
+    }
+    pub(crate) fn bot(&self) -> &BotId {
+        &self.bot
+    }
 }
 
 impl Engine {
     /// Resolves the bot's desktop (opened if needed) into a [`Desk`].
     pub(crate) async fn desk(&self, bot: &str) -> Result<Desk> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let view = self.desktop_of(&bot, &computer, Reuse::Trusted).await?;
-        Ok(Desk { computer: computer.id.clone(), cref: computer.cref(), slot: view.slot, ctx: crate::bot_ctx(&bot, &computer) })
+        self.desktop_of(&bot, &computer, Reuse::Trusted).await?;
+        self.handle(&computer.id).desk(&bot.id).ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released meanwhile"))
+    }
+
+    /// Whether the bot still has the desktop the desk names (another process may have released
+    /// it, or the computer stopped and its displays are gone): one read of the store.
+    pub(crate) async fn desk_holds(&self, desk: &Desk) -> Result<bool> {
+        let d = self.inner.store.desktop_of(&desk.computer, &desk.bot).await?;
+        Ok(d.is_some_and(|d| d.state == botdesk_core::state::DesktopState::Assigned && d.slot == desk.slot && d.view_token == desk.view_token))
     }
 
     /// A screenshot through a resolved desktop. A failure (not a timeout) forgets that the
@@ -117,7 +136,10 @@ impl Engine {
         if reuse == Reuse::Trusted && !assigned_now && up == crate::Up::Already {
             handle.add_display(d.slot, &d.view_token);
         }
+        let desk =
+            Desk { bot: bot.id.clone(), computer: computer.id.clone(), cref: cref.clone(), slot: d.slot, view_token: d.view_token.clone(), ctx: ctx.clone() };
         if handle.has_display(d.slot, &d.view_token) {
+            handle.keep_desk(desk);
             let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
             return Ok(DesktopView {
                 bot: bot.name.clone(),
@@ -137,6 +159,7 @@ impl Engine {
             return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
         }
         handle.add_display(d.slot, &d.view_token);
+        handle.keep_desk(desk);
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
         Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
     }
@@ -182,6 +205,15 @@ impl Engine {
     /// equal pixels: a run's conversation decides from it whether the model has seen it).
     pub async fn screenshot(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
+        // The desktop this process resolved before, while the bot still has it: one call.
+        if let Some(desk) = self.handle(&computer.id).desk(&bot.id) {
+            if self.desk_holds(&desk).await? {
+                match self.observe_at(&desk, format).await {
+                    Err(e) if e.code != ErrorCode::TimedOut => {}
+                    r => return r,
+                }
+            }
+        }
         self.observe_of(&bot, &computer, format).await
     }
 

@@ -352,3 +352,29 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
     assert!(activity[1].starts_with("spend: go on past $0.00") && activity[1].ends_with("allowed once"), "{activity:?}");
     assert!(activity[2].ends_with("git push origin main --force: denied (not on main)"), "{activity:?}");
 }
+
+/// A desktop this process resolved is looked at again with one call and nothing around it, but
+/// never once another process released it (its slot may be another bot's by then): that look sets
+/// the bot's desktop up again.
+#[tokio::test]
+async fn a_kept_desktop_is_looked_at_directly_until_another_process_releases_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Arc::new(botdesk_fake::FakeProvider::new());
+    let counted = Arc::new(botdesk_fake::Faulty::new(fake.clone()));
+    let this = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Custom(counted.clone()))).await.unwrap();
+    let other = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Custom(fake.clone()))).await.unwrap();
+    for bot in ["a", "b"] {
+        this.create_bot(bot, ComputerScope::Team, None, "").await.unwrap();
+    }
+    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    let before = counted.calls().len();
+    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    assert_eq!(counted.calls()[before..], ["observe"]);
+
+    assert!(other.release_desktop("a").await.unwrap());
+    other.screenshot("b", botdesk_core::ImageFormat::Png).await.unwrap();
+    let before = counted.calls().len();
+    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    let calls = counted.calls()[before..].to_vec();
+    assert!(calls.contains(&"open_desktop") && calls.last() == Some(&"observe"), "{calls:?}");
+}

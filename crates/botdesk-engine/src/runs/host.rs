@@ -44,11 +44,14 @@ impl RunHost {
         self.bot.id.to_string()
     }
 
-    /// The bot's desktop, resolved once for the run.
+    /// The bot's desktop, resolved once for the run (and checked, with one read of the store,
+    /// to still be the bot's).
     async fn desk(&self) -> Result<crate::desktop::Desk> {
         let mut kept = self.desk.lock().await;
         if let Some(desk) = &*kept {
-            return Ok(desk.clone());
+            if self.engine.desk_holds(desk).await? {
+                return Ok(desk.clone());
+            }
         }
         let desk = self.engine.desk(self.bot.id.as_str()).await?;
         *kept = Some(desk.clone());

@@ -89,12 +89,15 @@ impl Engine {
         }
     }
 
+    /// The sites of a bot's saved logins (none when they cannot be read).
+    async fn login_sites(&self, bot: &botdesk_core::BotId) -> Vec<LoginSite> {
+        self.inner.store.bot_logins(bot).await.unwrap_or_default().iter().filter_map(|l| LoginSite::parse(&l.site).ok()).collect()
+    }
+
     /// Forgets every login of a bot being removed.
     pub(crate) async fn forget_logins(&self, bot: &botdesk_core::BotId) {
-        for l in self.inner.store.bot_logins(bot).await.unwrap_or_default() {
-            if let Ok(site) = LoginSite::parse(&l.site) {
-                self.forget_login_secret(bot, &site).await;
-            }
+        for site in self.login_sites(bot).await {
+            self.forget_login_secret(bot, &site).await;
         }
     }
 
@@ -107,8 +110,7 @@ impl Engine {
     /// The secrets of a bot's logins, for its run's redactor.
     pub(crate) async fn login_secrets(&self, bot: &botdesk_core::BotId) -> Vec<String> {
         let mut out = vec![];
-        for l in self.inner.store.bot_logins(bot).await.unwrap_or_default() {
-            let Ok(site) = LoginSite::parse(&l.site) else { continue };
+        for site in self.login_sites(bot).await {
             match self.login_secret(bot, &site).await {
                 Ok(k) => out.extend(std::iter::once(k.password).chain(k.code_seed)),
                 Err(e) => tracing::warn!(%bot, "a login's secrets could not be read for redaction: {e}"),

@@ -87,7 +87,7 @@ pub async fn run(dir: &Path) -> Figures {
         }
         for i in 0..10 {
             let t = Instant::now();
-            provider.act(&c, SLOT, &key((b'a' + i as u8) as char), 0, &ctx).await.unwrap();
+            provider.act(&c, SLOT, &key((b'a' + i as u8) as char), 0, &Default::default(), &ctx).await.unwrap();
             provider.observe(&c, SLOT, ImageFormat::Png, &ctx).await.unwrap();
             if recording { &mut on } else { &mut off }.push(t.elapsed());
         }
@@ -127,7 +127,7 @@ pub async fn run(dir: &Path) -> Figures {
             Action::Click { x: 300 + (step % 7) * 40, y: 200 + (step % 5) * 30, button: Button::Left },
             Action::Type { text: format!("echo step {step}; ls /usr/share | head -{}\n", 3 + step % 10) },
         ];
-        provider.act(&c, SLOT, &actions, 300, &ctx).await.unwrap();
+        provider.act(&c, SLOT, &actions, 300, &Default::default(), &ctx).await.unwrap();
         shots += provider.observe(&c, SLOT, ImageFormat::Png, &ctx).await.unwrap().image.map_or(0, |i| i.len() as u64);
         step += 1;
         tokio::time::sleep(Duration::from_millis(1500).saturating_sub(t.elapsed())).await;

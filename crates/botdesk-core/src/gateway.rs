@@ -131,6 +131,19 @@ pub struct Settle {
     pub cap_ms: u64,
 }
 
+/// How a look after an action batch is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LookWish {
+    pub zlib: bool,
+}
+
+/// Which refusals an answer brings: those of `uid` after number `after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NetAfter {
+    pub uid: u32,
+    pub after: u64,
+}
+
 /// A request with the engine's agent token. `display` is the display it concerns (0 for
 /// requests about the gateway or a token).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -146,19 +159,27 @@ pub enum AgentRequest<'a> {
     },
     /// `token` now lasts until `expires` (Unix ms).
     Extend { display: u32, token: &'a str, expires: i64 },
-    /// The display's framebuffer (XWD), as a body after the answer line; zlib-compressed (fast
-    /// level) when asked, for a computer across a network (4 MB raw would take seconds there).
-    Shot {
+    /// The display's framebuffer (XWD), as a body after the answer line, with the pointer's
+    /// position and the active window's title; zlib-compressed (fast level) when asked, for a
+    /// computer across a network (4 MB raw would take seconds there).
+    Look {
         display: u32,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         zlib: bool,
     },
-    /// The pointer's position and the active window's title.
-    Info { display: u32 },
     /// A command for the bot's browser on that display.
     Browser { display: u32, command: &'a BrowserCommand },
-    /// xdotool runs, then the screen watched as `settle` says.
-    Xdotool { display: u32, runs: &'a [Vec<String>], settle: Settle },
+    /// xdotool runs, then the screen watched as `settle` says; then, in the same answer, a look
+    /// and the network refusals when asked (one request per action batch).
+    Xdotool {
+        display: u32,
+        runs: &'a [Vec<String>],
+        settle: Settle,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        look: Option<LookWish>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        net: Option<NetAfter>,
+    },
     /// The connections of `uid` the network policy refused after number `after`.
     Net { display: u32, uid: u32, after: u64 },
     /// Watch the display's browser for what `policy` asks about (none: stop, refusing what
@@ -175,8 +196,7 @@ impl AgentRequest<'_> {
             AgentRequest::Ping { .. } => "ping",
             AgentRequest::Revoke { .. } => "revoke",
             AgentRequest::Extend { .. } => "extend",
-            AgentRequest::Shot { .. } => "shot",
-            AgentRequest::Info { .. } => "info",
+            AgentRequest::Look { .. } => "look",
             AgentRequest::Browser { .. } => "browser",
             AgentRequest::Xdotool { .. } => "xdotool",
             AgentRequest::Net { .. } => "net",
@@ -222,9 +242,9 @@ pub struct AgentAnswer {
     pub ok: bool,
     pub error: Option<String>,
     pub code: Option<RefusalCode>,
-    /// The length of the body that follows the line (screenshots).
+    /// The length of the body that follows the line (a look's framebuffer).
     pub len: Option<u64>,
-    /// The body is zlib-compressed (a shot asked for it so).
+    /// The body is zlib-compressed (the look was asked so).
     pub zlib: Option<bool>,
     /// How many tokens a revoke removed.
     pub removed: Option<u64>,
@@ -282,7 +302,7 @@ impl AgentAnswer {
         }
     }
 
-    /// The pointer and the active window's title of an `info` answer (a missing pointer is the
+    /// The pointer and the active window's title of a look (a missing pointer is the
     /// top left corner; a title is cut to 500 characters).
     pub fn pointer(&self) -> ((u32, u32), Option<String>) {
         ((self.x.unwrap_or(0), self.y.unwrap_or(0)), self.title.as_ref().map(|t| t.chars().take(500).collect()))

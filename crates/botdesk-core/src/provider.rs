@@ -253,6 +253,24 @@ pub struct Observation {
     pub image: Option<Bytes>,
 }
 
+/// What an action batch's answer brings besides how the screen settled: every batch of a run is
+/// followed by a look and a read of the refusals, and they come with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ActThen {
+    /// A look after the batch, encoded so.
+    pub look: Option<ImageFormat>,
+    /// The refusals of this bot's user after this number (as [`SandboxProvider::network_refusals`]).
+    pub refusals: Option<(BotUser, u64)>,
+}
+
+/// An action batch's answer: how the screen settled, and what [`ActThen`] asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acted {
+    pub settled: crate::action::Settled,
+    pub look: Option<Observation>,
+    pub refusals: Option<crate::NetRefusals>,
+}
+
 /// How a screenshot is encoded: PNG (lossless, the default) or JPEG at a quality of 1–100.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -377,8 +395,9 @@ pub trait SandboxProvider: Send + Sync + 'static {
     async fn page_browser(&self, _computer: &ComputerRef, _slot: u32, _profile: &str, _command: &BrowserCommand, _ctx: &CallCtx) -> Result<serde_json::Value> {
         unsupported(self.kind(), "page_browser")
     }
-    /// Performs a checked batch in order on display `slot`.
-    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<crate::action::Settled> {
+    /// Performs a checked batch in order on display `slot`, then what `then` asks (a look, the
+    /// network refusals) in the same request to the computer.
+    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
         unsupported(self.kind(), "act")
     }
     /// Starts recording display `slot` as `rec.key`, as the screen services (no bot can read or

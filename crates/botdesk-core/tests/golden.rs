@@ -5,7 +5,7 @@
 //! self-test under the machine's Python or Perl.
 
 use botdesk_core::action::Settled;
-use botdesk_core::gateway::{AgentAnswer, AgentRequest, Greeting, RefusalCode, Settle};
+use botdesk_core::gateway::{AgentAnswer, AgentRequest, Greeting, LookWish, NetAfter, RefusalCode, Settle};
 use botdesk_core::{BrowserCommand, PathError, WorkspacePath};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -59,14 +59,14 @@ fn requests_are_written_as_the_fixtures_say() {
     let guard =
         botdesk_core::Approvals { downloads: true, forms: vec!["shop.example".into()], always: vec!["download files.example".into()], ..Default::default() };
     let runs = vec![["mousemove", "10", "20", "click", "1"].map(String::from).to_vec(), ["type", "--delay", "12", "--", "hi"].map(String::from).to_vec()];
+    let click = vec![vec!["click".to_string(), "1".to_string()]];
     let ours = [
         ("ping", AgentRequest::Ping { display: 0 }),
         ("revoke_display", AgentRequest::Revoke { display: 3, token: None }),
         ("revoke_token", AgentRequest::Revoke { display: 0, token: Some(token) }),
         ("extend", AgentRequest::Extend { display: 0, token, expires: 1_764_000_000_000 }),
-        ("shot", AgentRequest::Shot { display: 1, zlib: false }),
-        ("shot_zlib", AgentRequest::Shot { display: 1, zlib: true }),
-        ("info", AgentRequest::Info { display: 1 }),
+        ("look", AgentRequest::Look { display: 1, zlib: false }),
+        ("look_zlib", AgentRequest::Look { display: 1, zlib: true }),
         ("browser_navigate", AgentRequest::Browser { display: 2, command: &navigate }),
         ("browser_view", AgentRequest::Browser { display: 2, command: &BrowserCommand::View }),
         ("browser_fill_login", AgentRequest::Browser { display: 2, command: &fill }),
@@ -74,7 +74,17 @@ fn requests_are_written_as_the_fixtures_say() {
         ("guard_off", AgentRequest::Guard { display: 2, policy: None }),
         ("approve", AgentRequest::Approve { display: 2, id: 3, allow: false }),
         ("net", AgentRequest::Net { display: 0, uid: 2001, after: 7 }),
-        ("xdotool", AgentRequest::Xdotool { display: 1, runs: &runs, settle: Settle { still_ms: 300, cap_ms: 3000 } }),
+        ("xdotool", AgentRequest::Xdotool { display: 1, runs: &runs, settle: Settle { still_ms: 300, cap_ms: 3000 }, look: None, net: None }),
+        (
+            "xdotool_then_look_and_net",
+            AgentRequest::Xdotool {
+                display: 1,
+                runs: &click,
+                settle: Settle { still_ms: 0, cap_ms: 3000 },
+                look: Some(LookWish { zlib: false }),
+                net: Some(NetAfter { uid: 2001, after: 7 }),
+            },
+        ),
     ];
     assert_eq!(ours.len(), fx["requests"].as_array().unwrap().len(), "every request fixture is built here");
     for (name, req) in ours {
@@ -94,10 +104,12 @@ fn answers_read_as_the_fixtures_mean() {
     assert_eq!(read("revoked").removed, Some(2));
     assert_eq!(read("extended").refusal(), None);
     assert_eq!(read("not_extended").refusal().as_deref(), Some("unknown, revoked or expired token"));
-    assert_eq!((read("shot").len, read("shot").zlib), (Some(4), None));
-    assert_eq!((read("shot_zlib").len, read("shot_zlib").zlib), (Some(4), Some(true)));
-    assert_eq!(read("info").pointer(), ((10, 20), Some("xterm".into())));
-    assert_eq!(read("info_no_window").pointer(), ((0, 0), None));
+    assert_eq!((read("look").len, read("look").zlib, read("look").pointer()), (Some(4), None, ((10, 20), Some("xterm".into()))));
+    let lz = read("look_zlib_no_window");
+    assert_eq!((lz.len, lz.zlib, lz.pointer()), (Some(4), Some(true), ((0, 0), None)));
+    let both = read("settled_then_look_and_net");
+    assert_eq!((both.settled(), both.len, both.pointer()), (Ok(Settled::Unwatched), Some(4), ((10, 20), Some("xterm".into()))));
+    assert_eq!(both.refusals().map(|r| (r.boot, r.next, r.refusals.len())), Ok(("0123456789abcdef".to_string(), 9, 0)));
     assert_eq!(read("browser").result.unwrap()["title"], "Example");
     assert_eq!(read("settled").settled(), Ok(Settled::Still { ms: 420 }));
     assert_eq!(read("unwatched").settled(), Ok(Settled::Unwatched));
@@ -109,7 +121,7 @@ fn answers_read_as_the_fixtures_mean() {
     let pending = read("guard").pending.unwrap();
     assert_eq!((pending[0].id, pending[0].kind, pending[0].host.as_str()), (3, botdesk_core::ApprovalKind::Form, "shop.example"));
     assert_eq!(read("approved").done, Some(true));
-    assert_eq!(fx["answers"].as_array().unwrap().len(), 16, "every answer fixture is read here");
+    assert_eq!(fx["answers"].as_array().unwrap().len(), 15, "every answer fixture is read here");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use botdesk_core::gateway::{self, AgentAnswer, AgentRequest, RefusalCode, Settle, MAX_ANSWER_LINE};
+use botdesk_core::gateway::{self, AgentAnswer, AgentRequest, LookWish, NetAfter, RefusalCode, Settle, MAX_ANSWER_LINE};
 
 pub use crate::gateway::new_token;
 use crate::gateway::{AgentConn, Gateway};
@@ -522,27 +522,8 @@ impl DockerProvider {
     pub(crate) async fn observe_impl(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
         // Across a network the framebuffer comes zlib-compressed (4 MB raw would take seconds).
         let zlib = self.cfg.remote.is_some();
-        let (shot, info) = (AgentRequest::Shot { display: slot, zlib }, AgentRequest::Info { display: slot });
-        let (shot, info) = tokio::join!(self.agent(c, &shot), self.agent(c, &info));
-        let (answer, raw) = shot?;
-        let (cursor, active_window) = info?.0.pointer();
-        let raw = raw.unwrap_or_default();
-        // Decode, then hash and compress on two cores at once, off the async runtime.
-        let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let raw = if zlib && answer.zlib == Some(true) { inflate_shot(&raw)? } else { raw };
-            let (width, height, rgb) = xwd_to_rgb(&raw)?;
-            std::thread::scope(|s| {
-                let hash = s.spawn(|| hex::encode(Sha256::digest(&rgb)));
-                let image = match format {
-                    ImageFormat::Png => encode_png(width, height, &rgb)?,
-                    ImageFormat::Jpeg { quality } => encode_jpeg(width, height, &rgb, quality)?,
-                };
-                Ok((width, height, hash.join().expect("hashing does not panic"), image))
-            })
-        })
-        .await
-        .map_err(|e| SandboxError::Provider(format!("screenshot task failed: {e}")))??;
-        Ok(Observation { frame_id, width, height, cursor, active_window, format, image: Some(image) })
+        let (answer, raw) = self.agent(c, &AgentRequest::Look { display: slot, zlib }).await?;
+        seen(answer, raw.unwrap_or_default(), format).await
     }
 
     pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<Value> {
@@ -575,13 +556,50 @@ impl DockerProvider {
     }
 
     /// Runs the batch, then (for `settle_ms` > 0) the gateway watches the screen until it changed
-    /// and stayed still that long, or for at most `SETTLE_CAP_MS`.
-    pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64) -> Result<action::Settled> {
+    /// and stayed still that long, or for at most `SETTLE_CAP_MS`; what `then` asks comes in the
+    /// same answer.
+    pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, then: &ActThen) -> Result<Acted> {
         let runs = xdotool_runs(actions);
         let settle = Settle { still_ms: settle_ms, cap_ms: action::SETTLE_CAP_MS.max(settle_ms) };
-        let (answer, _) = self.agent(c, &AgentRequest::Xdotool { display: slot, runs: &runs, settle }).await?;
-        answer.settled().map_err(|why| SandboxError::Provider(format!("the screen gateway answered badly: {why}")))
+        let look = then.look.map(|_| LookWish { zlib: self.cfg.remote.is_some() });
+        let net = then.refusals.map(|(user, after)| NetAfter { uid: user.uid, after });
+        let (answer, raw) = self.agent(c, &AgentRequest::Xdotool { display: slot, runs: &runs, settle, look, net }).await?;
+        let bad = |why: String| SandboxError::Provider(format!("the screen gateway answered badly: {why}"));
+        let settled = answer.settled().map_err(bad)?;
+        let refusals = match net {
+            Some(_) => Some(answer.refusals().map_err(bad)?),
+            None => None,
+        };
+        let look = match then.look {
+            Some(format) => Some(seen(answer, raw.unwrap_or_default(), format).await?),
+            None => None,
+        };
+        Ok(Acted { settled, look, refusals })
     }
+}
+
+/// A look's answer and body as an observation: decoded, then hashed and encoded on two cores at
+/// once, off the async runtime.
+async fn seen(answer: AgentAnswer, raw: Vec<u8>, format: ImageFormat) -> Result<Observation> {
+    let (cursor, active_window) = answer.pointer();
+    if answer.len.is_none() {
+        return Err(SandboxError::Provider("the screen gateway answered a look without its framebuffer".into()));
+    }
+    let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let raw = if answer.zlib == Some(true) { inflate_shot(&raw)? } else { raw };
+        let (width, height, rgb) = xwd_to_rgb(&raw)?;
+        std::thread::scope(|s| {
+            let hash = s.spawn(|| hex::encode(Sha256::digest(&rgb)));
+            let image = match format {
+                ImageFormat::Png => encode_png(width, height, &rgb)?,
+                ImageFormat::Jpeg { quality } => encode_jpeg(width, height, &rgb, quality)?,
+            };
+            Ok((width, height, hash.join().expect("hashing does not panic"), image))
+        })
+    })
+    .await
+    .map_err(|e| SandboxError::Provider(format!("screenshot task failed: {e}")))??;
+    Ok(Observation { frame_id, width, height, cursor, active_window, format, image: Some(image) })
 }
 
 #[cfg(test)]

@@ -305,9 +305,10 @@ impl SandboxProvider for DockerProvider {
         slot: u32,
         actions: &[botdesk_core::action::Action],
         settle_ms: u64,
+        then: &ActThen,
         _ctx: &CallCtx,
-    ) -> Result<botdesk_core::action::Settled> {
-        self.act_impl(c, slot, actions, settle_ms).await
+    ) -> Result<Acted> {
+        self.act_impl(c, slot, actions, settle_ms, then).await
     }
     async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {
         self.start_recording_impl(c, slot, rec).await

@@ -96,9 +96,31 @@ impl Engine {
         self.inner.provider.observe(&desk.cref, desk.slot, format, &desk.ctx).await.map_err(|e| self.lost(desk, e))
     }
 
-    /// A batch (already placed in screen pixels) through a resolved desktop.
-    pub(crate) async fn act_at(&self, desk: &Desk, batch: &[action::Action], settle_ms: Option<u64>) -> Result<action::Settled> {
-        self.inner.provider.act(&desk.cref, desk.slot, batch, action::settle_ms(settle_ms), &desk.ctx).await.map_err(|e| self.lost(desk, e))
+    /// A batch (already placed in screen pixels) through a resolved desktop, with what `then`
+    /// asks in the same request.
+    pub(crate) async fn act_at(&self, desk: &Desk, batch: &[action::Action], settle_ms: Option<u64>, then: &ActThen) -> Result<Acted> {
+        self.inner.provider.act(&desk.cref, desk.slot, batch, action::settle_ms(settle_ms), then, &desk.ctx).await.map_err(|e| self.lost(desk, e))
+    }
+
+    /// An action batch's answer with its look, and the bot's refusals since its cursor taken
+    /// into its activity (for `run`): the batch, the look and the refusals in one request.
+    pub(crate) async fn act_and_look(
+        &self,
+        desk: &Desk,
+        bot: &botdesk_store::Bot,
+        run: &str,
+        batch: &[action::Action],
+        settle_ms: Option<u64>,
+    ) -> Result<(action::Settled, Observation, Vec<String>)> {
+        let cursor = self.inner.store.net_cursor(&bot.id).await?;
+        let then = ActThen { look: Some(ImageFormat::Png), refusals: Some((desk.ctx.user, cursor.1)) };
+        let acted = self.act_at(desk, batch, settle_ms, &then).await?;
+        let look = acted.look.ok_or_else(|| EngineError::new(ErrorCode::Provider, "the computer answered the batch without the look asked"))?;
+        let taken = match acted.refusals {
+            Some(answer) => self.refusals_answered(&bot.id, (&desk.cref, desk.ctx.user), cursor, answer).await,
+            None => Ok(vec![]),
+        };
+        Ok((acted.settled, look, self.record_refusals(bot, Some(run), taken).await))
     }
 
     fn lost(&self, desk: &Desk, e: SandboxError) -> EngineError {
@@ -252,8 +274,9 @@ impl Engine {
         action::place(&mut batch, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
-        match self.inner.provider.act(&computer.cref(), view.slot, &batch, action::settle_ms(settle_ms), &crate::bot_ctx(&bot, &computer)).await {
-            Ok(settled) => Ok((batch.len(), settled)),
+        let then = ActThen::default();
+        match self.inner.provider.act(&computer.cref(), view.slot, &batch, action::settle_ms(settle_ms), &then, &crate::bot_ctx(&bot, &computer)).await {
+            Ok(acted) => Ok((batch.len(), acted.settled)),
             Err(e) => {
                 self.forget_display(&computer.id, view.slot);
                 Err(e.into())

@@ -50,7 +50,13 @@ impl Engine {
     /// in one); returns their lines. Nothing when the computer does not answer: they are taken
     /// next time, or were lost with the computer's services.
     pub(crate) async fn take_refusals(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, run: Option<&str>) -> Vec<String> {
-        match self.refusals_of(bot, computer).await {
+        let taken = self.refusals_of(bot, computer).await;
+        self.record_refusals(bot, run, taken).await
+    }
+
+    /// The refusals taken, as entries of the bot's activity; returns their lines.
+    pub(crate) async fn record_refusals(&self, bot: &botdesk_store::Bot, run: Option<&str>, taken: Result<Vec<NetRefusal>>) -> Vec<String> {
+        match taken {
             Ok(refused) => {
                 let mut lines = vec![];
                 for r in refused {
@@ -113,11 +119,23 @@ impl Engine {
 
     async fn refusals_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer) -> Result<Vec<NetRefusal>> {
         let (cref, who) = (computer.cref(), user(bot, computer));
-        let (boot, seen) = self.inner.store.net_cursor(&bot.id).await?;
-        let mut answer = self.inner.provider.network_refusals(&cref, who, seen).await?;
+        let cursor = self.inner.store.net_cursor(&bot.id).await?;
+        let answer = self.inner.provider.network_refusals(&cref, who, cursor.1).await?;
+        self.refusals_answered(&bot.id, (&cref, who), cursor, answer).await
+    }
+
+    /// The refusals of an answer read after the bot's `cursor` (alone or with an action batch),
+    /// moving the cursor past them: read again from the start when the computer's services
+    /// started anew since (their numbers count from 0 again).
+    pub(crate) async fn refusals_answered(
+        &self,
+        bot: &botdesk_core::BotId,
+        (cref, who): (&ComputerRef, botdesk_core::BotUser),
+        (boot, seen): (String, u64),
+        mut answer: botdesk_core::NetRefusals,
+    ) -> Result<Vec<NetRefusal>> {
         if answer.boot != boot && seen > 0 {
-            // The computer's services started anew since: their numbers count from 0 again.
-            answer = self.inner.provider.network_refusals(&cref, who, 0).await?;
+            answer = self.inner.provider.network_refusals(cref, who, 0).await?;
         }
         let last = answer.refusals.last().map(|r| r.seq);
         let to = match last {
@@ -126,7 +144,7 @@ impl Engine {
             None => 0,
         };
         // Another process (the app beside the CLI) that moved the cursor first takes them.
-        if !self.inner.store.advance_net_cursor(&bot.id, (&boot, seen), (&answer.boot, to)).await? {
+        if !self.inner.store.advance_net_cursor(bot, (&boot, seen), (&answer.boot, to)).await? {
             return Ok(vec![]);
         }
         Ok(answer.refusals)

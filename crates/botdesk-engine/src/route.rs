@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use botdesk_core::action::{Action, Settled};
+use botdesk_core::action::Action;
 use botdesk_core::home_stream::{LoadMode, LoadSummary};
 use botdesk_core::*;
 use botdesk_docker::remote::{RemoteEngine, RemoteHost};
@@ -129,8 +129,8 @@ impl SandboxProvider for HostRouter {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
         routed!(self, &c.host, page_browser(c, slot, profile, command, ctx))
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, ctx: &CallCtx) -> Result<Settled> {
-        routed!(self, &c.host, act(c, slot, actions, settle_ms, ctx))
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<Acted> {
+        routed!(self, &c.host, act(c, slot, actions, settle_ms, then, ctx))
     }
     async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {
         routed!(self, &c.host, start_recording(c, slot, rec))

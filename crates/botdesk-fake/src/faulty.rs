@@ -176,9 +176,9 @@ impl SandboxProvider for Faulty {
         self.note("page_browser");
         self.inner.page_browser(c, slot, profile, command, ctx).await
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, ctx: &CallCtx) -> Result<action::Settled> {
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<Acted> {
         self.note("act");
-        self.inner.act(c, slot, actions, settle_ms, ctx).await
+        self.inner.act(c, slot, actions, settle_ms, then, ctx).await
     }
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         self.note("open_shell");

@@ -87,6 +87,28 @@ impl FakeProvider {
         Self::default()
     }
 
+    /// A look at `slot`'s desktop: the same fixed image, a frame named by the batches done.
+    fn look(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
+        let batches = self.with_machine(c, |m| {
+            m.desktops.get(&slot).map(|(_, batches)| *batches).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))
+        })?;
+        let (width, height) = action::SCREEN;
+        Ok(Observation {
+            frame_id: format!("fake-{slot}-{batches}"),
+            width,
+            height,
+            cursor: (0, 0),
+            active_window: Some("fake desktop".into()),
+            format,
+            image: Some(fixed_image(format)),
+        })
+    }
+
+    /// The fake refuses nothing: no refusals, in a boot of its own.
+    fn refusals(&self, c: &ComputerRef, _user: BotUser, _after: u64) -> Result<NetRefusals> {
+        self.with_machine(c, |_| Ok(NetRefusals { boot: "fake".into(), ..Default::default() }))
+    }
+
     /// Makes computer `c`'s home saves hang until `stall` is false again.
     pub fn stall_saves(&self, c: &ComputerId, stall: bool) {
         let mut s = self.stalled.lock().unwrap();
@@ -234,28 +256,27 @@ impl SandboxProvider for FakeProvider {
     }
 
     async fn observe(&self, c: &ComputerRef, slot: u32, format: ImageFormat, _ctx: &CallCtx) -> Result<Observation> {
-        let batches = self.with_machine(c, |m| {
-            m.desktops.get(&slot).map(|(_, batches)| *batches).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))
-        })?;
-        let (width, height) = action::SCREEN;
-        Ok(Observation {
-            frame_id: format!("fake-{slot}-{batches}"),
-            width,
-            height,
-            cursor: (0, 0),
-            active_window: Some("fake desktop".into()),
-            format,
-            image: Some(fixed_image(format)),
-        })
+        self.look(c, slot, format)
     }
 
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, _ctx: &CallCtx) -> Result<action::Settled> {
+    /// The batch is noted; the look and the refusals after it are what `observe` and
+    /// `network_refusals` would answer, in the same call (as a real computer's one request).
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
         self.with_machine(c, |m| {
             let (done, batches) = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
             done.extend_from_slice(actions);
             *batches += 1;
-            Ok(action::Settled::Unwatched)
-        })
+            Ok(())
+        })?;
+        let look = match then.look {
+            Some(format) => Some(self.look(c, slot, format)?),
+            None => None,
+        };
+        let refusals = match then.refusals {
+            Some((user, after)) => Some(self.refusals(c, user, after)?),
+            None => None,
+        };
+        Ok(Acted { settled: action::Settled::Unwatched, look, refusals })
     }
 
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {

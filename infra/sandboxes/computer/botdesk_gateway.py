@@ -11,17 +11,20 @@ A client sends one line, its token, then speaks to what the token grants:
     engine "AGENT Q" (Q = HMAC-SHA256(token, "botdesk-engine E G")), answered OK or ERR. Then JSON
     requests, one per line, each answered by one JSON line (and, for screenshots, that many raw
     bytes):
-      {"op": "shot", "display": N}            -> {"ok": true, "len": L} + L bytes of XWD, read from
-        the display's shared-memory framebuffer (Xvfb -fbdir), no process spawned
+      {"op": "look", "display": N[, "zlib": true]} -> {"ok": true, "len": L, "x": .., "y": ..,
+        "title": ".."} + L bytes of XWD, read from the display's shared-memory framebuffer
+        (Xvfb -fbdir), no process spawned, with the pointer and the active window's title
       {"op": "ping", "display": 0}            -> {"ok": true}
       {"op": "revoke", "display": N[, "token": T]} -> {"ok": true, "removed": K}: N's tokens (or T) gone now
       {"op": "extend", "display": 0, "token": T, "expires": MS} -> {"ok": true}: T now lasts
         until MS (Unix ms); it is refused, and its connections dropped, from then on
-      {"op": "info", "display": N}            -> {"ok": true, "x": .., "y": .., "title": ".."}
-      {"op": "xdotool", "display": N, "runs": [[args], ...], "settle": {"still_ms": S, "cap_ms": C}}
+      {"op": "xdotool", "display": N, "runs": [[args], ...], "settle": {"still_ms": S, "cap_ms": C}
+        [, "look": {"zlib": Z}][, "net": {"uid": U, "after": A}]}
         -> {"ok": true, "settled": "still"|"changing"|"unchanged"|"unwatched", "ms": M} or
         {"ok": false, "error": ".."}: after the runs, the framebuffer is watched until it changed
-        and then stayed the same for S ms, or for at most C ms (S = 0: not watched)
+        and then stayed the same for S ms, or for at most C ms (S = 0: not watched); with "look",
+        the answer also holds a look's fields and body, with "net" a net answer's fields: one
+        request per action batch
       {"op": "net", "display": 0, "uid": U, "after": S} -> {"ok": true, "boot": B, "next": S2,
         "events": [{"seq", "at", "host", "port", "why"}, ...]}: the connections of uid U the
         network policy refused (botdesk_net.py) after S in this boot of the gateway (B)
@@ -929,6 +932,26 @@ async def watch_screen(display, before, still_ms, cap_ms):
         await asyncio.sleep(0.025)
 
 
+async def look(display, compress):
+    """The display's framebuffer (zlib-compressed at the fast level when asked: only computers
+    across a network ask) with the pointer and the active window's title: what the answer
+    says ([`look_fields`]) and its body."""
+    out = framebuffer(display)
+    x, y, title = pointer_and_title(display)
+    if compress:
+        import zlib
+
+        out = await asyncio.to_thread(zlib.compress, out, 1)
+    return (len(out), x, y, title, compress), out
+
+
+def look_fields(length=None, x=None, y=None, title=None, zlib=False):
+    """A look's fields in an answer (none when there was no look)."""
+    if length is None:
+        return {}
+    return {"len": length, "x": x, "y": y, "title": title, **({"zlib": True} if zlib else {})}
+
+
 def pointer_and_title(display):
     from Xlib import X, display as xdisplay, error as xerror
     for attempt in (0, 1):
@@ -1024,15 +1047,22 @@ def _settle(v):
     return isinstance(v, dict) and set(v) <= {"still_ms", "cap_ms"} and all(_int(x) for x in v.values())
 
 
+def _look(v):
+    return isinstance(v, dict) and set(v) <= {"zlib"} and all(isinstance(x, bool) for x in v.values())
+
+
+def _net(v):
+    return isinstance(v, dict) and set(v) == {"uid", "after"} and all(_int(x) for x in v.values())
+
+
 # Each agent request's fields besides `op` and `display`: (required, optional), each with its check.
 REQUEST_FIELDS = {
     "ping": ({}, {}),
     "revoke": ({}, {"token": lambda v: isinstance(v, str)}),
     "extend": ({"token": lambda v: isinstance(v, str), "expires": _int}, {}),
-    "shot": ({}, {"zlib": lambda v: isinstance(v, bool)}),
-    "info": ({}, {}),
+    "look": ({}, {"zlib": lambda v: isinstance(v, bool)}),
     "browser": ({"command": lambda v: isinstance(v, dict)}, {}),
-    "xdotool": ({"runs": _runs}, {"settle": _settle}),
+    "xdotool": ({"runs": _runs}, {"settle": _settle, "look": _look, "net": _net}),
     "net": ({"uid": _int, "after": _int}, {}),
     "guard": ({"policy": lambda v: v is None or isinstance(v, dict)}, {}),
     "approve": ({"id": _int, "allow": lambda v: isinstance(v, bool)}, {}),
@@ -1075,12 +1105,12 @@ ANSWERS = {
     "ok": lambda: answer(),
     "revoked": lambda removed: answer(removed=removed),
     "extended": lambda done: answer(done, error=None if done else "unknown, revoked or expired token"),
-    "shot": lambda length, zlib=False: answer(len=length, **({"zlib": True} if zlib else {})),
-    "info": lambda x, y, title: answer(x=x, y=y, title=title),
+    "look": lambda *seen: answer(**look_fields(*seen)),
     "browser": lambda result: answer(result=result),
     "guard": lambda pending: answer(pending=pending),
     "approved": lambda done: answer(done=done),
-    "settled": lambda settled, ms: answer(settled=settled, ms=ms),
+    # An input batch's answer, with the look after it and the network refusals when asked.
+    "settled": lambda settled, ms, look=None, net=None: answer(settled=settled, ms=ms, **look_fields(*(look or ())), **(net or {})),
     "no_browser": lambda error: answer(False, error=error, code="NO_BROWSER"),
     "failed": lambda error: answer(False, error=error),
     "net": lambda refused: answer(**refused),
@@ -1102,15 +1132,9 @@ async def agent(reader, writer):
                 writer.write(ANSWERS["revoked"](revoke(display, req.get("token"))))
             elif op == "extend":
                 writer.write(ANSWERS["extended"](extend(str(req["token"]), req["expires"])))
-            elif op == "shot":
-                out = framebuffer(display)
-                if req.get("zlib"):
-                    import zlib  # only computers across a network ask for it
-
-                    out = await asyncio.to_thread(zlib.compress, out, 1)
-                writer.write(ANSWERS["shot"](len(out), bool(req.get("zlib"))) + out)
-            elif op == "info":
-                writer.write(ANSWERS["info"](*pointer_and_title(display)))
+            elif op == "look":
+                seen, out = await look(display, bool(req.get("zlib")))
+                writer.write(ANSWERS["look"](*seen) + out)
             elif op == "browser":
                 writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
             elif op == "guard":
@@ -1146,7 +1170,13 @@ async def agent(reader, writer):
                     if code != 0:
                         raise RuntimeError(f"xdotool {args[0] if args else ''} failed: {err.decode(errors='replace').strip()}")
                 settled, ms = await watch_screen(display, before, still_ms, cap_ms) if still_ms else ("unwatched", 0)
-                writer.write(ANSWERS["settled"](settled, ms))
+                # What the engine reads after every batch comes in the same answer: no second
+                # round trip for the look or the refusals.
+                shot, out = (None, b"")
+                if "look" in req:
+                    shot, out = await look(display, bool(req["look"].get("zlib")))
+                net = botdesk_net.events(req["net"]["uid"], req["net"]["after"]) if "net" in req else None
+                writer.write(ANSWERS["settled"](settled, ms, shot, net) + out)
         except NoBrowser as e:
             writer.write(ANSWERS["no_browser"](str(e)))
         except Exception as e:  # one bad request never kills the agent

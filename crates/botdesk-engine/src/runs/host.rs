@@ -77,8 +77,23 @@ impl RunHost {
     async fn act(&self, mut batch: Vec<action::Action>, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
         action::place(&mut batch, self.coords, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let desk = self.desk().await?;
-        match self.engine.act_at(&desk, &batch, settle_ms).await {
-            Ok(settled) => Ok((batch.len(), settled)),
+        match self.engine.act_at(&desk, &batch, settle_ms, &ActThen::default()).await {
+            Ok(acted) => Ok((batch.len(), acted.settled)),
+            Err(e) => {
+                *self.desk.lock().await = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::act`], then the look and the refusals the model is told of, in the same request
+    /// to the computer. Returns how many actions, how the screen settled, what it shows and the
+    /// refusals' lines.
+    async fn act_and_look(&self, mut batch: Vec<action::Action>, settle_ms: Option<u64>) -> Result<(usize, action::Settled, Observation, Vec<String>)> {
+        action::place(&mut batch, self.coords, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
+        let desk = self.desk().await?;
+        match self.engine.act_and_look(&desk, &self.bot, &self.run.id, &batch, settle_ms).await {
+            Ok((settled, look, refused)) => Ok((batch.len(), settled, look, refused)),
             Err(e) => {
                 *self.desk.lock().await = None;
                 Err(e)
@@ -201,29 +216,32 @@ impl RunHost {
     /// and the screenshot with its frame (the run's conversation decides whether it is sent).
     pub(super) async fn observe(&self) -> ToolOutput {
         match self.look().await {
-            Ok(o) => {
-                // The display is up: the recording starts (once).
-                self.recorder.ensure().await;
-                let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
-                let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
-                let units = match self.coords {
-                    action::CoordSpace::Pixels => String::new(),
-                    action::CoordSpace::Thousandths => " (coordinates from 0 to 1000 on each axis)".into(),
-                    action::CoordSpace::SmartResize => {
-                        let (w, h) = self.coords.extent((o.width, o.height));
-                        format!(" (coordinates in pixels of the {w}x{h} image you see)")
-                    }
-                };
-                let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
-                let browser_in_front = o.active_window.as_deref().is_some_and(|w| w.ends_with("Chromium"));
-                let page_url = match self.page_urls && browser_in_front {
-                    true => self.engine.browser_snapshot(self.bot.id.as_str()).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
-                    false => None,
-                };
-                ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false, page_url }
-            }
+            Ok(o) => self.shown(o).await,
             Err(e) => self.err(e),
         }
+    }
+
+    /// What a look shows the model.
+    async fn shown(&self, o: Observation) -> ToolOutput {
+        // The display is up: the recording starts (once).
+        self.recorder.ensure().await;
+        let window = o.active_window.as_deref().map(|w| format!(", active window {w:?}")).unwrap_or_default();
+        let (x, y) = self.coords.from_pixel(o.cursor, (o.width, o.height));
+        let units = match self.coords {
+            action::CoordSpace::Pixels => String::new(),
+            action::CoordSpace::Thousandths => " (coordinates from 0 to 1000 on each axis)".into(),
+            action::CoordSpace::SmartResize => {
+                let (w, h) = self.coords.extent((o.width, o.height));
+                format!(" (coordinates in pixels of the {w}x{h} image you see)")
+            }
+        };
+        let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
+        let browser_in_front = o.active_window.as_deref().is_some_and(|w| w.ends_with("Chromium"));
+        let page_url = match self.page_urls && browser_in_front {
+            true => self.engine.browser_snapshot(self.bot.id.as_str()).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
+            false => None,
+        };
+        ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false, page_url }
     }
 
     /// Waits `ms` (or until the run is stopped), then looks.
@@ -356,6 +374,8 @@ impl Host for RunHost {
         let bot = self.bot.id.as_str();
         let e = &self.engine;
         let watched = self.watch_before(&tool).await;
+        // The refusals the tool's own request brought (an action batch's), else read after it.
+        let mut refusals_read = None;
         let mut out = match tool {
             Tool::Observe => self.observe().await,
             Tool::Zoom { region } => match self.look().await.and_then(|shot| crate::desktop::zoom_into(shot, region, self.coords)) {
@@ -375,9 +395,10 @@ impl Host for RunHost {
                 },
                 Err(e) => self.err(e),
             },
-            Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, self.act(actions.clone(), settle_ms)).await {
-                Ok((n, settled)) => {
-                    let mut o = self.observe().await;
+            Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, self.act_and_look(actions.clone(), settle_ms)).await {
+                Ok((n, settled, look, refused)) => {
+                    refusals_read = Some(refused);
+                    let mut o = self.shown(look).await;
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
                     o
                 }
@@ -466,7 +487,10 @@ impl Host for RunHost {
         }
         // The model learns what the bot's network policy refused meanwhile (a page that did not
         // load, a command that could not connect), as the activity shows it.
-        let refused = self.engine.take_run_refusals(&self.bot, &self.run.id).await;
+        let refused = match refusals_read {
+            Some(refused) => refused,
+            None => self.engine.take_run_refusals(&self.bot, &self.run.id).await,
+        };
         if !refused.is_empty() {
             out.text.push_str(&format!("\n\nThe network policy the person set for you refused: {}.", refused.join("; ")));
         }

@@ -299,15 +299,7 @@ impl SandboxProvider for DockerProvider {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
         self.browser_impl(c, slot, profile, command, ctx).await
     }
-    async fn act(
-        &self,
-        c: &ComputerRef,
-        slot: u32,
-        actions: &[botdesk_core::action::Action],
-        settle_ms: u64,
-        then: &ActThen,
-        _ctx: &CallCtx,
-    ) -> Result<Acted> {
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
         self.act_impl(c, slot, actions, settle_ms, then).await
     }
     async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {

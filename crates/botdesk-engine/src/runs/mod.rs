@@ -27,7 +27,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use botdesk_agent::tools::{SafetyCheck, ToolKind};
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
-use botdesk_core::{action, ActThen, ActivityStatus, CallStatus, ImageFormat, MachineStatus, MessageRole, Observation, Redactor, RunFailure, RunStatus, TakeoverResult, Usage};
+use botdesk_core::{
+    action, ActThen, ActivityStatus, CallStatus, ImageFormat, MachineStatus, MessageRole, Observation, Redactor, RunFailure, RunStatus, TakeoverResult, Usage,
+};
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
 use serde_json::json;

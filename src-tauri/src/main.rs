@@ -499,7 +499,7 @@ fn main() {
         .init();
     let data_dir = botdesk_engine::DataDir::default_location();
     let opened = tauri::async_runtime::block_on(async {
-        let mut config = EngineConfig::new(&data_dir, ProviderChoice::Docker);
+        let mut config = EngineConfig::new(&data_dir, ProviderChoice::Machine(botdesk_docker::machine));
         // Shifted only by BOTDESK_CLOCK_OFFSET_MS (tests), as the CLI's.
         config.clock = Arc::new(botdesk_engine::OffsetClock::from_env());
         let engine = Engine::open(config).await?;

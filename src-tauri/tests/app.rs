@@ -46,7 +46,10 @@ fn the_window_opens_and_lists_the_bots() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let engine = botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker)).await.unwrap();
+        let engine =
+            botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Machine(botdesk_docker::machine)))
+                .await
+                .unwrap();
         // No spare computer: this test starts none (the next test is about it).
         engine.save_settings(&botdesk_engine::Settings { spare_computer: false, ..Default::default() }).unwrap();
         engine.create_bot("alpha", botdesk_engine::ComputerScope::Team, None, "").await.unwrap();
@@ -115,7 +118,7 @@ fn the_app_keeps_a_spare_computer_that_the_next_new_bot_takes() {
     assert!(std::env::var_os("DISPLAY").is_some(), "no DISPLAY: run the app tests through `cargo xtask test`, which starts Xvfb");
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let app = launch(data.path(), Stdio::null());
     let limit = Duration::from_secs(180);
     let running = |id: &str| container_of(id).filter(|(_, state)| state == "running").map(|(c, _)| c);

@@ -30,7 +30,7 @@ const TITLE: &str = "return document.querySelector('#browser-title')?.textConten
 fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let side = Side { rt, engine };
     side.rt.block_on(side.engine.create_bot("surfer", ComputerScope::Team, None, "")).unwrap();
     // Two pages served inside the computer; the bot opens the first in its own browser.

@@ -15,7 +15,7 @@ use webdriver::*;
 fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
         Step::check(
             |s| (s.body["messages"].to_string().contains("Check the machine and take notes")).then_some(()).ok_or("the task is not in the request".into()),

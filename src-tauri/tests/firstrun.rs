@@ -175,7 +175,7 @@ fn a_new_person_goes_from_an_empty_app_to_a_task_done_and_quits() {
     screenshot("33b-keyboard-focus.png");
 
     // Quitting: Ctrl+Q on the window says what keeps running.
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let computer = rt.block_on(engine.list_computers()).unwrap().into_iter().next().expect("the bot's computer");
     assert_eq!(computer.state, botdesk_core::ComputerState::Running);
     let window = std::process::Command::new("xdotool").args(["search", "--name", "^Botdesk$"]).output().unwrap();

@@ -13,7 +13,7 @@ use webdriver::*;
 fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_is_back() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     rt.block_on(engine.create_bot("offline", ComputerScope::Team, None, "")).unwrap();
     rt.block_on(engine.files_write("offline", "report.md", b"# Report\nfirst draft\n".to_vec().into(), false)).unwrap();
     let computer = rt.block_on(engine.bot("offline")).unwrap().computer.id;

@@ -30,7 +30,7 @@ impl Drop for Cleanup<'_> {
 fn a_runs_replay_plays_and_scrubs_with_its_clicks_drawn_where_they_were() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let _cleanup = Cleanup(&rt, &engine);
     let click = |(x, y): (u32, u32)| {
         Step::reply(Reply::call("computer_act", json!({"actions": [{"type": "click", "x": x, "y": y}, {"type": "wait", "ms": 800}], "settle_ms": 0})))

@@ -59,7 +59,7 @@ fn screen_point(d: &Driver, x: u32, y: u32) -> (i64, i64) {
 fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     // A bot is made with a model (the form offers none without one); this one is never called.
     let local = NewModel {
         id: "local".into(),

@@ -85,7 +85,7 @@ fn window_centre(id: &str) -> String {
 fn a_big_screen_and_pause_and_take_during_a_run() {
     let data = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Docker))).unwrap();
+    let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     let server = rt.block_on(ScriptedServer::start(vec![
         // Each command waits for the test to open its gate (a file in the bot's folder): the app learns
         // of this process's run from its once-a-second look, so a fixed-length command could end

@@ -66,7 +66,7 @@ fn timed(cmd: &str) -> Duration {
 
 pub async fn run(dir: &Path) -> Figures {
     let data = dir.join("checkpoint-bench");
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let bot = engine.create_bot("ckpt", ComputerScope::Private, None, "").await.unwrap();
     let computer = bot.computer.id.clone();
     sh(&engine, "ckpt", &["python3", "-c", &generator()]).await;
@@ -175,7 +175,7 @@ fn rss() -> u64 {
 /// Checkpoints `entries` empty files twice, sampling this process's resident memory.
 pub async fn memory(dir: &Path, entries: usize) -> Memory {
     let data = dir.join("checkpoint-memory");
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let bot = engine.create_bot("many", ComputerScope::Private, None, "").await.unwrap();
     // 2,000 folders of 1,000 empty files, each name 120 bytes long.
     let make = format!(

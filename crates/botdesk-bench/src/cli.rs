@@ -31,7 +31,7 @@ fn time_docker(args: &[&str]) -> Duration {
 
 pub async fn run(dir: &Path) -> Vec<Row> {
     let data = dir.join("cli");
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.create_bot("clibench", ComputerScope::Private, None, "").await.unwrap();
     engine.exec("clibench", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let display = engine.open_desktop("clibench").await.unwrap().display;
@@ -80,7 +80,7 @@ pub async fn run(dir: &Path) -> Vec<Row> {
         rows.push(Row { what, ours: median(ours), anchor_name, anchor: median(anchor), n: N });
     }
     rows.extend(mcp(&data, shot).await);
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.destroy_computer(computer.as_str()).await.unwrap();
     rows
 }

@@ -32,7 +32,7 @@ pub struct Density {
 }
 
 pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
-    let engine = Engine::open(EngineConfig::new(dir.join("desktops"), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.join("desktops"), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let mut rows = vec![];
     const N: usize = 5;
     let names: Vec<String> = (0..16).map(|i| format!("bench{i}")).collect();

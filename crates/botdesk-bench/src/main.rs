@@ -110,7 +110,10 @@ async fn cold_start(provider: &DockerProvider, image: &str, spec: &dyn Fn(usize)
 /// computer is ready, through the engine, beside the same anchor.
 async fn new_computer_with_spare(dir: &std::path::Path, image: &str) -> Row {
     const STARTS: usize = 5;
-    let engine = botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(dir.join("spare"), botdesk_engine::ProviderChoice::Docker)).await.unwrap();
+    let engine =
+        botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(dir.join("spare"), botdesk_engine::ProviderChoice::Machine(botdesk_docker::machine)))
+            .await
+            .unwrap();
     let mut ours = vec![];
     let mut anchor = vec![];
     for i in 0..STARTS {

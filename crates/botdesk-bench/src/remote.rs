@@ -151,7 +151,7 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     let mut link = Link::from_env();
     link.unshape();
     let data = dir.join("remote");
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     // The image goes there before the link is shaped (at 20 Mbit/s it would take minutes).
     engine.add_host("direct", &link.url, &link.tls).await.unwrap();
     engine.send_image("direct", &|_| {}).await.unwrap();

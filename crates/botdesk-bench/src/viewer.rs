@@ -272,7 +272,7 @@ async fn forward(port: u16, token: String) -> u16 {
 
 pub async fn run(dir: &Path, app: &Path) -> Figures {
     let data = dir.join("viewer");
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     run_with(&engine, &data, dir, app, None).await
 }
 

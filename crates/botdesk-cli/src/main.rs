@@ -796,7 +796,7 @@ fn print(json: bool, value: serde_json::Value, text: impl FnOnce() -> String) {
 
 async fn run(cli: Cli) -> Result<ExitCode, EngineError> {
     let data_dir = cli.data_dir.clone().unwrap_or_else(botdesk_engine::DataDir::default_location);
-    let mut config = EngineConfig::new(data_dir, ProviderChoice::Docker);
+    let mut config = EngineConfig::new(data_dir, ProviderChoice::Machine(botdesk_docker::machine));
     config.clock = std::sync::Arc::new(botdesk_engine::OffsetClock::from_env());
     config.ask_passphrase = Some(std::sync::Arc::new(ask_passphrase));
     let engine = Engine::open(config).await?;

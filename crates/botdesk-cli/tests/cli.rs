@@ -345,7 +345,12 @@ fn model_add_reads_the_key_from_stdin_and_keeps_it_out_of_everything_printed() {
     assert!(!data.run(&["model", "add", "x", "--kind", "openai", "--model", "m", "--key", "sk"]).status.success());
     // The app (an engine on the same data directory) reads it from the keyring.
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    let engine = rt
+        .block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(
+            data.path(),
+            botdesk_engine::ProviderChoice::Machine(botdesk_docker::machine),
+        )))
+        .unwrap();
     assert_eq!(rt.block_on(engine.model_key("gpt")).unwrap().as_deref(), Some(key.as_str()));
     // A bot picks it; the database never holds the key.
     assert!(data.run(&["bot", "create", "w", "--model", "gpt"]).status.success());
@@ -632,7 +637,12 @@ fn a_cli_killed_mid_run_leaves_a_failed_run_and_a_reclaimable_lease() {
     assert_eq!(sleeping().trim(), "", "the killed run's command was stopped before the bot was handed on");
     let chat = data.json(&["chat", "killme"]);
     let run_id = chat["messages"][0]["run_id"].as_str().unwrap().to_string();
-    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    let engine = rt
+        .block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(
+            data.path(),
+            botdesk_engine::ProviderChoice::Machine(botdesk_docker::machine),
+        )))
+        .unwrap();
     let killed = rt.block_on(engine.run_status(&run_id)).unwrap();
     assert_eq!(killed.status, botdesk_engine::RunStatus::Failed);
     assert!(killed.error.as_deref().unwrap_or("").starts_with("interrupted: the app or CLI running it stopped"), "{killed:?}");
@@ -1457,7 +1467,12 @@ fn bot_set_gives_a_bot_a_model_and_a_new_name() {
 fn the_spare_computer_shows_in_ls_and_can_be_removed() {
     let data = Data::new();
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let engine = rt.block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(data.path(), botdesk_engine::ProviderChoice::Docker))).unwrap();
+    let engine = rt
+        .block_on(botdesk_engine::Engine::open(botdesk_engine::EngineConfig::new(
+            data.path(),
+            botdesk_engine::ProviderChoice::Machine(botdesk_docker::machine),
+        )))
+        .unwrap();
     rt.block_on(engine.keep_spare()).unwrap();
     let id = rt.block_on(engine.spare_ids()).unwrap().pop().expect("a spare");
     drop(engine);

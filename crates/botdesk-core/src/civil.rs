@@ -24,6 +24,13 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// A day's stamp, `YYYYMMDD`, for a time in Unix ms (the image's freshness, the date a model is
+/// told).
+pub fn stamp_of(now_ms: i64) -> String {
+    let (y, m, d) = civil_from_days(now_ms.div_euclid(86_400_000));
+    format!("{y:04}{m:02}{d:02}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -122,6 +122,14 @@ pub async fn present<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, token: &
     }
 }
 
+/// A new random capability token: 128 bits as 32 hex digits.
+pub fn new_token() -> String {
+    let mut b = [0u8; 16];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("/dev/urandom is readable");
+    hex::encode(b)
+}
+
 /// How long the gateway watches the screen after an input batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Settle {

@@ -13,11 +13,13 @@ pub mod error;
 pub mod gateway;
 pub mod home_stream;
 pub mod login;
+pub mod machine;
 pub mod models;
 pub mod network;
 pub mod path;
 pub mod provider;
 pub mod redact;
+pub mod screenshot;
 pub mod state;
 pub mod types;
 

@@ -265,7 +265,7 @@ pub struct ActThen {
 
 /// An action batch's answer: how the screen settled, and what [`ActThen`] asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Acted {
+pub struct ActAnswer {
     pub settled: crate::action::Settled,
     pub look: Option<Observation>,
     pub refusals: Option<crate::NetRefusals>,
@@ -397,7 +397,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     }
     /// Performs a checked batch in order on display `slot`, then what `then` asks (a look, the
     /// network refusals) in the same request to the computer.
-    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
+    async fn act(&self, _computer: &ComputerRef, _slot: u32, _actions: &[Action], _settle_ms: u64, _then: &ActThen, _ctx: &CallCtx) -> Result<ActAnswer> {
         unsupported(self.kind(), "act")
     }
     /// Starts recording display `slot` as `rec.key`, as the screen services (no bot can read or

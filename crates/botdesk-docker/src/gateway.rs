@@ -17,11 +17,3 @@ pub(crate) struct Gateway {
 }
 
 pub(crate) type AgentConn = BufReader<TcpStream>;
-
-/// A new random capability token: 128 bits as 32 hex digits.
-pub fn new_token() -> String {
-    let mut b = [0u8; 16];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).expect("/dev/urandom is readable");
-    hex::encode(b)
-}

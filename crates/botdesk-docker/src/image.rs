@@ -60,45 +60,12 @@ pub fn day_of(date: &str) -> Option<i64> {
     ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| botdesk_core::civil::days_from_civil(y, m, d))
 }
 
-/// Today's freshness stamp, `YYYYMMDD`, for a time in Unix ms.
-pub fn stamp_of(now_ms: i64) -> String {
-    let (y, m, d) = botdesk_core::civil::civil_from_days(now_ms.div_euclid(86_400_000));
-    format!("{y:04}{m:02}{d:02}")
-}
-
 pub fn uv_version() -> &'static str {
     let (_, bytes, _) = RECIPE.iter().find(|(name, _, _)| *name == "uv.version").expect("uv.version is in the recipe");
     std::str::from_utf8(bytes).unwrap_or("").trim()
 }
 
-/// What the build is doing now: real stages, not estimated percentages.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, ts_rs::TS)]
-#[serde(tag = "stage", rename_all = "snake_case")]
-pub enum BuildProgress {
-    /// Fetching the uv wheel on the host.
-    FetchUv {
-        message: String,
-    },
-    /// Making the base image (debootstrap), with its log line.
-    Base {
-        message: String,
-    },
-    /// A Dockerfile step (`step` of `total`).
-    Step {
-        step: u32,
-        total: u32,
-        message: String,
-    },
-    /// Sending the image to a Docker host on another machine: `sent` of about `total` bytes.
-    Send {
-        host: String,
-        sent: u64,
-        total: u64,
-    },
-    Done {
-        image: String,
-    },
-}
+pub use botdesk_core::machine::BuildProgress;
 
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -368,6 +335,7 @@ fn build_context(wheel: &Path) -> Result<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use botdesk_core::civil::stamp_of;
 
     #[test]
     fn stamps_and_days_agree() {

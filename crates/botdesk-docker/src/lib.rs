@@ -7,13 +7,16 @@ mod files;
 mod gateway;
 mod home;
 pub mod image;
+mod machine;
 mod network;
 mod provider;
 mod relay;
 pub mod remote;
+mod route;
 mod sandbox;
 pub mod spec;
 
+pub use machine::machine;
 pub use provider::{DockerConfig, DockerProvider};
 
 /// Turns a bollard error into the provider's error, recognising an unreachable engine.

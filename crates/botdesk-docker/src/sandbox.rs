@@ -48,7 +48,7 @@ impl SandboxProvider for DockerProvider {
                 // This machine's own addresses, when the computer runs here (another host's are
                 // its own business: its gateway and private ranges are fenced all the same).
                 let fence = if self.cfg.remote.is_none() { spec::host_addresses() } else { vec![] };
-                let config = spec::container_config(&self.cfg.image, labels, spec, &crate::gateway::new_token(), &network, &fence);
+                let config = spec::container_config(&self.cfg.image, labels, spec, &botdesk_core::gateway::new_token(), &network, &fence);
                 match docker.create_container(Some(CreateContainerOptions { name: name.clone(), platform: None }), config).await {
                     Ok(r) => {
                         fresh = true;
@@ -299,7 +299,15 @@ impl SandboxProvider for DockerProvider {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
         self.browser_impl(c, slot, profile, command, ctx).await
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[botdesk_core::action::Action], settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
+    async fn act(
+        &self,
+        c: &ComputerRef,
+        slot: u32,
+        actions: &[botdesk_core::action::Action],
+        settle_ms: u64,
+        then: &ActThen,
+        _ctx: &CallCtx,
+    ) -> Result<ActAnswer> {
         self.act_impl(c, slot, actions, settle_ms, then).await
     }
     async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {

@@ -13,7 +13,7 @@ use serde_json::json;
 async fn main() {
     let out = std::path::PathBuf::from(std::env::args().nth(1).expect("usage: make_fixture DIR"));
     assert!(!out.exists(), "{} exists", out.display());
-    let engine = Engine::open(EngineConfig::new(&out, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&out, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.save_settings(&Settings { memory_mib: 1536, cpus: 1.5, screen_limit: Some(4), ..Settings::default() }).unwrap();
     let server = ScriptedServer::start(vec![
         // The Team bot: a file, a page in its browser (its profile), a look at its screen.

@@ -139,7 +139,7 @@ impl Engine {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let shot = self.screenshot(bot, ImageFormat::Png).await?;
         let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
-        let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, SCREEN).map_err(EngineError::from)?;
+        let (w, h, rgb) = botdesk_core::screenshot::decode_png(&png, SCREEN).map_err(EngineError::from)?;
         let centres = find_targets(w, h, &rgb);
         if centres.iter().any(Option::is_none) {
             return Err(EngineError::new(

@@ -463,33 +463,23 @@ impl Engine {
     /// computer whose row is gone, e.g. a bot removed while Docker was down). Containers of other
     /// data directories are never touched.
     pub async fn reconcile(&self) -> Result<ReconcileReport> {
-        let docker = match &self.inner.docker {
-            Some(d) => d,
-            None => return Ok(ReconcileReport::default()),
-        };
+        let Some(machine) = &self.inner.machine else { return Ok(ReconcileReport::default()) };
         let computers = self.inner.store.list_computers().await?;
         let spares = self.inner.store.spares().await?;
-        let spare_ids: HashSet<String> = spares.iter().map(|s| s.id.to_string()).collect();
         // A spare computer's parts are kept too: the next new computer takes them.
-        let known: HashSet<String> = computers.iter().map(|c| c.id.to_string()).chain(spare_ids.iter().cloned()).collect();
-        let homes: HashSet<String> = computers.into_iter().filter_map(|c| c.home_volume).chain(spares.into_iter().map(|s| s.home_volume)).collect();
-        let mut report = ReconcileReport::default();
-        for found in docker.list_managed().await? {
-            if spare_ids.contains(&found.computer) {
-                continue;
-            }
-            if known.contains(&found.computer) {
-                let state = if found.running { ComputerState::Running } else { ComputerState::Stopped };
-                self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.id), self.now()).await?;
-                report.adopted.push(found.computer);
-            } else {
-                docker.remove_container(&found.id).await?;
-                report.removed.push(found.computer);
-            }
+        let known = botdesk_core::machine::Known {
+            computers: computers.iter().map(|c| c.id.to_string()).chain(spares.iter().map(|s| s.id.to_string())).collect(),
+            spares: spares.iter().map(|s| s.id.to_string()).collect(),
+            homes: computers.into_iter().filter_map(|c| c.home_volume).chain(spares.into_iter().map(|s| s.home_volume)).collect(),
+        };
+        let done = machine.reconcile(&known).await?;
+        let mut report =
+            ReconcileReport { removed: done.removed, volumes_removed: done.volumes_removed, networks_removed: done.networks_removed, ..Default::default() };
+        for found in done.found {
+            let state = if found.running { ComputerState::Running } else { ComputerState::Stopped };
+            self.inner.store.set_computer_state(&ComputerId::new(&found.computer), state, Some(&found.provider_ref), self.now()).await?;
+            report.adopted.push(found.computer);
         }
-        // A volume in use (a computer starting in another process) is left for the next time.
-        report.volumes_removed = docker.remove_volumes_except(&homes).await?;
-        report.networks_removed = docker.remove_networks(None, &known).await?;
         Ok(report)
     }
 }

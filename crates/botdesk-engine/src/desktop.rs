@@ -39,16 +39,16 @@ pub struct ScreenTarget {
 pub(crate) fn zoom_into(shot: Observation, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
     let r = action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
     let png = shot.image.ok_or_else(|| EngineError::new(ErrorCode::Internal, "the screenshot came without an image"))?;
-    let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
+    let (w, h, rgb) = botdesk_core::screenshot::decode_png(&png, action::SCREEN).map_err(EngineError::from)?;
     let (zw, zh, z) =
         action::zoom_rgb(w, h, &rgb, r, action::SCREEN).ok_or_else(|| EngineError::invalid(format!("the region is outside the {w}x{h} screen")))?;
-    let out = botdesk_docker::desktop::encode_png(zw, zh, &z).map_err(EngineError::from)?;
+    let out = botdesk_core::screenshot::encode_png(zw, zh, &z).map_err(EngineError::from)?;
     Ok((r, (zw, zh), out))
 }
 
 /// A new random capability token (128 bits, hex).
 pub fn new_token() -> String {
-    botdesk_docker::desktop::new_token()
+    botdesk_core::gateway::new_token()
 }
 
 /// A bot's desktop resolved once, for a run (or this process's computer handle) to keep: where
@@ -98,7 +98,7 @@ impl Engine {
 
     /// A batch (already placed in screen pixels) through a resolved desktop, with what `then`
     /// asks in the same request.
-    pub(crate) async fn act_at(&self, desk: &Desk, batch: &[action::Action], settle_ms: Option<u64>, then: &ActThen) -> Result<Acted> {
+    pub(crate) async fn act_at(&self, desk: &Desk, batch: &[action::Action], settle_ms: Option<u64>, then: &ActThen) -> Result<ActAnswer> {
         self.inner.provider.act(&desk.cref, desk.slot, batch, action::settle_ms(settle_ms), then, &desk.ctx).await.map_err(|e| self.lost(desk, e))
     }
 

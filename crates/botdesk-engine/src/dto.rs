@@ -7,7 +7,7 @@ use serde::Serialize;
 use ts_rs::{Config, TS};
 
 pub use crate::desktop::{BrowserGo, BrowserTab, BrowserView, PageElement, PageSnapshot};
-pub use crate::doctor::{Check, DoctorReport};
+pub use crate::doctor::DoctorReport;
 pub use crate::error::{EngineError, ErrorCode};
 pub use crate::history::{History, RestoreReport, VersionView};
 pub use crate::hosts::HostView;
@@ -19,11 +19,12 @@ pub use crate::settings::Settings;
 pub use crate::switch::SwitchReport;
 pub use crate::versions::{Changes, Retention, Why};
 pub use crate::{BotState, BotStatus, BotView, ComputerBrief, KeyStore, LeftRunning, ModelCheck, ModelView, RunHold, RunningComputer};
+pub use botdesk_core::machine::BuildProgress;
+pub use botdesk_core::machine::Check;
 pub use botdesk_core::{
     action::CoordSpace, ActivityStatus, Approvals, BotId, Budget, CallStatus, ComputerId, ComputerScope, FileEntry, FileKind, Limits, MessageRole, ModelKind,
     NetPolicy, Prices, RunFailure, RunStatus, Usage, Verdict, WorkspacePath,
 };
-pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, BotLogin, BotMcpServer, ControlLease, Question};
 
 /// A bot with its state, as the app's sidebar lists it and its `bots-changed` event carries it.

@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
-use botdesk_docker::remote::{HostProblem, RemoteEngine};
-use botdesk_store::HostRow;
+use async_trait::async_trait;
+use botdesk_core::machine::{Check, HostAddr, HostBook};
+use botdesk_core::HostName;
+use botdesk_store::{HostRow, Store};
 use serde::Serialize;
 
-use crate::doctor::{fail, pass, Check};
 use crate::{BuildProgress, Engine, EngineError, ErrorCode, Result};
 
 /// The name of the engine on this machine.
@@ -24,12 +25,19 @@ pub struct HostView {
     pub tls_dir: Option<String>,
 }
 
-fn problem(name: &str, url: &str, p: &HostProblem) -> EngineError {
-    let code = match p {
-        HostProblem::Address(_) | HostProblem::Certificates(_) => ErrorCode::Invalid,
-        _ => ErrorCode::DockerUnavailable,
-    };
-    EngineError::new(code, p.line(name, url))
+/// The hosts the person added, as the provider's router looks them up.
+pub(crate) struct StoreHosts(pub Store);
+
+#[async_trait]
+impl HostBook for StoreHosts {
+    async fn host(&self, name: &HostName) -> Option<HostAddr> {
+        let row = self.0.host(name.as_str()).await.ok()?;
+        Some(addr(&row))
+    }
+}
+
+fn addr(h: &HostRow) -> HostAddr {
+    HostAddr { url: h.url.clone(), tls_dir: h.tls_dir.clone().into() }
 }
 
 fn check_name(name: &str) -> Result<()> {
@@ -53,8 +61,7 @@ impl Engine {
     pub async fn add_host(&self, name: &str, url: &str, tls_dir: &Path) -> Result<(HostView, String)> {
         check_name(name)?;
         let tls_dir = std::path::absolute(tls_dir).map_err(|e| EngineError::invalid(format!("host {name}: the folder {}: {e}", tls_dir.display())))?;
-        let remote = RemoteEngine { url: url.to_string(), tls_dir: tls_dir.clone() };
-        let said = remote.check().await.map_err(|p| problem(name, url, &p))?;
+        let said = self.machine()?.check_host(&HostName::new(name), &HostAddr { url: url.to_string(), tls_dir: tls_dir.clone() }).await?;
         let row = HostRow { name: name.into(), url: url.into(), tls_dir: tls_dir.display().to_string(), created_at: self.now() };
         self.inner.store.add_host(&row).await?;
         Ok((view(&row), said))
@@ -79,17 +86,12 @@ impl Engine {
             .iter()
             .find(|h| h.name == host)
             .ok_or_else(|| EngineError::new(ErrorCode::NotFound, format!("host {host:?} (see `botdesk host ls`) was not found")))?;
-        let remote = RemoteEngine { url: h.url.clone(), tls_dir: h.tls_dir.clone().into() }.client().map_err(|p| problem(host, &h.url, &p))?;
-        let docker = self.docker()?;
-        let tag = self.image_tag();
-        if !docker.image_present(&tag).await? {
+        let machine = self.machine()?;
+        if !machine.image_present().await? {
+            let tag = machine.image_tag();
             return Err(EngineError::new(ErrorCode::NotFound, format!("the computer image {tag} is not built here yet: run `botdesk image build` first")));
         }
-        let local = docker.client().await?;
-        let report = |sent, total| progress(BuildProgress::Send { host: host.to_string(), sent, total });
-        botdesk_docker::remote::send_image(local, &remote, &tag, &report)
-            .await
-            .map_err(|e| EngineError::new(ErrorCode::DockerUnavailable, format!("host {host}: sending the computer image {tag} failed: {e}")))
+        Ok(machine.send_image(&HostName::new(host), &addr(h), progress).await?)
     }
 
     pub async fn remove_host(&self, name: &str) -> Result<()> {
@@ -97,8 +99,8 @@ impl Engine {
             return Err(EngineError::invalid("`local` is the Docker engine on this machine; it cannot be removed"));
         }
         self.inner.store.remove_host(name).await?;
-        if let Some(r) = &self.inner.router {
-            r.forget(name);
+        if let Some(m) = &self.inner.machine {
+            m.forget_host(&HostName::new(name));
         }
         Ok(())
     }
@@ -107,19 +109,20 @@ impl Engine {
     pub(crate) async fn check_hosts(&self) -> Vec<Check> {
         let hosts = match self.inner.store.list_hosts().await {
             Ok(h) => h,
-            Err(e) => return vec![fail("hosts", e.to_string(), "check the data directory")],
+            Err(e) => return vec![Check::fail("hosts", e.to_string(), "check the data directory")],
         };
+        let Some(machine) = self.inner.machine.clone() else { return vec![] };
         let mut checks = tokio::task::JoinSet::new();
         for (i, h) in hosts.into_iter().enumerate() {
+            let machine = machine.clone();
             checks.spawn(async move {
-                let remote = RemoteEngine { url: h.url.clone(), tls_dir: h.tls_dir.clone().into() };
-                let check = match remote.check().await {
-                    Ok(said) => pass(format!("host {}", h.name), format!("{said} answers at {}", h.url)),
-                    Err(p) => {
-                        let line = p.line(&h.name, &h.url);
+                let check = match machine.check_host(&HostName::new(&h.name), &addr(&h)).await {
+                    Ok(said) => Check::pass(format!("host {}", h.name), format!("{said} answers at {}", h.url)),
+                    Err(e) => {
+                        let line = e.to_string();
                         let (detail, fix) =
                             line.split_once("; ").map(|(d, f)| (d.to_string(), f.to_string())).unwrap_or((line, "see `botdesk host ls`".into()));
-                        fail(format!("host {}", h.name), detail, fix)
+                        Check::fail(format!("host {}", h.name), detail, fix)
                     }
                 };
                 (i, check)

@@ -24,7 +24,6 @@ mod network;
 mod paths;
 mod recording;
 mod replay;
-mod route;
 mod runs;
 mod settings;
 mod spare;
@@ -35,10 +34,10 @@ mod versions;
 mod workspace;
 
 pub use approvals::APPROVAL_ACTIVITY;
+pub use botdesk_core::machine::{BuildProgress, Check, Machine};
 pub use botdesk_core::{action, ApprovalKind, Approvals, Budget, ImageFormat, Limits, NetPolicy, NetTarget, Observation, Prices, Usage, Verdict};
 pub use botdesk_core::{ComputerScope, ExecExit, ExecOutcome, ExecOutput, FileEntry, FileKind, MachineStatus, StreamKind};
 pub use botdesk_core::{ReservationAction, ReservationStage, ReservationStatus, RunStatus, TakeoverResult};
-pub use botdesk_docker::image::BuildProgress;
 pub use botdesk_store::{ActivityRow, BotLogin, BotMcpServer, ControlLease, ExecLease, Question, Reservation, Run};
 pub(crate) use bots::bot_ctx;
 pub use bots::{BotState, BotStatus, BotView, ComputerBrief, RunHold};
@@ -48,7 +47,7 @@ pub use clipboard::MAX_CLIPBOARD;
 pub(crate) use computer::Up;
 pub use computer::{ComputerView, ReconcileReport};
 pub use desktop::{new_token, snapshot_text, BrowserGo, BrowserTab, BrowserView, ControlView, DesktopView, PageElement, PageSnapshot, ScreenTarget};
-pub use doctor::{Check, DoctorReport};
+pub use doctor::DoctorReport;
 pub use error::{EngineError, ErrorCode, Result};
 pub use export::Exported;
 pub use history::{History, RestoreReport, VersionView};
@@ -73,7 +72,6 @@ pub use versions::{Changes, Retention, Why};
 pub use workspace::listing_text;
 
 use botdesk_core::*;
-use botdesk_docker::{DockerConfig, DockerProvider};
 use botdesk_store::Store;
 use std::{path::PathBuf, sync::Arc};
 
@@ -89,10 +87,12 @@ impl Clock for SystemClock {
     }
 }
 
+/// Which provider runs the computers. The engine never learns which one it is.
 pub enum ProviderChoice {
-    /// The local Docker engine (`DOCKER_HOST` respected).
-    Docker,
-    /// Any other provider (tests use the fake).
+    /// A provider with its machine-level side (Docker: `botdesk_docker::machine`), made for the
+    /// data directory's label.
+    Machine(fn(data_dir_label: &str) -> Arc<dyn Machine>),
+    /// Computers only, with no image, hosts or reconcile (tests use the fake).
     Custom(Arc<dyn SandboxProvider>),
 }
 
@@ -165,10 +165,8 @@ pub(crate) struct Inner {
     data: DataDir,
     store: Store,
     provider: Arc<dyn SandboxProvider>,
-    /// The engine on this machine (image builds, doctor, reconcile).
-    docker: Option<Arc<DockerProvider>>,
-    /// Which host each computer's calls go to (the provider above, when Docker is used).
-    router: Option<Arc<route::HostRouter>>,
+    /// The provider's machine-level side (image builds, doctor, reconcile, hosts), when it has one.
+    machine: Option<Arc<dyn Machine>>,
     clock: Arc<dyn Clock>,
     policy: Policy,
     /// Where keys are kept (the OS keyring or the encrypted vault).
@@ -196,13 +194,12 @@ impl Engine {
     pub async fn open(config: EngineConfig) -> Result<Self> {
         let data = DataDir::open(config.data_dir)?;
         let store = Store::open(&data.db()).await.map_err(|e| EngineError::from(e).context(format!("opening {}", data.db().display())))?;
-        let (provider, docker, router): (Arc<dyn SandboxProvider>, _, _) = match config.provider {
-            ProviderChoice::Docker => {
-                let d = Arc::new(DockerProvider::new(DockerConfig::new(botdesk_docker::image::image_tag(), data.label())));
-                let r = Arc::new(route::HostRouter::new(d.clone(), store.clone()));
-                (r.clone(), Some(d), Some(r))
+        let (provider, machine) = match config.provider {
+            ProviderChoice::Machine(make) => {
+                let m = make(&data.label());
+                (m.computers(Arc::new(hosts::StoreHosts(store.clone()))), Some(m))
             }
-            ProviderChoice::Custom(p) => (p, None, None),
+            ProviderChoice::Custom(p) => (p, None),
         };
         config.policy.validate()?;
         let settings = Settings::load(&data.settings())?;
@@ -218,8 +215,7 @@ impl Engine {
                 data,
                 store,
                 provider,
-                docker,
-                router,
+                machine,
                 clock: config.clock,
                 limits: settings::InForce::new(resources, config.screen_limit, idle_ms, &settings),
                 policy: config.policy,
@@ -281,39 +277,40 @@ impl Engine {
         self.inner.clock.now_ms()
     }
 
-    fn docker(&self) -> Result<&Arc<DockerProvider>> {
-        self.inner.docker.as_ref().ok_or_else(|| EngineError::invalid("this engine does not use Docker"))
+    fn machine(&self) -> Result<&Arc<dyn Machine>> {
+        self.inner.machine.as_ref().ok_or_else(|| EngineError::invalid("this engine's provider has no image, hosts or machine of its own"))
     }
 
     // --------------------------------------------------------------------------------------------
     // Image
 
+    /// The image new computers start from (a provider without a machine of its own has none).
     pub fn image_tag(&self) -> String {
-        botdesk_docker::image::image_tag()
+        self.inner.machine.as_ref().map_or_else(|| "none (the provider has no image)".into(), |m| m.image_tag())
     }
 
     pub async fn image_present(&self) -> Result<bool> {
-        Ok(self.docker()?.image_present(&self.image_tag()).await?)
+        Ok(self.machine()?.image_present().await?)
     }
 
     /// Builds the computer image (base from `BOTDESK_BASE_IMAGE` if set), reporting real stages;
     /// `refresh` rebuilds every layer with current packages (a newer Chromium), as `doctor`
     /// advises once the image is 30 days old.
     pub async fn build_image(&self, refresh: bool, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<String> {
-        let opts = botdesk_docker::image::BuildOptions {
+        let build = botdesk_core::machine::ImageBuild {
             base: std::env::var("BOTDESK_BASE_IMAGE").ok().filter(|b| !b.is_empty()),
             cache_dir: self.inner.data.cache(),
             refresh,
-            stamp: botdesk_docker::image::stamp_of(self.now()),
+            now_ms: self.now(),
         };
-        self.docker()?.build_image(&opts, progress).await.map_err(|e| EngineError::from(e).context("building the computer image"))
+        self.machine()?.build_image(&build, progress).await.map_err(|e| EngineError::from(e).context("building the computer image"))
     }
 
     /// Every check a person needs before the first bot runs, the Docker hosts on other machines
     /// included.
     pub async fn doctor(&self) -> DoctorReport {
         let keys = self.key_store().await;
-        let mut report = doctor::run(self.inner.docker.as_deref(), &self.inner.data, &keys, self.now()).await;
+        let mut report = doctor::run(self.inner.machine.as_deref(), &self.inner.data, &keys, self.now()).await;
         report.checks.extend(self.check_hosts().await);
         report.checks.extend(self.check_models().await);
         report.ok = report.checks.iter().all(|c| c.ok);

@@ -105,7 +105,7 @@ impl NewModel {
 impl Engine {
     /// What the table of models says of each model added: known, or given its family's defaults
     /// (`doctor` says which, so a person knows the prices, window and dialect are guesses).
-    pub(crate) async fn check_models(&self) -> Vec<crate::doctor::Check> {
+    pub(crate) async fn check_models(&self) -> Vec<botdesk_core::machine::Check> {
         let Ok(models) = self.inner.store.list_models().await else { return vec![] };
         models
             .into_iter()
@@ -113,10 +113,10 @@ impl Engine {
                 let l = botdesk_core::models::lookup_for(m.kind.as_str(), &m.model);
                 let name = format!("model {}", m.id);
                 if l.known {
-                    crate::doctor::pass(name, format!("{} is in the table of models (checked {})", m.model, l.info.checked))
+                    botdesk_core::machine::Check::pass(name, format!("{} is in the table of models (checked {})", m.model, l.info.checked))
                 } else {
                     let family = if l.info.prefix.is_empty() { "a local server's".to_string() } else { format!("the {} family's", l.info.prefix) };
-                    crate::doctor::warn(
+                    botdesk_core::machine::Check::warn(
                         name,
                         format!("{} is not in the table of models: it gets {family} defaults (window, output, how it points)", m.model),
                         format!("set what you know: `botdesk model limits {id} --context N`, `botdesk model prices {id} …`, and find how it points with `botdesk model calibrate {id} --bot BOT`", id = m.id),

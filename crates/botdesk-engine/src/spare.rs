@@ -18,8 +18,8 @@ impl Engine {
     /// One pass of the keeper: makes sure one spare computer is up on this machine, made with the
     /// image and resources in force, or that there is none when the setting is off. Only with Docker.
     pub async fn keep_spare(&self) -> Result<()> {
-        let Some(docker) = &self.inner.docker else { return Ok(()) };
-        let image = docker.config().image.clone();
+        let Some(machine) = &self.inner.machine else { return Ok(()) };
+        let image = machine.image_tag();
         let wanted = self.settings()?.spare_computer;
         let resources = self.inner.limits.resources();
         let mut ours = None;

@@ -24,7 +24,7 @@ impl Drop for World {
 
 async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     World { engine, dir }
 }
 
@@ -540,7 +540,7 @@ du -B1 sparse.bin | cut -f1; du -B1 -s links | cut -f1"#;
 #[tokio::test]
 async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.policy.checkpoint_idle = 2_000;
     let w = World { engine: Engine::open(cfg).await.unwrap(), dir };
     let bot = w.engine.create_bot("stopper", ComputerScope::Team, None, "").await.unwrap();

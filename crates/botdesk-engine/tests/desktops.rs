@@ -25,7 +25,7 @@ impl Drop for World {
 
 async fn world(screen_limit: Option<u32>, bots: &[&str]) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.screen_limit = screen_limit;
     let engine = Engine::open(cfg).await.unwrap();
     for b in bots {
@@ -201,8 +201,8 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let reference = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
     let (region, size, png) = w.engine.zoom("a", [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
     assert_eq!((region.width(), region.height(), size), (320, 200, (640, 400)));
-    let (_, _, zoomed) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
-    let (sw, _, shot) = botdesk_docker::desktop::decode_png(&reference.image.unwrap(), (1280, 800)).unwrap();
+    let (_, _, zoomed) = botdesk_core::screenshot::decode_png(&png, (1280, 800)).unwrap();
+    let (sw, _, shot) = botdesk_core::screenshot::decode_png(&reference.image.unwrap(), (1280, 800)).unwrap();
     let mut differing = 0;
     for (x, y) in (0..320).step_by(7).flat_map(|x| (0..200).step_by(5).map(move |y| (x, y))) {
         let z = &zoomed[((y * 2 + 1) * 640 + x * 2 + 1) * 3..][..3];
@@ -228,7 +228,7 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     // Another process (a CLI call) takes an open desktop to be up for a screenshot; when it died,
     // the screenshot brings it up and still comes.
     as_service(&computer, &format!("botdesk-display down {}", d.display));
-    let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let shot = other.screenshot("d", ImageFormat::Png).await.unwrap();
     assert!(shot.image.is_some() && shot.width == 1280);
     // A program launched on the display opens there; one that does not exist is said so.
@@ -586,7 +586,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
     let sleeping = || running("[s]leep 777");
     started("[s]leep 777").await;
     // Another process, a minute after the control's end.
-    let mut cfg = EngineConfig::new(w._dir.path(), ProviderChoice::Docker);
+    let mut cfg = EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.clock = std::sync::Arc::new(OffsetClock(Policy::default().control_ttl + 60_000));
     let later = Engine::open(cfg).await.unwrap();
     assert!(later.control_of("p").await.unwrap().is_none());

@@ -96,7 +96,7 @@ async fn stop_and_destroy_then_the_next_use_starts_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconcile_adopts_known_and_removes_orphan_containers() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.create_bot("r", ComputerScope::Team, None, "").await.unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
     engine.exec("r", vec!["true".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();

@@ -27,7 +27,7 @@ fn all_bytes(dir: &std::path::Path) -> Vec<u8> {
 #[tokio::test]
 async fn a_key_goes_to_the_keyring_only_and_another_process_reads_it() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let id = format!("claude-{}", uuid_like());
     let key = format!("sk-ant-test-{}", uuid_like());
     let m = engine.add_model(new(&id, "anthropic", "claude-sonnet-4-5", None), Some(format!("  {key}\n"))).await.unwrap();
@@ -35,7 +35,7 @@ async fn a_key_goes_to_the_keyring_only_and_another_process_reads_it() {
     assert_eq!(engine.model_key(&id).await.unwrap().as_deref(), Some(key.as_str()), "trimmed, readable");
 
     // "The app": another engine on the same data directory reads the same key.
-    let app = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let app = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     assert_eq!(app.list_models().await.unwrap(), vec![m.clone()]);
     assert_eq!(app.model_key(&id).await.unwrap().as_deref(), Some(key.as_str()));
     drop(app);
@@ -59,7 +59,7 @@ async fn a_key_goes_to_the_keyring_only_and_another_process_reads_it() {
 #[tokio::test]
 async fn bad_model_settings_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let k = || Some("sk-x".to_string());
     // An unknown kind never becomes a `NewModel`: the CLI's and the app's arguments refuse it.
     assert_eq!(botdesk_core::ModelKind::parse("gemini"), None);

@@ -43,7 +43,7 @@ async fn world() -> World {
 
 async fn world_in(turn: Turn) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     World { engine, dir, models: vec![], _turn: turn }
 }
 
@@ -807,7 +807,7 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
 #[tokio::test]
 async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.policy = Policy { control_ttl: 4_000, ..Policy::default() };
     let mut w = World { engine: Engine::open(cfg).await.unwrap(), dir, models: vec![], _turn: Turn::Shared(ALONE.read().await) };
     let server = ScriptedServer::start(vec![]).await;
@@ -1062,7 +1062,7 @@ async fn calibration_tells_a_pixels_model_from_a_0_to_1000_one() {
                 let n: usize = all.split("numbered ").nth(1).and_then(|r| r.split('.').next()).and_then(|n| n.parse().ok()).unwrap();
                 let url = all.split("data:image/png;base64,").nth(1).unwrap().split('"').next().unwrap();
                 let png = base64::engine::general_purpose::STANDARD.decode(url).unwrap();
-                let (w, h, rgb) = botdesk_docker::desktop::decode_png(&png, (1280, 800)).unwrap();
+                let (w, h, rgb) = botdesk_core::screenshot::decode_png(&png, (1280, 800)).unwrap();
                 let (x, y) = botdesk_engine::calibrate_targets(w, h, &rgb)[n - 1].unwrap();
                 Reply::call("computer_act", json!({"actions": [{"type": "click", "x": (x as f64 * scale.0).round(), "y": (y as f64 * scale.1).round()}]}))
             }))));

@@ -51,7 +51,7 @@ async fn open(fixture: &str) -> Opened {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     copy_fixture(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(fixture), &data);
-    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     Opened { engine, data, _dir: dir }
 }
 

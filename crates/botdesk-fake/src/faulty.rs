@@ -176,7 +176,7 @@ impl SandboxProvider for Faulty {
         self.note("page_browser");
         self.inner.page_browser(c, slot, profile, command, ctx).await
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<Acted> {
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<ActAnswer> {
         self.note("act");
         self.inner.act(c, slot, actions, settle_ms, then, ctx).await
     }

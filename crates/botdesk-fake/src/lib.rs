@@ -261,7 +261,7 @@ impl SandboxProvider for FakeProvider {
 
     /// The batch is noted; the look and the refusals after it are what `observe` and
     /// `network_refusals` would answer, in the same call (as a real computer's one request).
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<Acted> {
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<ActAnswer> {
         self.with_machine(c, |m| {
             let (done, batches) = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
             done.extend_from_slice(actions);
@@ -276,7 +276,7 @@ impl SandboxProvider for FakeProvider {
             Some((user, after)) => Some(self.refusals(c, user, after)?),
             None => None,
         };
-        Ok(Acted { settled: action::Settled::Unwatched, look, refusals })
+        Ok(ActAnswer { settled: action::Settled::Unwatched, look, refusals })
     }
 
     async fn exec(&self, c: &ComputerRef, req: ExecRequest, out: OutputSink, ctx: &CallCtx) -> Result<ExecExit> {

@@ -28,7 +28,7 @@ impl Drop for World {
 
 async fn world(bot: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Docker);
+    let mut cfg = EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.policy.control_ttl = 3_000; // short, so expiry can be seen
     let engine = Engine::open(cfg).await.unwrap();
     engine.create_bot(bot, ComputerScope::Team, None, "").await.unwrap();
@@ -214,7 +214,7 @@ async fn a_screen_on_another_machine_comes_compressed() {
     let url = std::env::var("BOTDESK_TEST_REMOTE_URL").expect("BOTDESK_TEST_REMOTE_URL is unset: run the tests with `cargo xtask test`");
     let tls = std::path::PathBuf::from(std::env::var("BOTDESK_TEST_REMOTE_TLS").expect("BOTDESK_TEST_REMOTE_TLS is unset")).join("good");
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Docker)).await.unwrap();
+    let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let w = World { engine: engine.clone(), _dir: dir };
     engine.add_host("far", &url, &tls).await.unwrap();
     engine.send_image("far", &|_| {}).await.unwrap();

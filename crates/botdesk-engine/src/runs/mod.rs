@@ -120,7 +120,7 @@ impl Engine {
         let run = self.begin_run(&run).await?;
         // Claude's and OpenAI's computer tools are declared in pixels of the screen.
         let coords = if client.config().dialect.own_computer_tool() { action::CoordSpace::Pixels } else { m.coordinates };
-        let day = botdesk_docker::image::stamp_of(self.now());
+        let day = botdesk_core::civil::stamp_of(self.now());
         let setting = botdesk_agent::run::Setting {
             bot: &bot.name,
             instructions: &bot.instructions,

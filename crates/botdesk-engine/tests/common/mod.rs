@@ -20,7 +20,7 @@ pub fn tear_down(data_dir: &std::path::Path, models: &[String]) {
             // An engine of its own on the same data directory (as the CLI beside the app): the
             // test's engine pools its SQLite connections on the test's runtime, which is blocked
             // while this runs (seen in CI: "pool timed out while waiting for an open connection").
-            let engine = match Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Docker)).await {
+            let engine = match Engine::open(EngineConfig::new(&data_dir, ProviderChoice::Machine(botdesk_docker::machine))).await {
                 Ok(e) => e,
                 Err(e) => {
                     let _ = writeln!(std::io::stderr(), "tear-down: cannot open the engine on {} ({e})", data_dir.display());

@@ -1,7 +1,8 @@
 //! Computers on several Docker hosts: one Docker provider per host, each call sent to the one
 //! its computer's host names ([`ComputerRef::host`]). `local` is the engine on this machine; the
-//! others come from `botdesk host add` and are connected on first use, so a host that is down
-//! fails only the calls for its own computers.
+//! others come from `botdesk host add` (the engine keeps them: the router looks each up in its
+//! [`HostBook`]) and are connected on first use, so a host that is down fails only the calls for
+//! its own computers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -9,22 +10,23 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use botdesk_core::action::Action;
 use botdesk_core::home_stream::{LoadMode, LoadSummary};
+use botdesk_core::machine::HostBook;
 use botdesk_core::*;
-use botdesk_docker::remote::{RemoteEngine, RemoteHost};
-use botdesk_docker::{DockerConfig, DockerProvider};
-use botdesk_store::Store;
+
+use crate::remote::{RemoteEngine, RemoteHost};
+use crate::{DockerConfig, DockerProvider};
 use bytes::Bytes;
 
 pub(crate) struct HostRouter {
     local: Arc<DockerProvider>,
-    store: Store,
+    hosts: Arc<dyn HostBook>,
     /// Providers of hosts on other machines, made on first use.
     remotes: Mutex<HashMap<HostName, (RemoteHost, Arc<DockerProvider>)>>,
 }
 
 impl HostRouter {
-    pub fn new(local: Arc<DockerProvider>, store: Store) -> Self {
-        Self { local, store, remotes: Default::default() }
+    pub fn new(local: Arc<DockerProvider>, hosts: Arc<dyn HostBook>) -> Self {
+        Self { local, hosts, remotes: Default::default() }
     }
 
     /// The provider of a host; a host that is not (or no longer) known is one clear line.
@@ -35,20 +37,20 @@ impl HostRouter {
         if let Some((_, p)) = self.remotes.lock().unwrap().get(host) {
             return Ok(p.clone());
         }
-        let row = self.store.host(host.as_str()).await.map_err(|_| {
+        let addr = self.hosts.host(host).await.ok_or_else(|| {
             SandboxError::Unavailable(format!(
                 "host {host}: not known here (was it removed?); add it again with `botdesk host add {host} tcp://HOST:2376 --tls-dir DIR`"
             ))
         })?;
-        let remote = RemoteHost { name: host.clone(), engine: RemoteEngine { url: row.url, tls_dir: row.tls_dir.into() } };
+        let remote = RemoteHost { name: host.clone(), engine: RemoteEngine { url: addr.url, tls_dir: addr.tls_dir } };
         let cfg = DockerConfig { remote: Some(remote.clone()), ..self.local.config().clone() };
         let p = Arc::new(DockerProvider::new(cfg));
         Ok(self.remotes.lock().unwrap().entry(host.clone()).or_insert((remote, p)).1.clone())
     }
 
     /// Forgets a host's connection (it was removed, or its address changed).
-    pub fn forget(&self, host: &str) {
-        self.remotes.lock().unwrap().remove(&HostName::new(host));
+    pub fn forget(&self, host: &HostName) {
+        self.remotes.lock().unwrap().remove(host);
     }
 
     /// An engine that cannot be reached is said as one line naming the host and why: the host is
@@ -129,7 +131,7 @@ impl SandboxProvider for HostRouter {
     async fn page_browser(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<serde_json::Value> {
         routed!(self, &c.host, page_browser(c, slot, profile, command, ctx))
     }
-    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<Acted> {
+    async fn act(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<ActAnswer> {
         routed!(self, &c.host, act(c, slot, actions, settle_ms, then, ctx))
     }
     async fn start_recording(&self, c: &ComputerRef, slot: u32, rec: &RecordingSpec) -> Result<()> {

@@ -1134,7 +1134,8 @@ async def agent(reader, writer):
                 writer.write(ANSWERS["extended"](extend(str(req["token"]), req["expires"])))
             elif op == "look":
                 seen, out = await look(display, bool(req.get("zlib")))
-                writer.write(ANSWERS["look"](*seen) + out)
+                writer.write(ANSWERS["look"](*seen))
+                writer.write(out)  # 4 MB: never copied into one buffer with the line
             elif op == "browser":
                 writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
             elif op == "guard":
@@ -1176,7 +1177,8 @@ async def agent(reader, writer):
                 if "look" in req:
                     shot, out = await look(display, bool(req["look"].get("zlib")))
                 net = botdesk_net.events(req["net"]["uid"], req["net"]["after"]) if "net" in req else None
-                writer.write(ANSWERS["settled"](settled, ms, shot, net) + out)
+                writer.write(ANSWERS["settled"](settled, ms, shot, net))
+                writer.write(out)
         except NoBrowser as e:
             writer.write(ANSWERS["no_browser"](str(e)))
         except Exception as e:  # one bad request never kills the agent

@@ -277,8 +277,7 @@ async fn build_image(engine: State<'_, Engine>, refresh: bool, progress: Channel
 #[tauri::command]
 async fn open_screen(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<String> {
     // Opening is the person asking for the desktop: it starts the computer if it is stopped.
-    let id = engine.open_desktop(&bot).await?.bot;
-    let id = engine.bot(&id).await?.id;
+    let id = engine.open_desktop(&bot).await?.bot_id;
     Ok(screens.open(&id))
 }
 

@@ -94,7 +94,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
 
     // Observe latency on a busy screen (a page in Chromium).
     engine.browser_navigate(&names[0], "http://127.0.0.1:8124/").await.unwrap();
-    let slot = engine.open_desktop(&names[0]).await.unwrap().display;
+    let slot = engine.open_desktop(&names[0]).await.unwrap().slot;
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..20 {
         let t = Instant::now();

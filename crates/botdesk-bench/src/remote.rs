@@ -182,14 +182,14 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
         engine.screenshot("look", ImageFormat::Png).await.unwrap();
         observe.push(t.elapsed());
         let mut c = link.docker();
-        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.display), &container, "import", "-window", "root", "png:-"]);
+        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.slot), &container, "import", "-window", "root", "png:-"]);
         observe_anchor.push(timed(c));
         let x = 100 + i * 10;
         let t = Instant::now();
         engine.act("look", &serde_json::json!([{"type": "move", "x": x, "y": 200}]), Some(0)).await.unwrap();
         act.push(t.elapsed());
         let mut c = link.docker();
-        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.display), &container, "xdotool", "mousemove", &x.to_string(), "300"]);
+        c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.slot), &container, "xdotool", "mousemove", &x.to_string(), "300"]);
         act_anchor.push(timed(c));
     }
 

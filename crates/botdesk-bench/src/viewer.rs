@@ -284,7 +284,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
     let mut displays = vec![];
     for b in &bots {
         engine.create_bot_on(b, ComputerScope::Team, host.unwrap_or("local"), None, "").await.unwrap();
-        displays.push(engine.open_desktop(b).await.unwrap().display);
+        displays.push(engine.open_desktop(b).await.unwrap().slot);
     }
     let script = GENERATOR.bytes().map(|b| format!("\\0{b:03o}")).collect::<String>();
     sh(&engine, &bots[0], &format!("mkdir -p /home/botdesk/shared/bench && printf '%b' '{script}' > /home/botdesk/shared/bench/gen.py")).await;

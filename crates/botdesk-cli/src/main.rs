@@ -1237,7 +1237,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(engine, &bot, ms).await,
         Cmd::Desktop { cmd: DesktopCmd::Open { bot } } => {
             let d = engine.open_desktop(&bot).await?;
-            print(json, serde_json::to_value(&d).unwrap(), || format!("{}'s desktop is display :{} (slot {})", d.bot, d.display, d.slot));
+            print(json, serde_json::to_value(&d).unwrap(), || format!("{}'s desktop is display :{}", d.bot, d.slot));
         }
         Cmd::Desktop { cmd: DesktopCmd::Release { bot } } => {
             let released = engine.release_desktop(&bot).await?;

@@ -139,6 +139,23 @@ pub struct Settle {
     pub cap_ms: u64,
 }
 
+/// The settle bounds both sides keep (the fixtures' `settle`; the gateway clamps to them): the
+/// longest stillness asked, and the longest watch.
+pub const MAX_SETTLE_STILL_MS: u64 = crate::action::MAX_WAIT_MS;
+pub const MAX_SETTLE_CAP_MS: u64 = crate::action::MAX_WAIT_MS;
+
+/// How long one action batch's request may take, its typing and its watch included.
+pub const ACT_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Settle {
+    /// A batch's watch: still for `still_ms`, for at least [`crate::action::SETTLE_CAP_MS`],
+    /// both within the bounds.
+    pub fn after_batch(still_ms: u64) -> Settle {
+        let still_ms = still_ms.min(MAX_SETTLE_STILL_MS);
+        Settle { still_ms, cap_ms: crate::action::SETTLE_CAP_MS.max(still_ms).min(MAX_SETTLE_CAP_MS) }
+    }
+}
+
 /// How a look after an action batch is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LookWish {
@@ -273,8 +290,8 @@ pub struct AgentAnswer {
     pub done: Option<bool>,
 }
 
-/// The longest settle the gateway may report (its cap is 10 s).
-const MAX_SETTLE_MS: u64 = 60_000;
+/// The longest settle an answer may report: no longer than its request may take.
+const MAX_SETTLE_MS: u64 = ACT_BOUND.as_millis() as u64;
 
 impl AgentAnswer {
     /// Reads an answer line (without its newline). The line's length is the reader's bound

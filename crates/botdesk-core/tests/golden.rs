@@ -97,6 +97,15 @@ fn requests_are_written_as_the_fixtures_say() {
 }
 
 #[test]
+fn the_settle_bounds_are_the_fixtures() {
+    let fx = fixtures();
+    let bounds = (fx["settle"]["max_still_ms"].as_u64(), fx["settle"]["max_cap_ms"].as_u64());
+    assert_eq!(bounds, (Some(botdesk_core::gateway::MAX_SETTLE_STILL_MS), Some(botdesk_core::gateway::MAX_SETTLE_CAP_MS)));
+    assert_eq!(Settle::after_batch(60_000), Settle { still_ms: 5_000, cap_ms: 5_000 });
+    assert_eq!(Settle::after_batch(300), Settle { still_ms: 300, cap_ms: botdesk_core::action::SETTLE_CAP_MS });
+}
+
+#[test]
 fn answers_read_as_the_fixtures_mean() {
     let fx = fixtures();
     let read = |name: &str| AgentAnswer::parse(case(&fx, "answers", name)["line"].to_string().as_bytes()).unwrap();

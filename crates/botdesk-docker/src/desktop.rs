@@ -18,6 +18,9 @@ use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 use botdesk_core::screenshot::{encode_jpeg, encode_png};
 
 const MAX_IDLE_AGENT_CONNS: usize = 4;
+/// How long a connection to the gateway at the container's own address may take before the
+/// published port is used instead.
+const DIRECT_CONNECT: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// The gateway runs inside the computer, where a bot can stop, replace or impersonate it: its
 /// answers are bounded (`gateway::MAX_ANSWER_LINE` for a line) and every request has a time bound.
@@ -35,7 +38,7 @@ fn agent_bound(op: &str) -> std::time::Duration {
         // Starting the browser and loading a page have their own bounds inside (up to a minute).
         "browser" => 90,
         // A long `type` runs key by key.
-        "xdotool" => 60,
+        "xdotool" => return gateway::ACT_BOUND,
         // Revoking is on the way of Stop, which must always finish.
         "revoke" => 5,
         _ => 10,
@@ -219,18 +222,27 @@ pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
     if (data.len() as u64) < start + bytes_per_line * height as u64 {
         return Err(bad("truncated pixels"));
     }
-    let (start, bytes_per_line) = (start as usize, bytes_per_line as usize);
-    let mut rgb = vec![0u8; width as usize * height as usize * 3];
-    for (row, out) in rgb.chunks_exact_mut(width as usize * 3).enumerate() {
-        let line = &data[start + row * bytes_per_line..start + row * bytes_per_line + width as usize * 4];
-        for (px, o) in line.chunks_exact(4).zip(out.chunks_exact_mut(3)) {
-            if byte_order == 0 {
-                o.copy_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
-            } else {
-                o.copy_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
+    let (start, bytes_per_line, w) = (start as usize, bytes_per_line as usize, width as usize);
+    let mut rgb = vec![0u8; w * height as usize * 3];
+    // Rows from `first` on into `out`: the two halves of the screen on two cores at once.
+    let convert = |first: usize, out: &mut [u8]| {
+        for (row, out) in out.chunks_exact_mut(w * 3).enumerate() {
+            let at = start + (first + row) * bytes_per_line;
+            for (px, o) in data[at..at + w * 4].chunks_exact(4).zip(out.chunks_exact_mut(3)) {
+                if byte_order == 0 {
+                    o.copy_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
+                } else {
+                    o.copy_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
+                }
             }
         }
-    }
+    };
+    let half = height as usize / 2;
+    let (top, bottom) = rgb.split_at_mut(half * w * 3);
+    std::thread::scope(|s| {
+        s.spawn(|| convert(0, top));
+        convert(half, bottom);
+    });
     Ok((width, height, rgb))
 }
 
@@ -259,15 +271,21 @@ impl DockerProvider {
         let g = if self.cfg.remote.is_some() {
             // The port published there is on that machine's loopback: reached through a relay.
             let relay = crate::relay::Relay::start(self.client().await?.clone(), id).await?;
-            Gateway { port: relay.port, agent_token, idle: Default::default(), relay: Some(std::sync::Arc::new(relay)) }
+            Gateway { port: relay.port, direct: Default::default(), agent_token, idle: Default::default(), relay: Some(std::sync::Arc::new(relay)) }
         } else {
+            let direct = info
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .and_then(|n| n.values().find_map(|e| e.ip_address.as_deref().and_then(|ip| ip.parse::<std::net::IpAddr>().ok())))
+                .map(|ip| std::net::SocketAddr::new(ip, spec::GATEWAY_CONTAINER_PORT));
             let port = info
                 .network_settings
                 .and_then(|n| n.ports)
                 .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
                 .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
                 .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
-            Gateway { port, agent_token, idle: Default::default(), relay: None }
+            Gateway { port, direct: std::sync::Arc::new(std::sync::Mutex::new(direct)), agent_token, idle: Default::default(), relay: None }
         };
         self.gateways.lock().unwrap().insert(c.id.to_string(), g.clone());
         Ok(g)
@@ -346,10 +364,26 @@ impl DockerProvider {
         read_answer(conn).await
     }
 
-    /// Connects to the gateway, which proves it is this computer's, and proves the engine is.
+    /// Connects to the gateway, which proves it is this computer's, and proves the engine is: at
+    /// its own address when it answers there within a moment, else at the published port.
     async fn agent_connect(g: &Gateway) -> Result<AgentConn> {
         let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
-        let stream = TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?;
+        let direct = *g.direct.lock().unwrap();
+        let stream = match direct {
+            Some(at) => match tokio::time::timeout(DIRECT_CONNECT, TcpStream::connect(at)).await {
+                Ok(Ok(s)) => Some(s),
+                _ => {
+                    tracing::debug!("the gateway does not answer at {at}; its published port serves from now on");
+                    *g.direct.lock().unwrap() = None;
+                    None
+                }
+            },
+            None => None,
+        };
+        let stream = match stream {
+            Some(s) => s,
+            None => TcpStream::connect(("127.0.0.1", g.port)).await.map_err(io)?,
+        };
         stream.set_nodelay(true).map_err(io)?;
         let mut stream = BufReader::new(stream);
         gateway::prove(&mut stream, &g.agent_token).await.map_err(SandboxError::Provider)?;
@@ -522,7 +556,7 @@ impl DockerProvider {
     /// same answer.
     pub(crate) async fn act_impl(&self, c: &ComputerRef, slot: u32, actions: &[Action], settle_ms: u64, then: &ActThen) -> Result<ActAnswer> {
         let runs = xdotool_runs(actions);
-        let settle = Settle { still_ms: settle_ms, cap_ms: action::SETTLE_CAP_MS.max(settle_ms) };
+        let settle = Settle::after_batch(settle_ms);
         let look = then.look.map(|_| LookWish { zlib: self.cfg.remote.is_some() });
         let net = then.refusals.map(|(user, after)| NetAfter { uid: user.uid, after });
         let (answer, raw) = self.agent(c, &AgentRequest::Xdotool { display: slot, runs: &runs, settle, look, net }).await?;

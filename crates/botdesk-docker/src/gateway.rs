@@ -8,6 +8,11 @@ use tokio::{io::BufReader, net::TcpStream};
 #[derive(Debug, Clone)]
 pub(crate) struct Gateway {
     pub port: u16,
+    /// The gateway at the container's own address on its network, on this machine's engine:
+    /// the engine's requests go there, past Docker's userland proxy that serves the published
+    /// port (a 4 MB frame costs about 1.4 ms less). Cleared when it does not answer (rootless
+    /// Docker: its networks are not the host's), and the published port used from then on.
+    pub direct: std::sync::Arc<std::sync::Mutex<Option<std::net::SocketAddr>>>,
     pub agent_token: String,
     pub idle: std::sync::Arc<std::sync::Mutex<Vec<AgentConn>>>,
     /// On a host on another machine, `port` is this relay's (see [`crate::relay`]); it stops

@@ -16,6 +16,8 @@ pub const LABEL_TEST_RUN: &str = "botdesk.test-run";
 pub const LABEL_TEST_BINARY: &str = "botdesk.test-binary";
 /// The screen gateway's port inside the computer; published on 127.0.0.1 with a random host port.
 pub const GATEWAY_PORT: &str = "7900/tcp";
+/// The gateway's port inside the computer ([`GATEWAY_PORT`] as a number).
+pub const GATEWAY_CONTAINER_PORT: u16 = 7900;
 
 /// Who a process in the computer runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

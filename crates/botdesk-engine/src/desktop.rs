@@ -7,9 +7,11 @@ use crate::{Engine, EngineError, ErrorCode, Result};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DesktopView {
+    /// The bot's name and id.
     pub bot: String,
+    pub bot_id: String,
     pub computer: String,
-    pub display: u32,
+    /// The display's number (`:slot` in the computer).
     pub slot: u32,
     /// The gateway's host port (127.0.0.1) and this screen's view token.
     pub port: u16,
@@ -165,8 +167,8 @@ impl Engine {
             let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
             return Ok(DesktopView {
                 bot: bot.name.clone(),
+                bot_id: bot.id.to_string(),
                 computer: computer.id.to_string(),
-                display: d.slot,
                 slot: d.slot,
                 port: screen.port,
                 view_token: d.view_token,
@@ -183,7 +185,14 @@ impl Engine {
         handle.add_display(d.slot, &d.view_token);
         handle.keep_desk(desk);
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
-        Ok(DesktopView { bot: bot.name.clone(), computer: computer.id.to_string(), display: d.slot, slot: d.slot, port: screen.port, view_token: d.view_token })
+        Ok(DesktopView {
+            bot: bot.name.clone(),
+            bot_id: bot.id.to_string(),
+            computer: computer.id.to_string(),
+            slot: d.slot,
+            port: screen.port,
+            view_token: d.view_token,
+        })
     }
 
     /// Forgets that this process brought the display up, so the next call sets it up again
@@ -226,9 +235,9 @@ impl Engine {
     /// A screenshot of the bot's desktop (opened if needed), with the id of its frame (equal ids,
     /// equal pixels: a run's conversation decides from it whether the model has seen it).
     pub async fn screenshot(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let bot = self.inner.store.bot(bot).await?;
         // The desktop this process resolved before, while the bot still has it: one call.
-        if let Some(desk) = self.handle(&computer.id).desk(&bot.id) {
+        if let Some(desk) = self.handle(&bot.computer_id).desk(&bot.id) {
             if self.desk_holds(&desk).await? {
                 match self.observe_at(&desk, format).await {
                     Err(e) if e.code != ErrorCode::TimedOut => {}
@@ -236,6 +245,7 @@ impl Engine {
                 }
             }
         }
+        let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
         self.observe_of(&bot, &computer, format).await
     }
 
@@ -340,9 +350,14 @@ impl Engine {
 impl Engine {
     pub(crate) async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
-        let view = self.open_desktop_of(&bot, &computer).await?;
+        self.browser_of(&bot, &computer, command).await
+    }
+
+    /// [`Engine::browser`] for a bot already resolved.
+    pub(crate) async fn browser_of(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, command: BrowserCommand) -> Result<serde_json::Value> {
+        let view = self.open_desktop_of(bot, computer).await?;
         let profile = browser::profile_name(&bot.id);
-        let mut page = self.inner.provider.page_browser(&computer.cref(), view.slot, &profile, &command, &crate::bot_ctx(&bot, &computer)).await?;
+        let mut page = self.inner.provider.page_browser(&computer.cref(), view.slot, &profile, &command, &crate::bot_ctx(bot, computer)).await?;
         bound_page(&mut page);
         Ok(page)
     }

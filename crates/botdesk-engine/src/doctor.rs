@@ -3,7 +3,7 @@
 use botdesk_core::machine::{Check, Machine};
 use serde::Serialize;
 
-use crate::paths::DataDir;
+use crate::data_dir::DataDir;
 
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct DoctorReport {

@@ -122,7 +122,7 @@ impl Engine {
     /// Fills the login form of the page in the bot's browser with its saved login for `site`,
     /// when the page is on that site; says what it filled (never with what).
     pub async fn fill_login(&self, bot: &str, site: &str) -> Result<String> {
-        let (b, _) = self.bot_and_computer(bot).await?;
+        let (b, computer) = self.bot_and_computer(bot).await?;
         let saved = self.inner.store.bot_logins(&b.id).await?;
         let site = LoginSite::parse(site).map_err(EngineError::invalid)?;
         let Some(l) = saved.iter().find(|l| l.site == site.origin()) else {
@@ -136,7 +136,7 @@ impl Engine {
             None => None,
         };
         let command = BrowserCommand::FillLogin { origin: site.to_string(), user: l.username.clone(), password: Secret::new(kept.password), code };
-        let page = self.browser(bot, command).await?;
+        let page = self.browser_of(&b, &computer, command).await?;
         let at = page["origin"].as_str().unwrap_or("");
         if at != site.origin() {
             return Err(EngineError::invalid(format!(

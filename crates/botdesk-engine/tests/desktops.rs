@@ -111,7 +111,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let w = world(None, &["a", "b"]).await;
     let (da, db) = tokio::join!(w.engine.open_desktop("a"), w.engine.open_desktop("b"));
     let (da, db) = (da.unwrap(), db.unwrap());
-    assert_ne!(da.display, db.display);
+    assert_ne!(da.slot, db.slot);
     assert_eq!(
         {
             let mut s = [da.slot, db.slot];
@@ -134,9 +134,9 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let probe = |display: u32| {
         format!("DISPLAY=:{display} xdpyinfo >/dev/null 2>&1 && echo in || echo out; DISPLAY=:{display} xdotool getmouselocation 2>&1 | head -1")
     };
-    let (_, own) = w.engine.shell("a", &probe(da.display)).await.unwrap();
+    let (_, own) = w.engine.shell("a", &probe(da.slot)).await.unwrap();
     assert!(own.starts_with("in\nx:101 y:102"), "{own}");
-    let (_, other) = w.engine.shell("a", &probe(db.display)).await.unwrap();
+    let (_, other) = w.engine.shell("a", &probe(db.slot)).await.unwrap();
     assert!(other.starts_with("out\n") && !other.contains("x:201"), "a reached b's display: {other}");
     // Nor b's browser: its DevTools port is refused to a (before any browser listens there), and
     // its profile (cookies, saved logins) is b's folder alone.
@@ -146,9 +146,9 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
             9221 + display
         )
     };
-    let (_, own) = w.engine.shell("a", &devtools(da.display)).await.unwrap();
+    let (_, own) = w.engine.shell("a", &devtools(da.slot)).await.unwrap();
     assert_eq!(own.trim(), "Connection refused", "a's own DevTools port (no browser yet)");
-    let (_, other) = w.engine.shell("a", &devtools(db.display)).await.unwrap();
+    let (_, other) = w.engine.shell("a", &devtools(db.slot)).await.unwrap();
     assert_eq!(other.trim(), "Permission denied", "b's DevTools port");
     let (_, profiles) =
         w.engine.shell("a", "for p in /home/botdesk/.browser-profiles/*; do ls \"$p\" >/dev/null 2>&1 && echo open || echo closed; done | sort").await.unwrap();
@@ -158,7 +158,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let (_, squat) =
         w.engine.shell("a", "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(b\"\\0/tmp/.X11-unix/X200\")' 2>&1 | tail -1").await.unwrap();
     assert!(squat.contains("Address already in use"), "{squat}");
-    let port = 9221 + db.display;
+    let port = 9221 + db.slot;
     let listen =
         format!("(setsid python3 -c 'import socket, time; s = socket.create_server((\"127.0.0.1\", {port})); time.sleep(20)' >/dev/null 2>&1 &); sleep 0.5");
     w.engine.shell("a", &listen).await.unwrap();
@@ -180,7 +180,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     w.engine
         .exec(
             "a",
-            vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.display)],
+            vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.slot)],
             None,
             None,
             None,
@@ -221,13 +221,13 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
     // Kill the display behind the engine's back (as a restarted computer would).
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
-    as_service(&computer, &format!("botdesk-display down {}", d.display));
+    as_service(&computer, &format!("botdesk-display down {}", d.slot));
     let shot = w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
-    assert_eq!(w.engine.open_desktop("d").await.unwrap().display, d.display, "same slot, brought up again");
+    assert_eq!(w.engine.open_desktop("d").await.unwrap().slot, d.slot, "same slot, brought up again");
     // Another process (a CLI call) takes an open desktop to be up for a screenshot; when it died,
     // the screenshot brings it up and still comes.
-    as_service(&computer, &format!("botdesk-display down {}", d.display));
+    as_service(&computer, &format!("botdesk-display down {}", d.slot));
     let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let shot = other.screenshot("d", ImageFormat::Png).await.unwrap();
     assert!(shot.image.is_some() && shot.width == 1280);
@@ -243,7 +243,7 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
 async fn typing_any_unicode_reaches_the_app() {
     let w = world(None, &["u"]).await;
     let d = w.engine.open_desktop("u").await.unwrap();
-    let cmd = format!("DISPLAY=:{} xterm -u8 -T typing -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.display);
+    let cmd = format!("DISPLAY=:{} xterm -u8 -T typing -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.slot);
     w.engine.exec("u", vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
     wait_for_window(&w.engine, "u", "typing").await;
     let text = "Ωμέγα 世界 ✓ — naïve";
@@ -465,7 +465,7 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
     let header = |field: usize, value: u32| {
         format!(
             "python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"",
-            d.display,
+            d.slot,
             field * 4
         )
     };
@@ -599,8 +599,8 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
     let w = world(None, &["first", "second", "blind"]).await;
-    assert_eq!(w.engine.open_desktop("first").await.unwrap().display, 1);
-    assert_eq!(w.engine.open_desktop("second").await.unwrap().display, 2);
+    assert_eq!(w.engine.open_desktop("first").await.unwrap().slot, 1);
+    assert_eq!(w.engine.open_desktop("second").await.unwrap().slot, 2);
     let (code, out) = w.engine.shell("second", "echo \"[$DISPLAY]\"; setsid xterm -T from-second -e sleep 600 >/dev/null 2>&1 < /dev/null &").await.unwrap();
     assert_eq!((code, out.trim()), (0, "[:2]"));
     let windows = |bot: &'static str| {
@@ -793,7 +793,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     // An xterm on the bot's display pastes it (Shift+Insert: the PRIMARY selection).
     let (code, out) = w
         .engine
-        .shell("clip", &format!("export DISPLAY=:{}; (setsid xterm -u8 -T paste -geometry 60x8+100+100 -e sh -c 'cat > pasted.txt' >/dev/null 2>&1 &); sleep 1.5; xdotool search --name '^paste$' windowactivate --sync; xdotool key shift+Insert Return", d.display))
+        .shell("clip", &format!("export DISPLAY=:{}; (setsid xterm -u8 -T paste -geometry 60x8+100+100 -e sh -c 'cat > pasted.txt' >/dev/null 2>&1 &); sleep 1.5; xdotool search --name '^paste$' windowactivate --sync; xdotool key shift+Insert Return", d.slot))
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");

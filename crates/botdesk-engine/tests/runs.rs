@@ -226,7 +226,7 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
 
     // Each on its own display.
     let (da, doai) = (w.engine.open_desktop("ant").await.unwrap(), w.engine.open_desktop("oai").await.unwrap());
-    assert_ne!(da.display, doai.display);
+    assert_ne!(da.slot, doai.slot);
 
     // The page recorded one click and one form per bot.
     let log = String::from_utf8(w.engine.files_read("ant", "shared/site/events.log", 100_000).await.unwrap().to_vec()).unwrap();

@@ -88,14 +88,14 @@ async fn frames_input_control_and_reconnect() {
 
     // A known colour drawn on the bot's display shows up in the viewer's framebuffer (away from the
     // pointer, which the screen draws into its frames).
-    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.display)).await;
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.slot)).await;
     until("the root colour", || pixel(&s, 900, 200) == [0x12, 0x34, 0x56]).await;
 
     // View-only: a click does not reach the display.
-    sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool mousemove 5 5", d.display)).await;
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool mousemove 5 5", d.slot)).await;
     assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+    let loc = sh(&w.engine, "v", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.slot)).await;
     assert!(loc.contains("X=5\n") && loc.contains("Y=5\n"), "view-only input moved the pointer: {loc}");
 
     // Take control: the session follows, and input arrives.
@@ -103,7 +103,7 @@ async fn frames_input_control_and_reconnect() {
     s.retarget();
     until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
     assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
-    pointer_reaches(&w.engine, d.display, (300, 301), "control input").await;
+    pointer_reaches(&w.engine, d.slot, (300, 301), "control input").await;
 
     // The WebSocket transport serves the same pixels to a viewer with the secret, nobody else.
     let registry: Registry = Default::default();
@@ -156,7 +156,7 @@ async fn frames_input_control_and_reconnect() {
     // Bad input over the socket is ignored; good input still arrives.
     ws.send("not json".into()).await.unwrap();
     ws.send(r#"{"t":"p","x":12.4,"y":13.6,"b":0}"#.into()).await.unwrap();
-    pointer_reaches(&w.engine, d.display, (12, 14), "input over the WebSocket").await;
+    pointer_reaches(&w.engine, d.slot, (12, 14), "input over the WebSocket").await;
 
     // Release: the control transport is revoked, the session reconnects view-only by itself.
     w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
@@ -198,7 +198,7 @@ async fn frames_input_control_and_reconnect() {
     assert_eq!(s.shared.fb.lock().unwrap().pixels.len(), 0, "an idle session holds no pixels");
     let _watching = s.subscribe();
     until("connected for the new viewer", || s.state() == ConnState::Connected { control: false }).await;
-    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#654321'", d.display)).await;
+    sh(&w.engine, "v", &format!("DISPLAY=:{} xsetroot -solid '#654321'", d.slot)).await;
     until("its live picture", || {
         let width = s.shared.fb.lock().unwrap().width;
         width == 1280 && pixel(&s, 900, 200) == [0x65, 0x43, 0x21]
@@ -221,7 +221,7 @@ async fn a_screen_on_another_machine_comes_compressed() {
     engine.create_bot_on("r", ComputerScope::Private, "far", None, "").await.unwrap();
     let d = engine.open_desktop("r").await.unwrap();
     assert!(engine.screen_target("r").await.unwrap().compressed, "a screen across a network asks for compression");
-    sh(&engine, "r", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.display)).await;
+    sh(&engine, "r", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.slot)).await;
 
     let s = Session::spawn_with(resolver(engine.clone(), "r"), Duration::from_millis(500));
     let _watching = s.subscribe();
@@ -237,7 +237,7 @@ async fn a_screen_on_another_machine_comes_compressed() {
     assert!(s.send(Input::Pointer { x: 321, y: 123, buttons: 0 }));
     let t = std::time::Instant::now();
     loop {
-        let loc = sh(&engine, "r", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.display)).await;
+        let loc = sh(&engine, "r", &format!("DISPLAY=:{} xdotool getmouselocation --shell", d.slot)).await;
         if loc.contains("X=321\n") && loc.contains("Y=123\n") {
             break;
         }

@@ -986,6 +986,8 @@ def pointer_and_title(display):
 
 
 # The protocol's words (the golden fixtures in protocol.json hold both sides to them).
+# The longest stillness an input batch may ask to watch for, and the longest watch.
+SETTLE_BOUNDS = {"max_still_ms": 5000, "max_cap_ms": 5000}
 GRANTED = b"OK\n"
 
 
@@ -1150,7 +1152,8 @@ async def agent(reader, writer):
             elif op == "xdotool":
                 await guarded(display)
                 settle = req.get("settle") or {}
-                still_ms, cap_ms = max(0, min(int(settle.get("still_ms", 0)), 5000)), max(0, min(int(settle.get("cap_ms", 0)), 10000))
+                still_ms = max(0, min(int(settle.get("still_ms", 0)), SETTLE_BOUNDS["max_still_ms"]))
+                cap_ms = max(0, min(int(settle.get("cap_ms", 0)), SETTLE_BOUNDS["max_cap_ms"]))
                 before = await asyncio.to_thread(screen_digest, display) if still_ms else None
                 runs = [[str(a) for a in args] for args in req["runs"]]
                 refused_run = next((args for args in runs if not xdotool_allowed(args)), None)
@@ -1192,6 +1195,8 @@ def self_test(path):
     with open(path) as f:
         fixtures = json.load(f)
     failures = []
+    if fixtures["settle"] != SETTLE_BOUNDS:
+        failures.append(f"settle bounds: {SETTLE_BOUNDS} here, {fixtures['settle']} in the fixtures")
     for case in fixtures["requests"]:
         try:
             got = parse_request(json.dumps(case["line"]).encode())

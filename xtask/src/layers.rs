@@ -53,13 +53,20 @@ fn package_name(manifest: &str) -> Option<String> {
     Some(line.split('"').nth(1)?.to_string())
 }
 
+/// Every crate's manifest: those under `crates/`, and the app's.
+fn manifests(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut all: Vec<_> = std::fs::read_dir(root.join("crates")).unwrap().filter_map(|e| e.ok()).map(|e| e.path().join("Cargo.toml")).collect();
+    all.push(root.join("src-tauri/Cargo.toml"));
+    all.retain(|m| m.exists());
+    all
+}
+
 /// The edges that point sideways or up, as "from → to" lines; and any crate missing a layer.
 pub fn violations(root: &Path) -> Vec<String> {
     let layer = |name: &str| LAYERS.iter().find(|(c, _)| *c == name).map(|(_, l)| *l);
-    let mut manifests: Vec<_> = std::fs::read_dir(root.join("crates")).unwrap().filter_map(|e| e.ok()).map(|e| e.path().join("Cargo.toml")).collect();
-    manifests.push(root.join("src-tauri/Cargo.toml"));
+    let manifests = manifests(root);
     let mut bad = vec![];
-    for m in manifests.iter().filter(|m| m.exists()) {
+    for m in &manifests {
         let text = std::fs::read_to_string(m).unwrap();
         let Some(name) = package_name(&text) else { continue };
         let Some(from) = layer(&name) else {
@@ -86,9 +93,8 @@ const CHOOSERS: &[(&str, &str)] = &[("botdesk-cli", "crates/botdesk-cli/src"), (
 /// Where Docker's types reach above the providers, as lines.
 pub fn docker_leaks(root: &Path) -> Vec<String> {
     let mut bad = vec![];
-    let mut manifests: Vec<_> = std::fs::read_dir(root.join("crates")).unwrap().filter_map(|e| e.ok()).map(|e| e.path().join("Cargo.toml")).collect();
-    manifests.push(root.join("src-tauri/Cargo.toml"));
-    for m in manifests.iter().filter(|m| m.exists()) {
+    let manifests = manifests(root);
+    for m in &manifests {
         let text = std::fs::read_to_string(m).unwrap();
         let Some(name) = package_name(&text) else { continue };
         for dep in all_build_deps(&text) {

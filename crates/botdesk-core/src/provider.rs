@@ -240,7 +240,7 @@ pub struct ScreenAccess {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Observation {
-    /// SHA-256 of the pixels (hex).
+    /// BLAKE3 of the pixels (hex): equal ids, equal pixels.
     pub frame_id: String,
     pub width: u32,
     pub height: u32,

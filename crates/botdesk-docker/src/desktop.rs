@@ -5,7 +5,6 @@
 use botdesk_core::{action::Action, action::Button, action::Direction, *};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tokio::{
     io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
     net::TcpStream,
@@ -585,7 +584,7 @@ async fn seen(answer: AgentAnswer, raw: Vec<u8>, format: ImageFormat) -> Result<
         let raw = if answer.zlib == Some(true) { inflate_shot(&raw)? } else { raw };
         let (width, height, rgb) = xwd_to_rgb(&raw)?;
         std::thread::scope(|s| {
-            let hash = s.spawn(|| hex::encode(Sha256::digest(&rgb)));
+            let hash = s.spawn(|| blake3::hash(&rgb).to_hex().to_string());
             let image = match format {
                 ImageFormat::Png => encode_png(width, height, &rgb)?,
                 ImageFormat::Jpeg { quality } => encode_jpeg(width, height, &rgb, quality)?,

@@ -162,27 +162,17 @@ impl Engine {
         }
         let desk =
             Desk { bot: bot.id.clone(), computer: computer.id.clone(), cref: cref.clone(), slot: d.slot, view_token: d.view_token.clone(), ctx: ctx.clone() };
-        if handle.has_display(d.slot, &d.view_token) {
-            handle.keep_desk(desk);
-            let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
-            return Ok(DesktopView {
-                bot: bot.name.clone(),
-                bot_id: bot.id.to_string(),
-                computer: computer.id.to_string(),
-                slot: d.slot,
-                port: screen.port,
-                view_token: d.view_token,
-            });
-        }
-        if let Err(e) = self.inner.provider.open_desktop(&cref, &bot.id, d.slot, &d.view_token, &ctx).await {
-            // Tear down whatever started; the slot is freed only if that is verified.
-            let verified = self.inner.provider.release_desktop(&cref, d.slot, &ctx).await.is_ok();
-            if self.inner.store.begin_release_desktop(&computer.id, &bot.id).await?.is_some() {
-                self.inner.store.finish_release_desktop(&computer.id, d.slot, verified).await?;
+        if !handle.has_display(d.slot, &d.view_token) {
+            if let Err(e) = self.inner.provider.open_desktop(&cref, &bot.id, d.slot, &d.view_token, &ctx).await {
+                // Tear down whatever started; the slot is freed only if that is verified.
+                let verified = self.inner.provider.release_desktop(&cref, d.slot, &ctx).await.is_ok();
+                if self.inner.store.begin_release_desktop(&computer.id, &bot.id).await?.is_some() {
+                    self.inner.store.finish_release_desktop(&computer.id, d.slot, verified).await?;
+                }
+                return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
             }
-            return Err(EngineError::from(e).context(format!("opening {}'s desktop", bot.name)));
+            handle.add_display(d.slot, &d.view_token);
         }
-        handle.add_display(d.slot, &d.view_token);
         handle.keep_desk(desk);
         let screen = self.inner.provider.screen(&cref, &d.view_token, false).await?;
         Ok(DesktopView {

@@ -134,12 +134,15 @@ fn rust_files(dir: &Path) -> Vec<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
 
     #[test]
     fn the_crates_form_layers_and_nothing_points_sideways_or_up() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        assert_eq!(super::violations(&root), Vec::<String>::new());
+        assert_eq!(super::violations(&root()), Vec::<String>::new());
         // The check sees an edge that points up.
         let up = "[package]\nname = \"botdesk-core\"\n[dependencies]\nbotdesk-engine.workspace = true\n";
         assert_eq!(super::build_deps(up), ["botdesk-engine"]);
@@ -148,21 +151,17 @@ mod tests {
 
     #[test]
     fn nothing_above_the_provider_crates_depends_on_docker_types() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        assert_eq!(super::docker_leaks(&root), Vec::<String>::new());
+        assert_eq!(super::docker_leaks(&root()), Vec::<String>::new());
         // The check sees a Docker dependency and a Docker type named by a front end.
         let leaky = "[package]\nname = \"botdesk-engine\"\n[dependencies]\nbollard.workspace = true\n";
         assert_eq!(super::all_build_deps(leaky), ["bollard"]);
         let dir = std::env::temp_dir().join(format!("botdesk-layers-{}", std::process::id()));
-        std::fs::create_dir_all(dir.as_path().join("crates/botdesk-cli/src")).unwrap();
-        std::fs::create_dir_all(dir.as_path().join("src-tauri/src")).unwrap();
-        std::fs::write(dir.as_path().join("crates/botdesk-cli/Cargo.toml"), leaky.replace("botdesk-engine", "botdesk-cli")).unwrap();
-        std::fs::write(
-            dir.as_path().join("crates/botdesk-cli/src/main.rs"),
-            "let p = botdesk_docker::machine(l);\nlet d = botdesk_docker::DockerProvider::new(c);",
-        )
-        .unwrap();
-        std::fs::write(dir.as_path().join("src-tauri/src/main.rs"), "use botdesk_docker::machine::Machine;").unwrap();
+        std::fs::create_dir_all(dir.join("crates/botdesk-cli/src")).unwrap();
+        std::fs::create_dir_all(dir.join("src-tauri/src")).unwrap();
+        std::fs::write(dir.join("crates/botdesk-cli/Cargo.toml"), leaky.replace("botdesk-engine", "botdesk-cli")).unwrap();
+        std::fs::write(dir.join("crates/botdesk-cli/src/main.rs"), "let p = botdesk_docker::machine(l);\nlet d = botdesk_docker::DockerProvider::new(c);")
+            .unwrap();
+        std::fs::write(dir.join("src-tauri/src/main.rs"), "use botdesk_docker::machine::Machine;").unwrap();
         let leaks = super::docker_leaks(dir.as_path());
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(leaks.len(), 3, "{leaks:?}");

@@ -141,27 +141,35 @@ impl FakeProvider {
 }
 
 /// Follows internal symlinks along `path` (the last component too when `follow_last`).
+/// Where `path` leads in `files`, as the computer's helper walks it (the fixtures' `walks` in
+/// paths.json hold both to one rule): each link followed while it stays in the home (the last
+/// one only when `follow_last`), at most [`MAX_HOPS`] of them; a file on the way is not a folder.
 fn resolve(files: &BTreeMap<WorkspacePath, Node>, path: &WorkspacePath, follow_last: bool) -> Result<WorkspacePath> {
     let mut current = path.clone();
-    'hops: for _ in 0..MAX_HOPS {
+    let mut hops = 0;
+    'walk: loop {
         let parts: Vec<&str> = current.components().collect();
         let mut prefix = WorkspacePath::root();
         for (i, part) in parts.iter().enumerate() {
             prefix = prefix.join_path(&WorkspacePath::parse(part)?);
             let last = i + 1 == parts.len();
-            if let Some(Node::Symlink(target)) = files.get(&prefix) {
-                if last && !follow_last {
-                    return Ok(current);
+            match files.get(&prefix) {
+                Some(Node::Symlink(target)) if !last || follow_last => {
+                    hops += 1;
+                    let dest = prefix.symlink_destination(target).ok_or_else(|| PathError::Escapes(path.to_string()))?;
+                    if hops > MAX_HOPS {
+                        return Err(SandboxError::Invalid(format!("{path}: too many levels of symbolic links")));
+                    }
+                    let rest: Vec<&str> = parts[i + 1..].to_vec();
+                    current = if rest.is_empty() { dest } else { dest.join_path(&WorkspacePath::parse(&rest.join("/"))?) };
+                    continue 'walk;
                 }
-                let dest = prefix.symlink_destination(target).ok_or_else(|| PathError::Escapes(path.to_string()))?;
-                let rest: Vec<&str> = parts[i + 1..].to_vec();
-                current = if rest.is_empty() { dest } else { dest.join_path(&WorkspacePath::parse(&rest.join("/"))?) };
-                continue 'hops;
+                Some(Node::File { .. }) if !last => return Err(SandboxError::Invalid(format!("{prefix} is not a directory"))),
+                _ => {}
             }
         }
         return Ok(current);
     }
-    Err(SandboxError::Invalid(format!("{path}: too many levels of symbolic links")))
 }
 
 fn mkdirs(files: &mut BTreeMap<WorkspacePath, Node>, dir: &WorkspacePath) -> Result<()> {
@@ -713,6 +721,39 @@ impl Shell<'_> {
                 self.emit(StreamKind::Stderr, format!("fake: {other}: command not found\n"));
                 127
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod walks {
+    use super::*;
+
+    /// The fixtures' walks (paths.json, which the helper and the reader replay too) in the fake.
+    #[test]
+    fn paths_walk_as_the_fixtures_say() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/sandboxes/computer/paths.json");
+        let fx: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut files = BTreeMap::new();
+        let at = |e: &serde_json::Value, k: &str| e[k].as_str().map(|p| WorkspacePath::parse(p).unwrap());
+        for e in fx["walks"]["tree"].as_array().unwrap() {
+            let node = match (at(e, "dir"), at(e, "file")) {
+                (Some(p), _) => (p, Node::Dir),
+                (_, Some(p)) => (p, Node::File { bytes: Bytes::new(), executable: false }),
+                _ => (at(e, "link").unwrap(), Node::Symlink(e["target"].as_str().unwrap().into())),
+            };
+            files.insert(node.0, node.1);
+        }
+        let cases = fx["walks"]["cases"].as_array().unwrap();
+        assert!(cases.len() >= 9);
+        for case in cases {
+            let walked = resolve(&files, &WorkspacePath::parse(case["path"].as_str().unwrap()).unwrap(), true);
+            let got = walked.map_or_else(|e| e.to_string(), |p| format!("lands {p}"));
+            let want = match case["lands"].as_str() {
+                Some(p) => format!("lands {p}"),
+                None => case["error"].as_str().unwrap().to_string(),
+            };
+            assert!(got.contains(&want), "walk {}: {got}, not {want}", case["path"]);
         }
     }
 }

@@ -92,6 +92,33 @@ def symlink_dest(link_parts, target):
     return out
 
 
+def walk_failures(walks):
+    """The fixtures' walks (`resolve`, following the last link too), in their tree made in a
+    temporary home: each path lands where written, or fails with the words written."""
+    import tempfile
+    global HOME
+    failures, home = [], HOME
+    with tempfile.TemporaryDirectory() as HOME:
+        for e in walks["tree"]:
+            at = full(e.get("dir", e.get("file", e.get("link"))).split("/"))
+            if "dir" in e:
+                os.mkdir(at)
+            elif "file" in e:
+                open(at, "w").close()
+            else:
+                os.symlink(e["target"], at)
+        for case in walks["cases"]:
+            try:
+                got = "lands " + "/".join(resolve(case["path"]))
+            except Fail as e:
+                got = e.message
+            want = f"lands {case['lands']}" if "lands" in case else case["error"]
+            if want not in got:
+                failures.append(f"walk {case['path']!r}: {got!r}, not {want!r}")
+    HOME = home
+    return failures
+
+
 def self_test(path):
     """Replays the path rules' golden fixtures (paths.json, shared with the engine's WorkspacePath):
     each path splits or escapes as written, each link lands where written. Prints each failure;
@@ -113,6 +140,7 @@ def self_test(path):
         got = None if lands is None else "/".join(lands)
         if got != case["lands"]:
             failures.append(f"link {case['link']!r} -> {case['target']!r}: lands {got!r}, not {case['lands']!r}")
+    failures += walk_failures(fixtures["walks"])
     for failure in failures:
         print(failure, file=sys.stderr)
     return len(failures)

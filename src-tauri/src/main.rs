@@ -418,6 +418,8 @@ async fn quit_app(app: tauri::AppHandle, engine: State<'_, Engine>, suspend: boo
 /// Starts the CLI beside this program as `botdesk computer idle-watch` on this data directory, in
 /// a process group of its own so it outlives the app; its log goes to `idle-watch.log` there.
 fn start_idle_watch(engine: &Engine) {
+    // The watcher stands down while an app holds the mark: this one is quitting.
+    engine.release_app_mark();
     let root = engine.data_dir().root().to_path_buf();
     let started = std::env::current_exe().and_then(|exe| {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(root.join("idle-watch.log"))?;

@@ -121,9 +121,12 @@ export type BrowserTab = { title: string, url: string, current: boolean, };
  */
 export type BrowserGo = { "go": "navigate", url: string, } | { "go": "back" } | { "go": "forward" } | { "go": "reload" };
 
+/**
+ * One line of `doctor`: what was checked, whether it passed, and how to fix it when not.
+ */
 export type Check = { 
 /**
- * `docker`, `image`, … and `host NAME` for each Docker host on another machine.
+ * `docker`, `image`, … and `host NAME` for each host on another machine.
  */
 name: string, ok: boolean, detail: string, fix?: string, 
 /**
@@ -659,7 +662,8 @@ live: boolean,
 kept: Array<string>, };
 
 /**
- * What the build is doing now: real stages, not estimated percentages.
+ * What an image build (or an image's sending to another host) is doing now: real stages, not
+ * estimated percentages.
  */
 export type BuildProgress = { "stage": "fetch_uv", message: string, } | { "stage": "base", message: string, } | { "stage": "step", step: number, total: number, message: string, } | { "stage": "send", host: string, sent: number, total: number, } | { "stage": "done", image: string, };
 

@@ -24,20 +24,26 @@ fn fixtures() -> Value {
 
 /// Runs `module.self_test(fixtures)` from the computer's own code; its failures, if any.
 fn python_self_test(module: &str, fixtures: &str) {
+    python_test(module, "self_test", fixtures)
+}
+
+/// Runs `module.function(fixtures)` of the computer's Python, which returns how many cases failed.
+fn python_test(module: &str, function: &str, fixtures: &str) {
     let dir = computer_dir();
     let out = std::process::Command::new("python3")
         .args([
             "-I",
             "-B",
             "-c",
-            "import sys, importlib; sys.path.insert(0, sys.argv[1]); sys.exit(importlib.import_module(sys.argv[2]).self_test(sys.argv[3]))",
+            "import sys, importlib; sys.path.insert(0, sys.argv[1]); sys.exit(getattr(importlib.import_module(sys.argv[2]), sys.argv[3])(sys.argv[4]))",
         ])
         .arg(&dir)
         .arg(module)
+        .arg(function)
         .arg(dir.join(fixtures))
         .output()
         .expect("python3 runs (cargo xtask test installs it)");
-    assert!(out.status.success(), "{module}'s self-test of {fixtures} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{module}.{function} of {fixtures} failed:\n{}", String::from_utf8_lossy(&out.stderr));
 }
 
 fn case<'a>(fx: &'a Value, list: &str, name: &str) -> &'a Value {
@@ -94,6 +100,18 @@ fn requests_are_written_as_the_fixtures_say() {
         assert_eq!(written, case(&fx, "requests", name)["line"], "{name}");
         assert_eq!(written["op"], req.op(), "{name}");
     }
+}
+
+#[test]
+fn the_home_streams_limits_are_the_fixtures() {
+    use botdesk_core::home_stream::{MAX_EXTENTS, MAX_FILE, MAX_HEADER, MAX_PATH};
+    let limits = &fixtures_of("home_stream.json")["limits"];
+    let ours = [("max_header", MAX_HEADER as u64), ("max_path", MAX_PATH as u64), ("max_extents", MAX_EXTENTS as u64), ("max_file", MAX_FILE)];
+    for (name, value) in ours {
+        assert_eq!(limits[name].as_u64(), Some(value), "{name}");
+    }
+    assert_eq!(limits.as_object().unwrap().len(), ours.len());
+    python_test("botdesk_helper", "limits_test", "home_stream.json");
 }
 
 #[test]

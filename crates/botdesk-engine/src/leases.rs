@@ -125,6 +125,9 @@ pub enum IdleOutcome {
     Aborted,
 }
 
+/// The app's mark on its data directory, held while it runs ([`Engine::hold_app_mark`]).
+static APP_MARK: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
 impl Engine {
     pub fn policy(&self) -> Policy {
         self.inner.policy
@@ -697,13 +700,20 @@ impl Engine {
     /// Marks this process as the app of its data directory, for as long as it runs (see
     /// [`Engine::watch_idle`]). False when another app holds the mark.
     pub fn hold_app_mark(&self) -> bool {
-        static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
         let path = self.inner.data.root().join("app.lock");
         let Ok(f) = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path) else { return false };
         if f.try_lock().is_err() {
             return false;
         }
-        HELD.set(f).is_ok()
+        APP_MARK.set(f).is_ok()
+    }
+
+    /// Lets go of the app's mark (the app quits, and the watcher it leaves must not take it for a
+    /// running app).
+    pub fn release_app_mark(&self) {
+        if let Some(f) = APP_MARK.get() {
+            let _ = f.unlock();
+        }
     }
 
     fn app_running(&self) -> bool {

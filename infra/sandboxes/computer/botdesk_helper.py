@@ -36,7 +36,8 @@ HOME = os.environ.get("BOTDESK_HELPER_HOME", "/home/botdesk")
 MAX_HOPS = 40
 STAGING_PREFIX = ".botdesk-staging-"
 LOAD_PREFIX = ".botdesk-load-"
-# The home stream's limits (botdesk_core::home_stream).
+# The home stream's limits (botdesk_core::home_stream; both held to home_stream.json by
+# `limits_test` and the engine's golden test).
 MAX_HEADER = 16 * 1024
 MAX_PATH = 4096
 # Longest path a save takes: the host's store puts its own folders before it, and a path there
@@ -90,6 +91,20 @@ def symlink_dest(link_parts, target):
         else:
             out.append(p)
     return out
+
+
+def limits_test(path):
+    """The home stream's limits here against its golden fixtures (home_stream.json); returns how
+    many differ, printing each."""
+    import json
+    with open(path) as f:
+        want = json.load(f)["limits"]
+    ours = {"max_header": MAX_HEADER, "max_path": MAX_PATH, "max_extents": MAX_EXTENTS, "max_file": MAX_FILE}
+    failures = [f"{k}: {ours.get(k)} here, {v} in the fixtures" for k, v in want.items() if ours.get(k) != v]
+    failures += [f"{k}: not in the fixtures" for k in ours if k not in want]
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return len(failures)
 
 
 def walk_failures(walks):

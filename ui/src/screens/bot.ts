@@ -29,12 +29,20 @@ export function renderMain() {
   if (SOLO) main.replaceChildren(soloBar(b), controlNotice(b), soloScreen(b));
   else main.replaceChildren(header(b), controlNotice(b), el("div", { class: "workspace" }, chat(b), chatEdge(), computer(b)), dock(b));
   if (focused instanceof HTMLElement && focused !== document.activeElement && focused.isConnected) focused.focus();
-  // A field drawn anew (the note for the bot) keeps the keyboard too.
-  const again = focused instanceof HTMLInputElement && !focused.isConnected && focused.id ? document.getElementById(focused.id) : null;
-  if (again instanceof HTMLInputElement) {
+  // What was drawn anew (a field, a button, a screen's tab) keeps the keyboard too: a redraw
+  // while someone works by keyboard must not drop it.
+  const again = focused instanceof HTMLElement && !focused.isConnected ? redrawn(focused) : null;
+  if (again) {
     again.focus();
-    again.setSelectionRange(again.value.length, again.value.length);
+    if (again instanceof HTMLInputElement) again.setSelectionRange(again.value.length, again.value.length);
   }
+}
+
+/** The element drawn in place of `old`: the one with its id, or the tab of the same screen. */
+function redrawn(old: HTMLElement): HTMLElement | null {
+  if (old.id) return document.getElementById(old.id);
+  if (old.dataset.tab) return document.querySelector<HTMLElement>(`.tab[data-tab="${CSS.escape(old.dataset.tab)}"]`);
+  return null;
 }
 
 /** The bar of a screen in its own window: the bot, its state, and control. */

@@ -82,7 +82,7 @@ pub fn violations(root: &Path) -> Vec<String> {
     bad
 }
 
-/// Crates that build with no Docker at all: they know providers only as `SandboxProvider` and
+/// Crates that build with no Docker at all: they know providers only as `ComputerProvider` and
 /// `Machine` (the bench, which measures the Docker provider itself beside `docker run`, and the
 /// front ends, which choose it, are not among them).
 const NO_DOCKER: &[&str] = &["botdesk-core", "botdesk-store", "botdesk-agent", "botdesk-fake", "botdesk-rfb", "botdesk-conformance", "botdesk-engine"];

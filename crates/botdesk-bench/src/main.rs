@@ -3,7 +3,7 @@
 //! Usage: botdesk-bench OUT.md | botdesk-bench --only viewer|remote|checkpoint|memory|agent|desktops|cli|start|recording|network (prints
 //! that section, writes nothing)
 
-use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources, SandboxProvider};
+use botdesk_core::{CallCtx, ComputerId, ComputerProvider, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, Resources};
 use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
 use std::{
     process::Command,

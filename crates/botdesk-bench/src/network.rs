@@ -4,7 +4,7 @@
 //! which does not), and how soon a connection already open is closed once the bot is `offline`.
 
 use botdesk_core::{
-    BotId, BotNetwork, BotUser, BrowserCommand, CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, NetPolicy, Resources, SandboxProvider,
+    BotId, BotNetwork, BotUser, BrowserCommand, CallCtx, ComputerId, ComputerProvider, ComputerRef, ComputerScope, ComputerSpec, NetPolicy, Resources,
 };
 use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
 use std::process::Command;

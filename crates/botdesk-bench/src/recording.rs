@@ -2,7 +2,9 @@
 //! while the screen changes), what it keeps (bytes per hour of a GUI run), and how fast a 10-minute
 //! run becomes an .mp4 (`botdesk replay --out run.mp4`, the whole process).
 
-use botdesk_core::{BotId, CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, ImageFormat, RecordingSpec, Resources, SandboxProvider};
+use botdesk_core::{
+    BotId, CallCtx, ComputerId, ComputerProvider, ComputerRef, ComputerScope, ComputerSpec, ExecRequest, ImageFormat, RecordingSpec, Resources,
+};
 use botdesk_docker::{image::image_tag, DockerConfig, DockerProvider};
 use std::path::Path;
 use std::process::Command;

@@ -1,4 +1,4 @@
-//! The conformance suite: one list of scenarios that every [`SandboxProvider`] must pass.
+//! The conformance suite: one list of scenarios that every [`ComputerProvider`] must pass.
 //! `conformance_suite!(make_target())` expands to one test per scenario; the fake and the Docker
 //! provider run the same list, and `export_import_pairing` crosses providers.
 
@@ -14,7 +14,7 @@ use std::{
 
 /// A provider under test and how to describe a new computer for it.
 pub struct Target {
-    pub provider: Arc<dyn SandboxProvider>,
+    pub provider: Arc<dyn ComputerProvider>,
     pub make_spec: Box<dyn Fn(&str) -> ComputerSpec + Send + Sync>,
     /// Kept alive for the test (e.g. a temp dir and a guard removing leftover containers).
     pub guard: Option<Box<dyn Any + Send + Sync>>,
@@ -51,7 +51,7 @@ async fn run(t: &Target, c: &ComputerRef, argv: &[&str]) -> (ExecExit, String, S
 }
 
 /// The whole export, collected and sorted by path.
-pub async fn snapshot(provider: &dyn SandboxProvider, c: &ComputerRef) -> Result<Vec<ExportEntry>> {
+pub async fn snapshot(provider: &dyn ComputerProvider, c: &ComputerRef) -> Result<Vec<ExportEntry>> {
     let mut s = provider.export(c, &ctx()).await?;
     let mut all = vec![];
     while let Some(e) = s.next().await {
@@ -63,7 +63,7 @@ pub async fn snapshot(provider: &dyn SandboxProvider, c: &ComputerRef) -> Result
 
 /// The snapshot without dot-folders at the top (`.cache`, `.fluxbox`: the desktop writes those on
 /// its own schedule), as (path, description) pairs that print briefly when an assertion fails.
-pub async fn visible(provider: &dyn SandboxProvider, c: &ComputerRef) -> Vec<(String, String)> {
+pub async fn visible(provider: &dyn ComputerProvider, c: &ComputerRef) -> Vec<(String, String)> {
     snapshot(provider, c)
         .await
         .expect("export")
@@ -136,8 +136,8 @@ pub async fn files_round_trip(t: &Target) {
     pv.write(&c, &p("work/run.sh"), Bytes::from_static(b"x"), false, &ctx()).await.unwrap();
     let row = pv.list(&c, &p("work"), &ctx()).await.unwrap().into_iter().find(|e| e.path == p("work/run.sh")).unwrap();
     assert_eq!((row.size, row.executable), (1, false));
-    assert!(matches!(pv.read(&c, &p("work/missing"), 10, &ctx()).await, Err(SandboxError::NotFound(_))));
-    assert!(matches!(pv.list(&c, &p("nowhere"), &ctx()).await, Err(SandboxError::NotFound(_))));
+    assert!(matches!(pv.read(&c, &p("work/missing"), 10, &ctx()).await, Err(ComputerError::NotFound(_))));
+    assert!(matches!(pv.list(&c, &p("nowhere"), &ctx()).await, Err(ComputerError::NotFound(_))));
     t.cleanup(&c).await;
 }
 
@@ -200,7 +200,7 @@ pub async fn max_bytes_limit(t: &Target) {
     let (_, c) = t.computer("maxbytes").await;
     t.provider.write(&c, &p("hundred.bin"), Bytes::from(vec![7u8; 100]), false, &ctx()).await.unwrap();
     match t.provider.read(&c, &p("hundred.bin"), 99, &ctx()).await {
-        Err(SandboxError::TooLarge { size: 100, max: 99, .. }) => {}
+        Err(ComputerError::TooLarge { size: 100, max: 99, .. }) => {}
         other => panic!("expected TooLarge, got {other:?}"),
     }
     assert_eq!(t.provider.read(&c, &p("hundred.bin"), 100, &ctx()).await.unwrap().len(), 100);
@@ -223,7 +223,7 @@ pub async fn timeout_kills_tree(t: &Target) {
     let (genuine, _, _) = run(t, &c, &["sh", "-c", "exit 124"]).await;
     assert_eq!(genuine, ExecExit::exited(124));
     let bad = ExecRequest::new(["true"]).timeout(Duration::from_secs(3601));
-    assert!(matches!(t.provider.exec(&c, bad, None, &ctx()).await, Err(SandboxError::Invalid(_))));
+    assert!(matches!(t.provider.exec(&c, bad, None, &ctx()).await, Err(ComputerError::Invalid(_))));
     t.cleanup(&c).await;
 }
 
@@ -255,7 +255,7 @@ pub async fn stop_destroy_idempotent(t: &Target) {
     pv.stop(&c, &ctx()).await.unwrap();
     pv.stop(&c, &ctx()).await.unwrap();
     assert_eq!(pv.status(&c).await.unwrap(), MachineStatus::Stopped);
-    assert!(matches!(pv.exec(&c, ExecRequest::new(["true"]), None, &ctx()).await, Err(SandboxError::NotRunning(_))));
+    assert!(matches!(pv.exec(&c, ExecRequest::new(["true"]), None, &ctx()).await, Err(ComputerError::NotRunning(_))));
     assert!(!pv.provision(&spec, &ctx()).await.unwrap().fresh, "restarting a stopped computer is not fresh");
     assert_eq!(run(t, &c, &["true"]).await.0.code, 0);
     pv.destroy(&c, &ctx()).await.unwrap();
@@ -275,13 +275,13 @@ pub async fn injected_failures(t: &Target) {
     let spec = (t.make_spec)(&format!("faults-{}", SEQ.fetch_add(1, Ordering::Relaxed)));
     let c = ComputerRef::from(&spec);
     faulty.arm(Fault::Provision);
-    assert_eq!(faulty.provision(&spec, &ctx()).await.unwrap_err(), SandboxError::Injected("provision"));
+    assert_eq!(faulty.provision(&spec, &ctx()).await.unwrap_err(), ComputerError::Injected("provision"));
     faulty.provision(&spec, &ctx()).await.expect("retry after an injected provision failure");
     faulty.write(&c, &p("a/one.txt"), Bytes::from_static(b"1"), false, &ctx()).await.unwrap();
     faulty.write(&c, &p("a/two.bin"), binary_blob(), true, &ctx()).await.unwrap();
     let clean = visible(&faulty, &c).await;
     faulty.arm(Fault::ExportAfter(1));
-    assert_eq!(snapshot(&faulty, &c).await.unwrap_err(), SandboxError::Injected("export"));
+    assert_eq!(snapshot(&faulty, &c).await.unwrap_err(), ComputerError::Injected("export"));
     assert_eq!(visible(&faulty, &c).await, clean, "the retried export differs");
     t.cleanup(&c).await;
 }

@@ -2,7 +2,7 @@ use crate::path::PathError;
 
 /// Errors of every provider. `code()` is what a front end branches on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SandboxError {
+pub enum ComputerError {
     #[error(transparent)]
     Path(#[from] PathError),
     #[error("{path} is {size} bytes, over the limit of {max} bytes")]

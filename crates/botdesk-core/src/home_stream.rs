@@ -61,7 +61,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::SandboxError;
+use crate::error::ComputerError;
 
 /// Longest header line, `\n` included (two paths of 4 KiB and the JSON around them).
 pub const MAX_HEADER: usize = 16 * 1024;
@@ -165,7 +165,7 @@ impl FileData {
     }
 
     /// Checks an `extents` record's data against what came before it.
-    pub fn more(&mut self, p: &str, data: &[(u64, u64)]) -> Result<(), SandboxError> {
+    pub fn more(&mut self, p: &str, data: &[(u64, u64)]) -> Result<(), ComputerError> {
         if p != self.p {
             return Err(bad(format!("extents of {p} came while {} was sent", self.p)));
         }
@@ -228,13 +228,13 @@ pub struct LoadSummary {
     pub kept_newer: Vec<String>,
 }
 
-fn bad(msg: impl Into<String>) -> SandboxError {
-    SandboxError::Provider(format!("bad home stream from the computer: {}", msg.into()))
+fn bad(msg: impl Into<String>) -> ComputerError {
+    ComputerError::Provider(format!("bad home stream from the computer: {}", msg.into()))
 }
 
 /// Checks a record path: relative, no empty, `.` or `..` component, no NUL, at most [`MAX_PATH`].
 /// Returns its components.
-pub fn check_path(p: &str) -> Result<Vec<&str>, SandboxError> {
+pub fn check_path(p: &str) -> Result<Vec<&str>, ComputerError> {
     if p.is_empty() || p.len() > MAX_PATH || p.contains('\0') || p.starts_with('/') {
         return Err(bad(format!("path {p:?} is not a relative path")));
     }
@@ -247,7 +247,7 @@ pub fn check_path(p: &str) -> Result<Vec<&str>, SandboxError> {
 
 /// Parses and checks one header line (without its `\n`). Paths, modes, sizes and extents are
 /// checked here, so a caller only sees records it can act on.
-pub fn parse_header(line: &[u8]) -> Result<Record, SandboxError> {
+pub fn parse_header(line: &[u8]) -> Result<Record, ComputerError> {
     let r: Record = serde_json::from_slice(line).map_err(|e| bad(format!("unreadable record ({e})")))?;
     if let Some(p) = r.path() {
         check_path(p)?;

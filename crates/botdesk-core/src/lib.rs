@@ -1,4 +1,4 @@
-//! Botdesk's domain: identifiers, the [`SandboxProvider`] contract every computer backend implements,
+//! Botdesk's domain: identifiers, the [`ComputerProvider`] contract every computer backend implements,
 //! the workspace path rules every path entry point goes through, and secret redaction.
 //!
 //! This crate opens no file, connection or process (the gateway protocol's `present` speaks over a
@@ -24,7 +24,7 @@ pub mod state;
 pub mod types;
 
 pub use approvals::{ApprovalKind, Approvals, PendingApproval, Verdict};
-pub use error::SandboxError;
+pub use error::ComputerError;
 pub use network::{BotNetwork, NetPolicy, NetRefusal, NetRefusals, NetTarget};
 pub use path::{resolve_for_bot, PathError, WorkspacePath, HOME};
 pub use provider::*;

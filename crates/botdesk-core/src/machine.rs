@@ -1,6 +1,6 @@
 //! The machine-level side of a provider: what belongs to no one computer. The image computers
 //! start from, the provider's own checks for `doctor`, what a crash left behind, the hosts on
-//! other machines, and the [`SandboxProvider`] of the computers themselves (each call sent to its
+//! other machines, and the [`ComputerProvider`] of the computers themselves (each call sent to its
 //! computer's host). The engine holds one `dyn Machine` and never learns which provider it is.
 
 use std::collections::HashSet;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::{HostName, Result, SandboxProvider};
+use crate::{ComputerProvider, HostName, Result};
 
 /// One line of `doctor`: what was checked, whether it passed, and how to fix it when not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
@@ -128,12 +128,12 @@ pub trait HostBook: Send + Sync {
     async fn host(&self, name: &HostName) -> Option<HostAddr>;
 }
 
-/// The provider's machine-level work. Errors are [`crate::SandboxError`]s, as the computers'.
+/// The provider's machine-level work. Errors are [`crate::ComputerError`]s, as the computers'.
 #[async_trait]
 pub trait Machine: Send + Sync {
     /// The provider of the computers, each call sent to its computer's host, the hosts on other
     /// machines looked up in `hosts` on first use. Made once, by the engine at its start.
-    fn computers(&self, hosts: Arc<dyn HostBook>) -> Arc<dyn SandboxProvider>;
+    fn computers(&self, hosts: Arc<dyn HostBook>) -> Arc<dyn ComputerProvider>;
     /// Forgets a host's connection (it was removed, or its address changed).
     fn forget_host(&self, name: &HostName);
     /// The name of the image new computers start from.

@@ -1,4 +1,4 @@
-//! The SandboxProvider contract: lifecycle, desktop, exec and files. Nothing above this
+//! The ComputerProvider contract: lifecycle, desktop, exec and files. Nothing above this
 //! trait knows which provider it talks to.
 
 use async_trait::async_trait;
@@ -11,14 +11,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     action::Action,
-    error::SandboxError,
+    error::ComputerError,
     home_stream::{LoadMode, LoadSummary},
     network::{BotNetwork, NetRefusals},
     path::WorkspacePath,
     types::{BotId, BotUser, ComputerRef, ComputerSpec, HomeOwners, MachineStatus, Provisioned},
 };
 
-pub type Result<T, E = SandboxError> = std::result::Result<T, E>;
+pub type Result<T, E = ComputerError> = std::result::Result<T, E>;
 
 /// Who is calling and how to stop the call. Every provider method takes one.
 #[derive(Debug, Clone, Default)]
@@ -28,7 +28,7 @@ pub struct CallCtx {
     /// the engine resolved a Team bot).
     pub user: BotUser,
     /// The run a command is for: its processes carry `RUN_TAG=<run>` so they can be stopped when
-    /// the run's driver died ([`SandboxProvider::kill_tagged`]).
+    /// the run's driver died ([`ComputerProvider::kill_tagged`]).
     pub run: Option<String>,
     /// `<run-id>:<fence>` while a run holds the bot's execution lease.
     pub screen_lease: Option<String>,
@@ -105,20 +105,20 @@ impl ExecRequest {
     /// Checks the request before any provider runs it.
     pub fn validate(&self) -> Result<()> {
         if self.argv.is_empty() || self.argv[0].is_empty() {
-            return Err(SandboxError::Invalid("exec needs a command (argv is empty)".into()));
+            return Err(ComputerError::Invalid("exec needs a command (argv is empty)".into()));
         }
         if self.argv.iter().any(|a| a.contains('\0')) {
-            return Err(SandboxError::Invalid("an argument contains a NUL byte".into()));
+            return Err(ComputerError::Invalid("an argument contains a NUL byte".into()));
         }
         if self.stdin.as_ref().is_some_and(|d| d.len() > MAX_EXEC_STDIN) {
-            return Err(SandboxError::Invalid(format!("a command's input is at most {} KiB", MAX_EXEC_STDIN / 1024)));
+            return Err(ComputerError::Invalid(format!("a command's input is at most {} KiB", MAX_EXEC_STDIN / 1024)));
         }
         if !(MIN_EXEC_TIMEOUT..=MAX_EXEC_TIMEOUT).contains(&self.timeout) {
-            return Err(SandboxError::Invalid(format!("timeout must be between 1 ms and 60 min, got {} ms", self.timeout.as_millis())));
+            return Err(ComputerError::Invalid(format!("timeout must be between 1 ms and 60 min, got {} ms", self.timeout.as_millis())));
         }
         for (k, _) in &self.env {
             if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return Err(SandboxError::Invalid(format!("invalid environment variable name {k:?}")));
+                return Err(ComputerError::Invalid(format!("invalid environment variable name {k:?}")));
             }
         }
         Ok(())
@@ -259,7 +259,7 @@ pub struct Observation {
 pub struct ActThen {
     /// A look after the batch, encoded so.
     pub look: Option<ImageFormat>,
-    /// The refusals of this bot's user after this number (as [`SandboxProvider::network_refusals`]).
+    /// The refusals of this bot's user after this number (as [`ComputerProvider::network_refusals`]).
     pub refusals: Option<(BotUser, u64)>,
 }
 
@@ -325,7 +325,7 @@ pub enum BrowserCommand {
 }
 
 fn unsupported<T>(provider: &'static str, operation: &'static str) -> Result<T> {
-    Err(SandboxError::Unsupported { provider, operation })
+    Err(ComputerError::Unsupported { provider, operation })
 }
 
 /// How many requests a provider sent since it was made: to the machine that runs computers (the
@@ -340,7 +340,7 @@ pub struct Requests {
 /// A backend that runs computers. Stop and destroy are idempotent; an unknown computer counts as
 /// gone. Every path argument is already a checked [`WorkspacePath`].
 #[async_trait]
-pub trait SandboxProvider: Send + Sync + 'static {
+pub trait ComputerProvider: Send + Sync + 'static {
     fn kind(&self) -> &'static str;
 
     /// The requests sent so far (none counted: zeros).
@@ -425,7 +425,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
     }
     /// Watches the browser of display `slot` for what `policy` asks the person about (None: no
     /// more, refusing what waits); returns what waits for the person's answer now. The browser
-    /// holds each such request until [`SandboxProvider::answer_browser`].
+    /// holds each such request until [`ComputerProvider::answer_browser`].
     async fn watch_browser(&self, _computer: &ComputerRef, _slot: u32, _policy: Option<&crate::Approvals>) -> Result<Vec<crate::PendingApproval>> {
         unsupported(self.kind(), "watch_browser")
     }
@@ -483,7 +483,7 @@ pub trait SandboxProvider: Send + Sync + 'static {
         unsupported(self.kind(), "save_home")
     }
     /// Streams records into the home; nothing changes unless `records` ends with its `end`.
-    /// What it writes is owned as [`SandboxProvider::set_owners`] says, which the caller runs next.
+    /// What it writes is owned as [`ComputerProvider::set_owners`] says, which the caller runs next.
     async fn load_home(&self, _computer: &ComputerRef, _mode: &LoadMode, _records: HomeIn, _ctx: &CallCtx) -> Result<LoadSummary> {
         unsupported(self.kind(), "load_home")
     }
@@ -514,7 +514,7 @@ impl RecordingSpec {
 
     pub fn validate(&self) -> Result<()> {
         if !Self::plain_key(&self.key) || !(1..=30).contains(&self.fps) || self.max_bytes < 64 * 1024 {
-            return Err(SandboxError::Invalid(format!("a recording needs a plain key, 1 to 30 frames a second and at least 64 KiB: {self:?}")));
+            return Err(ComputerError::Invalid(format!("a recording needs a plain key, 1 to 30 frames a second and at least 64 KiB: {self:?}")));
         }
         Ok(())
     }
@@ -547,7 +547,7 @@ pub struct ShellSession {
     pub input: tokio::sync::mpsc::Sender<Bytes>,
 }
 
-/// A command on pipes (see [`SandboxProvider::open_pipe`]): its stdout and stderr as they come
+/// A command on pipes (see [`ComputerProvider::open_pipe`]): its stdout and stderr as they come
 /// (closed once it ended), and its stdin. Dropping `input` ends it and everything it started.
 pub struct PipeSession {
     pub output: tokio::sync::mpsc::Receiver<ExecOutput>,
@@ -555,7 +555,7 @@ pub struct PipeSession {
 }
 
 /// Runs a command and collects its output (for callers that do not stream).
-pub async fn exec_collect(provider: &dyn SandboxProvider, computer: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<(ExecExit, Vec<u8>, Vec<u8>)> {
+pub async fn exec_collect(provider: &dyn ComputerProvider, computer: &ComputerRef, req: ExecRequest, ctx: &CallCtx) -> Result<(ExecExit, Vec<u8>, Vec<u8>)> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let exit = provider.exec(computer, req, Some(tx), ctx).await?;
     let (mut out, mut err) = (Vec::new(), Vec::new());

@@ -139,7 +139,7 @@ pub struct FolderOwner {
     pub uid: u32,
 }
 
-/// Who owns what in a computer's home (see `SandboxProvider::set_owners`).
+/// Who owns what in a computer's home (see `ComputerProvider::set_owners`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HomeOwners {
     pub scope: ComputerScope,

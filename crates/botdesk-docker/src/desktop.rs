@@ -156,8 +156,8 @@ pub fn keysym(name: &str) -> String {
 /// One answer of the gateway: a JSON line, and the body its `len` announces (at most a
 /// screenshot of the largest screen). A connection closed before anything came is `Closed`.
 async fn read_answer<R: tokio::io::AsyncBufRead + Unpin>(conn: &mut R) -> std::result::Result<(AgentAnswer, Option<Vec<u8>>), AgentFailure> {
-    let io = |e: std::io::Error| AgentFailure::Other(SandboxError::Provider(format!("screen gateway: {e}")));
-    let bad = |why: String| AgentFailure::Other(SandboxError::Provider(format!("bad answer from the computer's screen gateway: {why}")));
+    let io = |e: std::io::Error| AgentFailure::Other(ComputerError::Provider(format!("screen gateway: {e}")));
+    let bad = |why: String| AgentFailure::Other(ComputerError::Provider(format!("bad answer from the computer's screen gateway: {why}")));
     let mut line = String::new();
     match (&mut *conn).take(MAX_ANSWER_LINE).read_line(&mut line).await {
         Ok(0) | Err(_) if line.is_empty() => return Err(AgentFailure::Closed),
@@ -188,9 +188,9 @@ pub fn inflate_shot(compressed: &[u8]) -> Result<Vec<u8>> {
     flate2::read::ZlibDecoder::new(compressed)
         .take(MAX_SHOT + 1)
         .read_to_end(&mut out)
-        .map_err(|e| SandboxError::Provider(format!("bad screenshot from the computer: not zlib ({e})")))?;
+        .map_err(|e| ComputerError::Provider(format!("bad screenshot from the computer: not zlib ({e})")))?;
     if out.len() as u64 > MAX_SHOT {
-        return Err(SandboxError::Provider(format!("bad screenshot from the computer: it inflates past {MAX_SHOT} bytes")));
+        return Err(ComputerError::Provider(format!("bad screenshot from the computer: it inflates past {MAX_SHOT} bytes")));
     }
     Ok(out)
 }
@@ -198,7 +198,7 @@ pub fn inflate_shot(compressed: &[u8]) -> Result<Vec<u8>> {
 /// Pixels of an XWD screenshot as tightly packed RGB, with width and height. The header comes
 /// from a file a bot can rewrite: every field is checked against the data before it is used.
 pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
-    let bad = |why: &str| SandboxError::Provider(format!("bad screenshot from the computer: {why}"));
+    let bad = |why: &str| ComputerError::Provider(format!("bad screenshot from the computer: {why}"));
     let field =
         |i: usize| -> Result<u32> { data.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).ok_or_else(|| bad("short header")) };
     let header_size = field(0)? as u64;
@@ -248,7 +248,7 @@ pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
 /// Why an agent request failed: `Closed` means the connection was gone before any answer.
 enum AgentFailure {
     Closed,
-    Other(SandboxError),
+    Other(ComputerError),
 }
 
 impl DockerProvider {
@@ -266,7 +266,7 @@ impl DockerProvider {
             .unwrap_or_default()
             .into_iter()
             .find_map(|e| e.strip_prefix("BOTDESK_AGENT_TOKEN=").map(str::to_string))
-            .ok_or_else(|| SandboxError::Provider("this computer predates screen support: destroy it and open the bot again".into()))?;
+            .ok_or_else(|| ComputerError::Provider("this computer predates screen support: destroy it and open the bot again".into()))?;
         let g = if self.cfg.remote.is_some() {
             // The port published there is on that machine's loopback: reached through a relay.
             let relay = crate::relay::Relay::start(self.client().await?.clone(), id).await?;
@@ -283,7 +283,7 @@ impl DockerProvider {
                 .and_then(|n| n.ports)
                 .and_then(|p| p.get(spec::GATEWAY_PORT).cloned().flatten())
                 .and_then(|b| b.into_iter().find_map(|b| b.host_port.and_then(|p| p.parse().ok())))
-                .ok_or_else(|| SandboxError::Provider("the computer's screen gateway port is not published".into()))?;
+                .ok_or_else(|| ComputerError::Provider("the computer's screen gateway port is not published".into()))?;
             Gateway { port, direct: std::sync::Arc::new(std::sync::Mutex::new(direct)), agent_token, idle: Default::default(), relay: None }
         };
         self.gateways.lock().unwrap().insert(c.id.to_string(), g.clone());
@@ -296,7 +296,7 @@ impl DockerProvider {
     async fn agent(&self, c: &ComputerRef, req: &AgentRequest<'_>) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let (answer, body) = self.agent_answer(c, req).await?;
         if let Some(why) = answer.refusal() {
-            return Err(SandboxError::Provider(why));
+            return Err(ComputerError::Provider(why));
         }
         Ok((answer, body))
     }
@@ -308,7 +308,7 @@ impl DockerProvider {
         let bound = agent_bound(op);
         // On expiry the connection goes with the request (it is never reused).
         tokio::time::timeout(bound, self.agent_unbounded(c, req)).await.map_err(|_| {
-            SandboxError::TimedOut(format!(
+            ComputerError::TimedOut(format!(
                 "the computer's screen gateway did not answer ({op}) within {} s: it may be stopped or replaced; stopping the computer and starting it again brings a fresh one",
                 bound.as_secs()
             ))
@@ -345,7 +345,7 @@ impl DockerProvider {
         answer: std::result::Result<(AgentAnswer, Option<Vec<u8>>), AgentFailure>,
     ) -> Result<(AgentAnswer, Option<Vec<u8>>)> {
         let (answer, body) = answer.map_err(|e| match e {
-            AgentFailure::Closed => SandboxError::Provider("screen gateway: connection closed".into()),
+            AgentFailure::Closed => ComputerError::Provider("screen gateway: connection closed".into()),
             AgentFailure::Other(e) => e,
         })?;
         let mut idle = g.idle.lock().unwrap();
@@ -366,7 +366,7 @@ impl DockerProvider {
     /// Connects to the gateway, which proves it is this computer's, and proves the engine is: at
     /// its own address when it answers there within a moment, else at the published port.
     async fn agent_connect(g: &Gateway) -> Result<AgentConn> {
-        let io = |e: std::io::Error| SandboxError::Provider(format!("screen gateway: {e}"));
+        let io = |e: std::io::Error| ComputerError::Provider(format!("screen gateway: {e}"));
         let direct = *g.direct.lock().unwrap();
         let stream = match direct {
             Some(at) => match tokio::time::timeout(DIRECT_CONNECT, TcpStream::connect(at)).await {
@@ -385,7 +385,7 @@ impl DockerProvider {
         };
         stream.set_nodelay(true).map_err(io)?;
         let mut stream = BufReader::new(stream);
-        gateway::prove(&mut stream, &g.agent_token).await.map_err(SandboxError::Provider)?;
+        gateway::prove(&mut stream, &g.agent_token).await.map_err(ComputerError::Provider)?;
         Ok(stream)
     }
 
@@ -419,7 +419,7 @@ impl DockerProvider {
     /// `botdesk-helper net-policy` as root, with every bot's policy on its stdin.
     pub(crate) async fn set_network_impl(&self, c: &ComputerRef, bots: &[BotNetwork]) -> Result<()> {
         let container = self.running_container(c).await?;
-        let input = serde_json::to_vec(&serde_json::json!({ "bots": bots })).map_err(|e| SandboxError::Provider(e.to_string()))?;
+        let input = serde_json::to_vec(&serde_json::json!({ "bots": bots })).map_err(|e| ComputerError::Provider(e.to_string()))?;
         let argv = ["botdesk-helper", "net-policy"];
         self.run_checked_input(InComputer::Root, &container, &argv, Some(Bytes::from(input)), std::time::Duration::from_secs(30), "setting the network policy")
             .await
@@ -428,7 +428,7 @@ impl DockerProvider {
     /// The gateway's `net` request: the refusals it keeps in memory.
     pub(crate) async fn network_refusals_impl(&self, c: &ComputerRef, user: BotUser, after: u64) -> Result<NetRefusals> {
         let (answer, _) = self.agent(c, &AgentRequest::Net { display: 0, uid: user.uid, after }).await?;
-        answer.refusals().map_err(SandboxError::Provider)
+        answer.refusals().map_err(ComputerError::Provider)
     }
 
     pub(crate) async fn watch_browser_impl(&self, c: &ComputerRef, slot: u32, policy: Option<&Approvals>) -> Result<Vec<PendingApproval>> {
@@ -476,7 +476,7 @@ impl DockerProvider {
     /// size; the file follows.
     pub(crate) async fn take_recording_impl(&self, c: &ComputerRef, slot: u32, key: &str) -> Result<TakenRecording> {
         if !RecordingSpec::plain_key(key) {
-            return Err(SandboxError::Invalid(format!("{key:?} is not a recording's key")));
+            return Err(ComputerError::Invalid(format!("{key:?} is not a recording's key")));
         }
         let container = self.running_container(c).await?;
         let argv = ["botdesk-display", "record-stop", &slot.to_string(), key].map(String::from).to_vec();
@@ -486,8 +486,8 @@ impl DockerProvider {
         let mut line = String::new();
         // Stopping the recorder takes at most 5 s; the line is short.
         let read = tokio::time::timeout(std::time::Duration::from_secs(30), (&mut data).take(4096).read_line(&mut line)).await;
-        let read = read.map_err(|_| SandboxError::TimedOut(format!("ending recording {key} took over 30 s")))?;
-        read.map_err(|e| SandboxError::Provider(format!("ending recording {key}: {e}")))?;
+        let read = read.map_err(|_| ComputerError::TimedOut(format!("ending recording {key} took over 30 s")))?;
+        read.map_err(|e| ComputerError::Provider(format!("ending recording {key}: {e}")))?;
         #[derive(serde::Deserialize)]
         struct Head {
             started_ms: i64,
@@ -499,8 +499,8 @@ impl DockerProvider {
                 let code = crate::provider::exit_code_when_done(self.client().await?, &exec_id).await?;
                 let said = String::from_utf8_lossy(&stderr.lock().unwrap()).trim().to_string();
                 Err(match code {
-                    4 => SandboxError::NotFound(format!("recording {key} ({said})")),
-                    _ => SandboxError::Provider(format!("ending recording {key} (exit {code}): {said}")),
+                    4 => ComputerError::NotFound(format!("recording {key} ({said})")),
+                    _ => ComputerError::Provider(format!("ending recording {key} (exit {code}): {said}")),
                 })
             }
         }
@@ -522,7 +522,7 @@ impl DockerProvider {
     }
 
     pub(crate) async fn browser_impl(&self, c: &ComputerRef, slot: u32, profile: &str, command: &BrowserCommand, ctx: &CallCtx) -> Result<Value> {
-        let failed = |e: SandboxError| SandboxError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
+        let failed = |e: ComputerError| ComputerError::Provider(format!("{e}. The page browser failed; computer_act still works on the screen."));
         let request = AgentRequest::Browser { display: slot, command };
         let (answer, _) = self.agent_answer(c, &request).await.map_err(failed)?;
         let no_browser = answer.code == Some(RefusalCode::NoBrowser) && !answer.ok;
@@ -533,7 +533,7 @@ impl DockerProvider {
             self.open_browser(c, slot, profile, ctx).await.map_err(failed)?;
             self.agent(c, &request).await.map_err(failed)?.0
         } else if let Some(why) = answer.refusal() {
-            return Err(failed(SandboxError::Provider(why)));
+            return Err(failed(ComputerError::Provider(why)));
         } else {
             answer
         };
@@ -559,7 +559,7 @@ impl DockerProvider {
         let look = then.look.map(|_| LookWish { zlib: self.cfg.remote.is_some() });
         let net = then.refusals.map(|(user, after)| NetAfter { uid: user.uid, after });
         let (answer, raw) = self.agent(c, &AgentRequest::Xdotool { display: slot, runs: &runs, settle, look, net }).await?;
-        let bad = |why: String| SandboxError::Provider(format!("the screen gateway answered badly: {why}"));
+        let bad = |why: String| ComputerError::Provider(format!("the screen gateway answered badly: {why}"));
         let settled = answer.settled().map_err(bad)?;
         let refusals = match net {
             Some(_) => Some(answer.refusals().map_err(bad)?),
@@ -578,7 +578,7 @@ impl DockerProvider {
 async fn seen(answer: AgentAnswer, raw: Vec<u8>, format: ImageFormat) -> Result<Observation> {
     let (cursor, active_window) = answer.pointer();
     if answer.len.is_none() {
-        return Err(SandboxError::Provider("the screen gateway answered a look without its framebuffer".into()));
+        return Err(ComputerError::Provider("the screen gateway answered a look without its framebuffer".into()));
     }
     let (width, height, frame_id, image) = tokio::task::spawn_blocking(move || -> Result<_> {
         let raw = if answer.zlib == Some(true) { inflate_shot(&raw)? } else { raw };
@@ -593,7 +593,7 @@ async fn seen(answer: AgentAnswer, raw: Vec<u8>, format: ImageFormat) -> Result<
         })
     })
     .await
-    .map_err(|e| SandboxError::Provider(format!("screenshot task failed: {e}")))??;
+    .map_err(|e| ComputerError::Provider(format!("screenshot task failed: {e}")))??;
     Ok(Observation { frame_id, width, height, cursor, active_window, format, image: Some(image) })
 }
 
@@ -650,10 +650,10 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let huge = b"{\"ok\": true, \"len\": 1000000000000000}\n";
         let e = rt.block_on(read_answer(&mut &huge[..])).err().unwrap();
-        assert!(matches!(e, AgentFailure::Other(SandboxError::Provider(m)) if m.contains("a body of 1000000000000000 bytes")));
+        assert!(matches!(e, AgentFailure::Other(ComputerError::Provider(m)) if m.contains("a body of 1000000000000000 bytes")));
         let long = vec![b'x'; MAX_ANSWER_LINE as usize + 10];
         let e = rt.block_on(read_answer(&mut &long[..])).err().unwrap();
-        assert!(matches!(e, AgentFailure::Other(SandboxError::Provider(m)) if m.contains("no answer line within")));
+        assert!(matches!(e, AgentFailure::Other(ComputerError::Provider(m)) if m.contains("no answer line within")));
         // bytes_per_line 0 passed the old size check.
         let mut zero = xwd(4, 4);
         zero[48..52].copy_from_slice(&0u32.to_be_bytes());

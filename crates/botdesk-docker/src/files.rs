@@ -21,16 +21,16 @@ struct HelperError {
 }
 
 /// Maps the helper's exit-3 JSON error (or any other failure) to the provider's error.
-pub(crate) fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[u8]) -> SandboxError {
+pub(crate) fn helper_error(path: &WorkspacePath, max: u64, code: i32, stderr: &[u8]) -> ComputerError {
     let text = String::from_utf8_lossy(stderr);
     match serde_json::from_str::<HelperError>(text.lines().last().unwrap_or("")) {
         Ok(e) if code == 3 => match e.code.as_str() {
             "PATH_ESCAPES" => PathError::Escapes(path.to_string()).into(),
-            "TOO_LARGE" => SandboxError::TooLarge { path: path.to_string(), size: e.size.unwrap_or(0), max },
-            "NOT_FOUND" => SandboxError::NotFound(path.to_string()),
-            _ => SandboxError::Invalid(e.message),
+            "TOO_LARGE" => ComputerError::TooLarge { path: path.to_string(), size: e.size.unwrap_or(0), max },
+            "NOT_FOUND" => ComputerError::NotFound(path.to_string()),
+            _ => ComputerError::Invalid(e.message),
         },
-        _ => SandboxError::Provider(format!("workspace helper failed with exit {code}: {}", text.trim())),
+        _ => ComputerError::Provider(format!("workspace helper failed with exit {code}: {}", text.trim())),
     }
 }
 
@@ -53,7 +53,7 @@ async fn helper(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &Works
     let max_out = max.max(crate::provider::QUIET_MAX);
     let (code, out, err) =
         tokio::time::timeout(HELPER_BOUND, p.run_quiet_max(InComputer::Bot(user), &container, argv, stdin, max_out)).await.map_err(|_| {
-            SandboxError::TimedOut(format!(
+            ComputerError::TimedOut(format!(
                 "the computer's workspace helper did not finish `{}` within {} s",
                 argv[..2.min(argv.len())].join(" "),
                 HELPER_BOUND.as_secs()
@@ -80,7 +80,7 @@ pub async fn list(p: &DockerProvider, c: &ComputerRef, user: BotUser, dir: &Work
 
 /// The helper's listing of `dir`: a name that is not a plain relative path is an error.
 fn parse_listing(dir: &WorkspacePath, out: &[u8]) -> Result<Vec<FileEntry>> {
-    let rows: Vec<Row> = serde_json::from_slice(out).map_err(|e| SandboxError::Provider(format!("bad listing from the computer: {e}")))?;
+    let rows: Vec<Row> = serde_json::from_slice(out).map_err(|e| ComputerError::Provider(format!("bad listing from the computer: {e}")))?;
     let mut entries = vec![];
     for r in rows {
         let kind = match r.kind.as_str() {
@@ -90,7 +90,7 @@ fn parse_listing(dir: &WorkspacePath, out: &[u8]) -> Result<Vec<FileEntry>> {
         };
         // One level: each name is one entry of the folder, never a path.
         if r.name.is_empty() || r.name == "." || r.name == ".." || r.name.contains('/') || r.name.contains('\0') {
-            return Err(SandboxError::Provider(format!("bad listing from the computer: {:?} is not a name in {dir}", r.name)));
+            return Err(ComputerError::Provider(format!("bad listing from the computer: {:?} is not a name in {dir}", r.name)));
         }
         // A real name no workspace path can address (a backslash, `~` at the root) is left out.
         match dir.child(&r.name) {
@@ -111,7 +111,7 @@ pub async fn read(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &Wor
 
 pub async fn write(p: &DockerProvider, c: &ComputerRef, user: BotUser, path: &WorkspacePath, data: Bytes, executable: bool) -> Result<()> {
     if path.is_root() {
-        return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
+        return Err(ComputerError::Invalid("cannot write to the workspace root".into()));
     }
     helper(p, c, user, path, &[HELPER, "write", path.as_str(), if executable { "1" } else { "0" }], Some(data), 0).await.map(drop)
 }
@@ -141,7 +141,7 @@ pub async fn export(p: &DockerProvider, c: &ComputerRef) -> Result<EntryStream> 
     let parse = tokio::task::spawn_blocking(move || parse_tar(reader, &parse_tx));
     let client = p.client().await?.clone();
     tokio::spawn(async move {
-        let parsed = parse.await.unwrap_or_else(|e| Err(SandboxError::Provider(format!("export parser crashed: {e}"))));
+        let parsed = parse.await.unwrap_or_else(|e| Err(ComputerError::Provider(format!("export parser crashed: {e}"))));
         let code = match crate::provider::wait_exit_code(&client, &exec_id).await {
             Ok(code) => code,
             Err(e) => {
@@ -164,7 +164,7 @@ fn tokio_stream_from(mut rx: tokio::sync::mpsc::Receiver<Result<ExportEntry>>) -
 }
 
 fn parse_tar(reader: impl Read, tx: &tokio::sync::mpsc::Sender<Result<ExportEntry>>) -> Result<()> {
-    let bad = |e: std::io::Error| SandboxError::Provider(format!("bad export stream from the computer: {e}"));
+    let bad = |e: std::io::Error| ComputerError::Provider(format!("bad export stream from the computer: {e}"));
     let mut archive = tar::Archive::new(reader);
     let entries = archive.entries().map_err(bad)?;
     for entry in entries {
@@ -204,7 +204,7 @@ pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStrea
     let container = p.running_container(c).await?;
     let argv = vec!["botdesk-helper".to_string(), "import".to_string()];
     let (exec_id, mut output, mut input) = p.start_exec(InComputer::Bot(BotUser::PRIVATE), &container, argv, vec![], HOME, true, false).await?;
-    let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
+    let io = |e: std::io::Error| ComputerError::Provider(format!("writing the import stream: {e}"));
     let writer = async move {
         let written = write_tar(&mut entries, &mut input).await;
         // Always close stdin: on error the helper then sees a truncated tar, fails, and removes
@@ -227,12 +227,12 @@ pub async fn import(p: &DockerProvider, c: &ComputerRef, mut entries: EntryStrea
         symlinks: u64,
         bytes: u64,
     }
-    let s: Summary = serde_json::from_slice(&out).map_err(|e| SandboxError::Provider(format!("bad import summary: {e}")))?;
+    let s: Summary = serde_json::from_slice(&out).map_err(|e| ComputerError::Provider(format!("bad import summary: {e}")))?;
     Ok(ImportSummary { files: s.files, dirs: s.dirs, symlinks: s.symlinks, bytes: s.bytes })
 }
 
 async fn write_tar(entries: &mut EntryStream, input: &mut (impl tokio::io::AsyncWrite + Unpin)) -> Result<()> {
-    let io = |e: std::io::Error| SandboxError::Provider(format!("writing the import stream: {e}"));
+    let io = |e: std::io::Error| ComputerError::Provider(format!("writing the import stream: {e}"));
     let mut builder = tar::Builder::new(Vec::new());
     while let Some(entry) = entries.next().await {
         let entry = entry?;

@@ -152,9 +152,9 @@ pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMo
     let reader = async move {
         let mut answer = Vec::new();
         while let Some(chunk) = out.next().await {
-            let chunk = chunk.map_err(|e| SandboxError::Provider(format!("reading the computer's answer: {e}")))?;
+            let chunk = chunk.map_err(|e| ComputerError::Provider(format!("reading the computer's answer: {e}")))?;
             if answer.len() + chunk.len() > MAX_SUMMARY {
-                return Err(SandboxError::Provider(format!("the computer's answer to a load is longer than {MAX_SUMMARY} bytes")));
+                return Err(ComputerError::Provider(format!("the computer's answer to a load is longer than {MAX_SUMMARY} bytes")));
             }
             answer.extend_from_slice(&chunk);
         }
@@ -165,11 +165,11 @@ pub(crate) async fn load_home(p: &DockerProvider, c: &ComputerRef, mode: &LoadMo
     if code != 0 {
         return Err(crate::files::helper_error(&WorkspacePath::root(), 0, code, &stderr.lock().unwrap()));
     }
-    written.map_err(|e| SandboxError::Provider(format!("sending the home stream to the computer: {e}")))?;
-    serde_json::from_slice(&answer?).map_err(|e| SandboxError::Provider(format!("bad load summary from the computer: {e}")))
+    written.map_err(|e| ComputerError::Provider(format!("sending the home stream to the computer: {e}")))?;
+    serde_json::from_slice(&answer?).map_err(|e| ComputerError::Provider(format!("bad load summary from the computer: {e}")))
 }
 
-/// Gives the home its owners by path (see [`SandboxProvider::set_owners`]): `botdesk-helper own`
+/// Gives the home its owners by path (see [`ComputerProvider::set_owners`]): `botdesk-helper own`
 /// as root, with the owners on its stdin.
 pub(crate) async fn set_owners(p: &DockerProvider, c: &ComputerRef, owners: &HomeOwners) -> Result<()> {
     let container = p.running_container(c).await?;

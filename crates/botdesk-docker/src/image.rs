@@ -6,7 +6,7 @@
 //! with debootstrap from the Debian mirror the host's apt already uses, and imported.
 
 use bollard::image::{BuildImageOptions, CreateImageOptions, TagImageOptions};
-use botdesk_core::{Result, SandboxError};
+use botdesk_core::{ComputerError, Result};
 use bytes::Bytes;
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
@@ -107,9 +107,9 @@ impl DockerProvider {
         let mut stream = self.client().await?.build_image(options, None, Some(context));
         let mut last_lines: Vec<String> = vec![];
         while let Some(item) = stream.next().await {
-            let info = item.map_err(|e| SandboxError::Provider(format!("image build failed: {e}\n{}", last_lines.join(""))))?;
+            let info = item.map_err(|e| ComputerError::Provider(format!("image build failed: {e}\n{}", last_lines.join(""))))?;
             if let Some(err) = info.error {
-                return Err(SandboxError::Provider(format!("image build failed: {err}\n{}", last_lines.join(""))));
+                return Err(ComputerError::Provider(format!("image build failed: {err}\n{}", last_lines.join(""))));
             }
             if let Some(line) = info.stream {
                 if let Some((step, total, message)) = parse_step(&line) {
@@ -122,7 +122,7 @@ impl DockerProvider {
             }
         }
         if !self.image_present(&image).await? {
-            return Err(SandboxError::Provider(format!("image build ended but {image} is missing:\n{}", last_lines.join(""))));
+            return Err(ComputerError::Provider(format!("image build ended but {image} is missing:\n{}", last_lines.join(""))));
         }
         let (repo, tag) = image.rsplit_once(':').unwrap_or((REPO, "latest"));
         let stamped = TagImageOptions { repo: repo.to_string(), tag: format!("{tag}-{}", opts.stamp) };
@@ -169,7 +169,7 @@ impl DockerProvider {
     }
 
     async fn debootstrap_base(&self, opts: &BuildOptions, progress: &(dyn Fn(BuildProgress) + Send + Sync)) -> Result<()> {
-        let fail = |m: String| SandboxError::Provider(m);
+        let fail = |m: String| ComputerError::Provider(m);
         if which("debootstrap").is_none() {
             return Err(fail(format!(
                 "{DEFAULT_BASE} cannot be pulled and debootstrap is not installed: install it (`sudo apt-get install debootstrap`) or load a Debian bookworm image"
@@ -292,9 +292,9 @@ async fn fetch_uv(cache: &Path, progress: &(dyn Fn(BuildProgress) + Send + Sync)
     if wheel.is_file() {
         return Ok(wheel);
     }
-    std::fs::create_dir_all(cache).map_err(|e| SandboxError::Provider(format!("cannot create {}: {e}", cache.display())))?;
+    std::fs::create_dir_all(cache).map_err(|e| ComputerError::Provider(format!("cannot create {}: {e}", cache.display())))?;
     progress(BuildProgress::FetchUv { message: format!("downloading uv {version} with pip") });
-    let dir = tempfile::tempdir_in(cache).map_err(|e| SandboxError::Provider(format!("temp dir: {e}")))?;
+    let dir = tempfile::tempdir_in(cache).map_err(|e| ComputerError::Provider(format!("temp dir: {e}")))?;
     let out = tokio::process::Command::new("python3")
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.11", "--platform"])
         .arg(format!("manylinux_2_17_{arch}"))
@@ -303,20 +303,20 @@ async fn fetch_uv(cache: &Path, progress: &(dyn Fn(BuildProgress) + Send + Sync)
         .arg(dir.path())
         .output()
         .await
-        .map_err(|e| SandboxError::Provider(format!("cannot run pip to fetch uv (install python3-pip): {e}")))?;
+        .map_err(|e| ComputerError::Provider(format!("cannot run pip to fetch uv (install python3-pip): {e}")))?;
     if !out.status.success() {
-        return Err(SandboxError::Provider(format!("fetching uv {version} failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(ComputerError::Provider(format!("fetching uv {version} failed: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
     let found = std::fs::read_dir(dir.path())
         .ok()
         .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "whl")))
-        .ok_or_else(|| SandboxError::Provider("pip reported success but left no uv wheel".into()))?;
-    std::fs::rename(&found, &wheel).map_err(|e| SandboxError::Provider(format!("keeping the uv wheel: {e}")))?;
+        .ok_or_else(|| ComputerError::Provider("pip reported success but left no uv wheel".into()))?;
+    std::fs::rename(&found, &wheel).map_err(|e| ComputerError::Provider(format!("keeping the uv wheel: {e}")))?;
     Ok(wheel)
 }
 
 fn build_context(wheel: &Path) -> Result<Bytes> {
-    let io = |e: std::io::Error| SandboxError::Provider(format!("build context: {e}"));
+    let io = |e: std::io::Error| ComputerError::Provider(format!("build context: {e}"));
     let mut tar = tar::Builder::new(Vec::new());
     for (name, bytes, mode) in RECIPE {
         let mut h = tar::Header::new_gnu();

@@ -1,7 +1,8 @@
-//! The Docker [`SandboxProvider`]: one labelled container per computer, its home a labelled Docker
+//! The Docker [`ComputerProvider`]: one labelled container per computer, its home a labelled Docker
 //! volume (streamed out and in for checkpoints, never mounted on the host), exec through the Docker API, files through `botdesk-helper` inside the
 //! computer (so a path is always judged where the bot sees it). Also builds the computer image.
 
+mod computers;
 pub mod desktop;
 mod files;
 mod gateway;
@@ -13,21 +14,20 @@ mod provider;
 mod relay;
 pub mod remote;
 mod route;
-mod sandbox;
 pub mod spec;
 
 pub use machine::machine;
 pub use provider::{DockerConfig, DockerProvider};
 
 /// Turns a bollard error into the provider's error, recognising an unreachable engine.
-pub(crate) fn docker_err(e: bollard::errors::Error) -> botdesk_core::SandboxError {
+pub(crate) fn docker_err(e: bollard::errors::Error) -> botdesk_core::ComputerError {
     use bollard::errors::Error as E;
     match &e {
         E::HyperResponseError { .. } | E::IOError { .. } | E::HyperLegacyError { .. } | E::SocketNotFoundError(_) => {
-            botdesk_core::SandboxError::Unavailable(unreachable_message(&e.to_string()))
+            botdesk_core::ComputerError::Unavailable(unreachable_message(&e.to_string()))
         }
-        E::DockerResponseServerError { status_code: 404, message } => botdesk_core::SandboxError::NotFound(message.clone()),
-        _ => botdesk_core::SandboxError::Provider(format!("Docker: {e}")),
+        E::DockerResponseServerError { status_code: 404, message } => botdesk_core::ComputerError::NotFound(message.clone()),
+        _ => botdesk_core::ComputerError::Provider(format!("Docker: {e}")),
     }
 }
 

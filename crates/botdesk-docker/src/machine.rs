@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use botdesk_core::machine::{BuildProgress, Check, FoundComputer, HostAddr, HostBook, ImageBuild, Known, Machine, Reconciled};
-use botdesk_core::{BotUser, HostName, Result, SandboxError, SandboxProvider};
+use botdesk_core::{BotUser, ComputerError, ComputerProvider, HostName, Result};
 
 use crate::remote::{HostProblem, RemoteEngine};
 use crate::route::HostRouter;
@@ -35,17 +35,17 @@ fn remote(addr: &HostAddr) -> RemoteEngine {
 
 /// A host's problem as the provider's error: an address or certificates that cannot work are
 /// the person's to fix (`Invalid`); the rest is the host being unavailable.
-fn problem(name: &HostName, url: &str, p: &HostProblem) -> SandboxError {
+fn problem(name: &HostName, url: &str, p: &HostProblem) -> ComputerError {
     let line = p.line(name.as_str(), url);
     match p {
-        HostProblem::Address(_) | HostProblem::Certificates(_) => SandboxError::Invalid(line),
-        _ => SandboxError::Unavailable(line),
+        HostProblem::Address(_) | HostProblem::Certificates(_) => ComputerError::Invalid(line),
+        _ => ComputerError::Unavailable(line),
     }
 }
 
 #[async_trait]
 impl Machine for DockerMachine {
-    fn computers(&self, hosts: Arc<dyn HostBook>) -> Arc<dyn SandboxProvider> {
+    fn computers(&self, hosts: Arc<dyn HostBook>) -> Arc<dyn ComputerProvider> {
         self.router.get_or_init(|| Arc::new(HostRouter::new(self.local.clone(), hosts))).clone()
     }
 
@@ -126,13 +126,13 @@ impl Machine for DockerMachine {
         let there = remote(addr).client().map_err(|p| problem(name, &addr.url, &p))?;
         let tag = self.image_tag();
         if !self.local.image_present(&tag).await? {
-            return Err(SandboxError::Invalid(format!("the computer image {tag} is not built here yet: run `botdesk image build` first")));
+            return Err(ComputerError::Invalid(format!("the computer image {tag} is not built here yet: run `botdesk image build` first")));
         }
         let here = self.local.client().await?;
         let report = |sent, total| progress(BuildProgress::Send { host: name.to_string(), sent, total });
         crate::remote::send_image(here, &there, &tag, &report)
             .await
-            .map_err(|e| SandboxError::Unavailable(format!("host {name}: sending the computer image {tag} failed: {e}")))
+            .map_err(|e| ComputerError::Unavailable(format!("host {name}: sending the computer image {tag} failed: {e}")))
     }
 }
 

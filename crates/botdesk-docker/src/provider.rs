@@ -80,11 +80,11 @@ impl DockerProvider {
             .get_or_try_init(|| async {
                 if let Some(r) = &self.cfg.remote {
                     // Nothing is sent yet: a host that does not answer fails the call that needed it.
-                    return r.engine.client().map_err(|p| SandboxError::Unavailable(p.line(r.name.as_str(), &r.engine.url)));
+                    return r.engine.client().map_err(|p| ComputerError::Unavailable(p.line(r.name.as_str(), &r.engine.url)));
                 }
                 tokio::time::timeout(Duration::from_secs(5), connect())
                     .await
-                    .map_err(|_| SandboxError::Unavailable(crate::unreachable_message("no answer within 5 s")))?
+                    .map_err(|_| ComputerError::Unavailable(crate::unreachable_message("no answer within 5 s")))?
             })
             .await
     }
@@ -138,13 +138,13 @@ impl DockerProvider {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Err(SandboxError::TimedOut(format!("Docker was still removing computer {computer}'s container after 60 s")))
+        Err(ComputerError::TimedOut(format!("Docker was still removing computer {computer}'s container after 60 s")))
     }
 
     pub(crate) async fn running_container(&self, c: &ComputerRef) -> Result<String> {
         match self.find(Some(&c.id)).await?.into_iter().next() {
             Some(f) if f.running => Ok(f.id),
-            _ => Err(SandboxError::NotRunning(c.id.to_string())),
+            _ => Err(ComputerError::NotRunning(c.id.to_string())),
         }
     }
 
@@ -168,7 +168,7 @@ impl DockerProvider {
                         Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
                     }
                 }
-                Err(SandboxError::TimedOut(format!("Docker was still removing container {id} after 60 s")))
+                Err(ComputerError::TimedOut(format!("Docker was still removing container {id} after 60 s")))
             }
             Err(e) => Err(docker_err(e)),
         }
@@ -209,12 +209,12 @@ impl DockerProvider {
             .await
             .map_err(|e| match e {
                 // Stopped (409), or gone (404): either way not running.
-                bollard::errors::Error::DockerResponseServerError { status_code: 404 | 409, .. } => SandboxError::NotRunning(container.into()),
+                bollard::errors::Error::DockerResponseServerError { status_code: 404 | 409, .. } => ComputerError::NotRunning(container.into()),
                 e => docker_err(e),
             })?;
         match docker.start_exec(&exec.id, None).await.map_err(docker_err)? {
             StartExecResults::Attached { output, input } => Ok((exec.id, output, input)),
-            StartExecResults::Detached => Err(SandboxError::Provider("Docker detached an attached exec".into())),
+            StartExecResults::Detached => Err(ComputerError::Provider("Docker detached an attached exec".into())),
         }
     }
 
@@ -242,14 +242,14 @@ impl DockerProvider {
     ) -> Result<()> {
         let (code, _, err) = tokio::time::timeout(bound, self.run_quiet_max(who, container, argv, stdin, QUIET_MAX))
             .await
-            .map_err(|_| SandboxError::TimedOut(format!("{what}: no end within {} s", bound.as_secs())))??;
+            .map_err(|_| ComputerError::TimedOut(format!("{what}: no end within {} s", bound.as_secs())))??;
         if code == 0 {
             return Ok(());
         }
         let err = String::from_utf8_lossy(&err);
         let lines: Vec<&str> = err.trim().lines().collect();
         let why = if lines.is_empty() { format!("it exited with code {code}") } else { lines[lines.len().saturating_sub(20)..].join("\n") };
-        Err(SandboxError::Provider(format!("{what}: {why}")))
+        Err(ComputerError::Provider(format!("{what}: {why}")))
     }
 
     /// Runs a short helper command to completion and returns (exit code, stdout, stderr); stdout
@@ -280,7 +280,7 @@ impl DockerProvider {
         };
         let (w, r) = tokio::join!(writer, collect_output(&mut output, max_out));
         let (out, err) = r?;
-        let _input = w.map_err(|e| SandboxError::Provider(format!("writing to the computer: {e}")))?;
+        let _input = w.map_err(|e| ComputerError::Provider(format!("writing to the computer: {e}")))?;
         Ok((self.exec_exit_code(&exec_id).await?, out, err))
     }
 
@@ -290,8 +290,8 @@ impl DockerProvider {
             match self.run_quiet(container, &["test", "-e", "/tmp/.botdesk-ready"], None).await {
                 Ok((0, _, _)) => return Ok(()),
                 Ok(_) => {}
-                Err(SandboxError::NotRunning(_)) => {
-                    return Err(SandboxError::Provider(format!(
+                Err(ComputerError::NotRunning(_)) => {
+                    return Err(ComputerError::Provider(format!(
                         "the computer stopped while starting; last lines of its log:\n{}",
                         self.log_tail(container).await
                     )))
@@ -299,7 +299,7 @@ impl DockerProvider {
                 Err(e) => return Err(e),
             }
             if tokio::time::Instant::now() > deadline {
-                return Err(SandboxError::Provider(format!(
+                return Err(ComputerError::Provider(format!(
                     "the computer did not become ready within {} s; last lines of its log:\n{}",
                     self.cfg.ready_timeout.as_secs(),
                     self.log_tail(container).await
@@ -338,10 +338,10 @@ impl DockerProvider {
         match tokio::time::timeout(self.cfg.ready_timeout, watch).await {
             Ok(Some(true)) => Ok(()),
             Ok(Some(false)) => {
-                Err(SandboxError::Provider(format!("the computer stopped while starting; last lines of its log:\n{}", self.log_tail(container).await)))
+                Err(ComputerError::Provider(format!("the computer stopped while starting; last lines of its log:\n{}", self.log_tail(container).await)))
             }
             Ok(None) => self.wait_ready(container).await,
-            Err(_) => Err(SandboxError::Provider(format!(
+            Err(_) => Err(ComputerError::Provider(format!(
                 "the computer did not become ready within {} s; last lines of its log:\n{}",
                 self.cfg.ready_timeout.as_secs(),
                 self.log_tail(container).await
@@ -373,7 +373,7 @@ impl DockerProvider {
 /// 7 ms, a tenth of a whole `botdesk exec`. An answer without the header falls back to it.
 async fn connect() -> Result<Docker> {
     let socket = std::env::var("DOCKER_HOST").ok().and_then(|h| h.strip_prefix("unix://").map(String::from)).unwrap_or_else(|| "/var/run/docker.sock".into());
-    let pinged = ping_api_version(&socket).await.map_err(|e| SandboxError::Unavailable(crate::unreachable_message(&e.to_string())))?;
+    let pinged = ping_api_version(&socket).await.map_err(|e| ComputerError::Unavailable(crate::unreachable_message(&e.to_string())))?;
     match pinged {
         Some(server) => {
             let version = if server < *bollard::API_DEFAULT_VERSION { server } else { *bollard::API_DEFAULT_VERSION };
@@ -420,7 +420,7 @@ pub(crate) async fn collect_output(output: &mut ExecOutputStream, max_out: u64) 
         match item.map_err(docker_err)? {
             LogOutput::StdOut { message } => {
                 if (out.len() + message.len()) as u64 > max_out {
-                    return Err(SandboxError::Provider(format!("the computer's answer is longer than {max_out} bytes")));
+                    return Err(ComputerError::Provider(format!("the computer's answer is longer than {max_out} bytes")));
                 }
                 out.extend_from_slice(&message)
             }
@@ -456,7 +456,7 @@ pub(crate) async fn wait_exit_code(docker: &Docker, exec_id: &str) -> Result<i32
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    Err(SandboxError::Provider(format!("exec {exec_id} never reported an exit code")))
+    Err(ComputerError::Provider(format!("exec {exec_id} never reported an exit code")))
 }
 
 /// Kills every process carrying an exec's tag (its whole tree), repeating until Docker says the

@@ -13,7 +13,7 @@ use bollard::{
     exec::{CreateExecOptions, StartExecResults},
     Docker,
 };
-use botdesk_core::SandboxError;
+use botdesk_core::ComputerError;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -66,9 +66,9 @@ impl Drop for Relay {
 
 impl Relay {
     /// Listens on 127.0.0.1 (a port of its own) for `container`'s gateway on `docker`'s host.
-    pub(crate) async fn start(docker: Docker, container: String) -> Result<Relay, SandboxError> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| SandboxError::Provider(format!("a local port for the screen relay: {e}")))?;
-        let port = listener.local_addr().map_err(|e| SandboxError::Provider(e.to_string()))?.port();
+    pub(crate) async fn start(docker: Docker, container: String) -> Result<Relay, ComputerError> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.map_err(|e| ComputerError::Provider(format!("a local port for the screen relay: {e}")))?;
+        let port = listener.local_addr().map_err(|e| ComputerError::Provider(e.to_string()))?.port();
         let stop = CancellationToken::new();
         tokio::spawn(serve(listener, docker, container, stop.clone()));
         Ok(Relay { port, stop })
@@ -102,8 +102,8 @@ async fn serve(listener: TcpListener, docker: Docker, container: String, stop: C
 }
 
 /// One connection: an exec of [`RELAY`] with its stdin and stdout joined to `local`.
-async fn carry(docker: &Docker, container: &str, local: TcpStream) -> Result<(), SandboxError> {
-    local.set_nodelay(true).map_err(|e| SandboxError::Provider(e.to_string()))?;
+async fn carry(docker: &Docker, container: &str, local: TcpStream) -> Result<(), ComputerError> {
+    local.set_nodelay(true).map_err(|e| ComputerError::Provider(e.to_string()))?;
     let exec = docker
         .create_exec(
             container,
@@ -121,7 +121,7 @@ async fn carry(docker: &Docker, container: &str, local: TcpStream) -> Result<(),
         .await
         .map_err(docker_err)?;
     let StartExecResults::Attached { mut output, mut input } = docker.start_exec(&exec.id, None).await.map_err(docker_err)? else {
-        return Err(SandboxError::Provider("Docker detached an attached exec".into()));
+        return Err(ComputerError::Provider("Docker detached an attached exec".into()));
     };
     let (mut from_local, mut to_local) = local.into_split();
     let up = async {

@@ -38,7 +38,7 @@ impl HostRouter {
             return Ok(p.clone());
         }
         let addr = self.hosts.host(host).await.ok_or_else(|| {
-            SandboxError::Unavailable(format!(
+            ComputerError::Unavailable(format!(
                 "host {host}: not known here (was it removed?); add it again with `botdesk host add {host} tcp://HOST:2376 --tls-dir DIR`"
             ))
         })?;
@@ -56,12 +56,12 @@ impl HostRouter {
     /// An engine that cannot be reached is said as one line naming the host and why: the host is
     /// checked again (within its time bound) to tell a refused connection, a certificate, an
     /// unknown name and silence apart.
-    async fn said(&self, host: &HostName, e: SandboxError) -> SandboxError {
-        let SandboxError::Unavailable(detail) = &e else { return e };
+    async fn said(&self, host: &HostName, e: ComputerError) -> ComputerError {
+        let ComputerError::Unavailable(detail) = &e else { return e };
         let Some((remote, _)) = self.remotes.lock().unwrap().get(host).cloned() else { return e };
         match remote.engine.check().await {
-            Err(p) => SandboxError::Unavailable(p.line(host.as_str(), &remote.engine.url)),
-            Ok(_) => SandboxError::Unavailable(format!(
+            Err(p) => ComputerError::Unavailable(p.line(host.as_str(), &remote.engine.url)),
+            Ok(_) => ComputerError::Unavailable(format!(
                 "host {host}: the connection to {} broke ({}); it answers again now, so try again",
                 remote.engine.url,
                 detail.chars().take(300).collect::<String>()
@@ -84,7 +84,7 @@ macro_rules! routed {
 }
 
 #[async_trait]
-impl SandboxProvider for HostRouter {
+impl ComputerProvider for HostRouter {
     fn kind(&self) -> &'static str {
         self.local.kind()
     }

@@ -1,7 +1,7 @@
 //! The container spec and the image's start script, checked on the real engine.
 
 mod common;
-use botdesk_core::{CallCtx, ComputerId, ComputerRef, ComputerScope, ComputerSpec, Resources, SandboxProvider};
+use botdesk_core::{CallCtx, ComputerId, ComputerProvider, ComputerRef, ComputerScope, ComputerSpec, Resources};
 use common::docker_provider;
 use std::process::Command;
 

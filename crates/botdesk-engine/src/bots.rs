@@ -97,7 +97,7 @@ impl Engine {
         }
     }
 
-    /// Gives the computer's home its owners (see `SandboxProvider::set_owners`): `all` after a
+    /// Gives the computer's home its owners (see `ComputerProvider::set_owners`): `all` after a
     /// load (which writes as root); otherwise its top folders, made when missing.
     pub(crate) async fn set_home_owners(&self, computer: &botdesk_store::Computer, cref: &ComputerRef, all: bool) -> Result<()> {
         self.set_home_owners_with(computer, cref, all, None).await

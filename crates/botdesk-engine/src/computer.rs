@@ -225,7 +225,7 @@ impl Engine {
             return Ok((cref, Up::Already));
         }
         let ctx = CallCtx::default();
-        let starting = |e: SandboxError| EngineError::from(e).context(format!("starting computer {}", computer.name));
+        let starting = |e: ComputerError| EngineError::from(e).context(format!("starting computer {}", computer.name));
         let mut state = self.stored_state(&computer.id).await?;
         // Recorded running (only a finished start records it) and running: another process, or
         // this one before, made it ready, and nothing of that is undone while it runs (a bot
@@ -258,22 +258,22 @@ impl Engine {
         let provisioned = async {
             let p = self.inner.provider.provision(&self.spec(computer, volume.clone()), &ctx).await?;
             // From here the volume may hold work its latest version does not.
-            self.inner.store.set_home_saved(&computer.id, false).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+            self.inner.store.set_home_saved(&computer.id, false).await.map_err(|e| ComputerError::Provider(e.to_string()))?;
             self.inner.provider.prepare(&cref, &ctx).await?;
             if new_home {
-                if let Some(r) = self.restore_into(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("restoring its workspace: {e}")))? {
+                if let Some(r) = self.restore_into(computer, &cref).await.map_err(|e| ComputerError::Provider(format!("restoring its workspace: {e}")))? {
                     tracing::info!(computer = %computer.id, version = r.version, files = r.files, ms = r.millis, "workspace restored");
                 }
-                self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+                self.inner.store.set_home_volume(&computer.id, Some(&volume), self.now()).await.map_err(|e| ComputerError::Provider(e.to_string()))?;
             }
             // A Team computer's `shared/` and each bot's folder, as theirs (a new home was given its
             // owners whole as it was restored).
             if computer.scope == ComputerScope::Team {
-                self.set_home_owners(computer, &cref, false).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
+                self.set_home_owners(computer, &cref, false).await.map_err(|e| ComputerError::Provider(e.to_string()))?;
             }
             // Its bots' network policies, before any of their commands runs.
-            self.apply_network(computer, &cref).await.map_err(|e| SandboxError::Provider(format!("setting its network policies: {e}")))?;
-            Ok::<_, SandboxError>(p)
+            self.apply_network(computer, &cref).await.map_err(|e| ComputerError::Provider(format!("setting its network policies: {e}")))?;
+            Ok::<_, ComputerError>(p)
         }
         .await;
         let p = match provisioned {
@@ -436,7 +436,7 @@ impl Engine {
             Ok(s) => (s, None),
             // A host on another machine that cannot be reached leaves its computers listed; the
             // engine on this machine being down is one clear error, as for every other call.
-            Err(SandboxError::Unavailable(why)) if !c.host.is_local() => {
+            Err(ComputerError::Unavailable(why)) if !c.host.is_local() => {
                 let recorded = if c.state == ComputerState::Running { MachineStatus::Running } else { MachineStatus::Stopped };
                 (recorded, Some(why))
             }

@@ -125,8 +125,8 @@ impl Engine {
         Ok((acted.settled, look, self.record_refusals(bot, Some(run), taken).await))
     }
 
-    fn lost(&self, desk: &Desk, e: SandboxError) -> EngineError {
-        if !matches!(e, SandboxError::TimedOut(_)) {
+    fn lost(&self, desk: &Desk, e: ComputerError) -> EngineError {
+        if !matches!(e, ComputerError::TimedOut(_)) {
             self.forget_display(&desk.computer, desk.slot);
         }
         e.into()
@@ -200,7 +200,7 @@ impl Engine {
         let view = self.desktop_of(bot, computer, Reuse::Trusted).await?;
         match self.inner.provider.observe(&cref, view.slot, format, &ctx).await {
             Ok(obs) => Ok(obs),
-            Err(e @ botdesk_core::SandboxError::TimedOut(_)) => Err(e.into()),
+            Err(e @ botdesk_core::ComputerError::TimedOut(_)) => Err(e.into()),
             Err(_) => {
                 self.forget_display(&computer.id, view.slot);
                 let view = self.open_desktop_of(bot, computer).await?;
@@ -328,7 +328,7 @@ impl Engine {
             if let Some(t) = d.control_token {
                 self.inner.store.set_control_token(computer, d.slot, None).await?;
                 match self.inner.provider.revoke_token(&self.cref_of(computer).await?, &t, &CallCtx { bot: Some(bot.clone()), ..CallCtx::default() }).await {
-                    Ok(()) | Err(SandboxError::Unsupported { .. }) | Err(SandboxError::NotRunning(_)) => {}
+                    Ok(()) | Err(ComputerError::Unsupported { .. }) | Err(ComputerError::NotRunning(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
             }

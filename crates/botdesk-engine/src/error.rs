@@ -1,4 +1,4 @@
-use botdesk_core::SandboxError;
+use botdesk_core::ComputerError;
 use botdesk_store::StoreError;
 use serde::Serialize;
 
@@ -54,18 +54,18 @@ impl EngineError {
     }
 }
 
-impl From<SandboxError> for EngineError {
-    fn from(e: SandboxError) -> Self {
+impl From<ComputerError> for EngineError {
+    fn from(e: ComputerError) -> Self {
         let code = match &e {
-            SandboxError::Path(_) => ErrorCode::PathEscapes,
-            SandboxError::TooLarge { .. } => ErrorCode::TooLarge,
-            SandboxError::NotFound(_) => ErrorCode::NotFound,
-            SandboxError::Invalid(_) => ErrorCode::Invalid,
-            SandboxError::Unavailable(_) => ErrorCode::DockerUnavailable,
-            SandboxError::NotRunning(_) => ErrorCode::NotRunning,
-            SandboxError::Unsupported { .. } => ErrorCode::Invalid,
-            SandboxError::Provider(_) | SandboxError::Injected(_) => ErrorCode::Provider,
-            SandboxError::TimedOut(_) => ErrorCode::TimedOut,
+            ComputerError::Path(_) => ErrorCode::PathEscapes,
+            ComputerError::TooLarge { .. } => ErrorCode::TooLarge,
+            ComputerError::NotFound(_) => ErrorCode::NotFound,
+            ComputerError::Invalid(_) => ErrorCode::Invalid,
+            ComputerError::Unavailable(_) => ErrorCode::DockerUnavailable,
+            ComputerError::NotRunning(_) => ErrorCode::NotRunning,
+            ComputerError::Unsupported { .. } => ErrorCode::Invalid,
+            ComputerError::Provider(_) | ComputerError::Injected(_) => ErrorCode::Provider,
+            ComputerError::TimedOut(_) => ErrorCode::TimedOut,
         };
         Self::new(code, e.to_string())
     }
@@ -88,7 +88,7 @@ impl From<StoreError> for EngineError {
 
 impl From<botdesk_core::PathError> for EngineError {
     fn from(e: botdesk_core::PathError) -> Self {
-        SandboxError::from(e).into()
+        ComputerError::from(e).into()
     }
 }
 

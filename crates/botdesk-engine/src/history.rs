@@ -5,7 +5,7 @@
 //! computer's next start begins from it.
 
 use botdesk_core::home_stream::LoadMode;
-use botdesk_core::{ComputerId, FolderOwner, MachineStatus, SandboxError};
+use botdesk_core::{ComputerError, ComputerId, FolderOwner, MachineStatus};
 use serde::Serialize;
 
 use crate::checkpoint::{Browsers, Sending};
@@ -199,7 +199,7 @@ impl Engine {
             None => false,
             Some(_) => match self.inner.provider.status(&c.cref()).await {
                 Ok(_) => true,
-                Err(SandboxError::Unavailable(why)) => {
+                Err(ComputerError::Unavailable(why)) => {
                     // Its volume may be replaced only when it holds just what its latest version holds.
                     if !self.inner.store.home_saved(&c.id).await? {
                         return Err(EngineError::new(

@@ -345,7 +345,7 @@ impl Engine {
         // Its screen token lasts as long, inside the computer.
         if let Some(token) = self.inner.store.desktop_of(&computer, &bot_id).await?.and_then(|d| d.control_token) {
             match self.inner.provider.expire_token_at(&self.cref_of(&computer).await?, &token, lease.expires_at).await {
-                Ok(()) | Err(SandboxError::NotRunning(_)) => {}
+                Ok(()) | Err(ComputerError::NotRunning(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }

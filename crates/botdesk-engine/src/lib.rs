@@ -1,4 +1,4 @@
-//! The API boundary: a cloneable [`Engine`] handle composing the store and a sandbox provider. The
+//! The API boundary: a cloneable [`Engine`] handle composing the store and a computer provider. The
 //! CLI and the app are two front ends of this one engine; it does not know either exists.
 
 mod approvals;
@@ -93,7 +93,7 @@ pub enum ProviderChoice {
     /// data directory's label.
     Machine(fn(data_dir_label: &str) -> Arc<dyn Machine>),
     /// Computers only, with no image, hosts or reconcile (tests use the fake).
-    Custom(Arc<dyn SandboxProvider>),
+    Custom(Arc<dyn ComputerProvider>),
 }
 
 pub struct EngineConfig {
@@ -164,7 +164,7 @@ pub struct Engine {
 pub(crate) struct Inner {
     data: DataDir,
     store: Store,
-    provider: Arc<dyn SandboxProvider>,
+    provider: Arc<dyn ComputerProvider>,
     /// The provider's machine-level side (image builds, doctor, reconcile, hosts), when it has one.
     machine: Option<Arc<dyn Machine>>,
     clock: Arc<dyn Clock>,

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use botdesk_core::{CallCtx, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, SandboxError, WorkspacePath};
+use botdesk_core::{CallCtx, ComputerError, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, WorkspacePath};
 use bytes::Bytes;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -86,14 +86,14 @@ impl Engine {
     /// lookup of the container is the only one: no status check comes first.
     async fn live<T, F>(&self, computer: &botdesk_store::Computer, live: impl FnOnce(ComputerRef) -> F) -> Result<Option<T>>
     where
-        F: std::future::Future<Output = std::result::Result<T, SandboxError>>,
+        F: std::future::Future<Output = std::result::Result<T, ComputerError>>,
     {
         if computer.home_volume.is_none() {
             return Ok(None);
         }
         match live(computer.cref()).await {
             Ok(v) => Ok(Some(v)),
-            Err(SandboxError::NotRunning(_) | SandboxError::Unavailable(_)) => Ok(None),
+            Err(ComputerError::NotRunning(_) | ComputerError::Unavailable(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }

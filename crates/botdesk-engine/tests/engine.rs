@@ -1,6 +1,6 @@
 //! The engine over the fake provider (fast, deterministic) and, for reconcile, the real Docker engine.
 
-use botdesk_core::{ComputerId, ComputerScope, ComputerSpec, Resources, SandboxProvider};
+use botdesk_core::{ComputerId, ComputerProvider, ComputerScope, ComputerSpec, Resources};
 use botdesk_engine::{Clock, Engine, EngineConfig, ErrorCode, ProviderChoice};
 use bytes::Bytes;
 use std::sync::{atomic::AtomicI64, Arc};

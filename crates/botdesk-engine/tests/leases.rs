@@ -1,6 +1,6 @@
 //! The engine's lease flows over the fake provider, with a manual clock.
 
-use botdesk_core::{ComputerScope, ReservationAction, RunStatus, SandboxProvider, TakeoverResult};
+use botdesk_core::{ComputerProvider, ComputerScope, ReservationAction, RunStatus, TakeoverResult};
 use botdesk_engine::*;
 use std::sync::{
     atomic::{AtomicI64, Ordering},

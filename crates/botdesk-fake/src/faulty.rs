@@ -20,7 +20,7 @@ pub enum Fault {
 }
 
 pub struct Faulty {
-    pub inner: Arc<dyn SandboxProvider>,
+    pub inner: Arc<dyn ComputerProvider>,
     armed: Mutex<Vec<Fault>>,
     holds: Mutex<HashMap<ComputerId, Arc<Hold>>>,
     /// Every call, by operation, in order (what a test counts).
@@ -52,7 +52,7 @@ impl Hold {
 }
 
 impl Faulty {
-    pub fn new(inner: Arc<dyn SandboxProvider>) -> Self {
+    pub fn new(inner: Arc<dyn ComputerProvider>) -> Self {
         Self { inner, armed: Mutex::new(vec![]), holds: Mutex::default(), calls: Mutex::default() }
     }
     /// The operations called so far, in order.
@@ -77,7 +77,7 @@ impl Faulty {
 }
 
 #[async_trait]
-impl SandboxProvider for Faulty {
+impl ComputerProvider for Faulty {
     fn kind(&self) -> &'static str {
         self.inner.kind()
     }
@@ -87,12 +87,12 @@ impl SandboxProvider for Faulty {
     async fn provision(&self, spec: &ComputerSpec, ctx: &CallCtx) -> Result<Provisioned> {
         self.note("provision");
         if self.take(|f| *f == Fault::Provision).is_some() {
-            return Err(SandboxError::Injected("provision"));
+            return Err(ComputerError::Injected("provision"));
         }
         let hold = self.holds.lock().unwrap().get(&spec.id).cloned();
         if let Some(hold) = hold {
             hold.entered.notify_one();
-            let _ = hold.gate.acquire().await.map_err(|_| SandboxError::Injected("provision hold"))?;
+            let _ = hold.gate.acquire().await.map_err(|_| ComputerError::Injected("provision hold"))?;
         }
         self.inner.provision(spec, ctx).await
     }
@@ -136,7 +136,7 @@ impl SandboxProvider for Faulty {
         self.note("export");
         let stream = self.inner.export(c, ctx).await?;
         match self.take(|f| matches!(f, Fault::ExportAfter(_))) {
-            Some(Fault::ExportAfter(n)) => Ok(stream.take(n).chain(futures::stream::once(async { Err(SandboxError::Injected("export")) })).boxed()),
+            Some(Fault::ExportAfter(n)) => Ok(stream.take(n).chain(futures::stream::once(async { Err(ComputerError::Injected("export")) })).boxed()),
             _ => Ok(stream),
         }
     }

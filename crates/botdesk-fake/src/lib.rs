@@ -1,4 +1,4 @@
-//! A deterministic, in-memory [`SandboxProvider`] for engine tests, and [`Faulty`], a wrapper that
+//! A deterministic, in-memory [`ComputerProvider`] for engine tests, and [`Faulty`], a wrapper that
 //! injects failures into any provider.
 //!
 //! Its desktops show a fixed image (a grey screen with a dark bar along the bottom, the size of
@@ -90,7 +90,7 @@ impl FakeProvider {
     /// A look at `slot`'s desktop: the same fixed image, a frame named by the batches done.
     fn look(&self, c: &ComputerRef, slot: u32, format: ImageFormat) -> Result<Observation> {
         let batches = self.with_machine(c, |m| {
-            m.desktops.get(&slot).map(|(_, batches)| *batches).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))
+            m.desktops.get(&slot).map(|(_, batches)| *batches).ok_or_else(|| ComputerError::Invalid(format!("display :{slot} is not open")))
         })?;
         let (width, height) = action::SCREEN;
         Ok(Observation {
@@ -132,9 +132,9 @@ impl FakeProvider {
 
     fn with_machine<T>(&self, c: &ComputerRef, f: impl FnOnce(&mut Machine) -> Result<T>) -> Result<T> {
         let mut all = self.machines.lock().unwrap();
-        let m = all.get_mut(&c.id).ok_or_else(|| SandboxError::NotRunning(c.id.to_string()))?;
+        let m = all.get_mut(&c.id).ok_or_else(|| ComputerError::NotRunning(c.id.to_string()))?;
         if !m.running {
-            return Err(SandboxError::NotRunning(c.id.to_string()));
+            return Err(ComputerError::NotRunning(c.id.to_string()));
         }
         f(m)
     }
@@ -158,13 +158,13 @@ fn resolve(files: &BTreeMap<WorkspacePath, Node>, path: &WorkspacePath, follow_l
                     hops += 1;
                     let dest = prefix.symlink_destination(target).ok_or_else(|| PathError::Escapes(path.to_string()))?;
                     if hops > MAX_HOPS {
-                        return Err(SandboxError::Invalid(format!("{path}: too many levels of symbolic links")));
+                        return Err(ComputerError::Invalid(format!("{path}: too many levels of symbolic links")));
                     }
                     let rest: Vec<&str> = parts[i + 1..].to_vec();
                     current = if rest.is_empty() { dest } else { dest.join_path(&WorkspacePath::parse(&rest.join("/"))?) };
                     continue 'walk;
                 }
-                Some(Node::File { .. }) if !last => return Err(SandboxError::Invalid(format!("{prefix} is not a directory"))),
+                Some(Node::File { .. }) if !last => return Err(ComputerError::Invalid(format!("{prefix} is not a directory"))),
                 _ => {}
             }
         }
@@ -181,14 +181,14 @@ fn mkdirs(files: &mut BTreeMap<WorkspacePath, Node>, dir: &WorkspacePath) -> Res
                 files.insert(prefix.clone(), Node::Dir);
             }
             Some(Node::Dir) => {}
-            Some(_) => return Err(SandboxError::Invalid(format!("{prefix} is not a directory"))),
+            Some(_) => return Err(ComputerError::Invalid(format!("{prefix} is not a directory"))),
         }
     }
     Ok(())
 }
 
 #[async_trait]
-impl SandboxProvider for FakeProvider {
+impl ComputerProvider for FakeProvider {
     fn kind(&self) -> &'static str {
         "fake"
     }
@@ -247,7 +247,7 @@ impl SandboxProvider for FakeProvider {
     }
 
     async fn control_transport(&self, c: &ComputerRef, slot: u32, _token: &str, _ctx: &CallCtx) -> Result<()> {
-        self.with_machine(c, |m| m.desktops.get(&slot).map(drop).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open"))))
+        self.with_machine(c, |m| m.desktops.get(&slot).map(drop).ok_or_else(|| ComputerError::Invalid(format!("display :{slot} is not open"))))
     }
 
     async fn expire_token_at(&self, c: &ComputerRef, _token: &str, _expires_ms: i64) -> Result<()> {
@@ -271,7 +271,7 @@ impl SandboxProvider for FakeProvider {
     /// `network_refusals` would answer, in the same call (as a real computer's one request).
     async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], _settle_ms: u64, then: &ActThen, _ctx: &CallCtx) -> Result<ActAnswer> {
         self.with_machine(c, |m| {
-            let (done, batches) = m.desktops.get_mut(&slot).ok_or_else(|| SandboxError::Invalid(format!("display :{slot} is not open")))?;
+            let (done, batches) = m.desktops.get_mut(&slot).ok_or_else(|| ComputerError::Invalid(format!("display :{slot} is not open")))?;
             done.extend_from_slice(actions);
             *batches += 1;
             Ok(())
@@ -291,7 +291,7 @@ impl SandboxProvider for FakeProvider {
         req.validate()?;
         let procs = self.with_machine(c, |m| match resolve(&m.files, &req.cwd, true)? {
             p if p.is_root() || matches!(m.files.get(&p), Some(Node::Dir)) => Ok(m.procs.clone()),
-            p => Err(SandboxError::NotFound(p.to_string())),
+            p => Err(ComputerError::NotFound(p.to_string())),
         })?;
         let mut env: HashMap<String, String> =
             HashMap::from([("BOTDESK_COMPUTER_ID".into(), c.id.to_string()), ("HOME".into(), HOME.into()), ("USER".into(), "botdesk".into())]);
@@ -317,7 +317,7 @@ impl SandboxProvider for FakeProvider {
         self.with_machine(c, |m| {
             let real = resolve(&m.files, dir, true)?;
             if !real.is_root() && !matches!(m.files.get(&real), Some(Node::Dir)) {
-                return Err(SandboxError::NotFound(dir.to_string()));
+                return Err(ComputerError::NotFound(dir.to_string()));
             }
             let mut out = vec![];
             for (p, node) in m.files.range(real.clone()..) {
@@ -381,23 +381,23 @@ impl SandboxProvider for FakeProvider {
             let real = resolve(&m.files, path, true)?;
             match m.files.get(&real) {
                 Some(Node::File { bytes, .. }) if bytes.len() as u64 > max_bytes => {
-                    Err(SandboxError::TooLarge { path: path.to_string(), size: bytes.len() as u64, max: max_bytes })
+                    Err(ComputerError::TooLarge { path: path.to_string(), size: bytes.len() as u64, max: max_bytes })
                 }
                 Some(Node::File { bytes, .. }) => Ok(bytes.clone()),
-                Some(_) => Err(SandboxError::Invalid(format!("{path} is not a regular file"))),
-                None => Err(SandboxError::NotFound(path.to_string())),
+                Some(_) => Err(ComputerError::Invalid(format!("{path} is not a regular file"))),
+                None => Err(ComputerError::NotFound(path.to_string())),
             }
         })
     }
 
     async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, _ctx: &CallCtx) -> Result<()> {
         if path.is_root() {
-            return Err(SandboxError::Invalid("cannot write to the workspace root".into()));
+            return Err(ComputerError::Invalid("cannot write to the workspace root".into()));
         }
         self.with_machine(c, |m| {
             let real = resolve(&m.files, path, true)?;
             if matches!(m.files.get(&real), Some(Node::Dir)) {
-                return Err(SandboxError::Invalid(format!("{path} is a directory")));
+                return Err(ComputerError::Invalid(format!("{path} is a directory")));
             }
             mkdirs(&mut m.files, &real.parent().unwrap_or_default())?;
             m.files.insert(real, Node::File { bytes: data, executable });
@@ -459,14 +459,14 @@ impl SandboxProvider for FakeProvider {
         use botdesk_core::home_stream::{read_header, LoadMode, LoadSummary, Record};
         use tokio::io::AsyncReadExt;
         let mut all = Vec::new();
-        records.read_to_end(&mut all).await.map_err(|e| SandboxError::Provider(e.to_string()))?;
-        let bad = |e: std::io::Error| SandboxError::Invalid(e.to_string());
+        records.read_to_end(&mut all).await.map_err(|e| ComputerError::Provider(e.to_string()))?;
+        let bad = |e: std::io::Error| ComputerError::Invalid(e.to_string());
         let mut r = &all[..];
         let mut staged: Vec<(WorkspacePath, Node)> = vec![];
         let mut sum = LoadSummary::default();
         loop {
             match read_header(&mut r).map_err(bad)? {
-                None => return Err(SandboxError::Invalid("the home stream ended early; nothing was changed".into())),
+                None => return Err(ComputerError::Invalid("the home stream ended early; nothing was changed".into())),
                 Some(Record::End { .. }) => break,
                 Some(Record::Dir { p, .. }) => {
                     sum.dirs += 1;
@@ -485,7 +485,7 @@ impl SandboxProvider for FakeProvider {
                     sum.bytes += size;
                     staged.push((WorkspacePath::parse(&p)?, Node::File { bytes: bytes.into(), executable: mode & 0o100 != 0 }));
                 }
-                Some(other) => return Err(SandboxError::Invalid(format!("a {other:?} record cannot be loaded"))),
+                Some(other) => return Err(ComputerError::Invalid(format!("a {other:?} record cannot be loaded"))),
             }
         }
         self.with_machine(c, |m| {
@@ -534,7 +534,7 @@ impl SandboxProvider for FakeProvider {
                 }
             }
             if e.path.is_root() {
-                return Err(SandboxError::Invalid("an import entry names the workspace root".into()));
+                return Err(ComputerError::Invalid("an import entry names the workspace root".into()));
             }
             all.push(e);
         }
@@ -563,7 +563,7 @@ impl SandboxProvider for FakeProvider {
                     }
                 };
                 if matches!(files.get(&e.path), Some(Node::Dir)) && !matches!(node, Node::Dir) {
-                    return Err(SandboxError::Invalid(format!("{} is a directory", e.path)));
+                    return Err(ComputerError::Invalid(format!("{} is a directory", e.path)));
                 }
                 files.insert(e.path, node);
             }

@@ -194,7 +194,7 @@ impl RunHost {
                 "the computer stopped during the run (it is {} now; was it killed?). Send the task again to start it anew: the workspace is kept",
                 status.as_str()
             ),
-            Err(botdesk_core::SandboxError::Unavailable(line)) => format!(
+            Err(botdesk_core::ComputerError::Unavailable(line)) => format!(
                 "the computer's Docker host cannot be reached: {line}. The run stopped; the files are safe as of the last checkpoint, and the next use reconnects once the host answers"
             ),
             Err(_) => return,

@@ -1,4 +1,4 @@
-//! The Docker [`SandboxProvider`]: the contract's calls, carried out by the parts of this crate
+//! The Docker [`ComputerProvider`]: the contract's calls, carried out by the parts of this crate
 //! (the container and exec primitives of [`crate::provider`], [`crate::files`], [`crate::home`],
 //! [`crate::desktop`], [`crate::network`]). This is the one module that knows them all.
 
@@ -13,7 +13,7 @@ use crate::provider::{kill_tagged, Found};
 use crate::{docker_err, spec, spec::InComputer, DockerProvider};
 
 #[async_trait]
-impl SandboxProvider for DockerProvider {
+impl ComputerProvider for DockerProvider {
     fn kind(&self) -> &'static str {
         "docker"
     }
@@ -67,9 +67,9 @@ impl SandboxProvider for DockerProvider {
                         .await?
                         .into_iter()
                         .next()
-                        .ok_or_else(|| SandboxError::Provider(format!("container {name} exists but carries other labels; remove it")))?,
+                        .ok_or_else(|| ComputerError::Provider(format!("container {name} exists but carries other labels; remove it")))?,
                     Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }) => {
-                        return Err(SandboxError::Provider(match &self.cfg.remote {
+                        return Err(ComputerError::Provider(match &self.cfg.remote {
                             Some(r) => format!(
                                 "host {}: it does not have the computer image {} ({message}); send it there with `botdesk image send {}`",
                                 r.name, self.cfg.image, r.name
@@ -260,7 +260,7 @@ impl SandboxProvider for DockerProvider {
     async fn kill_tagged(&self, c: &ComputerRef, user: BotUser, key: &str, value: &str) -> Result<()> {
         let container = match self.running_container(c).await {
             Ok(id) => id,
-            Err(SandboxError::NotRunning(_)) => return Ok(()),
+            Err(ComputerError::NotRunning(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         let entry = format!("{key}={value}");

@@ -565,9 +565,11 @@ impl DockerProvider {
             Some(_) => Some(answer.refusals().map_err(bad)?),
             None => None,
         };
+        // The batch happened: a look that did not come, or came unreadable, is left out (the
+        // caller looks again on its own) rather than failing what was done.
         let look = match then.look {
-            Some(format) => Some(seen(answer, raw.unwrap_or_default(), format).await?),
-            None => None,
+            Some(format) if answer.len.is_some() => seen(answer, raw.unwrap_or_default(), format).await.ok(),
+            _ => None,
         };
         Ok(ActAnswer { settled, look, refusals })
     }

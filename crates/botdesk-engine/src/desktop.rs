@@ -105,7 +105,8 @@ impl Engine {
     }
 
     /// An action batch's answer with its look, and the bot's refusals since its cursor taken
-    /// into its activity (for `run`): the batch, the look and the refusals in one request.
+    /// into its activity (for `run`): the batch, the look and the refusals in one request. The
+    /// look is None when it did not come with the answer (the caller looks again).
     pub(crate) async fn act_and_look(
         &self,
         desk: &Desk,
@@ -113,16 +114,15 @@ impl Engine {
         run: &str,
         batch: &[action::Action],
         settle_ms: Option<u64>,
-    ) -> Result<(action::Settled, Observation, Vec<String>)> {
+    ) -> Result<(action::Settled, Option<Observation>, Vec<String>)> {
         let cursor = self.inner.store.net_cursor(&bot.id).await?;
         let then = ActThen { look: Some(ImageFormat::Png), refusals: Some((desk.ctx.user, cursor.1)) };
         let acted = self.act_at(desk, batch, settle_ms, &then).await?;
-        let look = acted.look.ok_or_else(|| EngineError::new(ErrorCode::Provider, "the computer answered the batch without the look asked"))?;
         let taken = match acted.refusals {
             Some(answer) => self.refusals_answered(&bot.id, (&desk.cref, desk.ctx.user), cursor, answer).await,
             None => Ok(vec![]),
         };
-        Ok((acted.settled, look, self.record_refusals(bot, Some(run), taken).await))
+        Ok((acted.settled, acted.look, self.record_refusals(bot, Some(run), taken).await))
     }
 
     fn lost(&self, desk: &Desk, e: ComputerError) -> EngineError {

@@ -1178,7 +1178,10 @@ async def agent(reader, writer):
                 # round trip for the look or the refusals.
                 shot, out = (None, b"")
                 if "look" in req:
-                    shot, out = await look(display, bool(req["look"].get("zlib")))
+                    try:
+                        shot, out = await look(display, bool(req["look"].get("zlib")))
+                    except Exception:  # the batch happened: it is answered so, and the engine looks again
+                        shot, out = (None, b"")
                 net = botdesk_net.events(req["net"]["uid"], req["net"]["after"]) if "net" in req else None
                 writer.write(ANSWERS["settled"](settled, ms, shot, net))
                 writer.write(out)

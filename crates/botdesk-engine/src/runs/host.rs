@@ -87,9 +87,9 @@ impl RunHost {
     }
 
     /// [`Self::act`], then the look and the refusals the model is told of, in the same request
-    /// to the computer. Returns how many actions, how the screen settled, what it shows and the
-    /// refusals' lines.
-    async fn act_and_look(&self, mut batch: Vec<action::Action>, settle_ms: Option<u64>) -> Result<(usize, action::Settled, Observation, Vec<String>)> {
+    /// to the computer. Returns how many actions, how the screen settled, what it shows (None:
+    /// the look did not come with the answer) and the refusals' lines.
+    async fn act_and_look(&self, mut batch: Vec<action::Action>, settle_ms: Option<u64>) -> Result<(usize, action::Settled, Option<Observation>, Vec<String>)> {
         action::place(&mut batch, self.coords, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         let desk = self.desk().await?;
         match self.engine.act_and_look(&desk, &self.bot, &self.run.id, &batch, settle_ms).await {
@@ -398,7 +398,11 @@ impl Host for RunHost {
             Tool::Act { actions, settle_ms } => match self.acting(call_id, &actions, self.act_and_look(actions.clone(), settle_ms)).await {
                 Ok((n, settled, look, refused)) => {
                     refusals_read = Some(refused);
-                    let mut o = self.shown(look).await;
+                    // A look that did not come with the batch's answer is taken on its own.
+                    let mut o = match look {
+                        Some(look) => self.shown(look).await,
+                        None => self.observe().await,
+                    };
                     o.text = format!("Did {n} action{}. {} {}", if n == 1 { "" } else { "s" }, settled.describe(), o.text);
                     o
                 }

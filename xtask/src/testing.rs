@@ -158,6 +158,7 @@ pub(crate) fn test(extra: &[String]) -> Result {
     status(cargo().args(["test", "--workspace", "--no-run", "--quiet"]))?;
     build_image(&root().join("target/debug/botdesk"))?;
     make_deb(&root().join("target/debug"))?;
+    enough_disk()?;
     let as_user = test_user()?;
     let services = start_services(&mut envs, &as_user)?;
     let remote = RemoteEngine::start(&mut envs, &as_user)?;
@@ -185,6 +186,31 @@ pub(crate) fn test(extra: &[String]) -> Result {
         0 => Ok(()),
         n => Err(format!("the tests left {n} container(s) behind (removed now); every test must clean up")),
     }
+}
+
+/// The tests write homes, checkpoints and containers (a few GiB), and a checkpoint refuses to run
+/// with less than 2 GiB free: with too little left after the build, say so once here rather than
+/// through thirty failing tests.
+fn enough_disk() -> Result {
+    const NEED_GIB: u64 = 4;
+    let mut least: Option<(u64, PathBuf)> = None;
+    for dir in [root().join("target"), std::env::temp_dir(), PathBuf::from("/var/lib/docker")] {
+        let out = Command::new("df").args(["-B1", "--output=avail"]).arg(&dir).output().map_err(|e| format!("cannot run df: {e}"))?;
+        let free = String::from_utf8_lossy(&out.stdout).lines().nth(1).and_then(|l| l.trim().parse::<u64>().ok());
+        if let Some(free) = free.filter(|f| least.as_ref().is_none_or(|(l, _)| f < l)) {
+            least = Some((free, dir));
+        }
+    }
+    let Some((free, dir)) = least else { return Ok(()) };
+    let gib = free as f64 / (1u64 << 30) as f64;
+    say(&format!("{gib:.1} GiB free on the disk holding {}", dir.display()));
+    if free < NEED_GIB << 30 {
+        return Err(format!(
+            "only {gib:.1} GiB free on the disk holding {}: the tests need {NEED_GIB} GiB (checkpoints keep 2 GiB free); free some space (an old target/ is the usual culprit) and run again",
+            dir.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The official MCP Python SDK (PyPI), the client the MCP tests drive `botdesk mcp` with: a venv

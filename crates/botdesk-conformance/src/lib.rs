@@ -1,11 +1,10 @@
 //! The conformance suite: one list of scenarios that every [`ComputerProvider`] must pass.
 //! `conformance_suite!(make_target())` expands to one test per scenario; the fake and the Docker
-//! provider run the same list, and `export_import_pairing` crosses providers.
+//! provider run the same list, and `home_pairing` crosses providers.
 
 use botdesk_core::*;
 use botdesk_fake::{Fault, Faulty};
 use bytes::Bytes;
-use futures::StreamExt;
 use std::{
     any::Any,
     sync::{atomic::AtomicU32, atomic::Ordering, Arc},
@@ -50,37 +49,68 @@ async fn run(t: &Target, c: &ComputerRef, argv: &[&str]) -> (ExecExit, String, S
     (exit, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned())
 }
 
-/// The whole export, collected and sorted by path.
-pub async fn snapshot(provider: &dyn ComputerProvider, c: &ComputerRef) -> Result<Vec<ExportEntry>> {
-    let mut s = provider.export(c, &ctx()).await?;
-    let mut all = vec![];
-    while let Some(e) = s.next().await {
-        all.push(e?);
-    }
-    all.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(all)
+/// The home as a save streams it out of the computer, read back into (path, description) pairs
+/// sorted by path, without dot-folders at the top (`.cache`, `.fluxbox`: the desktop writes those
+/// on its own schedule); they print briefly when an assertion fails.
+pub async fn visible(provider: &dyn ComputerProvider, c: &ComputerRef) -> Vec<(String, String)> {
+    let mut all = describe(&saved(provider, c).await.expect("save_home"));
+    all.retain(|(path, _)| !path.starts_with('.'));
+    all
 }
 
-/// The snapshot without dot-folders at the top (`.cache`, `.fluxbox`: the desktop writes those on
-/// its own schedule), as (path, description) pairs that print briefly when an assertion fails.
-pub async fn visible(provider: &dyn ComputerProvider, c: &ComputerRef) -> Vec<(String, String)> {
-    snapshot(provider, c)
-        .await
-        .expect("export")
-        .into_iter()
-        .filter(|e| !e.path.as_str().starts_with('.'))
-        .map(|e| {
-            let what = match e.body {
-                EntryBody::Dir => "dir".to_string(),
-                EntryBody::Symlink { target } => format!("symlink -> {target}"),
-                EntryBody::File { bytes, executable } => {
-                    use sha2::Digest;
-                    format!("file {} bytes exec={executable} sha256={}", bytes.len(), hex::encode(sha2::Sha256::digest(&bytes)))
-                }
-            };
-            (e.path.to_string(), what)
-        })
-        .collect()
+/// The records of a whole save of the home.
+pub async fn saved(provider: &dyn ComputerProvider, c: &ComputerRef) -> Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let options = Bytes::from_static(b"{\"skip_under\":\".browser-profiles\",\"skip_names\":[]}\n");
+    let mut out = provider.save_home(c, Box::pin(std::io::Cursor::new(options)), &ctx()).await?;
+    let mut stream = Vec::new();
+    out.records.read_to_end(&mut stream).await.map_err(|e| ComputerError::Provider(e.to_string()))?;
+    out.finished.await?;
+    Ok(stream)
+}
+
+/// A home stream as (path, what) pairs sorted by path; a file is named by its size, its owner's
+/// execute bit and the SHA-256 of its bytes (holes read as zeros).
+pub fn describe(stream: &[u8]) -> Vec<(String, String)> {
+    use home_stream::Record;
+    use sha2::Digest;
+    let file = |bytes: &[u8], mode: u32| format!("file {} bytes exec={} sha256={}", bytes.len(), mode & 0o100 != 0, hex::encode(sha2::Sha256::digest(bytes)));
+    let mut r = stream;
+    let mut all = vec![];
+    // The file whose data is still coming (`more` extents): its path, mode and bytes.
+    let mut open: Option<(String, u32, Vec<u8>)> = None;
+    let fill = |bytes: &mut Vec<u8>, r: &mut &[u8], data: &[(u64, u64)]| {
+        for &(off, len) in data {
+            std::io::Read::read_exact(r, &mut bytes[off as usize..(off + len) as usize]).expect("the stream holds the data it announces");
+        }
+    };
+    loop {
+        let record = home_stream::read_header(&mut r).expect("a readable home stream").expect("a home stream ends with its end record");
+        if let Record::Extents { data, .. } = &record {
+            let (_, _, bytes) = open.as_mut().expect("extents follow their file");
+            fill(bytes, &mut r, data);
+            continue;
+        }
+        if let Some((p, mode, bytes)) = open.take() {
+            all.push((p, file(&bytes, mode)));
+        }
+        match record {
+            Record::End { .. } => break,
+            Record::Dir { p, .. } => all.push((p, "dir".into())),
+            Record::Link { p, target, .. } => all.push((p, format!("symlink -> {target}"))),
+            Record::Hardlink { p, to, .. } => all.push((p, format!("hardlink -> {to}"))),
+            Record::Skipped { p, why } => all.push((p, format!("skipped ({why})"))),
+            Record::Same { p } => all.push((p, "same".into())),
+            Record::File { p, mode, size, data, .. } => {
+                let mut bytes = vec![0; size as usize];
+                fill(&mut bytes, &mut r, &data);
+                open = Some((p, mode, bytes));
+            }
+            Record::Extents { .. } => unreachable!(),
+        }
+    }
+    all.sort();
+    all
 }
 
 fn binary_blob() -> Bytes {
@@ -150,7 +180,7 @@ pub async fn binary_bytes_survive(t: &Target) {
     t.cleanup(&c).await;
 }
 
-/// Escaping paths are refused with one message, and an import carrying an escape changes nothing.
+/// Escaping paths are refused with one message, and a load carrying an escape changes nothing.
 pub async fn rejects_escapes(t: &Target) {
     for bad in ["..", "../x", "a/../../x", ".", "./a", "a/./b", "/etc/passwd", "/home/botdesk/../x", "a\\..\\b", "..\\x", "~root/x"] {
         let err = WorkspacePath::parse(bad).unwrap_err();
@@ -159,19 +189,22 @@ pub async fn rejects_escapes(t: &Target) {
     let (_, c) = t.computer("escapes").await;
     t.provider.write(&c, &p("keep.txt"), Bytes::from_static(b"keep"), false, &ctx()).await.unwrap();
     let before = visible(&*t.provider, &c).await;
-    let entries = vec![
-        Ok(ExportEntry { path: p("new.txt"), body: EntryBody::File { bytes: Bytes::from_static(b"new"), executable: false } }),
-        Ok(ExportEntry { path: p("evil"), body: EntryBody::Symlink { target: "/etc/passwd".into() } }),
-    ];
-    let err = t.provider.import(&c, futures::stream::iter(entries).boxed(), &ctx()).await.unwrap_err();
-    assert!(err.to_string().contains("escapes the computer workspace"), "{err}");
-    let dotdot = vec![Ok(ExportEntry { path: p("x"), body: EntryBody::Symlink { target: "../../etc".into() } })];
-    assert!(t.provider.import(&c, futures::stream::iter(dotdot).boxed(), &ctx()).await.is_err());
-    assert_eq!(visible(&*t.provider, &c).await, before, "a refused import changed the workspace");
+    // A load that names a path outside the home anywhere in it is refused whole.
+    let good = home_stream::Record::File { p: "new.txt".into(), mode: 0o644, mtime: 0, size: 3, data: vec![(0, 3)], more: false };
+    for evil in [r#"{"t":"file","p":"../x","mode":420,"mtime":0,"size":0,"data":[]}"#, r#"{"t":"dir","p":"a/../../x","mode":493,"mtime":0}"#] {
+        let mut stream = good.line();
+        stream.extend_from_slice(b"new");
+        stream.extend_from_slice(evil.as_bytes());
+        stream.push(b'\n');
+        stream.extend(home_stream::Record::End { entries: 2 }.line());
+        let merge = home_stream::LoadMode::Merge { into: "in".into() };
+        assert!(t.provider.load_home(&c, &merge, Box::pin(std::io::Cursor::new(stream)), &ctx()).await.is_err(), "{evil}");
+    }
+    assert_eq!(visible(&*t.provider, &c).await, before, "a refused load changed the workspace");
     t.cleanup(&c).await;
 }
 
-/// External symlinks are never followed, listed or exported; internal ones are kept.
+/// External symlinks are never followed or listed; a save keeps every link as a link.
 pub async fn external_symlinks(t: &Target) {
     let (_, c) = t.computer("symlinks").await;
     let pv = &*t.provider;
@@ -189,9 +222,10 @@ pub async fn external_symlinks(t: &Target) {
     assert!(names.contains(&"inside-link".to_string()) && names.contains(&"target.txt".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("ext-")), "external symlinks listed: {names:?}");
     assert_eq!(&pv.read(&c, &p("inside-link"), 100, &ctx()).await.unwrap()[..], b"inside");
-    let exported = visible(pv, &c).await;
-    assert!(!exported.iter().any(|(path, _)| path.starts_with("ext-")), "{exported:?}");
-    assert!(exported.contains(&("inside-link".to_string(), "symlink -> target.txt".to_string())), "{exported:?}");
+    let saved = visible(pv, &c).await;
+    assert!(saved.contains(&("ext-dir".to_string(), "symlink -> /etc".to_string())), "{saved:?}");
+    assert!(!saved.iter().any(|(path, _)| path.starts_with("ext-dir/")), "a save followed a link out: {saved:?}");
+    assert!(saved.contains(&("inside-link".to_string(), "symlink -> target.txt".to_string())), "{saved:?}");
     t.cleanup(&c).await;
 }
 
@@ -268,8 +302,8 @@ pub async fn stop_destroy_idempotent(t: &Target) {
     t.cleanup(&c).await;
 }
 
-/// One injected failure in provision or export surfaces as an error; the retry succeeds with
-/// identical data.
+/// An injected failure of provision surfaces as an error; the retry provisions a computer that
+/// keeps what is written to it.
 pub async fn injected_failures(t: &Target) {
     let faulty = Faulty::new(t.provider.clone());
     let spec = (t.make_spec)(&format!("faults-{}", SEQ.fetch_add(1, Ordering::Relaxed)));
@@ -277,18 +311,14 @@ pub async fn injected_failures(t: &Target) {
     faulty.arm(Fault::Provision);
     assert_eq!(faulty.provision(&spec, &ctx()).await.unwrap_err(), ComputerError::Injected("provision"));
     faulty.provision(&spec, &ctx()).await.expect("retry after an injected provision failure");
-    faulty.write(&c, &p("a/one.txt"), Bytes::from_static(b"1"), false, &ctx()).await.unwrap();
     faulty.write(&c, &p("a/two.bin"), binary_blob(), true, &ctx()).await.unwrap();
-    let clean = visible(&faulty, &c).await;
-    faulty.arm(Fault::ExportAfter(1));
-    assert_eq!(snapshot(&faulty, &c).await.unwrap_err(), ComputerError::Injected("export"));
-    assert_eq!(visible(&faulty, &c).await, clean, "the retried export differs");
+    assert_eq!(faulty.read(&c, &p("a/two.bin"), 1 << 20, &ctx()).await.unwrap(), binary_blob());
     t.cleanup(&c).await;
 }
 
-/// A binary executable file (and folders and an internal link) survive export → import between
-/// two providers (or two computers of one provider).
-pub async fn export_import_pairing(src: &Target, dst: &Target) {
+/// A binary executable file, folders and an internal link survive a save out of one provider's
+/// computer and a restore into another's (or two computers of one provider).
+pub async fn home_pairing(src: &Target, dst: &Target) {
     let (_, a) = src.computer("pair-src").await;
     let (_, b) = dst.computer("pair-dst").await;
     let blob = binary_blob();
@@ -296,8 +326,10 @@ pub async fn export_import_pairing(src: &Target, dst: &Target) {
     src.provider.write(&a, &p("notes/readme.md"), Bytes::from_static(b"# hi\n"), false, &ctx()).await.unwrap();
     src.provider.create_dir(&a, &p("empty"), &ctx()).await.unwrap();
     assert_eq!(run(src, &a, &["ln", "-s", "tools/bin/run.bin", "run-link"]).await.0.code, 0);
-    let summary = dst.provider.import(&b, src.provider.export(&a, &ctx()).await.unwrap(), &ctx()).await.unwrap();
-    assert!(summary.files >= 2 && summary.symlinks >= 1, "{summary:?}");
+    let stream = saved(&*src.provider, &a).await.unwrap();
+    let restore = home_stream::LoadMode::Restore;
+    let summary = dst.provider.load_home(&b, &restore, Box::pin(std::io::Cursor::new(stream)), &ctx()).await.unwrap();
+    assert!(summary.files >= 2 && summary.links >= 1, "{summary:?}");
     assert_eq!(dst.provider.read(&b, &p("tools/bin/run.bin"), blob.len() as u64, &ctx()).await.unwrap(), blob);
     let row = dst.provider.list(&b, &p("tools/bin"), &ctx()).await.unwrap();
     assert_eq!(row, vec![FileEntry { path: p("tools/bin/run.bin"), kind: FileKind::File, size: blob.len() as u64, executable: true }]);
@@ -309,18 +341,13 @@ pub async fn export_import_pairing(src: &Target, dst: &Target) {
 /// A home saved out of one computer loads whole into another (restore); a stream cut short before
 /// its `end` record changes nothing.
 pub async fn home_stream_round_trip(t: &Target) {
-    use tokio::io::AsyncReadExt;
     let (_, a) = t.computer("home-src").await;
     let (_, b) = t.computer("home-dst").await;
     let blob = binary_blob();
     t.provider.write(&a, &p("tools/run.bin"), blob.clone(), true, &ctx()).await.unwrap();
     t.provider.write(&a, &p("notes/readme.md"), Bytes::from_static(b"# hi\n"), false, &ctx()).await.unwrap();
     assert_eq!(run(t, &a, &["ln", "-s", "notes/readme.md", "readme-link"]).await.0.code, 0);
-    let options = Bytes::from_static(b"{\"skip_under\":\".browser-profiles\",\"skip_names\":[]}\n");
-    let mut out = t.provider.save_home(&a, Box::pin(std::io::Cursor::new(options)), &ctx()).await.unwrap();
-    let mut stream = Vec::new();
-    out.records.read_to_end(&mut stream).await.unwrap();
-    out.finished.await.unwrap();
+    let stream = saved(&*t.provider, &a).await.unwrap();
     t.provider.write(&b, &p("old.txt"), Bytes::from_static(b"replaced by the restore"), false, &ctx()).await.unwrap();
     // Cut short: nothing changes.
     let cut = stream[..stream.len() - 10].to_vec();

@@ -3,7 +3,6 @@
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
@@ -187,36 +186,6 @@ pub struct FileEntry {
     pub kind: FileKind,
     pub size: u64,
     pub executable: bool,
-}
-
-/// One item of a whole-workspace export/import stream; binary-exact.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExportEntry {
-    pub path: WorkspacePath,
-    pub body: EntryBody,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryBody {
-    File {
-        bytes: Bytes,
-        executable: bool,
-    },
-    Dir,
-    /// Only links that stay inside the workspace are exported; the target is kept as written.
-    Symlink {
-        target: String,
-    },
-}
-
-pub type EntryStream = BoxStream<'static, Result<ExportEntry>>;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct ImportSummary {
-    pub files: u64,
-    pub dirs: u64,
-    pub symlinks: u64,
-    pub bytes: u64,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,9 +440,6 @@ pub trait ComputerProvider: Send + Sync + 'static {
     async fn read(&self, computer: &ComputerRef, path: &WorkspacePath, max_bytes: u64, ctx: &CallCtx) -> Result<Bytes>;
     /// Creates parents; replaces atomically.
     async fn write(&self, computer: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()>;
-    async fn export(&self, computer: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream>;
-    /// Merges the entries into the workspace. A bad entry fails the import before anything changes.
-    async fn import(&self, computer: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary>;
 
     // 5. The home as a stream (see [`crate::home_stream`]): checkpoints, restores and switches.
     /// Streams the whole home out: `manifest` is the save's options line and the previous

@@ -341,12 +341,6 @@ impl ComputerProvider for DockerProvider {
     async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()> {
         crate::files::write(self, c, ctx.user, path, data, executable).await
     }
-    async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
-        crate::files::export(self, c).await
-    }
-    async fn import(&self, c: &ComputerRef, entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
-        crate::files::import(self, c, entries).await
-    }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         crate::home::save_home(self, c, manifest).await
     }

@@ -179,12 +179,6 @@ impl ComputerProvider for HostRouter {
     async fn write(&self, c: &ComputerRef, path: &WorkspacePath, data: Bytes, executable: bool, ctx: &CallCtx) -> Result<()> {
         routed!(self, &c.host, write(c, path, data, executable, ctx))
     }
-    async fn export(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream> {
-        routed!(self, &c.host, export(c, ctx))
-    }
-    async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
-        routed!(self, &c.host, import(c, entries, ctx))
-    }
     async fn save_home(&self, c: &ComputerRef, manifest: HomeIn, ctx: &CallCtx) -> Result<HomeOut> {
         routed!(self, &c.host, save_home(c, manifest, ctx))
     }

@@ -2,7 +2,7 @@
 //! provider pairing.
 
 mod common;
-use botdesk_conformance::{conformance_suite, export_import_pairing, Target};
+use botdesk_conformance::{conformance_suite, home_pairing, Target};
 use botdesk_core::{ComputerId, ComputerScope, ComputerSpec, Resources};
 use common::docker_target;
 use std::sync::Arc;
@@ -26,16 +26,16 @@ async fn fake_target() -> Target {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_fake_to_docker() {
-    export_import_pairing(&fake_target().await, &docker_target().await).await;
+    home_pairing(&fake_target().await, &docker_target().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_docker_to_fake() {
-    export_import_pairing(&docker_target().await, &fake_target().await).await;
+    home_pairing(&docker_target().await, &fake_target().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_docker_to_docker() {
     let t = docker_target().await;
-    export_import_pairing(&t, &t).await;
+    home_pairing(&t, &t).await;
 }

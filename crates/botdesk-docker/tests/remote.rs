@@ -3,17 +3,17 @@
 //! workspace carried between it and this machine's engine.
 
 mod common;
-use botdesk_conformance::{conformance_suite, export_import_pairing};
+use botdesk_conformance::{conformance_suite, home_pairing};
 use common::{docker_target, remote_target};
 
 conformance_suite!(remote_target());
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_local_to_remote() {
-    export_import_pairing(&docker_target().await, &remote_target().await).await;
+    home_pairing(&docker_target().await, &remote_target().await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pairing_remote_to_local() {
-    export_import_pairing(&remote_target().await, &docker_target().await).await;
+    home_pairing(&remote_target().await, &docker_target().await).await;
 }

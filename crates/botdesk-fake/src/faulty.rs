@@ -5,7 +5,6 @@
 use async_trait::async_trait;
 use botdesk_core::*;
 use bytes::Bytes;
-use futures::StreamExt;
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
@@ -15,8 +14,6 @@ use std::{
 pub enum Fault {
     /// The next `provision` fails before reaching the provider.
     Provision,
-    /// The next `export` stream breaks after this many entries.
-    ExportAfter(usize),
 }
 
 pub struct Faulty {
@@ -131,18 +128,6 @@ impl ComputerProvider for Faulty {
     async fn write(&self, c: &ComputerRef, p: &WorkspacePath, data: Bytes, x: bool, ctx: &CallCtx) -> Result<()> {
         self.note("write");
         self.inner.write(c, p, data, x, ctx).await
-    }
-    async fn export(&self, c: &ComputerRef, ctx: &CallCtx) -> Result<EntryStream> {
-        self.note("export");
-        let stream = self.inner.export(c, ctx).await?;
-        match self.take(|f| matches!(f, Fault::ExportAfter(_))) {
-            Some(Fault::ExportAfter(n)) => Ok(stream.take(n).chain(futures::stream::once(async { Err(ComputerError::Injected("export")) })).boxed()),
-            _ => Ok(stream),
-        }
-    }
-    async fn import(&self, c: &ComputerRef, entries: EntryStream, ctx: &CallCtx) -> Result<ImportSummary> {
-        self.note("import");
-        self.inner.import(c, entries, ctx).await
     }
     async fn open_desktop(&self, c: &ComputerRef, bot: &BotId, slot: u32, view_token: &str, ctx: &CallCtx) -> Result<DesktopInfo> {
         self.note("open_desktop");

@@ -17,7 +17,6 @@ pub use faulty::{Fault, Faulty, Hold};
 use async_trait::async_trait;
 use botdesk_core::*;
 use bytes::Bytes;
-use futures::StreamExt;
 use std::{
     collections::{BTreeMap, HashMap},
     sync::{Arc, Mutex},
@@ -405,24 +404,6 @@ impl ComputerProvider for FakeProvider {
         })
     }
 
-    async fn export(&self, c: &ComputerRef, _ctx: &CallCtx) -> Result<EntryStream> {
-        let entries = self.with_machine(c, |m| {
-            Ok(m.files
-                .iter()
-                .filter_map(|(p, n)| {
-                    let body = match n {
-                        Node::File { bytes, executable } => EntryBody::File { bytes: bytes.clone(), executable: *executable },
-                        Node::Dir => EntryBody::Dir,
-                        Node::Symlink(t) if p.symlink_destination(t).is_some() => EntryBody::Symlink { target: t.clone() },
-                        Node::Symlink(_) => return None,
-                    };
-                    Some(Ok(ExportEntry { path: p.clone(), body }))
-                })
-                .collect::<Vec<_>>())
-        })?;
-        Ok(futures::stream::iter(entries).boxed())
-    }
-
     /// The whole tree as home-stream records (no `same`: the fake keeps no times).
     async fn save_home(&self, c: &ComputerRef, _manifest: HomeIn, _ctx: &CallCtx) -> Result<HomeOut> {
         use botdesk_core::home_stream::Record;
@@ -518,54 +499,6 @@ impl ComputerProvider for FakeProvider {
                         files.insert(dest, node);
                     }
                 }
-            }
-            m.files = files;
-            Ok(sum)
-        })
-    }
-
-    async fn import(&self, c: &ComputerRef, mut entries: EntryStream, _ctx: &CallCtx) -> Result<ImportSummary> {
-        let mut all = vec![];
-        while let Some(e) = entries.next().await {
-            let e = e?;
-            if let EntryBody::Symlink { target } = &e.body {
-                if e.path.symlink_destination(target).is_none() {
-                    return Err(PathError::Escapes(format!("{} -> {target}", e.path)).into());
-                }
-            }
-            if e.path.is_root() {
-                return Err(ComputerError::Invalid("an import entry names the workspace root".into()));
-            }
-            all.push(e);
-        }
-        self.with_machine(c, |m| {
-            // Apply to a copy so a conflict leaves the workspace untouched.
-            let mut files = m.files.clone();
-            let mut sum = ImportSummary::default();
-            for e in all {
-                mkdirs(&mut files, &e.path.parent().unwrap_or_default())?;
-                let node = match e.body {
-                    EntryBody::File { bytes, executable } => {
-                        sum.files += 1;
-                        sum.bytes += bytes.len() as u64;
-                        Node::File { bytes, executable }
-                    }
-                    EntryBody::Dir => {
-                        sum.dirs += 1;
-                        if matches!(files.get(&e.path), Some(Node::Dir)) {
-                            continue;
-                        }
-                        Node::Dir
-                    }
-                    EntryBody::Symlink { target } => {
-                        sum.symlinks += 1;
-                        Node::Symlink(target)
-                    }
-                };
-                if matches!(files.get(&e.path), Some(Node::Dir)) && !matches!(node, Node::Dir) {
-                    return Err(ComputerError::Invalid(format!("{} is a directory", e.path)));
-                }
-                files.insert(e.path, node);
             }
             m.files = files;
             Ok(sum)

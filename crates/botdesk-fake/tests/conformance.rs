@@ -1,4 +1,4 @@
-use botdesk_conformance::{conformance_suite, export_import_pairing, Target};
+use botdesk_conformance::{conformance_suite, home_pairing, Target};
 use botdesk_core::{ComputerId, ComputerScope, ComputerSpec, Resources};
 use std::sync::Arc;
 
@@ -21,5 +21,5 @@ conformance_suite!(fake());
 
 #[tokio::test]
 async fn fake_to_fake_pairing() {
-    export_import_pairing(&fake().await, &fake().await).await;
+    home_pairing(&fake().await, &fake().await).await;
 }

@@ -5,9 +5,6 @@ whole home (save, load, own) (through its launcher,
   botdesk-helper list REL            JSON array of one directory level
   botdesk-helper mkdir REL           create a directory and its parents
   botdesk-helper write REL EXEC      bytes from stdin, written atomically (EXEC: 0 or 1)
-  botdesk-helper export              the whole workspace as a tar stream on stdout
-  botdesk-helper import              merge a tar stream from stdin (ending with the member
-                                     .botdesk-import-complete); nothing changes on error
   botdesk-helper save                the whole home as a home stream on stdout (stdin: the options
                                      line and the previous version's manifest)
   botdesk-helper load                a home stream from stdin (after its mode line), applied only
@@ -24,7 +21,7 @@ whole home (save, load, own) (through its launcher,
                                      on stdin (see cmd_net_policy)
 
 Paths are relative to the home. A symlink is followed only while it stays inside the home; one that
-points outside is never followed, listed or exported. Errors: exit 3 and one JSON line on stderr.
+points outside is never followed or listed. Errors: exit 3 and one JSON line on stderr.
 A file is read by `botdesk-read REL MAX`, in Perl (same rules, same errors): it starts in about 2 ms.
 """
 import errno, os, stat, sys, time
@@ -34,7 +31,6 @@ import errno, os, stat, sys, time
 
 HOME = os.environ.get("BOTDESK_HELPER_HOME", "/home/botdesk")
 MAX_HOPS = 40
-STAGING_PREFIX = ".botdesk-staging-"
 LOAD_PREFIX = ".botdesk-load-"
 # The home stream's limits (botdesk_core::home_stream; both held to home_stream.json by
 # `limits_test` and the engine's golden test).
@@ -46,8 +42,6 @@ MAX_SAVE_PATH = 3072
 MAX_EXTENTS = 4096
 MAX_FILE = 1 << 40
 CHUNK = 1 << 20
-# The sender ends every import stream with this member; a stream cut short changes nothing.
-COMPLETE_MARKER = ".botdesk-import-complete"
 
 
 class Fail(Exception):
@@ -184,7 +178,7 @@ def resolve(rel, follow_last=True):
 
 
 def describe(parts, st):
-    """(kind, size, executable) for a listing/export row, or None to leave the entry out."""
+    """(kind, size, executable) for a listing row, or None to leave the entry out."""
     if stat.S_ISLNK(st.st_mode):
         if symlink_dest(parts, os.readlink(full(parts))) is None:
             return None
@@ -243,109 +237,12 @@ def cmd_write(rel, executable):
     write_atomic(resolve(rel), sys.stdin.buffer.read(), executable == "1")
 
 
-def walk(parts):
-    path = full(parts)
-    for name in sorted(os.listdir(path)):
-        if not parts and own_staging(name):
-            continue
-        p = parts + [name]
-        st = os.lstat(full(p))
-        d = describe(p, st)
-        if d is None:
-            continue
-        yield p, st, d[0]
-        if d[0] == "dir":
-            yield from walk(p)
-
-
-def cmd_export():
-    import tarfile  # only here and in import: it slows every other start
-
-    with tarfile.open(fileobj=sys.stdout.buffer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for parts, st, kind in walk([]):
-            info = tarfile.TarInfo("/".join(parts))
-            info.mtime = int(st.st_mtime)
-            if kind == "dir":
-                info.type, info.mode = tarfile.DIRTYPE, 0o755
-                tar.addfile(info)
-            elif kind == "symlink":
-                info.type, info.linkname, info.mode = tarfile.SYMTYPE, os.readlink(full(parts)), 0o777
-                tar.addfile(info)
-            else:
-                info.size, info.mode = st.st_size, (0o755 if st.st_mode & 0o100 else 0o644)
-                with open(full(parts), "rb") as f:
-                    tar.addfile(info, f)
-
-
-def cmd_import():
-    import json, shutil
-    import tarfile
-
-    staging = full([f"{STAGING_PREFIX}{os.getpid()}"])
-    os.mkdir(staging)
-    summary = {"files": 0, "dirs": 0, "symlinks": 0, "bytes": 0}
-    members = []
-    complete = False
-    try:
-        with tarfile.open(fileobj=sys.stdin.buffer, mode="r|") as tar:
-            for i, m in enumerate(tar):
-                if complete:
-                    raise Fail("INVALID", "the import stream continues after its end marker")
-                if m.name == COMPLETE_MARKER:
-                    complete = True
-                    continue
-                parts = parts_of(m.name)
-                if not parts:
-                    raise Fail("INVALID", "an import entry names the workspace root")
-                if m.isdir():
-                    members.append((parts, "dir", None))
-                    summary["dirs"] += 1
-                elif m.issym():
-                    if symlink_dest(parts, m.linkname) is None:
-                        raise escapes(f"{m.name} -> {m.linkname}")
-                    members.append((parts, "symlink", m.linkname))
-                    summary["symlinks"] += 1
-                elif m.isreg():
-                    staged = os.path.join(staging, str(i))
-                    with open(staged, "wb") as out:
-                        shutil.copyfileobj(tar.extractfile(m), out)
-                    os.chmod(staged, 0o755 if m.mode & 0o100 else 0o644)
-                    members.append((parts, "file", staged))
-                    summary["files"] += 1
-                    summary["bytes"] += m.size
-                else:
-                    raise Fail("INVALID", f"{m.name}: only files, directories and symlinks can be imported")
-        if not complete:
-            raise Fail("INVALID", "the import stream ended early; nothing was changed")
-        # Check every destination before changing anything.
-        planned = []
-        for parts, kind, data in members:
-            dest = resolve("/".join(parts[:-1])) + [parts[-1]]
-            existing = os.path.lexists(full(dest)) and os.lstat(full(dest))
-            if existing and (kind == "dir") != stat.S_ISDIR(existing.st_mode):
-                raise Fail("INVALID", f"{'/'.join(parts)}: a {'directory' if kind == 'dir' else 'file'} cannot replace what is there")
-            planned.append((dest, kind, data))
-        for dest, kind, data in planned:
-            cmd_mkdir("/".join(dest[:-1]))
-            if kind == "dir":
-                cmd_mkdir("/".join(dest))
-            elif kind == "symlink":
-                tmp = full(dest[:-1] + [f".botdesk-tmp-{os.getpid()}"])
-                os.symlink(data, tmp)
-                os.replace(tmp, full(dest))
-            else:
-                os.replace(data, full(dest))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    sys.stdout.write(json.dumps(summary))
-
-
 # ------------------------------------------------------------------------------------------------
 # The home stream (crates/botdesk-core/src/home_stream.rs). Walks use directory descriptors only and
 # never follow a symlink; a FIFO, socket or device is never opened.
 
 def own_staging(name):
-    return name.startswith(STAGING_PREFIX) or name.startswith(LOAD_PREFIX)
+    return name.startswith(LOAD_PREFIX)
 
 
 _encoder = None
@@ -1481,7 +1378,7 @@ def main(argv):
     sys.setrecursionlimit(10_000)
     cmds = {
         "list": (cmd_list, 1), "mkdir": (cmd_mkdir, 1),
-        "write": (cmd_write, 2), "export": (cmd_export, 0), "import": (cmd_import, 0), "kill": (cmd_kill, 1),
+        "write": (cmd_write, 2), "kill": (cmd_kill, 1),
         "kill-env": (cmd_kill_env, 1), "save": (cmd_save, 0), "load": (cmd_load, 0), "watch": (cmd_watch, 0),
         "own": (cmd_own, 0), "fence-devtools": (cmd_fence_devtools, 2),
         "net-policy": (cmd_net_policy, 0),

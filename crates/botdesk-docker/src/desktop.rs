@@ -223,26 +223,30 @@ pub fn xwd_to_rgb(data: &[u8]) -> Result<(u32, u32, Vec<u8>)> {
     }
     let (start, bytes_per_line, w) = (start as usize, bytes_per_line as usize, width as usize);
     let mut rgb = vec![0u8; w * height as usize * 3];
-    // Rows from `first` on into `out`: the two halves of the screen on two cores at once.
-    let convert = |first: usize, out: &mut [u8]| {
-        for (row, out) in out.chunks_exact_mut(w * 3).enumerate() {
-            let at = start + (first + row) * bytes_per_line;
-            for (px, o) in data[at..at + w * 4].chunks_exact(4).zip(out.chunks_exact_mut(3)) {
-                if byte_order == 0 {
-                    o.copy_from_slice(&[px[2], px[1], px[0]]); // LSBFirst: B G R X
-                } else {
-                    o.copy_from_slice(&[px[1], px[2], px[3]]); // MSBFirst: X R G B
-                }
-            }
+    for (row, out) in rgb.chunks_exact_mut(w * 3).enumerate() {
+        let at = start + row * bytes_per_line;
+        match byte_order {
+            0 => rgb_row::<true>(&data[at..at + w * 4], out),
+            _ => rgb_row::<false>(&data[at..at + w * 4], out),
         }
-    };
-    let half = height as usize / 2;
-    let (top, bottom) = rgb.split_at_mut(half * w * 3);
-    std::thread::scope(|s| {
-        s.spawn(|| convert(0, top));
-        convert(half, bottom);
-    });
+    }
     Ok((width, height, rgb))
+}
+
+/// One row of 32-bit pixels (`LSB_FIRST`: B G R X, else X R G B) as R G B. Each pixel is one
+/// 4-byte load and one 4-byte store whose last byte the next pixel overwrites (the row's last
+/// pixel stores 3): twice as fast as byte by byte.
+fn rgb_row<const LSB_FIRST: bool>(src: &[u8], out: &mut [u8]) {
+    let rgb = |px: &[u8]| {
+        let v = u32::from_le_bytes([px[0], px[1], px[2], px[3]]);
+        (if LSB_FIRST { v.swap_bytes() } else { v } >> 8).to_le_bytes()
+    };
+    let (body, last) = src.split_at(src.len() - 4);
+    for (i, px) in body.chunks_exact(4).enumerate() {
+        out[i * 3..i * 3 + 4].copy_from_slice(&rgb(px));
+    }
+    let end = out.len();
+    out[end - 3..].copy_from_slice(&rgb(last)[..3]);
 }
 
 /// Why an agent request failed: `Closed` means the connection was gone before any answer.
@@ -776,5 +780,12 @@ mod tests {
         data.extend_from_slice(&[1, 2, 3, 0, 4, 5, 6, 0]);
         assert_eq!(xwd_to_rgb(&data).unwrap(), (2, 1, vec![3, 2, 1, 6, 5, 4]));
         assert!(xwd_to_rgb(&data[..50]).is_err());
+        // Most significant byte first (X R G B), three pixels a row, two rows padded to 16 bytes.
+        (h[4], h[5], h[7], h[12]) = (3, 2, 1, 16);
+        let mut data: Vec<u8> = h.iter().flat_map(|v| v.to_be_bytes()).collect();
+        data.extend_from_slice(b"abc\0");
+        data.extend_from_slice(&[9, 1, 2, 3, 9, 4, 5, 6, 9, 7, 8, 9, 0xee, 0xee, 0xee, 0xee]);
+        data.extend_from_slice(&[9, 10, 11, 12, 9, 13, 14, 15, 9, 16, 17, 18, 0xee, 0xee, 0xee, 0xee]);
+        assert_eq!(xwd_to_rgb(&data).unwrap(), (3, 2, (1..=18).collect::<Vec<u8>>()));
     }
 }

@@ -904,9 +904,13 @@ XDISPLAYS = {}  # display number -> open Xlib connection, for cursor and title (
 
 
 def framebuffer(display):
+    with open_framebuffer(display) as f:
+        return f.read()
+
+
+def open_framebuffer(display):
     try:
-        with open(f"{FB_DIR}/{display}/Xvfb_screen0", "rb") as f:
-            return f.read()
+        return open(f"{FB_DIR}/{display}/Xvfb_screen0", "rb")
     except FileNotFoundError:
         raise RuntimeError(f"display :{display} is not running")
 
@@ -935,14 +939,30 @@ async def watch_screen(display, before, still_ms, cap_ms):
 async def look(display, compress):
     """The display's framebuffer (zlib-compressed at the fast level when asked: only computers
     across a network ask) with the pointer and the active window's title: what the answer
-    says ([`look_fields`]) and its body."""
-    out = framebuffer(display)
+    says ([`look_fields`]) and its body, bytes or the framebuffer's file ([`send_body`])."""
     x, y, title = pointer_and_title(display)
     if compress:
         import zlib
 
-        out = await asyncio.to_thread(zlib.compress, out, 1)
-    return (len(out), x, y, title, compress), out
+        out = await asyncio.to_thread(zlib.compress, framebuffer(display), 1)
+        return (len(out), x, y, title, True), out
+    f = open_framebuffer(display)
+    return (os.fstat(f.fileno()).st_size, x, y, title, False), f
+
+
+async def send_body(writer, body):
+    """A look's body after its answer line: bytes as they are, a framebuffer file by the kernel
+    (sendfile: 4 MB never copied through Python). A file that came up short leaves no way to
+    keep the answer's length: the connection is dropped, and the engine opens another."""
+    if isinstance(body, bytes):
+        writer.write(body)
+        return
+    with body:
+        size = os.fstat(body.fileno()).st_size
+        sent = await asyncio.get_running_loop().sendfile(writer.transport, body, 0, size)
+        if sent != size:
+            writer.transport.abort()
+            raise ConnectionResetError("the framebuffer changed size while it was sent")
 
 
 def look_fields(length=None, x=None, y=None, title=None, zlib=False):
@@ -1137,7 +1157,7 @@ async def agent(reader, writer):
             elif op == "look":
                 seen, out = await look(display, bool(req.get("zlib")))
                 writer.write(ANSWERS["look"](*seen))
-                writer.write(out)  # 4 MB: never copied into one buffer with the line
+                await send_body(writer, out)
             elif op == "browser":
                 writer.write(ANSWERS["browser"](await browser_command(display, req["command"])))
             elif op == "guard":
@@ -1184,7 +1204,7 @@ async def agent(reader, writer):
                         shot, out = (None, b"")
                 net = botdesk_net.events(req["net"]["uid"], req["net"]["after"]) if "net" in req else None
                 writer.write(ANSWERS["settled"](settled, ms, shot, net))
-                writer.write(out)
+                await send_body(writer, out)
         except NoBrowser as e:
             writer.write(ANSWERS["no_browser"](str(e)))
         except Exception as e:  # one bad request never kills the agent

@@ -277,8 +277,9 @@ async fn build_image(engine: State<'_, Engine>, refresh: bool, progress: Channel
 #[tauri::command]
 async fn open_screen(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<String> {
     // Opening is the person asking for the desktop: it starts the computer if it is stopped.
-    let id = engine.open_desktop(&bot).await?.bot_id;
-    Ok(screens.open(&id))
+    let bot = engine.bot_ref(&bot).await?;
+    engine.open_desktop(&bot).await?;
+    Ok(screens.open(&bot))
 }
 
 #[tauri::command]
@@ -290,13 +291,13 @@ async fn close_screen(screens: State<'_, Arc<Screens>>, bot: String) -> Res<()> 
 /// The Browser pane: the page the bot's Chromium shows, and its tabs (starts nothing).
 #[tauri::command]
 async fn browser_view(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::BrowserView> {
-    engine.browser_view(&bot).await
+    engine.browser_view(&engine.bot_ref(&bot).await?).await
 }
 
 /// The Browser pane's address bar, back, forward and reload (only while the person has control).
 #[tauri::command]
 async fn browser_go(engine: State<'_, Engine>, bot: String, go: botdesk_engine::BrowserGo) -> Res<serde_json::Value> {
-    engine.browser_go(&bot, go).await
+    engine.browser_go(&engine.bot_ref(&bot).await?, go).await
 }
 
 /// The person's clipboard text to the bot's (only while they control its screen).

@@ -5,7 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use botdesk_engine::Engine;
+use botdesk_engine::{BotRef, Engine};
 use botdesk_rfb::{FrameServer, Registry, Resolve, Session, Target};
 
 pub struct Screens {
@@ -14,7 +14,7 @@ pub struct Screens {
     server: FrameServer,
 }
 
-fn resolver(engine: Engine, bot: String) -> Resolve {
+fn resolver(engine: Engine, bot: BotRef) -> Resolve {
     Arc::new(move || {
         let (engine, bot) = (engine.clone(), bot.clone());
         Box::pin(async move {
@@ -33,10 +33,11 @@ impl Screens {
     }
 
     /// The viewer URL of the bot's screen; the session starts now if it is not running.
-    pub fn open(&self, bot_id: &str) -> String {
+    pub fn open(&self, bot: &BotRef) -> String {
+        let bot_id = bot.id.as_str();
         let mut reg = self.registry.lock().unwrap();
         if !reg.contains_key(bot_id) {
-            reg.insert(bot_id.to_string(), Arc::new(Session::spawn(resolver(self.engine.clone(), bot_id.to_string()))));
+            reg.insert(bot_id.to_string(), Arc::new(Session::spawn(resolver(self.engine.clone(), bot.clone()))));
         }
         self.server.url(bot_id)
     }

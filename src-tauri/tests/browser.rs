@@ -44,7 +44,8 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
         ))
         .unwrap();
     assert_eq!(code, 0, "{out}");
-    let page = side.rt.block_on(side.engine.browser_navigate("surfer", "http://127.0.0.1:8765/one.html")).unwrap();
+    let surfer = side.rt.block_on(side.engine.bot_ref("surfer")).unwrap();
+    let page = side.rt.block_on(side.engine.browser_navigate(&surfer, "http://127.0.0.1:8765/one.html")).unwrap();
     assert_eq!(page["title"], "Page one");
 
     let d = Driver::start(env!("CARGO_BIN_EXE_botdesk-app").as_ref(), &[("BOTDESK_DATA_DIR", data.path().to_str().unwrap())]);
@@ -75,7 +76,7 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
         assert!(std::time::Instant::now() < deadline, "the second page never showed; the pane: {pane}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(side.rt.block_on(side.engine.browser_snapshot("surfer")).unwrap()["title"], "Page two", "the bot sees where the person went");
+    assert_eq!(side.rt.block_on(side.engine.browser_snapshot(&surfer)).unwrap()["title"], "Page two", "the bot sees where the person went");
     d.click("#browser-back");
     d.wait_js(
         "back to the first page",
@@ -98,6 +99,6 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     // Released: view only again, and the engine refuses driving without control.
     d.click("#control-button");
     d.wait_js("view only again", "return document.querySelector('#browser-address')?.disabled === true", Duration::from_secs(20));
-    let refused = side.rt.block_on(side.engine.browser_go("surfer", BrowserGo::Reload)).unwrap_err();
+    let refused = side.rt.block_on(side.engine.browser_go(&surfer, BrowserGo::Reload)).unwrap_err();
     assert_eq!(refused.code, ErrorCode::Stale, "{refused:?}");
 }

@@ -90,7 +90,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     d.click("#open-desktop");
     d.wait_js("the screen connected", &format!("return {VIEWER}?.dataset.state === 'connected'"), Duration::from_secs(90));
     assert_eq!(d.text("#screen-mode"), "View only");
-    let display = side.rt.block_on(side.engine.open_desktop("tester")).unwrap().slot;
+    let display = side.rt.block_on(side.engine.open_desktop(&side.rt.block_on(side.engine.bot_ref("tester")).unwrap())).unwrap().slot;
     // A known pattern on the bot's display: the root in one colour, an xterm in another.
     let (code, out) = side.sh("tester", &format!("DISPLAY=:{display} xsetroot -solid '#13579b' && (DISPLAY=:{display} setsid xterm -T pattern -bg '#f0a020' -geometry 40x12+800+450 >/dev/null 2>&1 &) && sleep 1"));
     assert_eq!(code, 0, "{out}");

@@ -114,7 +114,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
     rt.block_on(engine.add_model(new, None)).unwrap();
     rt.block_on(engine.create_bot("worker", ComputerScope::Team, Some(&model), "")).unwrap();
     let side = Side { rt, engine, model };
-    let display = side.rt.block_on(side.engine.open_desktop("worker")).unwrap().slot;
+    let display = side.rt.block_on(side.engine.open_desktop(&side.rt.block_on(side.engine.bot_ref("worker")).unwrap())).unwrap().slot;
     let (code, out) = side.sh("worker", &format!("DISPLAY=:{display} xsetroot -solid '#13579b'; (DISPLAY=:{display} setsid xterm -u8 -T typing -geometry 60x8+100+100 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &) ; sleep 1"));
     assert_eq!(code, 0, "{out}");
 

@@ -36,8 +36,10 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     let mut rows = vec![];
     const N: usize = 5;
     let names: Vec<String> = (0..16).map(|i| format!("bench{i}")).collect();
+    let mut bots = vec![];
     for n in &names {
         engine.create_bot(n, ComputerScope::Team, None, "").await.unwrap();
+        bots.push(engine.bot_ref(n).await.unwrap());
     }
     engine.exec(&names[0], vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
@@ -50,11 +52,11 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..N {
         let t = Instant::now();
-        engine.open_desktop(&names[1]).await.unwrap();
-        let obs = engine.screenshot(&names[1], ImageFormat::Png).await.unwrap();
+        engine.open_desktop(&bots[1]).await.unwrap();
+        let obs = engine.screenshot(&bots[1], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
         assert!(obs.image.is_some());
-        engine.release_desktop(&names[1]).await.unwrap();
+        engine.release_desktop(&bots[1]).await.unwrap();
         anchor.push(time_cmd(&["exec", "-u", BOT, &container, "true"]));
     }
     rows.push(Row { what: "desktop open → first full frame", ours: median(ours), anchor_name: "`docker exec CONTAINER true`", anchor: median(anchor), n: N });
@@ -65,11 +67,11 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     let (mut ours, mut anchor) = (vec![], vec![]);
     for i in 0..N {
         let bot = &names[2 + i];
-        engine.open_desktop(bot).await.unwrap();
+        engine.open_desktop(&engine.bot_ref(bot).await.unwrap()).await.unwrap();
         let t = Instant::now();
-        engine.browser_snapshot(bot).await.unwrap();
+        engine.browser_snapshot(&engine.bot_ref(bot).await.unwrap()).await.unwrap();
         ours.push(t.elapsed());
-        engine.release_desktop(bot).await.unwrap();
+        engine.release_desktop(&engine.bot_ref(bot).await.unwrap()).await.unwrap();
         anchor.push(time_cmd(&[
             "exec",
             "-u",
@@ -93,12 +95,12 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     });
 
     // Observe latency on a busy screen (a page in Chromium).
-    engine.browser_navigate(&names[0], "http://127.0.0.1:8124/").await.unwrap();
-    let slot = engine.open_desktop(&names[0]).await.unwrap().slot;
+    engine.browser_navigate(&bots[0], "http://127.0.0.1:8124/").await.unwrap();
+    let slot = engine.open_desktop(&bots[0]).await.unwrap().slot;
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..20 {
         let t = Instant::now();
-        engine.screenshot(&names[0], ImageFormat::Png).await.unwrap();
+        engine.screenshot(&bots[0], ImageFormat::Png).await.unwrap();
         ours.push(t.elapsed());
         anchor.push(time_cmd(&["exec", "-u", &owner, &container, "sh", "-c", &format!("DISPLAY=:{slot} import -window root png:- > /dev/null")]));
     }
@@ -116,7 +118,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..N {
         let t = Instant::now();
-        engine.act(&names[0], &batch, Some(0)).await.unwrap();
+        engine.act(&bots[0], &batch, Some(0)).await.unwrap();
         ours.push(t.elapsed() / 24);
         let t = Instant::now();
         for i in 0..24 {
@@ -142,7 +144,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     engine.exec(&names[0], vec!["sh".into(), "-c".into(), busy.into()], None, None, None, Default::default()).await.unwrap();
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..N {
-        let d = engine.open_desktop(&names[1]).await.unwrap();
+        let d = engine.open_desktop(&bots[1]).await.unwrap();
         let mut conn = std::net::TcpStream::connect(("127.0.0.1", d.port)).unwrap();
         use std::io::{Read, Write};
         conn.write_all(&botdesk_core::gateway::hello(&d.view_token)).unwrap();
@@ -150,7 +152,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         let mut buf = [0u8; 4096];
         assert!(conn.read(&mut buf).unwrap() > 0, "the gateway answers");
         let t = Instant::now();
-        let release = engine.release_desktop(&names[1]);
+        let release = engine.release_desktop(&bots[1]);
         let drop_seen = tokio::task::spawn_blocking(move || loop {
             match conn.read(&mut buf) {
                 Ok(0) | Err(_) => break Instant::now(),
@@ -180,15 +182,15 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
 
     // Density: desktops with Chromium open on a page within the default 2 GiB.
     for n in &names[1..] {
-        let _ = engine.release_desktop(n).await;
+        let _ = engine.release_desktop(&engine.bot_ref(n).await.unwrap()).await;
     }
-    engine.release_desktop(&names[0]).await.unwrap();
+    engine.release_desktop(&bots[0]).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let base = mem_mib(&container);
     let mut opened = 0;
     let mut last = base;
     for n in &names {
-        if engine.browser_navigate(n, "http://127.0.0.1:8124/").await.is_err() {
+        if engine.browser_navigate(&engine.bot_ref(n).await.unwrap(), "http://127.0.0.1:8124/").await.is_err() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

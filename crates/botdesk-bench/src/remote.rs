@@ -169,24 +169,25 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
     // Observe and act on a Private computer there, each beside the Docker CLI doing the same
     // over the same link.
     engine.create_bot_on("look", ComputerScope::Private, "far", None, "").await.unwrap();
-    let d = engine.open_desktop("look").await.unwrap();
+    let look = engine.bot_ref("look").await.unwrap();
+    let d = engine.open_desktop(&look).await.unwrap();
     let container = {
         let c = engine.list_computers().await.unwrap().into_iter().find(|c| c.name == "private-look").unwrap();
         let out = link.docker().args(["ps", "-q", "--filter", &format!("label=botdesk.computer={}", c.id)]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    engine.screenshot("look", ImageFormat::Png).await.unwrap();
+    engine.screenshot(&look, ImageFormat::Png).await.unwrap();
     let (mut observe, mut observe_anchor, mut act, mut act_anchor) = (vec![], vec![], vec![], vec![]);
     for i in 0..10u32 {
         let t = Instant::now();
-        engine.screenshot("look", ImageFormat::Png).await.unwrap();
+        engine.screenshot(&look, ImageFormat::Png).await.unwrap();
         observe.push(t.elapsed());
         let mut c = link.docker();
         c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.slot), &container, "import", "-window", "root", "png:-"]);
         observe_anchor.push(timed(c));
         let x = 100 + i * 10;
         let t = Instant::now();
-        engine.act("look", &serde_json::json!([{"type": "move", "x": x, "y": 200}]), Some(0)).await.unwrap();
+        engine.act(&look, &serde_json::json!([{"type": "move", "x": x, "y": 200}]), Some(0)).await.unwrap();
         act.push(t.elapsed());
         let mut c = link.docker();
         c.args(["exec", "-u", "1000", "-e", &format!("DISPLAY=:{}", d.slot), &container, "xdotool", "mousemove", &x.to_string(), "300"]);

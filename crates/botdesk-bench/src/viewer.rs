@@ -284,7 +284,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
     let mut displays = vec![];
     for b in &bots {
         engine.create_bot_on(b, ComputerScope::Team, host.unwrap_or("local"), None, "").await.unwrap();
-        displays.push(engine.open_desktop(b).await.unwrap().slot);
+        displays.push(engine.open_desktop(&engine.bot_ref(b).await.unwrap()).await.unwrap().slot);
     }
     let script = GENERATOR.bytes().map(|b| format!("\\0{b:03o}")).collect::<String>();
     sh(&engine, &bots[0], &format!("mkdir -p /home/botdesk/shared/bench && printf '%b' '{script}' > /home/botdesk/shared/bench/gen.py")).await;
@@ -366,7 +366,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
     let mut ws_ports = vec![];
     let mut children = Kill(vec![]);
     for b in &bots {
-        let v = engine.open_desktop(b).await.unwrap();
+        let v = engine.open_desktop(&engine.bot_ref(b).await.unwrap()).await.unwrap();
         let fwd = forward(v.port, v.view_token).await;
         let wsp = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         children.0.push(

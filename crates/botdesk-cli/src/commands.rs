@@ -234,7 +234,7 @@ pub(crate) async fn model(engine: &Engine, json: bool, cmd: ModelCmd) -> Result<
             });
         }
         ModelCmd::Calibrate { id, bot, set } => {
-            let c = engine.calibrate(&id, &bot).await?;
+            let c = engine.calibrate(&id, &engine.bot_ref(&bot).await?).await?;
             if set {
                 if let Some(best) = c.best {
                     engine.set_model_coordinates(&id, Some(best)).await?;
@@ -438,11 +438,11 @@ pub(crate) async fn control(engine: &Engine, json: bool, cmd: ControlCmd) -> Res
 pub(crate) async fn desktop(engine: &Engine, json: bool, cmd: DesktopCmd) -> Result<ExitCode, EngineError> {
     match cmd {
         DesktopCmd::Open { bot } => {
-            let d = engine.open_desktop(&bot).await?;
+            let d = engine.open_desktop(&engine.bot_ref(&bot).await?).await?;
             print(json, serde_json::to_value(&d).unwrap(), || format!("{}'s desktop is display :{}", d.bot, d.slot));
         }
         DesktopCmd::Release { bot } => {
-            let released = engine.release_desktop(&bot).await?;
+            let released = engine.release_desktop(&engine.bot_ref(&bot).await?).await?;
             print(json, json!({"bot": bot, "released": released}), || {
                 if released {
                     format!("released {bot}'s desktop")

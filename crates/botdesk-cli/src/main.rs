@@ -849,12 +849,12 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Lease { cmd: LeaseCmd::Hold { bot, ms } } => return hold_lease(engine, &bot, ms).await,
         Cmd::Browser { cmd } => {
             let snap = match cmd {
-                BrowserCmd::Navigate { bot, url } => engine.browser_navigate(&bot, &url).await?,
-                BrowserCmd::Snapshot { bot } => engine.browser_snapshot(&bot).await?,
+                BrowserCmd::Navigate { bot, url } => engine.browser_navigate(&engine.bot_ref(&bot).await?, &url).await?,
+                BrowserCmd::Snapshot { bot } => engine.browser_snapshot(&engine.bot_ref(&bot).await?).await?,
                 BrowserCmd::Act { bot, actions } => {
                     let value: serde_json::Value =
                         serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
-                    engine.browser_act(&bot, &value).await?
+                    engine.browser_act(&engine.bot_ref(&bot).await?, &value).await?
                 }
             };
             print(json, snap.clone(), || botdesk_engine::snapshot_text(&snap));
@@ -881,7 +881,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Screenshot { bot, out, quality } => {
             let jpeg = out.extension().is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
             let format = if jpeg { botdesk_core::ImageFormat::Jpeg { quality } } else { botdesk_core::ImageFormat::Png };
-            let obs = engine.screenshot(&bot, format).await?;
+            let obs = engine.screenshot(&engine.bot_ref(&bot).await?, format).await?;
             let png = obs.image.clone().unwrap_or_default();
             std::fs::write(&out, &png).map_err(|e| EngineError::invalid(format!("cannot write {}: {e}", out.display())))?;
             print(
@@ -892,7 +892,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Act { bot, actions, settle_ms } => {
             let value: serde_json::Value = serde_json::from_str(&actions).map_err(|e| EngineError::invalid(format!("the actions are not valid JSON: {e}")))?;
-            let (n, settled) = engine.act(&bot, &value, settle_ms).await?;
+            let (n, settled) = engine.act(&engine.bot_ref(&bot).await?, &value, settle_ms).await?;
             print(json, json!({"bot": bot, "actions": n, "screen": settled}), || format!("performed {n} action(s). {}", settled.describe()));
         }
         Cmd::Exec { bot, cwd, timeout, argv } => return exec(engine, json, &bot, cwd, timeout, argv).await,
@@ -999,7 +999,7 @@ async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, contr
         let c = engine.take_control_screen(bot).await?;
         (c.port, c.control_token)
     } else {
-        let d = engine.open_desktop(bot).await?;
+        let d = engine.open_desktop(&engine.bot_ref(bot).await?).await?;
         (d.port, d.view_token)
     };
     let io = |e: std::io::Error| EngineError::invalid(format!("screen forward: {e}"));

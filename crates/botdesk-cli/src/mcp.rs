@@ -243,7 +243,8 @@ impl ServerHandler for Server {
         let (bot, what) = decoded.strip_prefix("botdesk://").and_then(|r| r.split_once('/')).ok_or_else(unknown)?;
         let failed = |e: botdesk_engine::EngineError| ErrorData::invalid_params(e.to_string(), None);
         let contents = if what == "screen" {
-            let shot = self.engine.screenshot(bot, botdesk_engine::ImageFormat::Png).await.map_err(failed)?;
+            let bot = self.engine.bot_ref(bot).await.map_err(failed)?;
+            let shot = self.engine.screenshot(&bot, botdesk_engine::ImageFormat::Png).await.map_err(failed)?;
             let png = shot.image.ok_or_else(|| ErrorData::internal_error("the screenshot has no image", None))?;
             ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(&png), uri.clone()).with_mime_type("image/png")
         } else if let Some(path) = what.strip_prefix("files/") {

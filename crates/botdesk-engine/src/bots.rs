@@ -87,6 +87,30 @@ pub(crate) fn bot_ctx(bot: &botdesk_store::Bot, computer: &botdesk_store::Comput
     CallCtx::for_bot(&bot.id, user(bot, computer))
 }
 
+/// A bot resolved once, where a call comes in (a CLI or app command, an MCP call, a run's start):
+/// what the engine's per-bot calls take in place of a name. It names the bot by id, and the
+/// computer it was on when resolved: a call that finds the bot's desktop there looks no further;
+/// anything else reads the bot again by its id (it may have moved to another computer since).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BotRef {
+    pub id: BotId,
+    pub name: String,
+    pub computer: ComputerId,
+}
+
+impl BotRef {
+    pub(crate) fn of(bot: &botdesk_store::Bot) -> BotRef {
+        BotRef { id: bot.id.clone(), name: bot.name.clone(), computer: bot.computer_id.clone() }
+    }
+}
+
+impl Engine {
+    /// Resolves a bot's name or id (one read): what the per-bot calls take.
+    pub async fn bot_ref(&self, name_or_id: &str) -> Result<BotRef> {
+        Ok(BotRef::of(&self.inner.store.bot(name_or_id).await?))
+    }
+}
+
 impl Engine {
     /// Whom a bot runs as on a computer, looked up; uid 1000 when either is gone (what it left
     /// running then belongs to a Private computer, or to nobody).

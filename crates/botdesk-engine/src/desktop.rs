@@ -3,7 +3,7 @@
 use botdesk_core::{action, browser, *};
 use serde::Serialize;
 
-use crate::{Engine, EngineError, ErrorCode, Result};
+use crate::{BotRef, Engine, EngineError, ErrorCode, Result};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DesktopView {
@@ -133,8 +133,8 @@ impl Engine {
     }
 
     /// Opens the bot's desktop (lazily: display, window manager and view transport start now).
-    pub async fn open_desktop(&self, bot: &str) -> Result<DesktopView> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+    pub async fn open_desktop(&self, bot: &BotRef) -> Result<DesktopView> {
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         self.open_desktop_of(&bot, &computer).await
     }
 
@@ -211,8 +211,8 @@ impl Engine {
 
     /// Releases the bot's desktop: tokens revoked, transports, browser, window manager and X
     /// stopped and verified gone, then the slot is free. A failed teardown keeps it reserved.
-    pub async fn release_desktop(&self, bot: &str) -> Result<bool> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+    pub async fn release_desktop(&self, bot: &BotRef) -> Result<bool> {
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
         let cref = computer.cref();
@@ -224,10 +224,9 @@ impl Engine {
 
     /// A screenshot of the bot's desktop (opened if needed), with the id of its frame (equal ids,
     /// equal pixels: a run's conversation decides from it whether the model has seen it).
-    pub async fn screenshot(&self, bot: &str, format: ImageFormat) -> Result<Observation> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn screenshot(&self, bot: &BotRef, format: ImageFormat) -> Result<Observation> {
         // The desktop this process resolved before, while the bot still has it: one call.
-        if let Some(desk) = self.handle(&bot.computer_id).desk(&bot.id) {
+        if let Some(desk) = self.handle(&bot.computer).desk(&bot.id) {
             if self.desk_holds(&desk).await? {
                 match self.observe_at(&desk, format).await {
                     Err(e) if e.code != ErrorCode::TimedOut => {}
@@ -235,14 +234,14 @@ impl Engine {
                 }
             }
         }
-        let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         self.observe_of(&bot, &computer, format).await
     }
 
     /// A close look at part of the bot's screen (Claude's `zoom`): the region, given in `space`,
     /// cut from a fresh screenshot and enlarged by whole pixels as far as the screen's size allows.
     /// Returns the region in screen pixels and the PNG with its size.
-    pub async fn zoom(&self, bot: &str, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
+    pub async fn zoom(&self, bot: &BotRef, region: [u32; 4], space: action::CoordSpace) -> Result<(action::Region, (u32, u32), bytes::Bytes)> {
         action::Region::place(region, space, action::SCREEN).map_err(|e| EngineError::invalid(e.to_string()))?;
         zoom_into(self.screenshot(bot, ImageFormat::Png).await?, region, space)
     }
@@ -251,15 +250,21 @@ impl Engine {
     /// screen changed and stayed still for `settle_ms` (default 300, at most 5000; 0: no wait), at
     /// most 3 s, and says what it saw. An invalid or oversized batch is refused before anything
     /// reaches the screen.
-    pub async fn act(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
+    pub async fn act(&self, bot: &BotRef, actions: &serde_json::Value, settle_ms: Option<u64>) -> Result<(usize, action::Settled)> {
         self.act_in(bot, actions, settle_ms, action::CoordSpace::Pixels).await
     }
 
     /// [`Engine::act`] with coordinates given in `space` (a model's own); a coordinate outside
     /// the screen refuses the batch.
-    pub async fn act_in(&self, bot: &str, actions: &serde_json::Value, settle_ms: Option<u64>, space: action::CoordSpace) -> Result<(usize, action::Settled)> {
+    pub async fn act_in(
+        &self,
+        bot: &BotRef,
+        actions: &serde_json::Value,
+        settle_ms: Option<u64>,
+        space: action::CoordSpace,
+    ) -> Result<(usize, action::Settled)> {
         let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
-        self.act_batch(bot, batch, settle_ms, space).await
+        self.act_batch(bot.id.as_str(), batch, settle_ms, space).await
     }
 
     /// [`Engine::act_in`] with a batch already parsed and checked by `action::parse_batch` (a
@@ -308,14 +313,14 @@ impl Engine {
 
     /// Where a viewer of the bot's screen connects now: the control transport while the person
     /// holds control of this bot, the view transport otherwise (the desktop opens if needed).
-    pub async fn screen_target(&self, bot: &str) -> Result<ScreenTarget> {
+    pub async fn screen_target(&self, bot: &BotRef) -> Result<ScreenTarget> {
         // Watching never boots a computer the person (or idle suspend) stopped.
-        let (b, computer) = self.bot_and_computer(bot).await?;
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         if !matches!(self.stored_state(&computer.id).await?, ComputerState::Running | ComputerState::Booting) {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("{}'s computer is stopped; open the desktop to start it", b.name)));
         }
-        if self.control_of(bot).await?.is_some() {
-            let c = self.take_control_screen(bot).await?;
+        if self.control_of(bot.id.as_str()).await?.is_some() {
+            let c = self.take_control_screen(bot.id.as_str()).await?;
             return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true, compressed: !computer.host.is_local() });
         }
         let v = self.open_desktop(bot).await?;
@@ -354,26 +359,26 @@ impl Engine {
 
     /// Opens an http(s) URL in the bot's own Chromium (started on first use with its profile);
     /// returns the page snapshot.
-    pub async fn browser_navigate(&self, bot: &str, url: &str) -> Result<serde_json::Value> {
+    pub async fn browser_navigate(&self, bot: &BotRef, url: &str) -> Result<serde_json::Value> {
         browser::check_url(url).map_err(EngineError::invalid)?;
-        self.browser(bot, BrowserCommand::Navigate { url: url.to_string() }).await
+        self.browser(bot.id.as_str(), BrowserCommand::Navigate { url: url.to_string() }).await
     }
 
     /// Page text plus up to 80 visible interactive elements with refs (passwords masked).
-    pub async fn browser_snapshot(&self, bot: &str) -> Result<serde_json::Value> {
-        self.browser(bot, BrowserCommand::Snapshot).await
+    pub async fn browser_snapshot(&self, bot: &BotRef) -> Result<serde_json::Value> {
+        self.browser(bot.id.as_str(), BrowserCommand::Snapshot).await
     }
 
     /// What the person's Browser pane shows: the page of the bot's Chromium as the bot's own
     /// snapshot sees it, and its tabs. Starts nothing: a bot without a desktop or a running
     /// browser shows as closed.
-    pub async fn browser_view(&self, bot: &str) -> Result<BrowserView> {
+    pub async fn browser_view(&self, bot: &BotRef) -> Result<BrowserView> {
         let closed = BrowserView { closed: true, page: None, tabs: vec![] };
-        let (b, computer) = self.bot_and_computer(bot).await?;
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         if self.display_of(&computer.id, &b.id).await?.is_none() {
             return Ok(closed);
         }
-        let mut v = self.browser(bot, BrowserCommand::View).await?;
+        let mut v = self.browser_of(&b, &computer, BrowserCommand::View).await?;
         if v["closed"] == true {
             return Ok(closed);
         }
@@ -394,26 +399,27 @@ impl Engine {
 
     /// The person drives the bot's browser from the Browser pane: only while they hold control
     /// of its screen. Returns the new page snapshot.
-    pub async fn browser_go(&self, bot: &str, go: BrowserGo) -> Result<serde_json::Value> {
-        if self.control_of(bot).await?.is_none() {
+    pub async fn browser_go(&self, bot: &BotRef, go: BrowserGo) -> Result<serde_json::Value> {
+        let id = bot.id.as_str();
+        if self.control_of(id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Stale, "take control of the screen to drive the bot's browser"));
         }
         match go {
             BrowserGo::Navigate { url } => self.browser_navigate(bot, &url).await,
-            BrowserGo::Back => self.browser(bot, BrowserCommand::History { step: -1 }).await,
-            BrowserGo::Forward => self.browser(bot, BrowserCommand::History { step: 1 }).await,
-            BrowserGo::Reload => self.browser(bot, BrowserCommand::Reload).await,
+            BrowserGo::Back => self.browser(id, BrowserCommand::History { step: -1 }).await,
+            BrowserGo::Forward => self.browser(id, BrowserCommand::History { step: 1 }).await,
+            BrowserGo::Reload => self.browser(id, BrowserCommand::Reload).await,
         }
     }
 
     /// Opens an http(s) URL or a workspace file on the bot's desktop, in the bot's own browser
     /// (a file as a file:// page, so HTML, images, PDFs and text show there).
-    pub async fn open_path(&self, bot: &str, target: &str) -> Result<String> {
+    pub async fn open_path(&self, bot: &BotRef, target: &str) -> Result<String> {
         if target.contains("://") {
             self.browser_navigate(bot, target).await?;
             return Ok(format!("Opened {target} in your browser."));
         }
-        let (b, computer) = self.bot_and_computer(bot).await?;
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let path = self.resolve(&b, &computer, target)?;
         let inside = path.in_computer();
         let cref = self.ensure_running(&computer).await?;
@@ -422,13 +428,13 @@ impl Engine {
             return Err(EngineError::new(ErrorCode::NotFound, format!("{target} does not exist")));
         }
         let url = format!("file://{}", inside.split('/').map(percent).collect::<Vec<_>>().join("/"));
-        self.browser(bot, BrowserCommand::Navigate { url }).await?;
+        self.browser_of(&b, &computer, BrowserCommand::Navigate { url }).await?;
         Ok(format!("Opened {path} in your browser."))
     }
 
     /// Starts a graphical program on the bot's display and returns once it started.
-    pub async fn launch_app(&self, bot: &str, command: &str) -> Result<String> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
+    pub async fn launch_app(&self, bot: &BotRef, command: &str) -> Result<String> {
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let view = self.open_desktop_of(&b, &computer).await?;
         let cref = computer.cref();
         let script = r#"cmd="$1"; set -- $1; command -v "$1" >/dev/null 2>&1 || { echo "there is no program named $1 on this computer" >&2; exit 127; }; setsid -f sh -c "$cmd" >/dev/null 2>&1 </dev/null"#;
@@ -459,9 +465,9 @@ impl Engine {
     }
 
     /// Click / fill / type by ref (at most 24); returns the new snapshot.
-    pub async fn browser_act(&self, bot: &str, actions: &serde_json::Value) -> Result<serde_json::Value> {
+    pub async fn browser_act(&self, bot: &BotRef, actions: &serde_json::Value) -> Result<serde_json::Value> {
         let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
-        self.browser_act_batch(bot, actions).await
+        self.browser_act_batch(bot.id.as_str(), actions).await
     }
 
     /// [`Engine::browser_act`] with the actions already parsed and checked by

@@ -282,7 +282,7 @@ impl Engine {
             self.stop_leftovers(run).await;
         }
         if self.inner.store.desktop_of(&computer, &bot).await?.is_some() {
-            match self.release_desktop(bot.as_str()).await {
+            match self.release_desktop(&self.bot_ref(bot.as_str()).await?).await {
                 Ok(_) => {}
                 Err(e) if matches!(e.code, ErrorCode::DockerUnavailable | ErrorCode::NotRunning) => {}
                 Err(e) => return Err(e),

@@ -112,7 +112,7 @@ impl Engine {
             let slot = self.inner.store.desktop_of(&c.id, &bot.id).await?.map(|d| d.slot);
             self.checkpoint_closing(c.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
-        self.release_desktop(bot.id.as_str()).await?;
+        self.release_desktop(&crate::BotRef::of(bot)).await?;
         self.move_computer(c, host).await?;
         let moved = self.inner.store.computer(c.id.as_str()).await?;
         self.ensure_running(&moved).await?;
@@ -147,7 +147,7 @@ impl Engine {
             let slot = self.inner.store.desktop_of(&from.id, &bot.id).await?.map(|d| d.slot);
             self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
-        self.release_desktop(bot.id.as_str()).await?;
+        self.release_desktop(&crate::BotRef::of(bot)).await?;
 
         // 2. What comes along, from the checkpoint of the home it left: checked whole before
         // anything moves (a link where its folder or profile should be refuses the switch).

@@ -15,6 +15,13 @@ struct World {
     dir: tempfile::TempDir,
 }
 
+impl World {
+    /// The bot, resolved once (what the engine's per-bot calls take).
+    async fn bot(&self, name: &str) -> botdesk_engine::BotRef {
+        self.engine.bot_ref(name).await.unwrap()
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         // A computer whose checkpoint cannot be written (the full-disk test) is removed by force.
@@ -60,8 +67,8 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
     w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static("# Today\n".as_bytes()), false).await.unwrap();
     start_site(&w.engine, "keeper", "../../shared").await;
-    w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login").await.unwrap();
-    let page = w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/").await.unwrap();
+    w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login").await.unwrap();
+    let page = w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "{}", snapshot_text(&page));
 
     // Destroy: checkpoint (browser closed gracefully first), container and home volume gone.
@@ -75,7 +82,7 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
     // Open the bot again: a new machine, restored before first use.
     assert_eq!(&w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
     start_site(&w.engine, "keeper", "../../shared").await;
-    let page = w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/").await.unwrap();
+    let page = w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "the login is gone: {}", snapshot_text(&page));
 }
 
@@ -94,7 +101,7 @@ fn as_root(computer: &str, script: &str) {
 }
 
 async fn cookies(engine: &Engine, bot: &str) -> String {
-    let page = engine.browser_navigate(bot, "http://127.0.0.1:8766/").await.unwrap();
+    let page = engine.browser_navigate(&engine.bot_ref(bot).await.unwrap(), "http://127.0.0.1:8766/").await.unwrap();
     page["text"].as_str().unwrap_or("").trim().trim_start_matches("cookies: ").to_string()
 }
 
@@ -107,7 +114,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today\n"), false).await.unwrap();
     start_site(&w.engine, "keeper", "../../shared").await;
-    w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login").await.unwrap();
+    w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login").await.unwrap();
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login");
 
     // Refused while the bot has a task.
@@ -132,7 +139,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     w.engine.files_write("keeper", "site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     start_site(&w.engine, "keeper", ".").await;
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login", "the login came along");
-    w.engine.browser_navigate("keeper", "http://127.0.0.1:8766/login-private").await.unwrap();
+    w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login-private").await.unwrap();
 
     // Work on both sides: the bot edits and adds on Private; later someone edits its Team copy.
     w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today, private\n"), false).await.unwrap();

@@ -17,6 +17,13 @@ struct World {
     _dir: tempfile::TempDir,
 }
 
+impl World {
+    /// The bot, resolved once (what the engine's per-bot calls take).
+    async fn bot(&self, name: &str) -> botdesk_engine::BotRef {
+        self.engine.bot_ref(name).await.unwrap()
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         common::tear_down(self._dir.path(), &[]);
@@ -93,7 +100,7 @@ fn rfb_pointer(mut s: TcpStream, x: u16, y: u16) {
 async fn wait_for_window(e: &Engine, bot: &str, title: &str) {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let active = e.screenshot(bot, ImageFormat::Png).await.unwrap().active_window;
+        let active = e.screenshot(&e.bot_ref(bot).await.unwrap(), ImageFormat::Png).await.unwrap().active_window;
         if active.as_deref() == Some(title) {
             return;
         }
@@ -103,13 +110,14 @@ async fn wait_for_window(e: &Engine, bot: &str, title: &str) {
 }
 
 async fn cursor(e: &Engine, bot: &str) -> (u32, u32) {
-    e.screenshot(bot, ImageFormat::Png).await.unwrap().cursor
+    e.screenshot(&e.bot_ref(bot).await.unwrap(), ImageFormat::Png).await.unwrap().cursor
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes_nothing() {
     let w = world(None, &["a", "b"]).await;
-    let (da, db) = tokio::join!(w.engine.open_desktop("a"), w.engine.open_desktop("b"));
+    let (ref_a, ref_b) = (w.bot("a").await, w.bot("b").await);
+    let (da, db) = tokio::join!(w.engine.open_desktop(&ref_a), w.engine.open_desktop(&ref_b));
     let (da, db) = (da.unwrap(), db.unwrap());
     assert_ne!(da.slot, db.slot);
     assert_eq!(
@@ -123,7 +131,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     );
     let moves = |x: u32, y: u32| serde_json::json!([{"type": "move", "x": x, "y": y}]);
     let (ma, mb) = (moves(101, 102), moves(201, 202));
-    let (ra, rb) = tokio::join!(w.engine.act("a", &ma, Some(0)), w.engine.act("b", &mb, Some(0)));
+    let (ra, rb) = tokio::join!(w.engine.act(&ref_a, &ma, Some(0)), w.engine.act(&ref_b, &mb, Some(0)));
     ra.unwrap();
     rb.unwrap();
     assert_eq!(cursor(&w.engine, "a").await, (101, 102));
@@ -167,11 +175,11 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     assert_eq!(reached.trim(), "no answer", "a's listener on b's DevTools port answered the services");
 
     // 25 actions: refused before anything reaches the screen.
-    let before = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
+    let before = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
     let batch: Vec<_> = (0..25).map(|i| serde_json::json!({"type": "move", "x": 500 + i, "y": 500})).collect();
-    let e = w.engine.act("a", &serde_json::json!(batch), Some(0)).await.unwrap_err();
+    let e = w.engine.act(&w.bot("a").await, &serde_json::json!(batch), Some(0)).await.unwrap_err();
     assert!(e.message.contains("at most 24 actions"), "{}", e.message);
-    let after = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
+    let after = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
     assert_eq!((after.cursor, after.frame_id), (before.cursor, before.frame_id), "the screen changed");
 
     // An unchanged screen keeps its frame id (the run's conversation then sends no image again);
@@ -189,17 +197,17 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
         .await
         .unwrap();
     wait_for_window(&w.engine, "a", "changed").await;
-    let changed = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
+    let changed = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
     assert_ne!(changed.frame_id, still, "a changed screen has a new frame id");
     assert!(changed.image.clone().unwrap().starts_with(b"\x89PNG"));
     // The JPEG option: same frame id (it names the pixels, not the encoding), a JPEG image.
-    let jpeg = w.engine.screenshot("a", ImageFormat::Jpeg { quality: 70 }).await.unwrap();
+    let jpeg = w.engine.screenshot(&w.bot("a").await, ImageFormat::Jpeg { quality: 70 }).await.unwrap();
     assert_eq!((jpeg.frame_id, jpeg.format), (changed.frame_id, ImageFormat::Jpeg { quality: 70 }));
     assert!(jpeg.image.unwrap().starts_with(&[0xFF, 0xD8, 0xFF]), "a JPEG");
     // A zoom (Claude's close look): the region around the (still) terminal, enlarged twice by
     // whole pixels (tokens in proportion to the region), beside a screenshot taken just before.
-    let reference = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
-    let (region, size, png) = w.engine.zoom("a", [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
+    let reference = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
+    let (region, size, png) = w.engine.zoom(&w.bot("a").await, [40, 40, 360, 240], action::CoordSpace::Pixels).await.unwrap();
     assert_eq!((region.width(), region.height(), size), (320, 200, (640, 400)));
     let (_, _, zoomed) = botdesk_core::screenshot::decode_png(&png, (1280, 800)).unwrap();
     let (sw, _, shot) = botdesk_core::screenshot::decode_png(&reference.image.unwrap(), (1280, 800)).unwrap();
@@ -210,39 +218,39 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
         differing += usize::from(z != o);
     }
     assert_eq!(differing, 0, "the zoom shows the screen's own pixels");
-    let e = w.engine.zoom("a", [0, 0, 1281, 10], action::CoordSpace::Pixels).await.unwrap_err();
+    let e = w.engine.zoom(&w.bot("a").await, [0, 0, 1281, 10], action::CoordSpace::Pixels).await.unwrap_err();
     assert!(e.message.contains("right 1281 is outside the screen"), "{}", e.message);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     let w = world(None, &["d"]).await;
-    let d = w.engine.open_desktop("d").await.unwrap();
-    w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
+    let d = w.engine.open_desktop(&w.bot("d").await).await.unwrap();
+    w.engine.screenshot(&w.bot("d").await, ImageFormat::Png).await.unwrap();
     // Kill the display behind the engine's back (as a restarted computer would).
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
     as_service(&computer, &format!("botdesk-display down {}", d.slot));
-    let shot = w.engine.screenshot("d", ImageFormat::Png).await.unwrap();
+    let shot = w.engine.screenshot(&w.bot("d").await, ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
-    assert_eq!(w.engine.open_desktop("d").await.unwrap().slot, d.slot, "same slot, brought up again");
+    assert_eq!(w.engine.open_desktop(&w.bot("d").await).await.unwrap().slot, d.slot, "same slot, brought up again");
     // Another process (a CLI call) takes an open desktop to be up for a screenshot; when it died,
     // the screenshot brings it up and still comes.
     as_service(&computer, &format!("botdesk-display down {}", d.slot));
     let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
-    let shot = other.screenshot("d", ImageFormat::Png).await.unwrap();
+    let shot = other.screenshot(&other.bot_ref("d").await.unwrap(), ImageFormat::Png).await.unwrap();
     assert!(shot.image.is_some() && shot.width == 1280);
     // A program launched on the display opens there; one that does not exist is said so.
-    let said = w.engine.launch_app("d", "xterm -T launched -e sleep 600").await.unwrap();
+    let said = w.engine.launch_app(&w.bot("d").await, "xterm -T launched -e sleep 600").await.unwrap();
     assert!(said.starts_with("Started \"xterm -T launched -e sleep 600\" on your desktop"), "{said}");
     wait_for_window(&w.engine, "d", "launched").await;
-    let e = w.engine.launch_app("d", "no-such-program --flag").await.unwrap_err();
+    let e = w.engine.launch_app(&w.bot("d").await, "no-such-program --flag").await.unwrap_err();
     assert_eq!(e.message, "there is no program named no-such-program on this computer");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typing_any_unicode_reaches_the_app() {
     let w = world(None, &["u"]).await;
-    let d = w.engine.open_desktop("u").await.unwrap();
+    let d = w.engine.open_desktop(&w.bot("u").await).await.unwrap();
     let cmd = format!("DISPLAY=:{} xterm -u8 -T typing -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.slot);
     w.engine.exec("u", vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
     wait_for_window(&w.engine, "u", "typing").await;
@@ -255,7 +263,7 @@ async fn typing_any_unicode_reaches_the_app() {
     ]);
     // The batch waits for the screen: it changed (the text, then the window closing) and then
     // stayed still for the settle time.
-    let (n, settled) = w.engine.act("u", &actions, Some(500)).await.unwrap();
+    let (n, settled) = w.engine.act(&w.bot("u").await, &actions, Some(500)).await.unwrap();
     assert_eq!(n, 4);
     assert!(matches!(settled, action::Settled::Still { ms } if ms >= 500), "{settled:?}");
     let typed = w.engine.files_read("u", "typed.txt", 1000).await.unwrap();
@@ -264,7 +272,7 @@ async fn typing_any_unicode_reaches_the_app() {
     // nothing visible is said so after the cap. (The pointer is drawn into the screen: a move
     // counts as a change.) A settle time of 0 watches nothing.
     wait_still(&w.engine, "u").await;
-    let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "wait", "ms": 10}]), None).await.unwrap();
+    let (_, settled) = w.engine.act(&w.bot("u").await, &serde_json::json!([{"type": "wait", "ms": 10}]), None).await.unwrap();
     assert!(matches!(settled, action::Settled::Unchanged { ms } if ms >= action::SETTLE_CAP_MS), "{settled:?}");
     assert_eq!(
         settled.describe(),
@@ -276,15 +284,15 @@ async fn typing_any_unicode_reaches_the_app() {
             }
         )
     );
-    let (_, settled) = w.engine.act("u", &serde_json::json!([{"type": "move", "x": 10, "y": 10}]), Some(0)).await.unwrap();
+    let (_, settled) = w.engine.act(&w.bot("u").await, &serde_json::json!([{"type": "move", "x": 10, "y": 10}]), Some(0)).await.unwrap();
     assert_eq!(settled, action::Settled::Unwatched);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections() {
     let w = world(None, &["a", "b", "c"]).await;
-    let da = w.engine.open_desktop("a").await.unwrap();
-    let db = w.engine.open_desktop("b").await.unwrap();
+    let da = w.engine.open_desktop(&w.bot("a").await).await.unwrap();
+    let db = w.engine.open_desktop(&w.bot("b").await).await.unwrap();
     assert_eq!((da.slot, db.slot), (1, 2));
     // A view connection through the gateway speaks RFB.
     let (answer, mut open_b) = gateway(db.port, &db.view_token);
@@ -293,8 +301,8 @@ async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections(
     open_b.read_exact(&mut banner).unwrap();
     assert_eq!(&banner, b"RFB 003.008\n");
     // Slot reuse: A releases, C gets slot 1; A's token is refused, C's accepted.
-    assert!(w.engine.release_desktop("a").await.unwrap());
-    let dc = w.engine.open_desktop("c").await.unwrap();
+    assert!(w.engine.release_desktop(&w.bot("a").await).await.unwrap());
+    let dc = w.engine.open_desktop(&w.bot("c").await).await.unwrap();
     assert_eq!(dc.slot, 1, "the lowest free slot is reused after a verified teardown");
     assert_ne!(dc.view_token, da.view_token);
     assert_eq!(gateway(da.port, &da.view_token).0, "ERR unknown or revoked token");
@@ -303,7 +311,7 @@ async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections(
     // Revocation drops an already-open connection (how fast is measured by `cargo xtask bench`;
     // the bound here only keeps a broken revocation from hanging the test).
     open_b.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    assert!(w.engine.release_desktop("b").await.unwrap());
+    assert!(w.engine.release_desktop(&w.bot("b").await).await.unwrap());
     let mut buf = [0u8; 4096];
     loop {
         match open_b.read(&mut buf) {
@@ -319,22 +327,25 @@ async fn recycled_slots_refuse_old_tokens_and_revocation_drops_open_connections(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn above_the_screen_limit_graphical_calls_fail_and_exec_still_works() {
     let w = world(Some(1), &["one", "two"]).await;
-    w.engine.open_desktop("one").await.unwrap();
-    let e = w.engine.open_desktop("two").await.unwrap_err();
+    w.engine.open_desktop(&w.bot("one").await).await.unwrap();
+    let e = w.engine.open_desktop(&w.bot("two").await).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::MultiScreenUnavailable);
     assert!(e.message.starts_with("MULTI_SCREEN_UNAVAILABLE"), "{}", e.message);
-    assert_eq!(w.engine.act("two", &serde_json::json!([{"type": "move", "x": 1, "y": 1}]), Some(0)).await.unwrap_err().code, ErrorCode::MultiScreenUnavailable);
+    assert_eq!(
+        w.engine.act(&w.bot("two").await, &serde_json::json!([{"type": "move", "x": 1, "y": 1}]), Some(0)).await.unwrap_err().code,
+        ErrorCode::MultiScreenUnavailable
+    );
     let exit = w.engine.exec("two", vec!["true".into()], None, None, None, CancellationToken::new()).await.unwrap();
     assert_eq!(exit.code, 0, "shell keeps working");
-    w.engine.release_desktop("one").await.unwrap();
-    w.engine.open_desktop("two").await.expect("the freed slot is usable");
+    w.engine.release_desktop(&w.bot("one").await).await.unwrap();
+    w.engine.open_desktop(&w.bot("two").await).await.expect("the freed slot is usable");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_through_a_control_capability_reaches_only_that_bots_display() {
     let w = world(None, &["a", "b"]).await;
-    let da = w.engine.open_desktop("a").await.unwrap();
-    w.engine.open_desktop("b").await.unwrap();
+    let da = w.engine.open_desktop(&w.bot("a").await).await.unwrap();
+    w.engine.open_desktop(&w.bot("b").await).await.unwrap();
     let b_before = cursor(&w.engine, "b").await;
     // The view capability is view-only: pointer events are ignored.
     let (ok, s) = gateway(da.port, &da.view_token);
@@ -376,42 +387,46 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     let site = serve_pages(&w.engine, "a").await;
     // Two bots browse at once; a cookie set in A's browser is never visible in B's.
     let (set, show) = (format!("{site}/set.html?user=alice"), format!("{site}/show.html"));
-    let (sa, sb) = tokio::join!(w.engine.browser_navigate("a", &set), w.engine.browser_navigate("b", &show));
+    let (ref_a, ref_b) = (w.bot("a").await, w.bot("b").await);
+    let (sa, sb) = tokio::join!(w.engine.browser_navigate(&ref_a, &set), w.engine.browser_navigate(&ref_b, &show));
     assert!(text(&sa.unwrap()).contains("cookie set"));
     assert!(text(&sb.unwrap()).contains("cookie: (none)"));
-    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    assert!(text(&w.engine.browser_navigate(&w.bot("a").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
     // Snapshot: refs, values, passwords masked; act by ref fills and clicks.
-    let snap = w.engine.browser_snapshot("b").await.unwrap();
+    let snap = w.engine.browser_snapshot(&w.bot("b").await).await.unwrap();
     let elements = snap["elements"].as_array().unwrap();
     assert_eq!(elements.iter().map(|e| e["ref"].as_str().unwrap()).collect::<Vec<_>>(), ["e1", "e2", "e3"]);
     assert_eq!(elements[1]["value"], "********", "passwords are masked");
     assert!(!snap.to_string().contains("secret"));
-    let after =
-        w.engine.browser_act("b", &serde_json::json!([{"action": "fill", "ref": "e1", "text": "Bob"}, {"action": "click", "ref": "e3"}])).await.unwrap();
+    let after = w
+        .engine
+        .browser_act(&w.bot("b").await, &serde_json::json!([{"action": "fill", "ref": "e1", "text": "Bob"}, {"action": "click", "ref": "e3"}]))
+        .await
+        .unwrap();
     assert!(text(&after).contains("hello Bob"), "{}", text(&after));
     // Bad input: clear errors, nothing done.
-    assert!(w.engine.browser_navigate("a", "file:///etc/passwd").await.unwrap_err().message.contains("only http and https"));
-    assert!(w.engine.browser_navigate("a", "http://user:pw@127.0.0.1:8123/").await.unwrap_err().message.contains("credentials"));
-    let missing = w.engine.browser_act("a", &serde_json::json!([{"action": "click", "ref": "e99"}])).await.unwrap_err();
+    assert!(w.engine.browser_navigate(&w.bot("a").await, "file:///etc/passwd").await.unwrap_err().message.contains("only http and https"));
+    assert!(w.engine.browser_navigate(&w.bot("a").await, "http://user:pw@127.0.0.1:8123/").await.unwrap_err().message.contains("credentials"));
+    let missing = w.engine.browser_act(&w.bot("a").await, &serde_json::json!([{"action": "click", "ref": "e99"}])).await.unwrap_err();
     assert!(missing.message.contains("computer_act"), "the error suggests the fallback: {}", missing.message);
 
     // Release A (graceful close), let C take slot 1, reopen A on another slot: login still there.
-    let slot_a = w.engine.open_desktop("a").await.unwrap().slot;
-    assert!(w.engine.release_desktop("a").await.unwrap());
-    assert_eq!(w.engine.open_desktop("c").await.unwrap().slot, slot_a, "C reuses A's old slot");
-    let new_slot = w.engine.open_desktop("a").await.unwrap().slot;
+    let slot_a = w.engine.open_desktop(&w.bot("a").await).await.unwrap().slot;
+    assert!(w.engine.release_desktop(&w.bot("a").await).await.unwrap());
+    assert_eq!(w.engine.open_desktop(&w.bot("c").await).await.unwrap().slot, slot_a, "C reuses A's old slot");
+    let new_slot = w.engine.open_desktop(&w.bot("a").await).await.unwrap().slot;
     assert_ne!(new_slot, slot_a);
-    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    assert!(text(&w.engine.browser_navigate(&w.bot("a").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
     // The new occupant of the recycled slot has its own clean profile.
-    assert!(text(&w.engine.browser_navigate("c", &format!("{site}/show.html")).await.unwrap()).contains("cookie: (none)"));
+    assert!(text(&w.engine.browser_navigate(&w.bot("c").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: (none)"));
     // A hard kill of A's Chromium: the next use restarts it on the same profile, no restore bubble.
     let bot_a = w.engine.bot("a").await.unwrap();
     let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(bot_a.id.clone()));
     let kill = vec!["pkill".into(), "-9".into(), "-f".into(), format!("user-data-dir=.*{profile}")];
     w.engine.exec("a", kill, None, None, None, CancellationToken::new()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(text(&w.engine.browser_navigate("a", &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
-    let shot = w.engine.screenshot("a", ImageFormat::Png).await.unwrap();
+    assert!(text(&w.engine.browser_navigate(&w.bot("a").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
+    let shot = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
     assert_eq!(shot.active_window.as_deref(), Some("Show - Chromium"));
     // Chromium's DevTools ports listen on the computer's loopback only, and nothing but the
     // gateway is published on the host.
@@ -453,8 +468,8 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls_cleanly() {
     let w = world(None, &["h"]).await;
-    let d = w.engine.open_desktop("h").await.unwrap();
-    w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
+    let d = w.engine.open_desktop(&w.bot("h").await).await.unwrap();
+    w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap();
     // (exit code, stdout and stderr) of a command the bot runs.
     let bot = |script: String| {
         let e = w.engine.clone();
@@ -486,20 +501,20 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
         assert!(code != 0 && code != 99, "the bot could: {attempt}");
         assert!(out.contains("ermission denied") || out.contains("not permitted"), "{attempt}: {out}");
     }
-    w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
+    w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap();
 
     // A header claiming 0 bytes per line (it passed the old size check) and one claiming a
     // screen far larger than the data.
     for (field, value) in [(12, 0u32), (5, 60_000)] {
         as_service(&header(field, value));
-        let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+        let e = w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap_err();
         assert!(e.message.contains("bad screenshot from the computer"), "{}", e.message);
     }
 
     // A stopped gateway: the call gives up within its bound, with its own code.
     // ([b]: the pattern must not match this shell's own command line.)
     as_service("pkill -STOP -f '[b]otdesk-gateway'");
-    let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+    let e = w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::TimedOut, "{e}");
     assert!(e.message.contains("did not answer"), "{e}");
 
@@ -520,7 +535,7 @@ while True:
 "#;
     assert!(!impostor.contains('\''), "it goes in single quotes");
     as_service(&format!("pkill -KILL -f '[b]otdesk-gateway'; sleep 0.5; setsid python3 -c '{impostor}' >/dev/null 2>&1 < /dev/null & sleep 1"));
-    let e = w.engine.screenshot("h", ImageFormat::Png).await.unwrap_err();
+    let e = w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap_err();
     assert!(e.message.contains("bad answer from the computer's screen gateway") && e.message.contains("1000000000000000"), "{}", e.message);
 
     // A `.pth` file in the user site runs in every Python that reads it: the computer's own
@@ -534,7 +549,7 @@ while True:
 
     // Started again, the computer has its own gateway and a whole framebuffer, and the plant
     // (kept by the checkpoint, as a bot's file) ran nowhere.
-    let shot = w.engine.screenshot("h", ImageFormat::Png).await.unwrap();
+    let shot = w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
     w.engine.files_list("h", "").await.unwrap();
     let (code, out) = bot("test ! -e /tmp/planted && test -n \"$(find ~/.local -name plant.pth)\"".into()).await;
@@ -599,8 +614,8 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
     let w = world(None, &["first", "second", "blind"]).await;
-    assert_eq!(w.engine.open_desktop("first").await.unwrap().slot, 1);
-    assert_eq!(w.engine.open_desktop("second").await.unwrap().slot, 2);
+    assert_eq!(w.engine.open_desktop(&w.bot("first").await).await.unwrap().slot, 1);
+    assert_eq!(w.engine.open_desktop(&w.bot("second").await).await.unwrap().slot, 2);
     let (code, out) = w.engine.shell("second", "echo \"[$DISPLAY]\"; setsid xterm -T from-second -e sleep 600 >/dev/null 2>&1 < /dev/null &").await.unwrap();
     assert_eq!((code, out.trim()), (0, "[:2]"));
     let windows = |bot: &'static str| {
@@ -781,7 +796,7 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
 #[tokio::test]
 async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secret_is_in_a_process_list() {
     let w = world(None, &["clip"]).await;
-    let d = w.engine.open_desktop("clip").await.unwrap();
+    let d = w.engine.open_desktop(&w.bot("clip").await).await.unwrap();
     let text = "héllo wörld — 世界 € ß";
     assert_eq!(w.engine.set_clipboard("clip", text).await.unwrap_err().code, ErrorCode::Stale, "refused without control");
     assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "", "nothing was set");
@@ -825,7 +840,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     // test's own user, outside) can read holds a screen token, the agent token or the text.
     let secret_text = "pässwörd-7f3e1c";
     w.engine.set_clipboard("clip", secret_text).await.unwrap();
-    let view = w.engine.screen_target("clip").await.unwrap();
+    let view = w.engine.screen_target(&w.bot("clip").await).await.unwrap();
     let control = w.engine.take_control_screen("clip").await.unwrap();
     let (cancel, (tx, _rx)) = (tokio_util::sync::CancellationToken::new(), tokio::sync::mpsc::unbounded_channel());
     let timed_out = w.engine.exec("clip", vec!["sleep".into(), "30".into()], None, Some(Duration::from_secs(1)), Some(tx), cancel).await.unwrap();
@@ -880,8 +895,8 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
 #[tokio::test]
 async fn a_listener_on_the_gateways_old_port_gets_no_secret() {
     let w = world(None, &["moved"]).await;
-    w.engine.open_desktop("moved").await.unwrap();
-    w.engine.screenshot("moved", ImageFormat::Png).await.unwrap();
+    w.engine.open_desktop(&w.bot("moved").await).await.unwrap();
+    w.engine.screenshot(&w.bot("moved").await, ImageFormat::Png).await.unwrap();
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
     let docker = |args: &[&str]| String::from_utf8(std::process::Command::new("docker").args(args).output().unwrap().stdout).unwrap().trim().to_string();
     let container = docker(&["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]);
@@ -910,7 +925,7 @@ async fn a_listener_on_the_gateways_old_port_gets_no_secret() {
         seen
     });
     let t0 = Instant::now();
-    while w.engine.screenshot("moved", ImageFormat::Png).await.is_err() {
+    while w.engine.screenshot(&w.bot("moved").await, ImageFormat::Png).await.is_err() {
         assert!(t0.elapsed() < Duration::from_secs(60), "the engine did not find the gateway again");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -923,10 +938,10 @@ async fn a_listener_on_the_gateways_old_port_gets_no_secret() {
 /// pointer and windows are still); returns that frame's id.
 async fn wait_still(engine: &botdesk_engine::Engine, bot: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = engine.screenshot(bot, ImageFormat::Png).await.unwrap().frame_id;
+    let mut last = engine.screenshot(&engine.bot_ref(bot).await.unwrap(), ImageFormat::Png).await.unwrap().frame_id;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = engine.screenshot(bot, ImageFormat::Png).await.unwrap().frame_id;
+        let now = engine.screenshot(&engine.bot_ref(bot).await.unwrap(), ImageFormat::Png).await.unwrap().frame_id;
         if now == last {
             return now;
         }

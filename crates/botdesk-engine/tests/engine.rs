@@ -367,15 +367,16 @@ async fn a_kept_desktop_is_looked_at_directly_until_another_process_releases_it(
     for bot in ["a", "b"] {
         this.create_bot(bot, ComputerScope::Team, None, "").await.unwrap();
     }
-    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    let a = this.bot_ref("a").await.unwrap();
+    this.screenshot(&a, botdesk_core::ImageFormat::Png).await.unwrap();
     let before = counted.calls().len();
-    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    this.screenshot(&a, botdesk_core::ImageFormat::Png).await.unwrap();
     assert_eq!(counted.calls()[before..], ["observe"]);
 
-    assert!(other.release_desktop("a").await.unwrap());
-    other.screenshot("b", botdesk_core::ImageFormat::Png).await.unwrap();
+    assert!(other.release_desktop(&other.bot_ref("a").await.unwrap()).await.unwrap());
+    other.screenshot(&other.bot_ref("b").await.unwrap(), botdesk_core::ImageFormat::Png).await.unwrap();
     let before = counted.calls().len();
-    this.screenshot("a", botdesk_core::ImageFormat::Png).await.unwrap();
+    this.screenshot(&a, botdesk_core::ImageFormat::Png).await.unwrap();
     let calls = counted.calls()[before..].to_vec();
     assert!(calls.contains(&"open_desktop") && calls.last() == Some(&"observe"), "{calls:?}");
 }

@@ -27,6 +27,13 @@ enum Turn {
     Alone(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
+impl World {
+    /// The bot, resolved once (what the engine's per-bot calls take).
+    async fn bot(&self, name: &str) -> botdesk_engine::BotRef {
+        self.engine.bot_ref(name).await.unwrap()
+    }
+}
+
 impl Drop for World {
     fn drop(&mut self) {
         common::tear_down(self.dir.path(), &self.models);
@@ -225,7 +232,7 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
     assert_eq!((ant_server.remaining(), oai_server.remaining()), (0, 0));
 
     // Each on its own display.
-    let (da, doai) = (w.engine.open_desktop("ant").await.unwrap(), w.engine.open_desktop("oai").await.unwrap());
+    let (da, doai) = (w.engine.open_desktop(&w.bot("ant").await).await.unwrap(), w.engine.open_desktop(&w.bot("oai").await).await.unwrap());
     assert_ne!(da.slot, doai.slot);
 
     // The page recorded one click and one form per bot.
@@ -527,10 +534,10 @@ async fn the_first_observe_of_every_run_has_an_image() {
     let (server, _) = w.scripted_bot("looker", Wire::Anthropic, Default::default()).await;
     // Looked at until it is still.
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = w.engine.screenshot("looker", ImageFormat::Png).await.unwrap().frame_id;
+    let mut last = w.engine.screenshot(&w.bot("looker").await, ImageFormat::Png).await.unwrap().frame_id;
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = w.engine.screenshot("looker", ImageFormat::Png).await.unwrap().frame_id;
+        let now = w.engine.screenshot(&w.bot("looker").await, ImageFormat::Png).await.unwrap().frame_id;
         if now == last {
             break;
         }
@@ -656,7 +663,7 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
     let sent = sent.lock().unwrap().clone();
     let (before, after) = (sent[sent.len() - 2], sent[sent.len() - 1]);
     assert_eq!((after.machine - before.machine, after.computers - before.computers), (0, 1), "requests at each model call: {sent:?}");
-    assert_eq!(w.engine.screenshot("scaled", ImageFormat::Png).await.unwrap().cursor, (640, 200));
+    assert_eq!(w.engine.screenshot(&w.bot("scaled").await, ImageFormat::Png).await.unwrap().cursor, (640, 200));
 }
 
 /// A run stops cleanly at its bot's budget (checked before each model call), and each call's cost
@@ -901,7 +908,7 @@ async fn claudes_whole_action_set_works_on_a_real_desktop() {
     let mut w = world().await;
     let server = w.bot_as("clicker", botdesk_core::ModelKind::Anthropic, "claude-opus-4-5").await;
     w.engine.files_write("clicker", "events.html", bytes::Bytes::from_static(EVENTS_PAGE.as_bytes()), false).await.unwrap();
-    w.engine.open_path("clicker", "events.html").await.unwrap();
+    w.engine.open_path(&w.bot("clicker").await, "events.html").await.unwrap();
     // The computer tool's result says the active window's title: what the page saw last.
     let saw = |want: &'static str| {
         move |s: &Seen| match s.results.first() {
@@ -973,7 +980,7 @@ async fn ui_tars_clicks_land_where_its_own_coordinates_say() {
         let run = w.engine.run_task(bot, "click the button").await.unwrap();
         assert_eq!(server.failures(), Vec::<String>::new(), "{model}");
         assert_eq!(run.status, RunStatus::Completed, "{model}: {run:?}");
-        assert_eq!(w.engine.screenshot(bot, ImageFormat::Png).await.unwrap().cursor, want, "{model}");
+        assert_eq!(w.engine.screenshot(&w.bot(bot).await, ImageFormat::Png).await.unwrap().cursor, want, "{model}");
         assert_eq!(w.engine.chat(bot, 1).await.unwrap()[0].text, "Thought: done.\nAction: finished(content='Clicked.')", "{model}");
     }
 }
@@ -1067,7 +1074,7 @@ async fn calibration_tells_a_pixels_model_from_a_0_to_1000_one() {
                 Reply::call("computer_act", json!({"actions": [{"type": "click", "x": (x as f64 * scale.0).round(), "y": (y as f64 * scale.1).round()}]}))
             }))));
         }
-        let c = w.engine.calibrate(&model, &bot).await.unwrap();
+        let c = w.engine.calibrate(&model, &w.bot(&bot).await).await.unwrap();
         assert_eq!(server.failures(), Vec::<String>::new());
         assert_eq!(c.best, Some(space), "{c:?}");
         assert!(c.fits[0].mean_error <= 2.0, "{c:?}");
@@ -1205,7 +1212,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     let curl = |url: String| format!("curl -sS --max-time 20 {url}");
     let (code, out) = w.engine.shell("wanderer", &curl(http.clone())).await.unwrap();
     assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
-    let page = w.engine.browser_navigate("wanderer", &http).await.unwrap();
+    let page = w.engine.browser_navigate(&w.bot("wanderer").await, &http).await.unwrap();
     assert_eq!(page["title"], "Test site", "{page}");
 
     // Allowed by a name: that name alone (another name for the same address, or the address,
@@ -1221,7 +1228,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
         let (_, out) = w.engine.shell("wanderer", &curl(url.clone())).await.unwrap();
         assert!(out.contains("not on the allowlist"), "{url}: {out}");
     }
-    let page = w.engine.browser_navigate("wanderer", "http://web.test:8080/").await.unwrap();
+    let page = w.engine.browser_navigate(&w.bot("wanderer").await, "http://web.test:8080/").await.unwrap();
     assert_eq!(page["title"], "Test site", "{page}");
 
     // Offline: a connection open through the allowed name is closed within seconds; nothing is

@@ -40,7 +40,7 @@ fn resolver(engine: Engine, bot: &'static str) -> Resolve {
     Arc::new(move || {
         let engine = engine.clone();
         Box::pin(async move {
-            let t = engine.screen_target(bot).await.map_err(|e| e.message)?;
+            let t = engine.screen_target(&engine.bot_ref(bot).await.unwrap()).await.map_err(|e| e.message)?;
             Ok(Target { port: t.port, token: t.token, control: t.control, compressed: t.compressed })
         })
     })
@@ -80,7 +80,7 @@ fn pixel(s: &Session, x: usize, y: usize) -> [u8; 3] {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_input_control_and_reconnect() {
     let w = world("v").await;
-    let d = w.engine.open_desktop("v").await.unwrap();
+    let d = w.engine.open_desktop(&w.engine.bot_ref("v").await.unwrap()).await.unwrap();
     let s = Session::spawn_with(resolver(w.engine.clone(), "v"), Duration::from_millis(500));
     let watching = s.subscribe(); // a session nobody watches asks for no updates
     until("connected view-only", || s.state() == ConnState::Connected { control: false }).await;
@@ -188,7 +188,7 @@ async fn frames_input_control_and_reconnect() {
     .await
     .expect("the session never said it was reconnecting");
     assert!(!seen.is_empty(), "a reconnecting state carries its reason");
-    w.engine.open_desktop("v").await.unwrap();
+    w.engine.open_desktop(&w.engine.bot_ref("v").await.unwrap()).await.unwrap();
     until("connected again", || s.state() == ConnState::Connected { control: false }).await;
 
     // Nobody watches any more (the socket closed, the subscribers are gone): soon after its idle
@@ -219,8 +219,8 @@ async fn a_screen_on_another_machine_comes_compressed() {
     engine.add_host("far", &url, &tls).await.unwrap();
     engine.send_image("far", &|_| {}).await.unwrap();
     engine.create_bot_on("r", ComputerScope::Private, "far", None, "").await.unwrap();
-    let d = engine.open_desktop("r").await.unwrap();
-    assert!(engine.screen_target("r").await.unwrap().compressed, "a screen across a network asks for compression");
+    let d = engine.open_desktop(&engine.bot_ref("r").await.unwrap()).await.unwrap();
+    assert!(engine.screen_target(&engine.bot_ref("r").await.unwrap()).await.unwrap().compressed, "a screen across a network asks for compression");
     sh(&engine, "r", &format!("DISPLAY=:{} xsetroot -solid '#123456'", d.slot)).await;
 
     let s = Session::spawn_with(resolver(engine.clone(), "r"), Duration::from_millis(500));

@@ -238,7 +238,7 @@ impl RunHost {
         let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
         let browser_in_front = o.active_window.as_deref().is_some_and(|w| w.ends_with("Chromium"));
         let page_url = match self.page_urls && browser_in_front {
-            true => self.engine.browser_snapshot(self.bot.id.as_str()).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
+            true => self.engine.browser_snapshot(&crate::BotRef::of(&self.bot)).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
             false => None,
         };
         ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false, page_url }
@@ -372,6 +372,7 @@ fn sanitize(s: &str) -> String {
 impl Host for RunHost {
     async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         let bot = self.bot.id.as_str();
+        let me = &crate::BotRef::of(&self.bot);
         let e = &self.engine;
         let watched = self.watch_before(&tool).await;
         // The refusals the tool's own request brought (an action batch's), else read after it.
@@ -445,21 +446,21 @@ impl Host for RunHost {
                 }
             }
             Tool::OpenPath { target } => {
-                let r = e.open_path(bot, &target).await.map_err(|err| err.message);
+                let r = e.open_path(me, &target).await.map_err(|err| err.message);
                 self.line(ToolKind::OpenPath, &target, &r).await;
                 r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::LaunchApp { command } => {
-                let r = e.launch_app(bot, &command).await.map_err(|err| err.message);
+                let r = e.launch_app(me, &command).await.map_err(|err| err.message);
                 self.line(ToolKind::LaunchApp, &command, &r).await;
                 r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
             Tool::RequestTakeover { reason } => self.takeover(&reason, cancel).await,
-            Tool::BrowserNavigate { url } => match e.browser_navigate(bot, &url).await {
+            Tool::BrowserNavigate { url } => match e.browser_navigate(me, &url).await {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
-            Tool::BrowserSnapshot => match e.browser_snapshot(bot).await {
+            Tool::BrowserSnapshot => match e.browser_snapshot(me).await {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },

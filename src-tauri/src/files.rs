@@ -39,14 +39,14 @@ pub async fn activity(engine: State<'_, Engine>, bot: String) -> Res<Vec<Activit
 /// A folder of the workspace as it is, or in a kept `version` of it.
 #[tauri::command]
 pub async fn list_files(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<Listing> {
-    let (path, entries) = engine.stored_list_at(&bot, &path, version).await?;
+    let (path, entries) = engine.stored_list_at(&engine.bot_ref(&bot).await?, &path, version).await?;
     Ok(Listing { path, entries })
 }
 
 /// Text (UTF-8, up to 2 MiB) or an image (up to 10 MiB) from the stored workspace (or a version).
 #[tauri::command]
 pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<Preview> {
-    let stat = engine.stored_stat_at(&bot, &path, version).await?;
+    let stat = engine.stored_stat_at(&engine.bot_ref(&bot).await?, &path, version).await?;
     let size = stat.size;
     if stat.kind == FileKind::Dir {
         return Ok(Preview::Dir { size });
@@ -55,13 +55,13 @@ pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String, 
         if size > IMAGE_PREVIEW {
             return Ok(Preview::TooLarge { size });
         }
-        let data = engine.stored_read_at(&bot, &path, IMAGE_PREVIEW, version).await?;
+        let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, IMAGE_PREVIEW, version).await?;
         return Ok(Preview::Image { url: format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(&data)), size });
     }
     if size > TEXT_PREVIEW {
         return Ok(Preview::TooLarge { size });
     }
-    let data = engine.stored_read_at(&bot, &path, TEXT_PREVIEW, version).await?;
+    let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, TEXT_PREVIEW, version).await?;
     Ok(match String::from_utf8(data.to_vec()) {
         Ok(text) if !text.contains('\0') => Preview::Text { text, size },
         _ => Preview::Binary { size },
@@ -84,14 +84,14 @@ pub const DOWNLOAD_LIMIT: u64 = 256 << 20;
 /// returns where.
 #[tauri::command]
 pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<String> {
-    let size = engine.stored_stat_at(&bot, &path, version).await?.size;
+    let size = engine.stored_stat_at(&engine.bot_ref(&bot).await?, &path, version).await?.size;
     if size > DOWNLOAD_LIMIT {
         return Err(EngineError::new(
             ErrorCode::TooLarge,
             format!("{path} is {} MiB; Download takes files up to {} MiB (`botdesk files get` takes larger ones)", size >> 20, DOWNLOAD_LIMIT >> 20),
         ));
     }
-    let data = engine.stored_read_at(&bot, &path, DOWNLOAD_LIMIT, version).await?;
+    let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, DOWNLOAD_LIMIT, version).await?;
     let dir = downloads_dir();
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot create {}: {e}", dir.display())))?;
     let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download");
@@ -138,7 +138,7 @@ pub async fn upload_file(engine: State<'_, Engine>, bot: String, path: String, d
     }
     let bytes =
         base64::engine::general_purpose::STANDARD.decode(data.as_bytes()).map_err(|e| EngineError::invalid(format!("the upload is not valid base64: {e}")))?;
-    engine.upload(&bot, &path, bytes.into(), UPLOAD_LIMIT).await
+    engine.upload(&engine.bot_ref(&bot).await?, &path, bytes.into(), UPLOAD_LIMIT).await
 }
 
 /// The one watch of the bot whose Files pane is visible: its bot and how to stop it.

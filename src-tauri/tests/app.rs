@@ -131,7 +131,14 @@ fn the_app_keeps_a_spare_computer_that_the_next_new_bot_takes() {
     let bot = rt.block_on(engine.create_bot("fresh", ComputerScope::Private, None, "")).unwrap();
     assert_eq!(bot.computer.id, spare, "the new computer is the spare");
     let exit = rt
-        .block_on(engine.exec("fresh", vec!["sh".into(), "-c".into(), "test -w ~".into()], None, None, None, tokio_util::sync::CancellationToken::new()))
+        .block_on(engine.exec(
+            &rt.block_on(engine.bot_ref("fresh")).unwrap(),
+            vec!["sh".into(), "-c".into(), "test -w ~".into()],
+            None,
+            None,
+            None,
+            tokio_util::sync::CancellationToken::new(),
+        ))
         .unwrap();
     assert_eq!(exit.code, 0, "the bot cannot write its home: {exit:?}");
     assert_eq!(running(&spare), Some(container), "the bot works in the spare's container: none was made anew");

@@ -37,7 +37,7 @@ fn the_browser_pane_shows_the_bots_page_and_the_person_drives_it_in_control() {
     let (code, out) = side
         .rt
         .block_on(side.engine.shell(
-            "surfer",
+            &side.rt.block_on(side.engine.bot_ref("surfer")).unwrap(),
             "printf '<title>Page one</title><p>first page words</p><a href=two.html>next</a>' > one.html && \
              printf '<title>Page two</title><p>second page words</p>' > two.html && \
              (setsid python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 </dev/null &) && sleep 1",

@@ -141,15 +141,15 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         Duration::from_secs(20),
     );
     d.wait_js("notes.md gone from the pane", "return !document.querySelector('.file[data-path$=\"notes.md\"]')", Duration::from_secs(10));
-    assert!(rt.block_on(engine.stored_read("writer", "notes.md", 1000)).is_err(), "the undo removed notes.md");
+    assert!(rt.block_on(engine.stored_read(&rt.block_on(engine.bot_ref("writer")).unwrap(), "notes.md", 1000)).is_err(), "the undo removed notes.md");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("09b-run-undone.png");
     // The pane follows what the bot writes: the computer starts again (the pane now reads it live)
     // and a file written there shows up (inotify inside the computer; the host walks nothing).
-    let (code, _) = rt.block_on(engine.shell("writer", "echo 'written later' > later.txt")).unwrap();
+    let (code, _) = rt.block_on(engine.shell(&rt.block_on(engine.bot_ref("writer")).unwrap(), "echo 'written later' > later.txt")).unwrap();
     assert_eq!(code, 0);
     d.wait_js("the new file listed", "return !!document.querySelector('.file[data-path$=\"later.txt\"]')", Duration::from_secs(20));
-    let (code, _) = rt.block_on(engine.shell("writer", "sleep 1; echo live > live.txt")).unwrap();
+    let (code, _) = rt.block_on(engine.shell(&rt.block_on(engine.bot_ref("writer")).unwrap(), "sleep 1; echo live > live.txt")).unwrap();
     assert_eq!(code, 0);
     d.wait_js("a file written while it runs listed", "return !!document.querySelector('.file[data-path$=\"live.txt\"]')", Duration::from_secs(20));
     // Move the bot to a Private computer from its header: the pane then shows its new home, where
@@ -172,7 +172,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("12-moved-to-private.png");
-    let (code, out) = rt.block_on(engine.shell("writer", "ls")).unwrap();
+    let (code, out) = rt.block_on(engine.shell(&rt.block_on(engine.bot_ref("writer")).unwrap(), "ls")).unwrap();
     assert_eq!(code, 0);
     assert!(!out.lines().any(|l| l == "bots") && out.lines().any(|l| l == "later.txt"), "the Private home holds the bot's work at its root: {out}");
     // Settings → Models: this model has no prices; the person gives it some, and the engine
@@ -371,7 +371,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
     let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
-    assert_eq!(&rt.block_on(engine.stored_read("writer", "later.txt", 1000)).unwrap()[..], b"written later\n");
+    assert_eq!(&rt.block_on(engine.stored_read(&rt.block_on(engine.bot_ref("writer")).unwrap(), "later.txt", 1000)).unwrap()[..], b"written later\n");
     // A run that sends a form on a listed site pauses there: the chat asks (Allow once, Always
     // for this site, Deny with a note); denied, the model is told the note and the shop never
     // gets the form.

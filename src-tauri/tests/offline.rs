@@ -15,10 +15,16 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     let rt = tokio::runtime::Runtime::new().unwrap();
     let engine = rt.block_on(Engine::open(EngineConfig::new(data.path(), ProviderChoice::Machine(botdesk_docker::machine)))).unwrap();
     rt.block_on(engine.create_bot("offline", ComputerScope::Team, None, "")).unwrap();
-    rt.block_on(engine.files_write("offline", "report.md", b"# Report\nfirst draft\n".to_vec().into(), false)).unwrap();
+    rt.block_on(engine.files_write(&rt.block_on(engine.bot_ref("offline")).unwrap(), "report.md", b"# Report\nfirst draft\n".to_vec().into(), false)).unwrap();
     let computer = rt.block_on(engine.bot("offline")).unwrap().computer.id;
     rt.block_on(engine.checkpoint(&computer)).unwrap();
-    rt.block_on(engine.files_write("offline", "report.md", b"# Report\nwritten before Docker went away\n".to_vec().into(), false)).unwrap();
+    rt.block_on(engine.files_write(
+        &rt.block_on(engine.bot_ref("offline")).unwrap(),
+        "report.md",
+        b"# Report\nwritten before Docker went away\n".to_vec().into(),
+        false,
+    ))
+    .unwrap();
     rt.block_on(engine.stop_computer(&computer)).unwrap();
 
     let sockets = tempfile::tempdir().unwrap();
@@ -88,7 +94,7 @@ fn without_docker_the_app_says_so_files_still_work_and_work_resumes_when_docker_
     d.click("#open-desktop");
     d.wait_js("the desktop connected", "return document.querySelector('.viewer.interactive')?.dataset.state === 'connected'", Duration::from_secs(90));
     // The computer started from the restored version.
-    assert_eq!(&rt.block_on(engine.files_read("offline", "report.md", 100)).unwrap()[..], b"# Report\nfirst draft\n");
+    assert_eq!(&rt.block_on(engine.files_read(&rt.block_on(engine.bot_ref("offline")).unwrap(), "report.md", 100)).unwrap()[..], b"# Report\nfirst draft\n");
     drop(d);
     rt.block_on(async {
         for c in engine.list_computers().await.unwrap_or_default() {

@@ -18,7 +18,7 @@ struct Side {
 
 impl Side {
     fn sh(&self, bot: &str, cmd: &str) -> (i32, String) {
-        self.rt.block_on(self.engine.shell(bot, cmd)).unwrap()
+        self.rt.block_on(self.engine.shell(&self.rt.block_on(self.engine.bot_ref(bot)).unwrap(), cmd)).unwrap()
     }
 }
 

@@ -25,7 +25,8 @@ struct Side {
 impl Side {
     /// A command in the bot's folder, bounded: a test never waits on a computer without a limit.
     fn sh(&self, bot: &str, cmd: &str) -> (i32, String) {
-        let ran = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), self.engine.shell(bot, cmd)).await });
+        let ran =
+            self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(60), self.engine.shell(&self.engine.bot_ref(bot).await.unwrap(), cmd)).await });
         ran.unwrap_or_else(|_| panic!("`{cmd}` did not end within 60 s")).unwrap()
     }
 

@@ -52,8 +52,17 @@ fn generator() -> String {
 
 async fn sh(engine: &Engine, bot: &str, argv: &[&str]) {
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let exit =
-        engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), None, Some(Duration::from_secs(600)), Some(tx), CancellationToken::new()).await.unwrap();
+    let exit = engine
+        .exec(
+            &engine.bot_ref(bot).await.unwrap(),
+            argv.iter().map(|s| s.to_string()).collect(),
+            None,
+            Some(Duration::from_secs(600)),
+            Some(tx),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
     assert_eq!(exit.code, 0, "{argv:?}");
 }
 

@@ -33,11 +33,11 @@ pub async fn run(dir: &Path) -> Vec<Row> {
     let data = dir.join("cli");
     let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.create_bot("clibench", ComputerScope::Private, None, "").await.unwrap();
-    engine.exec("clibench", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    engine.exec(&engine.bot_ref("clibench").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let bot = engine.bot_ref("clibench").await.unwrap();
     let display = engine.open_desktop(&bot).await.unwrap().slot;
     engine.screenshot(&bot, ImageFormat::Png).await.unwrap();
-    engine.files_write("clibench", "small.txt", bytes::Bytes::from_static(b"a small file\n"), false).await.unwrap();
+    engine.files_write(&engine.bot_ref("clibench").await.unwrap(), "small.txt", bytes::Bytes::from_static(b"a small file\n"), false).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
     engine.checkpoint(computer.as_str()).await.unwrap();
     let container = crate::desktops::container_of(computer.as_str());

@@ -41,11 +41,11 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         engine.create_bot(n, ComputerScope::Team, None, "").await.unwrap();
         bots.push(engine.bot_ref(n).await.unwrap());
     }
-    engine.exec(&names[0], vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    engine.exec(&engine.bot_ref(&names[0]).await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
     let container = container_of(&computer);
     // The anchors on bench0's display run as bench0: a Team bot's display admits its uid alone.
-    let (_, uid) = engine.shell(&names[0], "id -u; id -g").await.unwrap();
+    let (_, uid) = engine.shell(&engine.bot_ref(&names[0]).await.unwrap(), "id -u; id -g").await.unwrap();
     let owner = uid.split_whitespace().collect::<Vec<_>>().join(":");
 
     // Desktop open → first full frame (a cold display: Xvfb, fluxbox, view transport).
@@ -63,7 +63,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
 
     // Browser ready: a cold Chromium on a fresh profile until its DevTools answer.
     let site = "cd /home/botdesk && mkdir -p shared/site && echo '<title>bench</title><p>hello' > shared/site/index.html && cd shared/site && (setsid python3 -m http.server 8124 --bind 127.0.0.1 >/dev/null 2>&1 &); sleep 0.3";
-    engine.exec(&names[0], vec!["sh".into(), "-c".into(), site.into()], None, None, None, Default::default()).await.unwrap();
+    engine.exec(&engine.bot_ref(&names[0]).await.unwrap(), vec!["sh".into(), "-c".into(), site.into()], None, None, None, Default::default()).await.unwrap();
     let (mut ours, mut anchor) = (vec![], vec![]);
     for i in 0..N {
         let bot = &names[2 + i];
@@ -141,7 +141,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     // Revocation: from Release to the drop of an open view connection, while the other desktop
     // shows a page and a busy loop keeps the computer's CPUs working.
     let busy = "(setsid sh -c 'timeout 120 sh -c \"yes >/dev/null & yes >/dev/null & wait\"' >/dev/null 2>&1 &)";
-    engine.exec(&names[0], vec!["sh".into(), "-c".into(), busy.into()], None, None, None, Default::default()).await.unwrap();
+    engine.exec(&engine.bot_ref(&names[0]).await.unwrap(), vec!["sh".into(), "-c".into(), busy.into()], None, None, None, Default::default()).await.unwrap();
     let (mut ours, mut anchor) = (vec![], vec![]);
     for _ in 0..N {
         let d = engine.open_desktop(&bots[1]).await.unwrap();
@@ -178,7 +178,10 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
         anchor: median(anchor),
         n: N,
     });
-    engine.exec(&names[0], vec!["sh".into(), "-c".into(), "pkill -x yes; true".into()], None, None, None, Default::default()).await.unwrap();
+    engine
+        .exec(&engine.bot_ref(&names[0]).await.unwrap(), vec!["sh".into(), "-c".into(), "pkill -x yes; true".into()], None, None, None, Default::default())
+        .await
+        .unwrap();
 
     // Density: desktops with Chromium open on a page within the default 2 GiB.
     for n in &names[1..] {

@@ -196,16 +196,14 @@ pub async fn run(dir: &Path, app: &Path) -> Figures {
 
     // A checkpoint after one changed file, in a home of 1,000 small files (10 MiB).
     const FILES: usize = 1000;
-    let (code, out) = engine
-        .shell("look", &format!("mkdir -p work && for i in $(seq 1 {FILES}); do head -c 10240 /dev/urandom > work/f$i; done && echo made"))
-        .await
-        .unwrap();
+    let (code, out) =
+        engine.shell(&look, &format!("mkdir -p work && for i in $(seq 1 {FILES}); do head -c 10240 /dev/urandom > work/f$i; done && echo made")).await.unwrap();
     assert_eq!(code, 0, "{out}");
     let c = engine.list_computers().await.unwrap().into_iter().find(|c| c.name == "private-look").unwrap();
     engine.checkpoint(&c.id).await.unwrap();
     let mut one = vec![];
     for i in 0..5 {
-        let (code, _) = engine.shell("look", &format!("echo change {i} > work/f1")).await.unwrap();
+        let (code, _) = engine.shell(&engine.bot_ref("look").await.unwrap(), &format!("echo change {i} > work/f1")).await.unwrap();
         assert_eq!(code, 0);
         let t = Instant::now();
         engine.checkpoint(&c.id).await.unwrap();

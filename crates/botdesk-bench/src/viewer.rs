@@ -121,7 +121,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 async fn sh(e: &Engine, bot: &str, cmd: &str) -> String {
-    let (code, out) = e.shell(bot, cmd).await.unwrap();
+    let (code, out) = e.shell(&e.bot_ref(bot).await.unwrap(), cmd).await.unwrap();
     assert_eq!(code, 0, "{cmd}: {out}");
     out
 }

@@ -1097,7 +1097,7 @@ async fn exec(engine: &Engine, json: bool, bot: &str, cwd: Option<String>, timeo
             }
         }
     });
-    let exit = engine.exec(bot, argv, cwd.as_deref(), timeout.map(Duration::from_millis), Some(tx), cancel).await;
+    let exit = engine.exec(&engine.bot_ref(bot).await?, argv, cwd.as_deref(), timeout.map(Duration::from_millis), Some(tx), cancel).await;
     let _ = printer.await;
     let exit = exit?;
     if json {
@@ -1112,7 +1112,7 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
     match cmd {
         FilesCmd::Ls { bot, path, version } => {
             // From the stored workspace on this machine: works with the computer stopped or Docker off.
-            let (dir, entries) = engine.stored_list_at(&bot, path.as_deref().unwrap_or(""), version).await?;
+            let (dir, entries) = engine.stored_list_at(&engine.bot_ref(&bot).await?, path.as_deref().unwrap_or(""), version).await?;
             print(json, json!({"path": dir, "entries": entries}), || {
                 entries
                     .iter()
@@ -1130,7 +1130,7 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
             });
         }
         FilesCmd::Cat { bot, path, max_bytes, version } => {
-            let bytes = engine.stored_read_at(&bot, &path, max_bytes, version).await?;
+            let bytes = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, max_bytes, version).await?;
             std::io::stdout().write_all(&bytes).and_then(|_| std::io::stdout().flush()).map_err(|e| EngineError::invalid(format!("writing to stdout: {e}")))?;
         }
         FilesCmd::Put { bot, local, path, executable } => {
@@ -1141,11 +1141,11 @@ async fn files(engine: &Engine, json: bool, cmd: FilesCmd) -> Result<(), EngineE
             let data = std::fs::read(&local).map_err(|e| EngineError::invalid(format!("cannot read {}: {e}", local.display())))?;
             let exec = executable.unwrap_or_else(|| std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o100 != 0);
             let size = data.len();
-            let written = engine.files_write(&bot, &path, Bytes::from(data), exec).await?;
+            let written = engine.files_write(&engine.bot_ref(&bot).await?, &path, Bytes::from(data), exec).await?;
             print(json, json!({"path": written, "size": size, "executable": exec}), || format!("wrote {size} bytes to {written}"));
         }
         FilesCmd::Get { bot, path, local, max_bytes, version } => {
-            let bytes = engine.stored_read_at(&bot, &path, max_bytes, version).await?;
+            let bytes = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, max_bytes, version).await?;
             let tmp = local.with_extension("botdesk-partial");
             std::fs::write(&tmp, &bytes)
                 .and_then(|_| std::fs::rename(&tmp, &local))

@@ -243,11 +243,12 @@ impl ServerHandler for Server {
         let (bot, what) = decoded.strip_prefix("botdesk://").and_then(|r| r.split_once('/')).ok_or_else(unknown)?;
         let failed = |e: botdesk_engine::EngineError| ErrorData::invalid_params(e.to_string(), None);
         let contents = if what == "screen" {
-            let bot = self.engine.bot_ref(bot).await.map_err(failed)?;
-            let shot = self.engine.screenshot(&bot, botdesk_engine::ImageFormat::Png).await.map_err(failed)?;
+            let bot = &self.engine.bot_ref(bot).await.map_err(failed)?;
+            let shot = self.engine.screenshot(bot, botdesk_engine::ImageFormat::Png).await.map_err(failed)?;
             let png = shot.image.ok_or_else(|| ErrorData::internal_error("the screenshot has no image", None))?;
             ResourceContents::blob(base64::engine::general_purpose::STANDARD.encode(&png), uri.clone()).with_mime_type("image/png")
         } else if let Some(path) = what.strip_prefix("files/") {
+            let bot = &self.engine.bot_ref(bot).await.map_err(failed)?;
             if path.is_empty() || path.ends_with('/') {
                 let (dir, entries) = self.engine.files_list(bot, if path.is_empty() { "." } else { path }).await.map_err(failed)?;
                 ResourceContents::text(botdesk_engine::listing_text(&dir, &entries), uri.clone())

@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::blocking;
-use crate::{home_store, Engine, EngineError, ErrorCode, Result};
+use crate::{home_store, BotRef, Engine, EngineError, ErrorCode, Result};
 
 fn io(path: &str, e: std::io::Error) -> EngineError {
     match e.kind() {
@@ -113,13 +113,13 @@ impl Engine {
     }
 
     /// Lists a folder of the workspace (relative to the bot's folder), sorted by path.
-    pub async fn stored_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
+    pub async fn stored_list(&self, bot: &BotRef, path: &str) -> Result<(String, Vec<FileEntry>)> {
         self.stored_list_at(bot, path, None).await
     }
 
     /// [`Engine::stored_list`] in a kept version of the workspace (`version`), or as it is now.
-    pub async fn stored_list_at(&self, bot: &str, path: &str, version: Option<u64>) -> Result<(String, Vec<FileEntry>)> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
+    pub async fn stored_list_at(&self, bot: &BotRef, path: &str, version: Option<u64>) -> Result<(String, Vec<FileEntry>)> {
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let dir = self.resolve(&b, &computer, path)?;
         let own = dir == self.resolve(&b, &computer, "")?;
         let (ctx, at) = (crate::bot_ctx(&b, &computer), &dir);
@@ -163,13 +163,13 @@ impl Engine {
     }
 
     /// One entry of the workspace.
-    pub async fn stored_stat(&self, bot: &str, path: &str) -> Result<FileEntry> {
+    pub async fn stored_stat(&self, bot: &BotRef, path: &str) -> Result<FileEntry> {
         self.stored_stat_at(bot, path, None).await
     }
 
     /// [`Engine::stored_stat`] in a kept version of the workspace, or as it is now.
-    pub async fn stored_stat_at(&self, bot: &str, path: &str, version: Option<u64>) -> Result<FileEntry> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
+    pub async fn stored_stat_at(&self, bot: &BotRef, path: &str, version: Option<u64>) -> Result<FileEntry> {
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), crate::bot_ctx(&b, &computer));
         let root = match version {
@@ -190,13 +190,13 @@ impl Engine {
     }
 
     /// Reads a regular file of the workspace, all or nothing under `max_bytes`.
-    pub async fn stored_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
+    pub async fn stored_read(&self, bot: &BotRef, path: &str, max_bytes: u64) -> Result<Bytes> {
         self.stored_read_at(bot, path, max_bytes, None).await
     }
 
     /// [`Engine::stored_read`] in a kept version of the workspace, or as it is now.
-    pub async fn stored_read_at(&self, bot: &str, path: &str, max_bytes: u64, version: Option<u64>) -> Result<Bytes> {
-        let (b, computer) = self.bot_and_computer(bot).await?;
+    pub async fn stored_read_at(&self, bot: &BotRef, path: &str, max_bytes: u64, version: Option<u64>) -> Result<Bytes> {
+        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (ctx, at) = (crate::bot_ctx(&b, &computer), &file);
         let root = match version {
@@ -285,8 +285,8 @@ impl Engine {
 
     /// Upload: writes a file into the bot's workspace through its computer, only while the person
     /// holds control of the bot's screen.
-    pub async fn upload(&self, bot: &str, path: &str, data: Bytes, max_bytes: u64) -> Result<String> {
-        if self.control_of(bot).await?.is_none() {
+    pub async fn upload(&self, bot: &BotRef, path: &str, data: Bytes, max_bytes: u64) -> Result<String> {
+        if self.control_of(bot.id.as_str()).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to upload files"));
         }
         if data.len() as u64 > max_bytes {

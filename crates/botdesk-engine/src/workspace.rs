@@ -7,7 +7,7 @@ use botdesk_core::*;
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Engine, Result};
+use crate::{BotRef, Engine, Result};
 
 impl Engine {
     pub(crate) fn resolve(&self, bot: &botdesk_store::Bot, computer: &botdesk_store::Computer, input: &str) -> Result<WorkspacePath> {
@@ -16,7 +16,7 @@ impl Engine {
 
     /// Runs `sh -c COMMAND` in the bot's folder and returns its exit code and its output
     /// (stdout and stderr in arrival order, lossily decoded).
-    pub async fn shell(&self, bot: &str, command: &str) -> Result<(i32, String)> {
+    pub async fn shell(&self, bot: &BotRef, command: &str) -> Result<(i32, String)> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let exit = self.exec(bot, vec!["sh".into(), "-c".into(), command.into()], None, None, Some(tx), CancellationToken::new()).await?;
         let mut out = Vec::new();
@@ -29,14 +29,14 @@ impl Engine {
     /// Runs a command on the bot's computer. `cwd` is relative to the bot's folder.
     pub async fn exec(
         &self,
-        bot: &str,
+        bot: &BotRef,
         argv: Vec<String>,
         cwd: Option<&str>,
         timeout: Option<Duration>,
         out: OutputSink,
         cancel: CancellationToken,
     ) -> Result<ExecExit> {
-        self.exec_for(bot, None, argv, None, cwd, timeout, out, cancel).await
+        self.exec_for(bot.id.as_str(), None, argv, None, cwd, timeout, out, cancel).await
     }
 
     /// [`Engine::exec`] for a run (the command's processes carry the run's tag, so they are
@@ -82,8 +82,8 @@ impl Engine {
         }
     }
 
-    pub async fn files_list(&self, bot: &str, path: &str) -> Result<(String, Vec<FileEntry>)> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+    pub async fn files_list(&self, bot: &BotRef, path: &str) -> Result<(String, Vec<FileEntry>)> {
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let dir = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         let mut entries = self.inner.provider.list(&cref, &dir, &crate::bot_ctx(&bot, &computer)).await?;
@@ -91,16 +91,16 @@ impl Engine {
         Ok((dir.to_string(), entries))
     }
 
-    pub async fn files_read(&self, bot: &str, path: &str, max_bytes: u64) -> Result<Bytes> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+    pub async fn files_read(&self, bot: &BotRef, path: &str, max_bytes: u64) -> Result<Bytes> {
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         Ok(self.inner.provider.read(&cref, &file, max_bytes, &crate::bot_ctx(&bot, &computer)).await?)
     }
 
     /// Writes a file (parents created). Returns the workspace path written.
-    pub async fn files_write(&self, bot: &str, path: &str, data: Bytes, executable: bool) -> Result<String> {
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+    pub async fn files_write(&self, bot: &BotRef, path: &str, data: Bytes, executable: bool) -> Result<String> {
+        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         self.inner.provider.write(&cref, &file, data, executable, &crate::bot_ctx(&bot, &computer)).await?;

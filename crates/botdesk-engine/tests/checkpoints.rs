@@ -54,7 +54,7 @@ http.server.ThreadingHTTPServer(('127.0.0.1', 8766), H).serve_forever()
 /// Starts the site from the folder holding `site.py`, relative to the bot's folder.
 async fn start_site(engine: &Engine, bot: &str, dir: &str) {
     let (code, out) = engine
-        .shell(bot, &format!("cd {dir} && (setsid -f python3 site.py >site.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8766/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat site.out; exit 1"))
+        .shell(&engine.bot_ref(bot).await.unwrap(), &format!("cd {dir} && (setsid -f python3 site.py >site.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8766/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat site.out; exit 1"))
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
@@ -64,8 +64,8 @@ async fn start_site(engine: &Engine, bot: &str, dir: &str) {
 async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() {
     let w = world().await;
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
-    w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static("# Today\n".as_bytes()), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "notes/today.md", bytes::Bytes::from_static("# Today\n".as_bytes()), false).await.unwrap();
     start_site(&w.engine, "keeper", "../../shared").await;
     w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login").await.unwrap();
     let page = w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/").await.unwrap();
@@ -77,10 +77,10 @@ async fn a_destroyed_computer_comes_back_with_its_files_and_its_browser_login() 
         std::process::Command::new("docker").args(["volume", "ls", "-q", "--filter", &format!("label=botdesk.computer={}", bot.computer.id)]).output().unwrap();
     assert!(volumes.stdout.is_empty(), "the home volume is gone");
     // Offline, the files are browsable from the checkpoint.
-    assert_eq!(&w.engine.stored_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
+    assert_eq!(&w.engine.stored_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
 
     // Open the bot again: a new machine, restored before first use.
-    assert_eq!(&w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
+    assert_eq!(&w.engine.files_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()[..], b"# Today\n");
     start_site(&w.engine, "keeper", "../../shared").await;
     let page = w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/").await.unwrap();
     assert!(snapshot_text(&page).contains("cookies: session=s3cr3t-login"), "the login is gone: {}", snapshot_text(&page));
@@ -111,8 +111,8 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     let keeper = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
     w.engine.create_bot("other", ComputerScope::Team, None, "").await.unwrap();
     let on_team = |p: &str| format!("bots/{}/{p}", keeper.id);
-    w.engine.files_write("keeper", "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
-    w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today\n"), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "shared/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "notes/today.md", bytes::Bytes::from_static(b"# Today\n"), false).await.unwrap();
     start_site(&w.engine, "keeper", "../../shared").await;
     w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login").await.unwrap();
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login");
@@ -130,20 +130,20 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     assert!(r.copied >= 2 && r.kept_newer.is_empty(), "{r:?}");
     let now = w.engine.bot("keeper").await.unwrap();
     assert_eq!((now.computer.scope, now.computer.name.as_str()), (ComputerScope::Private, "private-keeper"));
-    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Today\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()), "# Today\n");
     // The Team home keeps the bot's folder, still its own: the other bot there cannot read it.
     let team = w.engine.list_computers().await.unwrap().into_iter().find(|c| c.name == "team").unwrap();
     assert_eq!(std::fs::read_to_string(team.home.join(format!("current/{}", on_team("notes/today.md")))).unwrap(), "# Today\n");
-    let e = w.engine.files_read("other", &on_team("notes/today.md"), 100).await.unwrap_err();
+    let e = w.engine.files_read(&w.bot("other").await, &on_team("notes/today.md"), 100).await.unwrap_err();
     assert!(e.message.contains("Permission denied"), "{e:?}");
-    w.engine.files_write("keeper", "site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     start_site(&w.engine, "keeper", ".").await;
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login", "the login came along");
     w.engine.browser_navigate(&w.bot("keeper").await, "http://127.0.0.1:8766/login-private").await.unwrap();
 
     // Work on both sides: the bot edits and adds on Private; later someone edits its Team copy.
-    w.engine.files_write("keeper", "notes/today.md", bytes::Bytes::from_static(b"# Today, private\n"), false).await.unwrap();
-    w.engine.files_write("keeper", "notes/private.md", bytes::Bytes::from_static(b"made while private\n"), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "notes/today.md", bytes::Bytes::from_static(b"# Today, private\n"), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "notes/private.md", bytes::Bytes::from_static(b"made while private\n"), false).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     as_root(&keeper.computer.id, &format!("printf '# Edited on Team\\n' > /home/botdesk/{}", on_team("notes/today.md")));
 
@@ -151,8 +151,8 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     let r = w.engine.switch_bot("keeper", ComputerScope::Team).await.unwrap();
     assert_eq!((r.from.as_str(), r.to.as_str(), r.profile), ("private-keeper", "team", true), "{r:?}");
     assert_eq!(r.kept_newer, ["notes/today.md"], "{r:?}");
-    assert_eq!(text(w.engine.files_read("keeper", "notes/private.md", 100).await.unwrap()), "made while private\n");
-    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/private.md", 100).await.unwrap()), "made while private\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login-private", "the login made on Private came back");
     // The Private computer is kept, stopped, its home whole (its version of the edited file too).
     let computers = w.engine.list_computers().await.unwrap();
@@ -165,21 +165,21 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     let r = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap();
     assert_eq!((r.to.as_str(), r.kept_newer.len()), ("private-keeper", 0), "{r:?}");
     assert_eq!(w.engine.list_computers().await.unwrap().len(), 2);
-    assert_eq!(text(w.engine.files_read("keeper", "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
-    assert_eq!(text(w.engine.files_read("keeper", "site.py", 10_000).await.unwrap()), SITE, "what it had there is still there");
+    assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "site.py", 10_000).await.unwrap()), SITE, "what it had there is still there");
 }
 
 #[tokio::test]
 async fn a_checkpoint_that_fails_keeps_the_last_version_and_never_keeps_a_computer_alive() {
     let w = world().await;
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("keeper", "small.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "small.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
     let first = w.engine.checkpoint(&bot.computer.id).await.unwrap();
     assert_eq!(first.version, 1);
     // The store cannot take a new version (as with a full disk, or a folder made read-only).
     let store = w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path();
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o555)).unwrap();
-    let (code, _) = w.engine.shell("keeper", "echo second > small.txt").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("keeper").await, "echo second > small.txt").await.unwrap();
     assert_eq!(code, 0);
     // Destroying would lose the work: refused, with the way to do it anyway.
     let e = w.engine.destroy_computer(&bot.computer.id).await.unwrap_err();
@@ -195,7 +195,7 @@ async fn a_checkpoint_that_fails_keeps_the_last_version_and_never_keeps_a_comput
     assert_eq!(names, [".lock", "current", "trash", "v1", "v1.index", "v1.meta"]);
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
     // It starts again with its disk, so the unsaved work is there, and the next checkpoint works.
-    let (code, out) = w.engine.shell("keeper", "cat small.txt").await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("keeper").await, "cat small.txt").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "second\n"));
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 2);
     // A disk that would fill past the person's margin: the checkpoint stops, says the numbers,
@@ -209,14 +209,14 @@ async fn a_checkpoint_that_fails_keeps_the_last_version_and_never_keeps_a_comput
     let c = w.engine.destroy_computer_unsaved(&bot.computer.id).await.unwrap();
     assert!(c.not_saved.unwrap_or_default().contains("version 2 is the last saved"));
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o755)).unwrap();
-    assert_eq!(&w.engine.files_read("keeper", "small.txt", 100).await.unwrap()[..], b"second\n", "it comes back from version 2");
+    assert_eq!(&w.engine.files_read(&w.bot("keeper").await, "small.txt", 100).await.unwrap()[..], b"second\n", "it comes back from version 2");
 }
 
 /// Every file, folder and link of `dir` (relative to the bot's folder) with its kind, mode, size,
 /// modification time and content hash, as seen inside the computer.
 async fn fingerprint(engine: &Engine, bot: &str, dir: &str) -> String {
     let (code, out) = engine
-        .shell(bot, &format!("cd {dir} && find . -printf '%p %y %m %s %T@ %l\\n' | LC_ALL=C sort && find . -type f -exec sha256sum {{}} + | LC_ALL=C sort && du -k sparse.img"))
+        .shell(&engine.bot_ref(bot).await.unwrap(), &format!("cd {dir} && find . -printf '%p %y %m %s %T@ %l\\n' | LC_ALL=C sort && find . -type f -exec sha256sum {{}} + | LC_ALL=C sort && du -k sparse.img"))
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
@@ -235,7 +235,7 @@ async fn git_work_and_read_only_folders_survive_stop_destroy_restore_and_both_sw
         && mkdir -p ro/inner && echo kept > ro/inner/file && chmod 0444 ro/inner/file && chmod 0555 ro/inner ro \
         && truncate -s 200M sparse.img && printf x | dd of=sparse.img bs=1 seek=100000000 conv=notrunc status=none \
         && echo run > tool.sh && chmod 4755 tool.sh && ln -s README link-in && ln -s /etc/passwd link-out";
-    let (code, out) = w.engine.shell("dev", setup).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("dev").await, setup).await.unwrap();
     assert_eq!(code, 0, "{out}");
     let before = fingerprint(&w.engine, "dev", "work/repo").await;
     // The setuid bit never travels: once saved, the tool is 0755.
@@ -248,7 +248,8 @@ async fn git_work_and_read_only_folders_survive_stop_destroy_restore_and_both_sw
     assert!(std::os::unix::fs::MetadataExt::blocks(&sparse) < 4096, "the checkpoint keeps the sparse file sparse");
     w.engine.destroy_computer(&bot.computer.id).await.expect("destroy saves them too");
     assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after destroy and restore");
-    let (code, out) = w.engine.shell("dev", "cd work/repo && GIT_OPTIONAL_LOCKS=0 git status --porcelain -uno && git log --format=%s").await.unwrap();
+    let (code, out) =
+        w.engine.shell(&w.bot("dev").await, "cd work/repo && GIT_OPTIONAL_LOCKS=0 git status --porcelain -uno && git log --format=%s").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "two\none\n"));
 
     w.engine.switch_bot("dev", ComputerScope::Private).await.unwrap();
@@ -297,14 +298,15 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     let canary = Canary::new();
     let bot = w.engine.create_bot("planter", ComputerScope::Team, None, "").await.unwrap();
     w.engine.create_bot("neighbour", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("neighbour", "mine.txt", bytes::Bytes::from_static(b"neighbour's"), false).await.unwrap();
+    w.engine.files_write(&w.bot("neighbour").await, "mine.txt", bytes::Bytes::from_static(b"neighbour's"), false).await.unwrap();
     let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(&bot.id));
     let home = "/home/botdesk";
     let folder = format!("{home}/bots/{}", bot.id);
     let c = canary.path();
 
     // A Team bot may replace none of them: they are not its to remove.
-    let (code, out) = w.engine.shell("planter", &format!("rm -rf {home}/.browser-profiles/{profile} || mv {folder} {folder}.real")).await.unwrap();
+    let (code, out) =
+        w.engine.shell(&w.bot("planter").await, &format!("rm -rf {home}/.browser-profiles/{profile} || mv {folder} {folder}.real")).await.unwrap();
     assert!(code != 0 && out.contains("Permission denied"), "{out}");
 
     // 1. Its browser profile, then all of .browser-profiles, made links to the canary.
@@ -324,24 +326,24 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     // 2. Its own folder made a link to the canary: offline browsing and the switch refuse it.
     as_root(&bot.computer.id, &format!("cd / && mv {folder} {folder}.real && ln -s {c} {folder}"));
     w.engine.stop_computer(&bot.computer.id).await.unwrap();
-    let e = w.engine.stored_list("planter", "").await.unwrap_err();
+    let e = w.engine.stored_list(&w.bot("planter").await, "").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
-    assert!(w.engine.stored_read("planter", "secret.txt", 100).await.is_err());
+    assert!(w.engine.stored_read(&w.bot("planter").await, "secret.txt", 100).await.is_err());
     let e = w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
     canary.untouched();
-    let (code, _) = w.engine.shell("neighbour", "true").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("neighbour").await, "true").await.unwrap();
     assert_eq!(code, 0);
     as_root(&bot.computer.id, &format!("rm {folder} && mv {folder}.real {folder}"));
 
     // 3. Private → Team while a plant on the Team computer makes its folder a link to its
     // neighbour's: the Team computer refuses to place anything through it.
     w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap();
-    w.engine.files_write("planter", "private-work.txt", bytes::Bytes::from_static(b"from private"), false).await.unwrap();
+    w.engine.files_write(&w.bot("planter").await, "private-work.txt", bytes::Bytes::from_static(b"from private"), false).await.unwrap();
     let neighbour = w.engine.bot("neighbour").await.unwrap();
     as_root(&bot.computer.id, &format!("rm -rf {folder} && ln -s {home}/bots/{} {folder}", neighbour.id));
     assert!(w.engine.switch_bot("planter", ComputerScope::Team).await.is_err(), "nothing is placed through a planted link");
-    let (code, out) = w.engine.shell("neighbour", "ls").await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("neighbour").await, "ls").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "mine.txt\n"), "the neighbour's folder is untouched");
 
     canary.untouched();
@@ -373,9 +375,12 @@ while time.time() < end:
     os.unlink('pipe')
     open('pipe', 'w').write('file')
 "#;
-    w.engine.files_write("swapper", "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
-    let (code, out) =
-        w.engine.shell("swapper", "mkfifo fifo-kept-out && (setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 1").await.unwrap();
+    w.engine.files_write(&w.bot("swapper").await, "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
+    let (code, out) = w
+        .engine
+        .shell(&w.bot("swapper").await, "mkfifo fifo-kept-out && (setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 1")
+        .await
+        .unwrap();
     assert_eq!(code, 0, "{out}");
     let store = || w.dir.path().join("homes").read_dir().unwrap().next().unwrap().unwrap().path().join("current");
     for _ in 0..5 {
@@ -401,7 +406,7 @@ while time.time() < end:
         }
         assert!(!v.join("passwd").exists() && !v.join("swap/passwd").exists());
     }
-    let (code, _) = w.engine.shell("swapper", "pkill -f '^python3 swapper'; true").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("swapper").await, "pkill -f '^python3 swapper'; true").await.unwrap();
     assert_eq!(code, 0);
 }
 
@@ -413,7 +418,7 @@ while time.time() < end:
 async fn a_team_bot_swapping_its_folders_never_turns_a_restore_onto_a_root_file() {
     let w = world().await;
     let bot = w.engine.create_bot("racer", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("racer", "swap/inside.txt", bytes::Bytes::from_static(b"inside"), false).await.unwrap();
+    w.engine.files_write(&w.bot("racer").await, "swap/inside.txt", bytes::Bytes::from_static(b"inside"), false).await.unwrap();
     w.engine.checkpoint(&bot.computer.id).await.unwrap();
     let version = w.engine.history("racer").await.unwrap().versions[0].version;
     as_root(&bot.computer.id, "printf root-only > /var/canary && chmod 600 /var/canary");
@@ -425,8 +430,8 @@ end = time.time() + 120
 while time.time() < end and not os.path.exists('stop'):
     libc.renameat2(-100, b'swap', -100, b'l', 2)
 "#;
-    w.engine.files_write("racer", "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
-    let (code, out) = w.engine.shell("racer", "(setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 0.5").await.unwrap();
+    w.engine.files_write(&w.bot("racer").await, "swapper.py", bytes::Bytes::from(swapper.as_bytes().to_vec()), false).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("racer").await, "(setsid -f python3 swapper.py >swapper.out 2>&1 </dev/null) && sleep 0.5").await.unwrap();
     assert_eq!(code, 0, "{out}");
     let mut placed = 0;
     for _ in 0..8 {
@@ -437,7 +442,7 @@ while time.time() < end and not os.path.exists('stop'):
         as_root(&bot.computer.id, "test \"$(stat -c %a:%u:%s /var/canary)\" = 600:0:9 || { stat /var/canary >&2; exit 1; }");
     }
     assert!(placed > 0, "no restore got through");
-    w.engine.files_write("racer", "stop", bytes::Bytes::new(), false).await.unwrap();
+    w.engine.files_write(&w.bot("racer").await, "stop", bytes::Bytes::new(), false).await.unwrap();
 }
 
 /// Thirty checkpoints, one changed file each, keep thirty versions sharing the rest; a destroyed
@@ -447,9 +452,9 @@ while time.time() < end and not os.path.exists('stop'):
 async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer() {
     let w = world().await;
     let bot = w.engine.create_bot("keeper", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("keeper", "big.bin", bytes::Bytes::from(vec![7u8; 4 << 20]), false).await.unwrap();
+    w.engine.files_write(&w.bot("keeper").await, "big.bin", bytes::Bytes::from(vec![7u8; 4 << 20]), false).await.unwrap();
     for i in 1..=30 {
-        w.engine.files_write("keeper", "count.txt", bytes::Bytes::from(format!("{i}\n")), false).await.unwrap();
+        w.engine.files_write(&w.bot("keeper").await, "count.txt", bytes::Bytes::from(format!("{i}\n")), false).await.unwrap();
         assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, i);
     }
     let h = w.engine.history("keeper").await.unwrap();
@@ -460,9 +465,9 @@ async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer
     w.engine.destroy_computer(&bot.computer.id).await.unwrap();
     let r = w.engine.restore("keeper", 5, Some("count.txt")).await.unwrap();
     assert_eq!((r.live, r.from, r.saved, r.version), (false, 5, Some(31), 32), "{r:?}");
-    assert_eq!(&w.engine.stored_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n");
-    assert_eq!(&w.engine.files_read("keeper", "count.txt", 100).await.unwrap()[..], b"5\n", "the computer starts from the restored version");
-    assert_eq!(w.engine.files_read("keeper", "big.bin", 8 << 20).await.unwrap().len(), 4 << 20);
+    assert_eq!(&w.engine.stored_read(&w.bot("keeper").await, "count.txt", 100).await.unwrap()[..], b"5\n");
+    assert_eq!(&w.engine.files_read(&w.bot("keeper").await, "count.txt", 100).await.unwrap()[..], b"5\n", "the computer starts from the restored version");
+    assert_eq!(w.engine.files_read(&w.bot("keeper").await, "big.bin", 8 << 20).await.unwrap().len(), 4 << 20);
 }
 
 /// What a bot can make to wedge a checkpoint or fill the disk: a sparse file of 1 TiB with 5,000
@@ -497,7 +502,7 @@ for i in range(1000):
     os.link('links/base', 'links/l%d' % i)
 PY
 du -B1 sparse.bin | cut -f1; du -B1 -s links | cut -f1"#;
-    let (code, out) = w.engine.shell("wedger", MAKE).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("wedger").await, MAKE).await.unwrap();
     assert_eq!(code, 0, "{out}");
     let du: Vec<u64> = out.lines().map(|l| l.parse().unwrap()).collect();
     let (inside, links_inside) = (du[0], du[1]);
@@ -523,14 +528,17 @@ du -B1 sparse.bin | cut -f1; du -B1 -s links | cut -f1"#;
     assert!(links_host <= links_inside * 12 / 10, "1,001 names take {links_host} bytes on the host for {links_inside} inside");
     // The next checkpoint links through the folder it could not search; stop and destroy work;
     // the restore sends the sparse file back by its extents.
-    let (code, _) = w.engine.shell("wedger", "echo more > more.txt").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("wedger").await, "echo more > more.txt").await.unwrap();
     assert_eq!(code, 0);
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, r.version + 1);
     assert!(w.engine.stop_computer(&bot.computer.id).await.unwrap().not_saved.is_none());
     let destroyed = w.engine.destroy_computer(&bot.computer.id).await.unwrap();
     assert!(destroyed.not_saved.is_none());
-    let (code, out) =
-        w.engine.shell("wedger", "stat -c '%s %b %B' sparse.bin && cat more.txt && stat -c %h links/base && ls noexec 2>&1; stat -c %a noexec").await.unwrap();
+    let (code, out) = w
+        .engine
+        .shell(&w.bot("wedger").await, "stat -c '%s %b %B' sparse.bin && cat more.txt && stat -c %h links/base && ls noexec 2>&1; stat -c %a noexec")
+        .await
+        .unwrap();
     assert_eq!(code, 0, "{out}");
     let mut l = out.lines();
     let f: Vec<u64> = l.next().unwrap().split(' ').map(|n| n.parse().unwrap()).collect();
@@ -551,20 +559,20 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     cfg.policy.checkpoint_idle = 2_000;
     let w = World { engine: Engine::open(cfg).await.unwrap(), dir };
     let bot = w.engine.create_bot("stopper", ComputerScope::Team, None, "").await.unwrap();
-    w.engine.files_write("stopper", "kept.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
+    w.engine.files_write(&w.bot("stopper").await, "kept.txt", bytes::Bytes::from_static(b"first"), false).await.unwrap();
     // Enough to save that a save lasts longer than one round of the stopping loop below.
-    let (code, _) = w.engine.shell("stopper", "head -c 64M /dev/urandom > big.bin").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("stopper").await, "head -c 64M /dev/urandom > big.bin").await.unwrap();
     assert_eq!(code, 0);
     assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, 1);
     // The bot cannot stop the save helper (root's).
-    let (code, out) = w.engine.shell("stopper", "(sleep 0.3; pkill -STOP -f 'botdesk-helpe[r] save'; echo $?) & true").await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("stopper").await, "(sleep 0.3; pkill -STOP -f 'botdesk-helpe[r] save'; echo $?) & true").await.unwrap();
     assert_eq!(code, 0, "{out}");
     // In the background, every save helper is stopped as it starts (the class keeps the loop from
     // matching its own command line), so every checkpoint would hang.
     as_root(&bot.computer.id, r#"(for i in $(seq 200000); do pkill -STOP -f "botdesk-helpe[r] save"; done) >/dev/null 2>&1 </dev/null & sleep 1"#);
     // A changed file makes the save long enough that the loop cannot miss it (a save of nothing
     // new can end within a round of the loop on a loaded machine).
-    let (code, _) = w.engine.shell("stopper", "head -c 64M /dev/urandom > big.bin").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("stopper").await, "head -c 64M /dev/urandom > big.bin").await.unwrap();
     assert_eq!(code, 0);
     let e = w.engine.checkpoint(&bot.computer.id).await.unwrap_err();
     assert!(e.code == ErrorCode::TimedOut && e.message.contains("stopped sending"), "{e:?}");
@@ -574,5 +582,5 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     assert_eq!(c.status, botdesk_engine::MachineStatus::Stopped);
     // Destroy starts it again to save first: the stop ended the loop, so that save goes through.
     assert!(w.engine.destroy_computer(&bot.computer.id).await.unwrap().not_saved.is_none());
-    assert_eq!(&w.engine.stored_read("stopper", "kept.txt", 100).await.unwrap()[..], b"first");
+    assert_eq!(&w.engine.stored_read(&w.bot("stopper").await, "kept.txt", 100).await.unwrap()[..], b"first");
 }

@@ -142,9 +142,9 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let probe = |display: u32| {
         format!("DISPLAY=:{display} xdpyinfo >/dev/null 2>&1 && echo in || echo out; DISPLAY=:{display} xdotool getmouselocation 2>&1 | head -1")
     };
-    let (_, own) = w.engine.shell("a", &probe(da.slot)).await.unwrap();
+    let (_, own) = w.engine.shell(&w.bot("a").await, &probe(da.slot)).await.unwrap();
     assert!(own.starts_with("in\nx:101 y:102"), "{own}");
-    let (_, other) = w.engine.shell("a", &probe(db.slot)).await.unwrap();
+    let (_, other) = w.engine.shell(&w.bot("a").await, &probe(db.slot)).await.unwrap();
     assert!(other.starts_with("out\n") && !other.contains("x:201"), "a reached b's display: {other}");
     // Nor b's browser: its DevTools port is refused to a (before any browser listens there), and
     // its profile (cookies, saved logins) is b's folder alone.
@@ -154,22 +154,28 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
             9221 + display
         )
     };
-    let (_, own) = w.engine.shell("a", &devtools(da.slot)).await.unwrap();
+    let (_, own) = w.engine.shell(&w.bot("a").await, &devtools(da.slot)).await.unwrap();
     assert_eq!(own.trim(), "Connection refused", "a's own DevTools port (no browser yet)");
-    let (_, other) = w.engine.shell("a", &devtools(db.slot)).await.unwrap();
+    let (_, other) = w.engine.shell(&w.bot("a").await, &devtools(db.slot)).await.unwrap();
     assert_eq!(other.trim(), "Permission denied", "b's DevTools port");
-    let (_, profiles) =
-        w.engine.shell("a", "for p in /home/botdesk/.browser-profiles/*; do ls \"$p\" >/dev/null 2>&1 && echo open || echo closed; done | sort").await.unwrap();
+    let (_, profiles) = w
+        .engine
+        .shell(&w.bot("a").await, "for p in /home/botdesk/.browser-profiles/*; do ls \"$p\" >/dev/null 2>&1 && echo open || echo closed; done | sort")
+        .await
+        .unwrap();
     assert_eq!(profiles, "closed\nopen\n", "a opens its own profile only");
     // Nor can a pose as a display, or as b's browser: every display's abstract X name is the
     // services', and a listener a puts on b's DevTools port gets no answer out to the gateway.
-    let (_, squat) =
-        w.engine.shell("a", "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(b\"\\0/tmp/.X11-unix/X200\")' 2>&1 | tail -1").await.unwrap();
+    let (_, squat) = w
+        .engine
+        .shell(&w.bot("a").await, "python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(b\"\\0/tmp/.X11-unix/X200\")' 2>&1 | tail -1")
+        .await
+        .unwrap();
     assert!(squat.contains("Address already in use"), "{squat}");
     let port = 9221 + db.slot;
     let listen =
         format!("(setsid python3 -c 'import socket, time; s = socket.create_server((\"127.0.0.1\", {port})); time.sleep(20)' >/dev/null 2>&1 &); sleep 0.5");
-    w.engine.shell("a", &listen).await.unwrap();
+    w.engine.shell(&w.bot("a").await, &listen).await.unwrap();
     let computer = w.engine.bot("a").await.unwrap().computer.id;
     let reached = service_says(&computer, &format!("python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"answered\")\nexcept OSError as e: print(\"no answer\")'"));
     assert_eq!(reached.trim(), "no answer", "a's listener on b's DevTools port answered the services");
@@ -187,7 +193,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
     let still = wait_still(&w.engine, "a").await;
     w.engine
         .exec(
-            "a",
+            &w.bot("a").await,
             vec!["sh".into(), "-c".into(), format!("DISPLAY=:{} xterm -T changed -geometry 40x10+50+50 -e sleep 600 >/dev/null 2>&1 &", da.slot)],
             None,
             None,
@@ -252,7 +258,7 @@ async fn typing_any_unicode_reaches_the_app() {
     let w = world(None, &["u"]).await;
     let d = w.engine.open_desktop(&w.bot("u").await).await.unwrap();
     let cmd = format!("DISPLAY=:{} xterm -u8 -T typing -geometry 60x10+0+0 -e sh -c 'cat > typed.txt' >/dev/null 2>&1 &", d.slot);
-    w.engine.exec("u", vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
+    w.engine.exec(&w.bot("u").await, vec!["sh".into(), "-c".into(), cmd], None, None, None, CancellationToken::new()).await.unwrap();
     wait_for_window(&w.engine, "u", "typing").await;
     let text = "Ωμέγα 世界 ✓ — naïve";
     let actions = serde_json::json!([
@@ -266,7 +272,7 @@ async fn typing_any_unicode_reaches_the_app() {
     let (n, settled) = w.engine.act(&w.bot("u").await, &actions, Some(500)).await.unwrap();
     assert_eq!(n, 4);
     assert!(matches!(settled, action::Settled::Still { ms } if ms >= 500), "{settled:?}");
-    let typed = w.engine.files_read("u", "typed.txt", 1000).await.unwrap();
+    let typed = w.engine.files_read(&w.bot("u").await, "typed.txt", 1000).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&typed), format!("{text}\n"));
     // Once the screen is still (the xterm's window may still be going), a batch that changes
     // nothing visible is said so after the cap. (The pointer is drawn into the screen: a move
@@ -335,7 +341,7 @@ async fn above_the_screen_limit_graphical_calls_fail_and_exec_still_works() {
         w.engine.act(&w.bot("two").await, &serde_json::json!([{"type": "move", "x": 1, "y": 1}]), Some(0)).await.unwrap_err().code,
         ErrorCode::MultiScreenUnavailable
     );
-    let exit = w.engine.exec("two", vec!["true".into()], None, None, None, CancellationToken::new()).await.unwrap();
+    let exit = w.engine.exec(&w.bot("two").await, vec!["true".into()], None, None, None, CancellationToken::new()).await.unwrap();
     assert_eq!(exit.code, 0, "shell keeps working");
     w.engine.release_desktop(&w.bot("one").await).await.unwrap();
     w.engine.open_desktop(&w.bot("two").await).await.expect("the freed slot is usable");
@@ -374,10 +380,10 @@ fn text(snapshot: &serde_json::Value) -> &str {
 
 /// Serves the test pages from inside the computer (its loopback; no network needed).
 async fn serve_pages(e: &Engine, bot: &str) -> String {
-    e.files_write(bot, "shared/site/set.html", SET_COOKIE.into(), false).await.unwrap();
-    e.files_write(bot, "shared/site/show.html", SHOW.into(), false).await.unwrap();
+    e.files_write(&e.bot_ref(bot).await.unwrap(), "shared/site/set.html", SET_COOKIE.into(), false).await.unwrap();
+    e.files_write(&e.bot_ref(bot).await.unwrap(), "shared/site/show.html", SHOW.into(), false).await.unwrap();
     let serve = "cd /home/botdesk/shared/site && (setsid python3 -m http.server 8123 --bind 127.0.0.1 >/dev/null 2>&1 &); sleep 0.5";
-    e.exec(bot, vec!["sh".into(), "-c".into(), serve.into()], None, None, None, CancellationToken::new()).await.unwrap();
+    e.exec(&e.bot_ref(bot).await.unwrap(), vec!["sh".into(), "-c".into(), serve.into()], None, None, None, CancellationToken::new()).await.unwrap();
     "http://127.0.0.1:8123".into()
 }
 
@@ -423,7 +429,7 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     let bot_a = w.engine.bot("a").await.unwrap();
     let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(bot_a.id.clone()));
     let kill = vec!["pkill".into(), "-9".into(), "-f".into(), format!("user-data-dir=.*{profile}")];
-    w.engine.exec("a", kill, None, None, None, CancellationToken::new()).await.unwrap();
+    w.engine.exec(&w.bot("a").await, kill, None, None, None, CancellationToken::new()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(text(&w.engine.browser_navigate(&w.bot("a").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: login=alice"));
     let shot = w.engine.screenshot(&w.bot("a").await, ImageFormat::Png).await.unwrap();
@@ -431,7 +437,7 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     // Chromium's DevTools ports listen on the computer's loopback only, and nothing but the
     // gateway is published on the host.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    w.engine.exec("a", vec!["cat".into(), "/proc/net/tcp".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+    w.engine.exec(&w.bot("a").await, vec!["cat".into(), "/proc/net/tcp".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
     let mut tcp = String::new();
     while let Ok(c) = rx.try_recv() {
         tcp.push_str(&String::from_utf8_lossy(&c.data));
@@ -454,7 +460,7 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     let ports = String::from_utf8_lossy(&ports.stdout);
     assert!(ports.lines().all(|l| l.starts_with("7900/tcp -> 127.0.0.1:")) && ports.lines().count() >= 1, "published: {ports}");
     // Profiles are keyed by bot: one folder per bot that browsed.
-    let (_, profiles) = w.engine.files_list("a", "/home/botdesk/.browser-profiles").await.unwrap();
+    let (_, profiles) = w.engine.files_list(&w.bot("a").await, "/home/botdesk/.browser-profiles").await.unwrap();
     assert_eq!(profiles.len(), 3);
     assert!(profiles.iter().any(|p| p.path.as_str().ends_with(&profile)));
 }
@@ -473,7 +479,7 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
     // (exit code, stdout and stderr) of a command the bot runs.
     let bot = |script: String| {
         let e = w.engine.clone();
-        async move { e.shell("h", &script).await.unwrap() }
+        async move { e.shell(&e.bot_ref("h").await.unwrap(), &script).await.unwrap() }
     };
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
     let as_service = |script: &str| as_service(&computer, script);
@@ -551,7 +557,7 @@ while True:
     // (kept by the checkpoint, as a bot's file) ran nowhere.
     let shot = w.engine.screenshot(&w.bot("h").await, ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
-    w.engine.files_list("h", "").await.unwrap();
+    w.engine.files_list(&w.bot("h").await, "").await.unwrap();
     let (code, out) = bot("test ! -e /tmp/planted && test -n \"$(find ~/.local -name plant.pth)\"".into()).await;
     assert_eq!(code, 0, "{out}");
 }
@@ -566,7 +572,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
     // ([s]: the patterns must not match the probe's own command line.)
     let running = |pattern: &'static str| {
         let e = w.engine.clone();
-        async move { e.shell("p", &format!("pgrep -f '{pattern}' || true")).await.unwrap().1.trim().to_string() }
+        async move { e.shell(&e.bot_ref("p").await.unwrap(), &format!("pgrep -f '{pattern}' || true")).await.unwrap().1.trim().to_string() }
     };
     let started = |pattern: &'static str| async move {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -576,7 +582,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
         }
     };
     // The person's shell runs no startup file: a bot can write every one of the home's.
-    let planted = w.engine.shell("p", "echo 'echo PLANTED-IN-RC' >> ~/.bashrc; echo 'echo PLANTED-IN-PROFILE' >> ~/.profile").await.unwrap();
+    let planted = w.engine.shell(&w.bot("p").await, "echo 'echo PLANTED-IN-RC' >> ~/.bashrc; echo 'echo PLANTED-IN-PROFILE' >> ~/.profile").await.unwrap();
     assert_eq!(planted.0, 0, "{}", planted.1);
     let mut t = w.engine.open_terminal("p", 80, 24).await.unwrap();
     w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"echo shell-$((6*7))\n")).await.unwrap();
@@ -616,11 +622,12 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
     let w = world(None, &["first", "second", "blind"]).await;
     assert_eq!(w.engine.open_desktop(&w.bot("first").await).await.unwrap().slot, 1);
     assert_eq!(w.engine.open_desktop(&w.bot("second").await).await.unwrap().slot, 2);
-    let (code, out) = w.engine.shell("second", "echo \"[$DISPLAY]\"; setsid xterm -T from-second -e sleep 600 >/dev/null 2>&1 < /dev/null &").await.unwrap();
+    let (code, out) =
+        w.engine.shell(&w.bot("second").await, "echo \"[$DISPLAY]\"; setsid xterm -T from-second -e sleep 600 >/dev/null 2>&1 < /dev/null &").await.unwrap();
     assert_eq!((code, out.trim()), (0, "[:2]"));
     let windows = |bot: &'static str| {
         let e = w.engine.clone();
-        async move { e.shell(bot, "xdotool search --name '^from-second$' || true").await.unwrap().1.trim().to_string() }
+        async move { e.shell(&e.bot_ref(bot).await.unwrap(), "xdotool search --name '^from-second$' || true").await.unwrap().1.trim().to_string() }
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while windows("second").await.is_empty() {
@@ -628,14 +635,14 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(windows("first").await, "", "the second bot's xterm is on the first bot's display");
-    let (code, out) = w.engine.shell("blind", "echo \"[${DISPLAY-unset}]\"; xdotool getmouselocation 2>&1; true").await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("blind").await, "echo \"[${DISPLAY-unset}]\"; xdotool getmouselocation 2>&1; true").await.unwrap();
     assert_eq!(code, 0);
     assert!(out.starts_with("[unset]\n") && out.contains("Can't open display"), "{out}");
     // A Team bot removed takes with it what it left running, also a daemon with its own session
     // and an empty environment; the other bots' processes stay.
-    w.engine.shell("blind", "setsid env -i sleep 7773 </dev/null >/dev/null 2>&1 &").await.unwrap();
+    w.engine.shell(&w.bot("blind").await, "setsid env -i sleep 7773 </dev/null >/dev/null 2>&1 &").await.unwrap();
     w.engine.remove_bot("blind").await.unwrap();
-    let (_, left) = w.engine.shell("first", "pgrep -af '[s]leep 7773|[f]rom-second' || true").await.unwrap();
+    let (_, left) = w.engine.shell(&w.bot("first").await, "pgrep -af '[s]leep 7773|[f]rom-second' || true").await.unwrap();
     assert!(!left.contains("7773") && left.contains("from-second"), "{left}");
 }
 
@@ -654,7 +661,7 @@ async fn one_computer_cannot_reach_another_computers_gateway_or_servers() {
     let sh = |bot: &'static str, script: String| {
         let e = w.engine.clone();
         async move {
-            let (code, out) = e.shell(bot, &script).await.unwrap();
+            let (code, out) = e.shell(&e.bot_ref(bot).await.unwrap(), &script).await.unwrap();
             assert_eq!(code, 0, "{bot}: {script}\n{out}");
             out.trim().to_string()
         }
@@ -767,7 +774,7 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
     let w = world(None, &[]).await;
     for b in ["near", "far"] {
         w.engine.create_bot(b, ComputerScope::Private, None, "").await.unwrap();
-        w.engine.shell(b, "true").await.unwrap();
+        w.engine.shell(&w.bot(b).await, "true").await.unwrap();
     }
     let docker = |args: &[&str]| String::from_utf8_lossy(&std::process::Command::new("docker").args(args).output().unwrap().stdout).trim().to_string();
     let mut networks = vec![];
@@ -808,13 +815,13 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     // An xterm on the bot's display pastes it (Shift+Insert: the PRIMARY selection).
     let (code, out) = w
         .engine
-        .shell("clip", &format!("export DISPLAY=:{}; (setsid xterm -u8 -T paste -geometry 60x8+100+100 -e sh -c 'cat > pasted.txt' >/dev/null 2>&1 &); sleep 1.5; xdotool search --name '^paste$' windowactivate --sync; xdotool key shift+Insert Return", d.slot))
+        .shell(&w.bot("clip").await, &format!("export DISPLAY=:{}; (setsid xterm -u8 -T paste -geometry 60x8+100+100 -e sh -c 'cat > pasted.txt' >/dev/null 2>&1 &); sleep 1.5; xdotool search --name '^paste$' windowactivate --sync; xdotool key shift+Insert Return", d.slot))
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
     let t0 = Instant::now();
     loop {
-        let pasted = String::from_utf8_lossy(&w.engine.stored_read("clip", "pasted.txt", 1000).await.unwrap_or_default()).into_owned();
+        let pasted = String::from_utf8_lossy(&w.engine.stored_read(&w.bot("clip").await, "pasted.txt", 1000).await.unwrap_or_default()).into_owned();
         if pasted == format!("{text}\n") {
             break;
         }
@@ -826,7 +833,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "second");
     let t0 = Instant::now();
     loop {
-        let (_, owners) = w.engine.shell("clip", "pgrep -fc '[X]lib import X, Xatom' || true").await.unwrap();
+        let (_, owners) = w.engine.shell(&w.bot("clip").await, "pgrep -fc '[X]lib import X, Xatom' || true").await.unwrap();
         if owners.trim() == "1" {
             break;
         }
@@ -843,7 +850,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     let view = w.engine.screen_target(&w.bot("clip").await).await.unwrap();
     let control = w.engine.take_control_screen("clip").await.unwrap();
     let (cancel, (tx, _rx)) = (tokio_util::sync::CancellationToken::new(), tokio::sync::mpsc::unbounded_channel());
-    let timed_out = w.engine.exec("clip", vec!["sleep".into(), "30".into()], None, Some(Duration::from_secs(1)), Some(tx), cancel).await.unwrap();
+    let timed_out = w.engine.exec(&w.bot("clip").await, vec!["sleep".into(), "30".into()], None, Some(Duration::from_secs(1)), Some(tx), cancel).await.unwrap();
     assert_eq!(timed_out.outcome, botdesk_core::ExecOutcome::TimedOut, "{timed_out:?}");
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
     let inspect = std::process::Command::new("docker").args(["ps", "-q", "--filter", &format!("label=botdesk.computer={computer}")]).output().unwrap();
@@ -865,13 +872,13 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     let (code, out) = w
         .engine
         .shell(
-            "clip",
+            &w.bot("clip").await,
             "o=$PWD/procs.txt; cd /proc && for p in [0-9]*; do tr '\\0' '\\n' < $p/cmdline; tr '\\0' '\\n' < $p/environ; done > $o 2>/dev/null; wc -l < $o",
         )
         .await
         .unwrap();
     assert!(code == 0 && out.trim().parse::<u64>().unwrap() > 50, "the bot read its processes: {out}");
-    let inside = String::from_utf8_lossy(&w.engine.files_read("clip", "procs.txt", 16 << 20).await.unwrap()).into_owned();
+    let inside = String::from_utf8_lossy(&w.engine.files_read(&w.bot("clip").await, "procs.txt", 16 << 20).await.unwrap()).into_owned();
     assert!(inside.contains("x11vnc") && inside.contains("BOTDESK_BOT_ID="), "the scan saw the transports and the bot's own environment");
     let mut outside = String::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {

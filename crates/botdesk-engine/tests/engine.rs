@@ -23,7 +23,10 @@ async fn fake_engine() -> (Engine, Arc<botdesk_fake::FakeProvider>, tempfile::Te
 
 async fn stdout_of(engine: &Engine, bot: &str, argv: &[&str], cwd: Option<&str>) -> (i32, String) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let exit = engine.exec(bot, argv.iter().map(|s| s.to_string()).collect(), cwd, None, Some(tx), CancellationToken::new()).await.unwrap();
+    let exit = engine
+        .exec(&engine.bot_ref(bot).await.unwrap(), argv.iter().map(|s| s.to_string()).collect(), cwd, None, Some(tx), CancellationToken::new())
+        .await
+        .unwrap();
     let mut out = String::new();
     while let Ok(c) = rx.try_recv() {
         out.push_str(&String::from_utf8_lossy(&c.data));
@@ -48,18 +51,18 @@ async fn paths_resolve_in_the_bots_folder_exactly_as_the_bots_tools_will() {
     assert_eq!(p.folder, ".");
     assert_eq!(stdout_of(&engine, "a", &["pwd"], None).await, (0, format!("/home/botdesk/bots/{}\n", a.id)));
     assert_eq!(stdout_of(&engine, "p", &["pwd"], None).await, (0, "/home/botdesk\n".into()));
-    let written = engine.files_write("a", "out/r.txt", Bytes::from_static(b"r"), false).await.unwrap();
+    let written = engine.files_write(&engine.bot_ref("a").await.unwrap(), "out/r.txt", Bytes::from_static(b"r"), false).await.unwrap();
     assert_eq!(written, format!("bots/{}/out/r.txt", a.id));
-    assert_eq!(engine.files_write("a", "shared/s.txt", Bytes::from_static(b"s"), false).await.unwrap(), "shared/s.txt");
-    assert_eq!(engine.files_write("p", "notes.txt", Bytes::from_static(b"n"), false).await.unwrap(), "notes.txt");
-    let (dir, entries) = engine.files_list("a", "out").await.unwrap();
+    assert_eq!(engine.files_write(&engine.bot_ref("a").await.unwrap(), "shared/s.txt", Bytes::from_static(b"s"), false).await.unwrap(), "shared/s.txt");
+    assert_eq!(engine.files_write(&engine.bot_ref("p").await.unwrap(), "notes.txt", Bytes::from_static(b"n"), false).await.unwrap(), "notes.txt");
+    let (dir, entries) = engine.files_list(&engine.bot_ref("a").await.unwrap(), "out").await.unwrap();
     assert_eq!(dir, format!("bots/{}/out", a.id));
     assert_eq!(entries.len(), 1);
-    assert_eq!(&engine.files_read("a", "out/r.txt", 10).await.unwrap()[..], b"r");
-    let err = engine.files_read("a", "../../etc/passwd", 10).await.unwrap_err();
+    assert_eq!(&engine.files_read(&engine.bot_ref("a").await.unwrap(), "out/r.txt", 10).await.unwrap()[..], b"r");
+    let err = engine.files_read(&engine.bot_ref("a").await.unwrap(), "../../etc/passwd", 10).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::PathEscapes);
     assert_eq!(err.message, "\"../../etc/passwd\" escapes the computer workspace");
-    let err = engine.files_read("a", "out/r.txt", 0).await.unwrap_err();
+    let err = engine.files_read(&engine.bot_ref("a").await.unwrap(), "out/r.txt", 0).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::TooLarge);
 }
 
@@ -99,7 +102,7 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
     let engine = Engine::open(EngineConfig::new(dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     engine.create_bot("r", ComputerScope::Team, None, "").await.unwrap();
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    engine.exec("r", vec!["true".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
+    engine.exec(&engine.bot_ref("r").await.unwrap(), vec!["true".into()], None, None, Some(tx), CancellationToken::new()).await.unwrap();
     // An orphan: a container of this data directory for a computer the database never had.
     let orphan = botdesk_docker::DockerProvider::new(botdesk_docker::DockerConfig::new(engine.image_tag(), engine.data_dir().label()));
     let spec = ComputerSpec {
@@ -214,7 +217,7 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
         [Action::Click { x: 100, y: 200, button: Button::Left }, Action::Type { text: "hi".into() }],
         "the batch reached the screen as the model gave it"
     );
-    let report = engine.files_read("clicker", "report.md", 100).await.unwrap();
+    let report = engine.files_read(&engine.bot_ref("clicker").await.unwrap(), "report.md", 100).await.unwrap();
     assert_eq!(&report[..], b"done");
     // Resolved once: the first look opened the desktop; from then on the act tool is one call,
     // the act that brings the look after it and what the network policy refused meanwhile, with

@@ -107,14 +107,14 @@ async fn take_control_waits_for_stop_or_a_takeover_request_and_release_resumes_t
 #[tokio::test]
 async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
     let w = world(Policy::default()).await;
-    w.engine.exec("b", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("b").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let (_run, _lease) = start(&w.engine, "a").await;
     let e = w.engine.stop_computer("team").await.unwrap_err();
     assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Other bots are still using this computer"));
     w.engine.stop_bot("a").await.unwrap();
     let stopped = w.engine.stop_computer("team").await.unwrap();
     assert_eq!((stopped.status.as_str(), stopped.state.as_str()), ("stopped", "stopped"));
-    w.engine.exec("b", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("b").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
 }
 
@@ -165,7 +165,7 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
         .is_err(),
         "idle suspend below 30 s is refused"
     );
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = botdesk_core::ComputerRef::local(botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()));
     // Not idle yet.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
@@ -187,14 +187,14 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
     let outcome = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap();
     assert_eq!(outcome, IdleOutcome::Suspended);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     w.advance(60_000);
     // Idle, checkpoint fine: suspended.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::Suspended);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Suspended);
     // The next use boots it again: suspended → booting → running.
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
 
     // The periodic sweep: nothing while recently used; once idle, a checkpoint of the workspace
@@ -219,9 +219,22 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
 async fn a_running_command_keeps_its_computer_from_idle_suspend() {
     let w = world(Policy { idle_suspend: 30_000, ..Policy::default() }).await;
     let e = w.engine.clone();
-    let long = tokio::spawn(async move { e.exec("a", vec!["sleep".into(), "25".into()], None, None, None, Default::default()).await });
+    let long =
+        tokio::spawn(async move { e.exec(&e.bot_ref("a").await.unwrap(), vec!["sleep".into(), "25".into()], None, None, None, Default::default()).await });
     let running = || async {
-        w.engine.exec("b", vec!["pgrep".into(), "-c".into(), "-fx".into(), "sleep 25".into()], None, None, None, Default::default()).await.unwrap().code == 0
+        w.engine
+            .exec(
+                &w.engine.bot_ref("b").await.unwrap(),
+                vec!["pgrep".into(), "-c".into(), "-fx".into(), "sleep 25".into()],
+                None,
+                None,
+                None,
+                Default::default(),
+            )
+            .await
+            .unwrap()
+            .code
+            == 0
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !running().await {
@@ -247,7 +260,7 @@ async fn a_hung_checkpoint_holds_up_no_other_suspend_nor_control_expiry() {
     w.engine.create_bot("q", ComputerScope::Private, None, "").await.unwrap();
     let mut computers = vec![];
     for bot in ["a", "p", "q"] {
-        w.engine.exec(bot, vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+        w.engine.exec(&w.engine.bot_ref(bot).await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
         let id = botdesk_core::ComputerId::new(w.engine.bot(bot).await.unwrap().computer.id);
         computers.push(botdesk_core::ComputerRef::local(id));
     }
@@ -288,7 +301,7 @@ async fn a_hung_checkpoint_holds_up_no_other_suspend_nor_control_expiry() {
 async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_the_rest() {
     let w = world(Policy::default()).await;
     assert!(w.engine.left_running().await.unwrap().computers.is_empty());
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let (run, lease) = start(&w.engine, "a").await;
     let left = w.engine.left_running().await.unwrap();
     assert_eq!(left.computers.len(), 1);
@@ -313,7 +326,7 @@ async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Suspended);
 
     // "Suspend them and quit": at once, however recently used.
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     assert_eq!(w.engine.suspend_all().await.unwrap()[0].1, IdleOutcome::Suspended);
     assert!(w.engine.left_running().await.unwrap().computers.is_empty());
 }
@@ -323,7 +336,7 @@ async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_
 #[tokio::test]
 async fn a_long_destroy_heartbeats_its_reservation_and_completes() {
     let w = world(Policy { reservation_heartbeat: 20, ..Policy::default() }).await;
-    w.engine.exec("a", vec!["true".into()], None, None, None, Default::default()).await.unwrap();
+    w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone());
     w.fake.stall_saves(&computer, true);
     let destroy = tokio::spawn({

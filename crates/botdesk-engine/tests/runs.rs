@@ -135,9 +135,9 @@ http.server.ThreadingHTTPServer(('127.0.0.1', 8765), H).serve_forever()
 "#;
 
 async fn start_site(engine: &Engine, bot: &str) {
-    engine.files_write(bot, "shared/site/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
+    engine.files_write(&engine.bot_ref(bot).await.unwrap(), "shared/site/site.py", bytes::Bytes::from_static(SITE.as_bytes()), false).await.unwrap();
     let (code, out) = engine
-        .shell(bot, "cd ../../shared/site && (setsid -f python3 site.py events.log >server.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8765/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat server.out; exit 1")
+        .shell(&engine.bot_ref(bot).await.unwrap(), "cd ../../shared/site && (setsid -f python3 site.py events.log >server.out 2>&1 </dev/null) && for i in $(seq 50); do python3 -c 'import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8765/\")' 2>/dev/null && exit 0; sleep 0.1; done; cat server.out; exit 1")
         .await
         .unwrap();
     assert_eq!(code, 0, "the site did not start: {out}");
@@ -236,14 +236,14 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
     assert_ne!(da.slot, doai.slot);
 
     // The page recorded one click and one form per bot.
-    let log = String::from_utf8(w.engine.files_read("ant", "shared/site/events.log", 100_000).await.unwrap().to_vec()).unwrap();
+    let log = String::from_utf8(w.engine.files_read(&w.bot("ant").await, "shared/site/events.log", 100_000).await.unwrap().to_vec()).unwrap();
     let mut lines: Vec<&str> = log.lines().collect();
     lines.sort();
     assert_eq!(lines, vec!["click bot=ant", "click bot=oai", "submit who=ant-form", "submit who=oai-form"], "{log}");
 
     for (bot, key, other_key) in [("ant", &ant_key, &oai_key), ("oai", &oai_key, &ant_key)] {
         // The file is in the bot's own folder.
-        assert_eq!(&w.engine.files_read(bot, "report.txt", 1000).await.unwrap()[..], format!("report by {bot}\n").as_bytes());
+        assert_eq!(&w.engine.files_read(&w.bot(bot).await, "report.txt", 1000).await.unwrap()[..], format!("report by {bot}\n").as_bytes());
         // The chat: the task, the replies, every tool call with its result, a screenshot thumbnail.
         let chat = w.engine.chat(bot, 100).await.unwrap();
         assert_eq!(chat[0].role.as_str(), "user");
@@ -307,9 +307,9 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     let server = ScriptedServer::start(vec![]).await;
     let (model, _) = w.model(&server, Wire::OpenAi).await;
     w.engine.create_bot("refuser", ComputerScope::Team, Some(&model), "").await.unwrap();
-    w.engine.files_write("refuser", "big.txt", bytes::Bytes::from(vec![b'a'; 250_001]), false).await.unwrap();
-    w.engine.files_write("refuser", "exact.txt", bytes::Bytes::from(vec![b'b'; 250_000]), false).await.unwrap();
-    w.engine.files_write("refuser", "bin.dat", bytes::Bytes::from_static(b"\xff\xfe\x00binary"), false).await.unwrap();
+    w.engine.files_write(&w.bot("refuser").await, "big.txt", bytes::Bytes::from(vec![b'a'; 250_001]), false).await.unwrap();
+    w.engine.files_write(&w.bot("refuser").await, "exact.txt", bytes::Bytes::from(vec![b'b'; 250_000]), false).await.unwrap();
+    w.engine.files_write(&w.bot("refuser").await, "bin.dat", bytes::Bytes::from_static(b"\xff\xfe\x00binary"), false).await.unwrap();
     let err = |want: &'static str| {
         move |s: &Seen| match s.results.first() {
             Some(r) if r.is_error && r.text.contains(want) => Ok(()),
@@ -337,7 +337,7 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     // Nothing was written outside, and the 25-action batch never reached the screen: the bot's
     // desktop was not even opened.
-    let (code, _) = w.engine.shell("refuser", "test ! -e /etc/evil").await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("refuser").await, "test ! -e /etc/evil").await.unwrap();
     assert_eq!(code, 0);
     let chat = w.engine.chat("refuser", 100).await.unwrap();
     let errors = chat.iter().flat_map(|m| &m.calls).filter(|c| c.status.as_str() == "error").count();
@@ -377,7 +377,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
     assert_eq!(act.last().unwrap().exit_code, Some(130), "{act:?}");
     // ([s]: the pattern must not match the probe's own command line.)
-    let (_, left) = w.engine.shell("sleeper", "pgrep -af '[s]leep 600[12]' || true").await.unwrap();
+    let (_, left) = w.engine.shell(&w.bot("sleeper").await, "pgrep -af '[s]leep 600[12]' || true").await.unwrap();
     assert_eq!(left.trim(), "", "processes of the stopped run remain");
     let chat = w.engine.chat("sleeper", 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
@@ -434,7 +434,7 @@ async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_ane
     let run = tokio::spawn(async move { engine.run_task("victim", "work").await });
     let t0 = Instant::now();
     // The command runs once its first line reached the workspace.
-    while w.engine.stored_read("victim", "kept.txt", 100).await.is_err() {
+    while w.engine.stored_read(&w.bot("victim").await, "kept.txt", 100).await.is_err() {
         assert!(t0.elapsed() < Duration::from_secs(60), "the command never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -506,7 +506,7 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
         ScriptedServer::start(vec![Step::reply(Reply::call("shell", json!({"command": command, "timeout_s": 1200}))), Step::reply(Reply::text("done"))]).await;
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     w.engine.create_bot("printer", ComputerScope::Team, Some(&model), "").await.unwrap();
-    w.engine.shell("printer", "true").await.unwrap();
+    w.engine.shell(&w.bot("printer").await, "true").await.unwrap();
     reset_peak_rss();
     let before = peak_rss();
     let run = w.engine.run_task("printer", "print a lot").await.unwrap();
@@ -610,14 +610,14 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
     }
     // What the bot planted: a link out of the workspace (to a file it may write), and a FIFO.
     // Appending to either is refused; neither is followed nor opened for good.
-    let (code, out) = w.engine.shell("writer", "echo keep > /tmp/outside.txt && ln -s /tmp/outside.txt link.md && mkfifo pipe.md").await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("writer").await, "echo keep > /tmp/outside.txt && ln -s /tmp/outside.txt link.md && mkfifo pipe.md").await.unwrap();
     assert_eq!(code, 0, "{out}");
     let run = w.engine.run_task("writer", "write a book").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
-    assert_eq!(&w.engine.files_read("writer", "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
-    assert_eq!(&w.engine.files_read("writer", "new/notes.md", 1000).await.unwrap()[..], b"first\n");
-    let (_, out) = w.engine.shell("writer", "cat /tmp/outside.txt; test -L link.md && test -p pipe.md && echo planted-intact").await.unwrap();
+    assert_eq!(&w.engine.files_read(&w.bot("writer").await, "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
+    assert_eq!(&w.engine.files_read(&w.bot("writer").await, "new/notes.md", 1000).await.unwrap()[..], b"first\n");
+    let (_, out) = w.engine.shell(&w.bot("writer").await, "cat /tmp/outside.txt; test -L link.md && test -p pipe.md && echo planted-intact").await.unwrap();
     assert_eq!(out, "keep\nplanted-intact\n");
 }
 
@@ -849,7 +849,7 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
             assert_eq!(w.engine.release_control("paused", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap(), None);
         }
         assert!(w.engine.control_of("paused").await.unwrap().is_none());
-        let (_, left) = w.engine.shell("paused", "pgrep -af '[s]leep 6003' || true").await.unwrap();
+        let (_, left) = w.engine.shell(&w.bot("paused").await, "pgrep -af '[s]leep 6003' || true").await.unwrap();
         assert_eq!(left.trim(), "", "the paused run's daemon lives on");
         // The bot is free for the next task.
         server.push(Step::reply(Reply::text("ok")));
@@ -907,7 +907,7 @@ addEventListener('keyup', e => { if (e.key === 'Shift' && alone) say('Shift held
 async fn claudes_whole_action_set_works_on_a_real_desktop() {
     let mut w = world().await;
     let server = w.bot_as("clicker", botdesk_core::ModelKind::Anthropic, "claude-opus-4-5").await;
-    w.engine.files_write("clicker", "events.html", bytes::Bytes::from_static(EVENTS_PAGE.as_bytes()), false).await.unwrap();
+    w.engine.files_write(&w.bot("clicker").await, "events.html", bytes::Bytes::from_static(EVENTS_PAGE.as_bytes()), false).await.unwrap();
     w.engine.open_path(&w.bot("clicker").await, "events.html").await.unwrap();
     // The computer tool's result says the active window's title: what the page saw last.
     let saw = |want: &'static str| {
@@ -1092,7 +1092,9 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     let (server, _) = w.scripted_bot("wiper", Wire::Anthropic, action::CoordSpace::Pixels).await;
     let (_, _) = w.scripted_bot("bystander", Wire::Anthropic, action::CoordSpace::Pixels).await;
     let text = |b: bytes::Bytes| String::from_utf8(b.to_vec()).unwrap();
-    let write = |bot: &'static str, p: &'static str, body: &'static str| w.engine.files_write(bot, p, bytes::Bytes::from_static(body.as_bytes()), false);
+    let write = async |bot: &'static str, p: &'static str, body: &'static str| {
+        w.engine.files_write(&w.bot(bot).await, p, bytes::Bytes::from_static(body.as_bytes()), false).await
+    };
     write("wiper", "notes/plan.md", "# Plan\n").await.unwrap();
     write("wiper", "draft.txt", "draft 1\n").await.unwrap();
     write("bystander", "mine.txt", "before\n").await.unwrap();
@@ -1101,7 +1103,7 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     let run = w.engine.run_task("wiper", "clean up").await.unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err(), "the run removed it");
+    assert!(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.is_err(), "the run removed it");
     // Since the run: the other bot works on, and the person edits the draft and adds a file.
     write("bystander", "mine.txt", "after\n").await.unwrap();
     write("wiper", "draft.txt", "edited by me\n").await.unwrap();
@@ -1122,34 +1124,37 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
         (1, Some(3), 4, true, vec![format!("bots/{}/draft.txt", w.engine.bot("wiper").await.unwrap().id)]),
         "{r:?}"
     );
-    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n", "what the run removed is back");
-    assert_eq!(text(w.engine.files_read("wiper", "draft.txt", 100).await.unwrap()), "edited by me\n", "what changed since is kept");
-    assert_eq!(text(w.engine.files_read("wiper", "late.txt", 100).await.unwrap()), "added later\n");
-    assert_eq!(text(w.engine.files_read("bystander", "mine.txt", 100).await.unwrap()), "after\n", "another bot's work is not touched");
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.unwrap()), "# Plan\n", "what the run removed is back");
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "draft.txt", 100).await.unwrap()), "edited by me\n", "what changed since is kept");
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "late.txt", 100).await.unwrap()), "added later\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("bystander").await, "mine.txt", 100).await.unwrap()), "after\n", "another bot's work is not touched");
     let h = w.engine.history("wiper").await.unwrap();
     assert_eq!((h.versions[0].label.as_str(), h.versions[0].changes.written), (format!("undid run {short}").as_str(), 1), "{h:?}");
     // And back: the undo undone from the version saved before it.
     w.engine.restore("wiper", r.saved.unwrap(), None).await.unwrap();
-    assert!(w.engine.files_read("wiper", "notes/plan.md", 100).await.is_err());
-    assert_eq!(text(w.engine.files_read("wiper", "late.txt", 100).await.unwrap()), "added later\n");
+    assert!(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.is_err());
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "late.txt", 100).await.unwrap()), "added later\n");
     // One file of an old version, browsed first.
-    assert_eq!(text(w.engine.stored_read_at("wiper", "notes/plan.md", 100, Some(1)).await.unwrap()), "# Plan\n");
+    assert_eq!(text(w.engine.stored_read_at(&w.bot("wiper").await, "notes/plan.md", 100, Some(1)).await.unwrap()), "# Plan\n");
     w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
-    assert_eq!(text(w.engine.files_read("wiper", "notes/plan.md", 100).await.unwrap()), "# Plan\n");
-    assert_eq!(text(w.engine.files_read("wiper", "draft.txt", 100).await.unwrap()), "edited by me\n", "only that file came back");
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.unwrap()), "# Plan\n");
+    assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "draft.txt", 100).await.unwrap()), "edited by me\n", "only that file came back");
     // The bot plants a link where a restore lands, a FIFO over its draft and a read-only folder
     // in the way: the restores replace them, and nothing is followed, on the host (the version
     // made from the present holds the link) or in the computer.
     let (code, out) = w
         .engine
-        .shell("wiper", "rm -rf notes && ln -s /etc notes && rm draft.txt && mkfifo draft.txt && mkdir -p ro/in && chmod 555 ro && echo planted")
+        .shell(&w.bot("wiper").await, "rm -rf notes && ln -s /etc notes && rm draft.txt && mkfifo draft.txt && mkdir -p ro/in && chmod 555 ro && echo planted")
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
     w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
     w.engine.restore("wiper", 1, Some("draft.txt")).await.unwrap();
-    let (code, out) =
-        w.engine.shell("wiper", "test -d notes && ! test -L notes && cat notes/plan.md draft.txt && ls /etc/plan.md 2>&1; stat -c %a ro").await.unwrap();
+    let (code, out) = w
+        .engine
+        .shell(&w.bot("wiper").await, "test -d notes && ! test -L notes && cat notes/plan.md draft.txt && ls /etc/plan.md 2>&1; stat -c %a ro")
+        .await
+        .unwrap();
     assert_eq!((code, out.as_str()), (0, "# Plan\ndraft 1\nls: cannot access '/etc/plan.md': No such file or directory\n555\n"));
     let e = w.engine.restore("wiper", 1, Some("nothing/here")).await.unwrap_err();
     assert!(e.message.contains("nothing/here is not in version 1"), "{e}");
@@ -1210,7 +1215,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     let policy = w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), site.clone()]).unwrap()).await.unwrap();
     assert_eq!(w.engine.bot_network("wanderer").await.unwrap(), policy);
     let curl = |url: String| format!("curl -sS --max-time 20 {url}");
-    let (code, out) = w.engine.shell("wanderer", &curl(http.clone())).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("wanderer").await, &curl(http.clone())).await.unwrap();
     assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
     let page = w.engine.browser_navigate(&w.bot("wanderer").await, &http).await.unwrap();
     assert_eq!(page["title"], "Test site", "{page}");
@@ -1222,10 +1227,10 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     let mapped = std::process::Command::new("docker").args(["exec", "-u", "0", &container_of(&bot.computer.id), "sh", "-c", &hosts]).output().unwrap();
     assert!(mapped.status.success(), "{mapped:?}");
     w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), "web.test".into()]).unwrap()).await.unwrap();
-    let (code, out) = w.engine.shell("wanderer", &curl("http://web.test:8080/".into())).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("wanderer").await, &curl("http://web.test:8080/".into())).await.unwrap();
     assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
     for url in ["http://other.test:8080/".to_string(), http.clone()] {
-        let (_, out) = w.engine.shell("wanderer", &curl(url.clone())).await.unwrap();
+        let (_, out) = w.engine.shell(&w.bot("wanderer").await, &curl(url.clone())).await.unwrap();
         assert!(out.contains("not on the allowlist"), "{url}: {out}");
     }
     let page = w.engine.browser_navigate(&w.bot("wanderer").await, "http://web.test:8080/").await.unwrap();
@@ -1234,24 +1239,30 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     // Offline: a connection open through the allowed name is closed within seconds; nothing is
     // reached, not even the name server.
     let stream = "(curl -sSN http://web.test:8080/stream; echo ended) > stream.log 2>&1";
-    let (code, _) = w.engine.shell("wanderer", &format!("setsid -f sh -c '{stream}' </dev/null >/dev/null 2>&1")).await.unwrap();
+    let (code, _) = w.engine.shell(&w.bot("wanderer").await, &format!("setsid -f sh -c '{stream}' </dev/null >/dev/null 2>&1")).await.unwrap();
     assert_eq!(code, 0);
     let t0 = Instant::now();
-    while !w.engine.files_read("wanderer", "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).matches("tick").count() >= 2).unwrap_or(false) {
+    while !w
+        .engine
+        .files_read(&w.bot("wanderer").await, "stream.log", 1 << 20)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).matches("tick").count() >= 2)
+        .unwrap_or(false)
+    {
         assert!(t0.elapsed() < Duration::from_secs(30), "the stream never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     w.engine.set_bot_network("wanderer", NetPolicy::Offline).await.unwrap();
     let set = Instant::now();
-    while !w.engine.files_read("wanderer", "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).contains("ended")).unwrap_or(false) {
+    while !w.engine.files_read(&w.bot("wanderer").await, "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).contains("ended")).unwrap_or(false) {
         // How soon is measured by `cargo xtask bench` (docs/benchmarks.md); here it must end.
         assert!(set.elapsed() < Duration::from_secs(60), "the open connection was never closed after offline");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let (_, out) = w.engine.shell("wanderer", &curl("http://web.test:8080/".into())).await.unwrap();
+    let (_, out) = w.engine.shell(&w.bot("wanderer").await, &curl("http://web.test:8080/".into())).await.unwrap();
     assert!(out.contains("this bot is offline"), "{out}");
     let dns = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b\"x\", (\"127.0.0.11\", 53))'";
-    let (code, out) = w.engine.shell("wanderer", dns).await.unwrap();
+    let (code, out) = w.engine.shell(&w.bot("wanderer").await, dns).await.unwrap();
     assert!(code != 0 && out.contains("Operation not permitted"), "the name server answered an offline bot: {out}");
 
     let seen = refusals(&w.engine, "wanderer").await;

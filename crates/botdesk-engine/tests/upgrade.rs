@@ -79,12 +79,12 @@ async fn a_data_directory_of_2026_12_01_opens_whole_and_its_checkpoints_restore(
     let activity = e.activity("teamie", 0, 50).await.unwrap();
     assert!(activity.iter().any(|a| a.kind == "shell" && a.output_tail.contains("served")), "{activity:?}");
     // The workspaces, offline, from their checkpoints.
-    assert_eq!(&e.stored_read("teamie", "notes.md", 1000).await.unwrap()[..], b"# Notes\nThe fixture's Team bot wrote this.\n");
-    assert_eq!(&e.stored_read("solo", "solo.txt", 1000).await.unwrap()[..], b"the Private bot's file\n");
+    assert_eq!(&e.stored_read(&e.bot_ref("teamie").await.unwrap(), "notes.md", 1000).await.unwrap()[..], b"# Notes\nThe fixture's Team bot wrote this.\n");
+    assert_eq!(&e.stored_read(&e.bot_ref("solo").await.unwrap(), "solo.txt", 1000).await.unwrap()[..], b"the Private bot's file\n");
     // The checkpoints restore: the computers (gone) start with their homes, the browser profile too.
-    let (code, out) = e.shell("teamie", "cat notes.md && ls /home/botdesk/.browser-profiles/*/Default/History").await.unwrap();
+    let (code, out) = e.shell(&e.bot_ref("teamie").await.unwrap(), "cat notes.md && ls /home/botdesk/.browser-profiles/*/Default/History").await.unwrap();
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("The fixture's Team bot wrote this.") && out.contains("Default/History"), "{out}");
-    let (code, out) = e.shell("solo", "cat solo.txt").await.unwrap();
+    let (code, out) = e.shell(&e.bot_ref("solo").await.unwrap(), "cat solo.txt").await.unwrap();
     assert_eq!((code, out.trim()), (0, "the Private bot's file"));
 }

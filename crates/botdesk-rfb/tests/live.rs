@@ -47,7 +47,7 @@ fn resolver(engine: Engine, bot: &'static str) -> Resolve {
 }
 
 async fn sh(e: &Engine, bot: &str, cmd: &str) -> String {
-    let (code, out) = e.shell(bot, cmd).await.unwrap();
+    let (code, out) = e.shell(&e.bot_ref(bot).await.unwrap(), cmd).await.unwrap();
     assert_eq!(code, 0, "{cmd}: {out}");
     out
 }

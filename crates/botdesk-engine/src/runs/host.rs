@@ -332,7 +332,7 @@ impl RunHost {
 
     pub(super) async fn read_file(&self, path: &str) -> ToolOutput {
         let max = botdesk_agent::tools::MAX_READ_BYTES;
-        match self.engine.files_read(self.bot.id.as_str(), path, max).await {
+        match self.engine.files_read(&crate::BotRef::of(&self.bot), path, max).await {
             Ok(bytes) if bytes.is_empty() => ToolOutput::ok(format!("{path} is an empty file (0 bytes).")),
             Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
                 Ok(text) if text.trim().is_empty() => ToolOutput::ok(format!("{path} holds only whitespace ({} bytes): {text:?}", text.len())),
@@ -354,7 +354,7 @@ impl RunHost {
             Some((p, n)) => (if p.is_empty() { "/" } else { p }, n),
             None => (".", path),
         };
-        let (dir, entries) = self.engine.files_list(self.bot.id.as_str(), parent).await.map_err(|e| e.message)?;
+        let (dir, entries) = self.engine.files_list(&crate::BotRef::of(&self.bot), parent).await.map_err(|e| e.message)?;
         let file = entries.into_iter().find(|e| e.path.file_name() == Some(name)).ok_or_else(|| format!("{path} does not exist"))?;
         if file.kind != botdesk_core::FileKind::File {
             return Err(format!("{path} is not a file"));
@@ -417,7 +417,7 @@ impl Host for RunHost {
                 Some(refused) => refused,
                 None => self.shell(&command, cwd.as_deref(), timeout_s, cancel).await,
             },
-            Tool::ListFiles { path } => match e.files_list(bot, &path).await {
+            Tool::ListFiles { path } => match e.files_list(me, &path).await {
                 Ok((dir, entries)) => ToolOutput::ok(crate::workspace::listing_text(&dir, &entries)),
                 Err(err) => self.err(err),
             },
@@ -587,7 +587,7 @@ impl RunHost {
     /// `write_file`: replaces the file, or adds to its end (the file may grow to
     /// `MAX_WRITE_BYTES` this way; it is read and written whole). Returns the path and the size.
     pub(super) async fn write_file(&self, path: &str, content: String, append: bool) -> std::result::Result<(String, usize), String> {
-        let (bot, max) = (self.bot.id.as_str(), botdesk_agent::tools::MAX_WRITE_BYTES);
+        let (bot, max) = (&crate::BotRef::of(&self.bot), botdesk_agent::tools::MAX_WRITE_BYTES);
         let mut data = Vec::new();
         if append {
             match self.engine.files_read(bot, path, max as u64).await {

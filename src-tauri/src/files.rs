@@ -33,7 +33,7 @@ fn image_type(path: &str) -> Option<&'static str> {
 
 #[tauri::command]
 pub async fn activity(engine: State<'_, Engine>, bot: String) -> Res<Vec<ActivityRow>> {
-    engine.latest_activity(&bot, 300).await
+    engine.latest_activity(&engine.bot_ref(&bot).await?, 300).await
 }
 
 /// A folder of the workspace as it is, or in a kept `version` of it.
@@ -115,13 +115,13 @@ pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String,
 /// The versions of the bot's folder, newest first.
 #[tauri::command]
 pub async fn history(engine: State<'_, Engine>, bot: String) -> Res<History> {
-    engine.history(&bot).await
+    engine.history(&engine.bot_ref(&bot).await?).await
 }
 
 /// Puts the bot's folder (`path` None) or one path back as it was in `version`.
 #[tauri::command]
 pub async fn restore_version(engine: State<'_, Engine>, bot: String, version: u64, path: Option<String>) -> Res<RestoreReport> {
-    engine.restore(&bot, version, path.as_deref()).await
+    engine.restore(&engine.bot_ref(&bot).await?, version, path.as_deref()).await
 }
 
 /// "Undo this run's file changes".
@@ -170,7 +170,7 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
 /// prints streams to `output` as bytes, and the channel gets an empty message when it ends.
 #[tauri::command]
 pub async fn terminal_open(engine: State<'_, Engine>, bot: String, cols: u16, rows: u16, output: tauri::ipc::Channel<Vec<u8>>) -> Res<String> {
-    let mut t = engine.open_terminal(&bot, cols, rows).await?;
+    let mut t = engine.open_terminal(&engine.bot_ref(&bot).await?, cols, rows).await?;
     let id = t.id.clone();
     tauri::async_runtime::spawn(async move {
         while let Some(chunk) = t.output.recv().await {

@@ -35,24 +35,24 @@ async fn create_bot(engine: State<'_, Engine>, name: String, scope: ComputerScop
 
 #[tauri::command]
 async fn switch_bot(engine: State<'_, Engine>, bot: String, scope: ComputerScope) -> Res<SwitchReport> {
-    engine.switch_bot(&bot, scope).await
+    engine.switch_bot(&engine.bot_ref(&bot).await?, scope).await
 }
 
 #[tauri::command]
 async fn chat(engine: State<'_, Engine>, bot: String) -> Res<Vec<ChatItem>> {
-    engine.chat(&bot, 200).await
+    engine.chat(&engine.bot_ref(&bot).await?, 200).await
 }
 
 /// The question a bot's run waits on (a safety check), if any.
 #[tauri::command]
 async fn open_question(engine: State<'_, Engine>, bot: String) -> Res<Option<botdesk_engine::Question>> {
-    engine.open_question(&bot).await
+    engine.open_question(&engine.bot_ref(&bot).await?).await
 }
 
 /// The person's answer to it: allow, always (for that site) or deny.
 #[tauri::command]
 async fn answer_question(engine: State<'_, Engine>, bot: String, verdict: botdesk_engine::Verdict, note: Option<String>) -> Res<botdesk_engine::Question> {
-    engine.answer_question(&bot, verdict, note.as_deref()).await
+    engine.answer_question(&engine.bot_ref(&bot).await?, verdict, note.as_deref()).await
 }
 
 /// A model's prices in dollars per million tokens, when known.
@@ -92,13 +92,13 @@ async fn set_model_coordinates(
 /// Sets what each of a bot's runs may spend: tokens (null: the default) and dollars (null: no limit).
 #[tauri::command]
 async fn set_bot_budget(engine: State<'_, Engine>, bot: String, tokens: Option<u64>, usd: Option<f64>) -> Res<botdesk_engine::Budget> {
-    engine.set_bot_budget(&bot, tokens, usd).await
+    engine.set_bot_budget(&engine.bot_ref(&bot).await?, tokens, usd).await
 }
 
 /// Where a bot may connect.
 #[tauri::command]
 async fn bot_network(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::NetPolicy> {
-    engine.bot_network(&bot).await
+    engine.bot_network(&engine.bot_ref(&bot).await?).await
 }
 
 /// Sets where a bot may connect: `mode` open, offline or allow (with `allow`: domains and addresses).
@@ -108,7 +108,7 @@ async fn set_bot_network(engine: State<'_, Engine>, bot: String, mode: String, a
         "allow" => botdesk_engine::NetPolicy::allow(allow.iter().map(String::as_str)),
         _ => botdesk_engine::NetPolicy::from_words(&[mode]),
     };
-    engine.set_bot_network(&bot, policy.map_err(botdesk_engine::EngineError::invalid)?).await
+    engine.set_bot_network(&engine.bot_ref(&bot).await?, policy.map_err(botdesk_engine::EngineError::invalid)?).await
 }
 
 /// One tiny request to a stored model: its answer, latency and cost, or the provider's refusal.
@@ -120,24 +120,24 @@ async fn test_model(engine: State<'_, Engine>, id: String) -> Res<botdesk_engine
 /// Changes a bot's name or model.
 #[tauri::command]
 async fn set_bot(engine: State<'_, Engine>, bot: String, name: Option<String>, model: Option<String>) -> Res<botdesk_engine::BotView> {
-    engine.set_bot(&bot, name.as_deref(), model.as_deref()).await
+    engine.set_bot(&engine.bot_ref(&bot).await?, name.as_deref(), model.as_deref()).await
 }
 
 /// What a bot must ask the person before doing.
 #[tauri::command]
 async fn bot_approvals(engine: State<'_, Engine>, bot: String) -> Res<botdesk_engine::Approvals> {
-    engine.bot_approvals(&bot).await
+    engine.bot_approvals(&engine.bot_ref(&bot).await?).await
 }
 
 #[tauri::command]
 async fn set_bot_approvals(engine: State<'_, Engine>, bot: String, approvals: botdesk_engine::Approvals) -> Res<botdesk_engine::Approvals> {
-    engine.set_bot_approvals(&bot, approvals).await
+    engine.set_bot_approvals(&engine.bot_ref(&bot).await?, approvals).await
 }
 
 /// A bot's saved logins (sites and user names, never their secrets).
 #[tauri::command]
 async fn bot_logins(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotLogin>> {
-    engine.logins(&bot).await
+    engine.logins(&engine.bot_ref(&bot).await?).await
 }
 
 /// Saves a bot's login for a site: the password and the one-time-code seed go to the keyring.
@@ -150,18 +150,18 @@ async fn add_bot_login(
     password: String,
     code_seed: Option<String>,
 ) -> Res<botdesk_engine::BotLogin> {
-    engine.add_login(&bot, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await
+    engine.add_login(&engine.bot_ref(&bot).await?, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await
 }
 
 #[tauri::command]
 async fn remove_bot_login(engine: State<'_, Engine>, bot: String, site: String) -> Res<()> {
-    engine.remove_login(&bot, &site).await
+    engine.remove_login(&engine.bot_ref(&bot).await?, &site).await
 }
 
 /// A bot's MCP servers (started in its computer for each of its runs).
 #[tauri::command]
 async fn bot_mcp_servers(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::BotMcpServer>> {
-    engine.bot_mcp_servers(&bot).await
+    engine.bot_mcp_servers(&engine.bot_ref(&bot).await?).await
 }
 
 /// Adds an MCP server to a bot: a command (program and arguments) or a remote server's address.
@@ -173,18 +173,18 @@ async fn add_bot_mcp_server(
     command: Vec<String>,
     url: Option<String>,
 ) -> Res<botdesk_engine::BotMcpServer> {
-    engine.add_bot_mcp_server(&bot, &name, command, url).await
+    engine.add_bot_mcp_server(&engine.bot_ref(&bot).await?, &name, command, url).await
 }
 
 #[tauri::command]
 async fn remove_bot_mcp_server(engine: State<'_, Engine>, bot: String, name: String) -> Res<()> {
-    engine.remove_bot_mcp_server(&bot, &name).await
+    engine.remove_bot_mcp_server(&engine.bot_ref(&bot).await?, &name).await
 }
 
 #[tauri::command]
 async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
-    let (tokens, usd, unpriced_calls) = engine.bot_usage(&bot).await?;
-    Ok(BotSpend { tokens, usd, unpriced_calls, budget: engine.bot_budget(&bot).await? })
+    let (tokens, usd, unpriced_calls) = engine.bot_usage(&engine.bot_ref(&bot).await?).await?;
+    Ok(BotSpend { tokens, usd, unpriced_calls, budget: engine.bot_budget(&engine.bot_ref(&bot).await?).await? })
 }
 
 /// Send: starts a run of the task; its events follow as `run-event`.
@@ -203,13 +203,13 @@ async fn shot(engine: State<'_, Engine>, path: String) -> Res<String> {
 /// A bot's latest runs, newest first.
 #[tauri::command]
 async fn runs(engine: State<'_, Engine>, bot: String) -> Res<Vec<botdesk_engine::RunSummary>> {
-    engine.runs_of(&bot, 50).await
+    engine.runs_of(&engine.bot_ref(&bot).await?, 50).await
 }
 
 /// One run for the replay view: its steps, and its recording if it has one.
 #[tauri::command]
 async fn replay(engine: State<'_, Engine>, bot: String, run: String) -> Res<botdesk_engine::ReplayView> {
-    engine.replay_view(&bot, Some(&run)).await
+    engine.replay_view(&engine.bot_ref(&bot).await?, Some(&run)).await
 }
 
 /// Frames of a run's recording from `from_ms` after its first, as JPEG data URLs.
@@ -303,7 +303,7 @@ async fn browser_go(engine: State<'_, Engine>, bot: String, go: botdesk_engine::
 /// The person's clipboard text to the bot's (only while they control its screen).
 #[tauri::command]
 async fn set_clipboard(engine: State<'_, Engine>, bot: String, text: String) -> Res<()> {
-    engine.set_clipboard(&bot, &text).await
+    engine.set_clipboard(&engine.bot_ref(&bot).await?, &text).await
 }
 
 /// The bot's clipboard text onto the person's clipboard, when they asked (Ctrl+C on its screen,
@@ -311,7 +311,7 @@ async fn set_clipboard(engine: State<'_, Engine>, bot: String, text: String) -> 
 /// in the moment of a click, and the text comes from the computer after that moment.
 #[tauri::command]
 async fn copy_bot_clipboard(app: tauri::AppHandle, engine: State<'_, Engine>, bot: String) -> Res<String> {
-    let text = engine.clipboard_text(&bot).await?;
+    let text = engine.clipboard_text(&engine.bot_ref(&bot).await?).await?;
     if !text.is_empty() {
         let copy = text.clone();
         app.run_on_main_thread(move || gtk::Clipboard::get(&gtk::gdk::SELECTION_CLIPBOARD).set_text(&copy))

@@ -273,7 +273,10 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         "return (document.querySelector('#budget-message')?.textContent ?? '').startsWith('Saved: each run of writer may spend 50,000 tokens or $0.50')",
         Duration::from_secs(10),
     );
-    assert_eq!(rt.block_on(engine.bot_budget("writer")).unwrap(), botdesk_engine::Budget { tokens: 50_000, usd: Some(0.5) });
+    assert_eq!(
+        rt.block_on(engine.bot_budget(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap(),
+        botdesk_engine::Budget { tokens: 50_000, usd: Some(0.5) }
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22-bot-budget.png");
     d.click(".modal-close");
@@ -294,14 +297,17 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
         let said = d.js("return document.querySelector('#net-message').textContent");
         assert!(said.as_str().unwrap_or("").contains(want), "{list}: {said}");
     }
-    assert_eq!(rt.block_on(engine.bot_network("writer")).unwrap(), botdesk_engine::NetPolicy::allow(["example.org", "10.0.0.5"]).unwrap());
+    assert_eq!(
+        rt.block_on(engine.bot_network(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap(),
+        botdesk_engine::NetPolicy::allow(["example.org", "10.0.0.5"]).unwrap()
+    );
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22b-bot-network.png");
     d.click(".modal-close");
     // What the bot must ask first, from the chat's header: downloads, and forms on the test
     // site (the run below asks about one there).
     let site = std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("`cargo xtask test` serves the tests' web site (BOTDESK_TEST_SITE_PUBLIC)");
-    rt.block_on(engine.set_bot_network("writer", botdesk_engine::NetPolicy::Open)).unwrap();
+    rt.block_on(engine.set_bot_network(&rt.block_on(engine.bot_ref("writer")).unwrap(), botdesk_engine::NetPolicy::Open)).unwrap();
     d.click("#bot-menu summary");
     d.click("#edit-approvals");
     d.wait_js("the approvals form, asking nothing", "return document.querySelector('#ask-downloads')?.checked === false", Duration::from_secs(10));
@@ -310,7 +316,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.type_into("#ask-commands", "git push");
     d.click(".settings button[type=submit]");
     d.wait_js("the approvals saved", "return document.querySelector('#ask-message')?.className === 'ok'", Duration::from_secs(10));
-    let saved = rt.block_on(engine.bot_approvals("writer")).unwrap();
+    let saved = rt.block_on(engine.bot_approvals(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap();
     assert_eq!((saved.downloads, saved.forms.clone(), saved.commands.clone()), (true, vec![site.clone()], vec!["git push".to_string()]));
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22c-bot-approvals.png");
@@ -327,7 +333,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.wait_js("the login listed", "return !!document.querySelector('#logins li[data-login=\"https://accounts.example.org\"]')", Duration::from_secs(10));
     let html = d.js("return document.documentElement.outerHTML + [...document.querySelectorAll('input')].map(i => i.value).join(' ')");
     assert!(!html.as_str().unwrap_or("").contains("correct horse"), "the password stays in the window");
-    assert_eq!(rt.block_on(engine.logins("writer")).unwrap()[0].username, "ada@example.org");
+    assert_eq!(rt.block_on(engine.logins(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap()[0].username, "ada@example.org");
     std::thread::sleep(Duration::from_millis(300));
     screenshot("22d-bot-logins.png");
     d.click("#logins li button");
@@ -353,7 +359,7 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
             d.wait_js("the server listed", &format!("return !!document.querySelector('#mcp-servers li[data-mcp-server={name}]')"), Duration::from_secs(10));
         }
     }
-    let servers = rt.block_on(engine.bot_mcp_servers("writer")).unwrap();
+    let servers = rt.block_on(engine.bot_mcp_servers(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap();
     assert_eq!(
         servers.iter().map(|s| (s.name.as_str(), s.command.clone(), s.url.clone())).collect::<Vec<_>>(),
         [
@@ -365,11 +371,11 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     screenshot("22b-bot-mcp-servers.png");
     d.click("#mcp-servers li[data-mcp-server=docs] button");
     d.wait_js("the server removed", "return !document.querySelector('#mcp-servers li[data-mcp-server=docs]')", Duration::from_secs(10));
-    assert_eq!(rt.block_on(engine.bot_mcp_servers("writer")).unwrap().len(), 1);
-    rt.block_on(engine.remove_bot_mcp_server("writer", "notes")).unwrap();
+    assert_eq!(rt.block_on(engine.bot_mcp_servers(&rt.block_on(engine.bot_ref("writer")).unwrap())).unwrap().len(), 1);
+    rt.block_on(engine.remove_bot_mcp_server(&rt.block_on(engine.bot_ref("writer")).unwrap(), "notes")).unwrap();
     d.click(".modal-close");
     // The engine has the same chat (what the CLI's `chat` shows), and the file.
-    let chat = rt.block_on(engine.chat("writer", 50)).unwrap();
+    let chat = rt.block_on(engine.chat(&rt.block_on(engine.bot_ref("writer")).unwrap(), 50)).unwrap();
     assert_eq!(chat.last().unwrap().text, "All done: the machine runs Linux and my notes are in notes.md.");
     assert_eq!(&rt.block_on(engine.stored_read(&rt.block_on(engine.bot_ref("writer")).unwrap(), "later.txt", 1000)).unwrap()[..], b"written later\n");
     // A run that sends a form on a listed site pauses there: the chat asks (Allow once, Always

@@ -182,13 +182,14 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // Ctrl+V send) reaches the bot's, and what the bot copies reaches the person's.
     d.js(&format!("{VIEW}.sendClipboard('from the person: ¿qué? 世界 €'); return true"));
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while side.rt.block_on(side.engine.clipboard_text("tester")).unwrap() != "from the person: ¿qué? 世界 €" {
+    while side.rt.block_on(side.engine.clipboard_text(&side.rt.block_on(side.engine.bot_ref("tester")).unwrap())).unwrap() != "from the person: ¿qué? 世界 €"
+    {
         assert!(std::time::Instant::now() < deadline, "the person's clipboard never reached the bot");
         std::thread::sleep(Duration::from_millis(200));
     }
     // What the bot copies on its own waits for the person: the bar's button says so, and their
     // clipboard is untouched until they press it.
-    side.rt.block_on(side.engine.set_clipboard("tester", "from the bot: Grüße 你好")).unwrap();
+    side.rt.block_on(side.engine.set_clipboard(&side.rt.block_on(side.engine.bot_ref("tester")).unwrap(), "from the bot: Grüße 你好")).unwrap();
     d.wait_js("the bot's clipboard waiting", "return !!document.querySelector('#copy-bot-clipboard.waiting')", Duration::from_secs(15));
     assert_eq!(d.js("return window.__botdesk.clipboard.last"), serde_json::Value::Null, "the bot's clipboard went to the person's unasked");
     screenshot("04c-bot-clipboard-waiting.png");
@@ -204,7 +205,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // Ctrl+X (or Ctrl+C) on the bot's screen asks at once (the xterm takes ^X as a character).
     let (x, y) = typing_at(&d);
     xdotool(&["mousemove", &x.to_string(), &y.to_string(), "click", "1", "key", "ctrl+x"]);
-    side.rt.block_on(side.engine.set_clipboard("tester", "cut by the person: ¿sí?")).unwrap();
+    side.rt.block_on(side.engine.set_clipboard(&side.rt.block_on(side.engine.bot_ref("tester")).unwrap(), "cut by the person: ¿sí?")).unwrap();
     d.wait_js("a cut on the person's clipboard", "return window.__botdesk.clipboard.last === 'cut by the person: ¿sí?'", Duration::from_secs(15));
     assert_eq!(x_clipboard(), "cut by the person: ¿sí?");
 

@@ -31,7 +31,11 @@ impl Side {
     }
 
     fn shell_running(&self, bot: &str) -> bool {
-        self.rt.block_on(self.engine.activity(bot, 0, 20)).unwrap().iter().any(|a| a.kind == "shell" && a.status == botdesk_core::ActivityStatus::Running)
+        self.rt
+            .block_on(self.engine.activity(&self.rt.block_on(self.engine.bot_ref(bot)).unwrap(), 0, 20))
+            .unwrap()
+            .iter()
+            .any(|a| a.kind == "shell" && a.status == botdesk_core::ActivityStatus::Running)
     }
 }
 

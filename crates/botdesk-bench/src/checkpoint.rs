@@ -109,7 +109,7 @@ pub async fn run(dir: &Path) -> Figures {
     // back into it over exec.
     let store = data.join("homes").join(std::fs::read_dir(data.join("homes")).unwrap().next().unwrap().unwrap().file_name());
     let current = std::fs::canonicalize(store.join("current")).unwrap();
-    let versions = engine.history("ckpt").await.unwrap().versions.len() as u64;
+    let versions = engine.history(&engine.bot_ref("ckpt").await.unwrap()).await.unwrap().versions.len() as u64;
     let (disk_versions, disk_one) = (du(&store), du(&current));
     let anchor = dir.join("ckpt-anchor");
     let cp_full = timed(&format!("cp -a '{}' '{}' && sync", current.display(), anchor.display()));
@@ -130,7 +130,7 @@ pub async fn run(dir: &Path) -> Figures {
         restores.push(t.elapsed());
         assert_eq!(r.files, files);
         let t = Instant::now();
-        engine.restore("ckpt", 1, None).await.unwrap();
+        engine.restore(&engine.bot_ref("ckpt").await.unwrap(), 1, None).await.unwrap();
         sh(&engine, "ckpt", &["sync"]).await;
         version_restores.push(t.elapsed());
     }

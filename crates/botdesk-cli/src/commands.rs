@@ -64,12 +64,12 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
             if model.is_none() && new_name.is_none() {
                 return Err(EngineError::invalid("say what to change: --model ID, --name NEW (its budget: botdesk bot budget)"));
             }
-            let b = engine.set_bot(&name, new_name.as_deref(), model.as_deref()).await?;
+            let b = engine.set_bot(&engine.bot_ref(&name).await?, new_name.as_deref(), model.as_deref()).await?;
             print(json, json!({ "bot": b }), || format!("{}: model {}", b.name, b.model.as_deref().unwrap_or("none")));
         }
         BotCmd::Budget { name, tokens, usd } => {
             if tokens.is_some() || usd.is_some() {
-                let current = engine.bot_budget(&name).await?;
+                let current = engine.bot_budget(&engine.bot_ref(&name).await?).await?;
                 let tokens = match tokens.as_deref() {
                     None => Some(current.tokens).filter(|t| *t != botdesk_engine::Budget::DEFAULT_TOKENS),
                     Some("default") => None,
@@ -86,10 +86,10 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
                         u.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("--usd takes dollars or \"none\", not {u:?}")))?,
                     ),
                 };
-                engine.set_bot_budget(&name, tokens, usd).await?;
+                engine.set_bot_budget(&engine.bot_ref(&name).await?, tokens, usd).await?;
             }
-            let budget = engine.bot_budget(&name).await?;
-            let (used, usd, unpriced) = engine.bot_usage(&name).await?;
+            let budget = engine.bot_budget(&engine.bot_ref(&name).await?).await?;
+            let (used, usd, unpriced) = engine.bot_usage(&engine.bot_ref(&name).await?).await?;
             print(json, json!({"bot": name, "budget": budget, "spent": {"tokens": used, "usd": usd, "unpriced_calls": unpriced}}), || {
                 let limit = budget.usd.map(|u| format!(" or ${u:.2}")).unwrap_or_default();
                 let unpriced = if unpriced > 0 { format!(" ({unpriced} calls of models without prices not counted)") } else { String::new() };
@@ -98,32 +98,34 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
         }
         BotCmd::Network { name, policy } => {
             let policy = match policy.is_empty() {
-                true => engine.bot_network(&name).await?,
-                false => engine.set_bot_network(&name, botdesk_engine::NetPolicy::from_words(&policy).map_err(EngineError::invalid)?).await?,
+                true => engine.bot_network(&engine.bot_ref(&name).await?).await?,
+                false => {
+                    engine.set_bot_network(&engine.bot_ref(&name).await?, botdesk_engine::NetPolicy::from_words(&policy).map_err(EngineError::invalid)?).await?
+                }
             };
             print(json, json!({"bot": name, "network": policy}), || format!("{name}: {policy}"));
         }
         BotCmd::Approvals { name, policy } => {
             let approvals = match policy.is_empty() {
-                true => engine.bot_approvals(&name).await?,
+                true => engine.bot_approvals(&engine.bot_ref(&name).await?).await?,
                 false => {
                     let mut approvals = botdesk_engine::Approvals::from_words(&policy).map_err(EngineError::invalid)?;
                     // The "always" answers stay, unless the bot is to ask for nothing.
                     if approvals != botdesk_engine::Approvals::default() {
-                        approvals.always = engine.bot_approvals(&name).await?.always;
+                        approvals.always = engine.bot_approvals(&engine.bot_ref(&name).await?).await?.always;
                     }
-                    engine.set_bot_approvals(&name, approvals).await?
+                    engine.set_bot_approvals(&engine.bot_ref(&name).await?, approvals).await?
                 }
             };
             print(json, json!({"bot": name, "approvals": approvals}), || format!("{name} {approvals}"));
         }
         BotCmd::Mcp { cmd } => match cmd {
             BotMcpCmd::Add { bot, name, url, command } => {
-                let server = engine.add_bot_mcp_server(&bot, &name, command, url).await?;
+                let server = engine.add_bot_mcp_server(&engine.bot_ref(&bot).await?, &name, command, url).await?;
                 print(json, json!({ "server": server }), || format!("{bot} uses the MCP server {name} from its next run on; its tools are {name}__TOOL"));
             }
             BotMcpCmd::Ls { bot } => {
-                let servers = engine.bot_mcp_servers(&bot).await?;
+                let servers = engine.bot_mcp_servers(&engine.bot_ref(&bot).await?).await?;
                 print(json, json!({ "servers": servers }), || {
                     if servers.is_empty() {
                         return format!("{bot} has no MCP servers: botdesk bot mcp add {bot} NAME -- COMMAND ARGS…");
@@ -132,7 +134,7 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
                 });
             }
             BotMcpCmd::Rm { bot, name } => {
-                engine.remove_bot_mcp_server(&bot, &name).await?;
+                engine.remove_bot_mcp_server(&engine.bot_ref(&bot).await?, &name).await?;
                 print(json, json!({ "removed": name }), || format!("removed the MCP server {name} of {bot}"));
             }
         },
@@ -145,7 +147,7 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
             print(json, json!({"bot": name, "cancelled_runs": cancelled}), || format!("stopped {name}; cancelled {} run(s)", cancelled.len()));
         }
         BotCmd::Switch { name, to, host } => {
-            let r = engine.switch_bot_to(&name, ComputerScope::parse(&to).expect("clap checked it"), host.as_deref()).await?;
+            let r = engine.switch_bot_to(&engine.bot_ref(&name).await?, ComputerScope::parse(&to).expect("clap checked it"), host.as_deref()).await?;
             print(json, serde_json::to_value(&r).unwrap(), || {
                 if r.from == r.to {
                     return format!("moved {}'s computer {} to host {}, with its home", r.bot, r.to, r.host);

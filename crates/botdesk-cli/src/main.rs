@@ -608,7 +608,7 @@ fn main() -> ExitCode {
 async fn replay(engine: &Engine, json: bool, bot: &str, run: Option<&str>, out: &std::path::Path) -> Result<ExitCode, EngineError> {
     use botdesk_engine::TrajectoryStep;
     if out.extension().and_then(|e| e.to_str()) != Some("json") {
-        let e = engine.export_replay(bot, run, out).await?;
+        let e = engine.export_replay(&engine.bot_ref(bot).await?, run, out).await?;
         print(json, json!(e), || {
             let source = match e.from_recording {
                 Some(true) => ", from the screen recording",
@@ -619,7 +619,7 @@ async fn replay(engine: &Engine, json: bool, bot: &str, run: Option<&str>, out: 
         });
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = engine.trajectory(bot, run).await?;
+    let mut t = engine.trajectory(&engine.bot_ref(bot).await?, run).await?;
     let failed = |e: std::io::Error, p: &std::path::Path| EngineError::invalid(format!("cannot write {}: {e}", p.display()));
     let shots = out.with_extension("shots");
     let folder = shots.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
@@ -901,14 +901,14 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         Cmd::Secret { cmd } => match cmd {
             SecretCmd::Add { bot, site, user } => {
                 let (password, code_seed) = read_login(&site)?;
-                let saved = engine.add_login(&bot, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await?;
+                let saved = engine.add_login(&engine.bot_ref(&bot).await?, botdesk_engine::NewLogin { site, username: user, password, code_seed }).await?;
                 let code = if saved.has_code { " (with one-time codes)" } else { "" };
                 print(json, json!({ "login": saved }), || {
                     format!("{bot} can log in on {} as {}{code} through fill_login; it never sees the password", saved.site, sanitize(&saved.username))
                 });
             }
             SecretCmd::Ls { bot } => {
-                let logins = engine.logins(&bot).await?;
+                let logins = engine.logins(&engine.bot_ref(&bot).await?).await?;
                 print(json, json!({ "logins": logins }), || {
                     if logins.is_empty() {
                         return format!("{bot} has no saved logins: botdesk secret add {bot} --site SITE --user NAME");
@@ -921,25 +921,25 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
                 });
             }
             SecretCmd::Rm { bot, site } => {
-                engine.remove_login(&bot, &site).await?;
+                engine.remove_login(&engine.bot_ref(&bot).await?, &site).await?;
                 print(json, json!({ "removed": site }), || format!("{bot}'s login for {site} is forgotten"));
             }
         },
         Cmd::Approve { bot, always } => {
-            let q = engine.answer_question(&bot, if always { Verdict::Always } else { Verdict::Allow }, None).await?;
+            let q = engine.answer_question(&engine.bot_ref(&bot).await?, if always { Verdict::Always } else { Verdict::Allow }, None).await?;
             print(json, json!({ "question": q }), || format!("allowed: {}", sanitize(&q.question)));
         }
         Cmd::Deny { bot, note } => {
-            let q = engine.answer_question(&bot, Verdict::Deny, note.as_deref()).await?;
+            let q = engine.answer_question(&engine.bot_ref(&bot).await?, Verdict::Deny, note.as_deref()).await?;
             print(json, json!({ "question": q }), || format!("declined: {}", sanitize(&q.question)));
         }
         Cmd::Chat { bot, last } => {
-            let items = engine.chat(&bot, last).await?;
+            let items = engine.chat(&engine.bot_ref(&bot).await?, last).await?;
             print(json, json!({ "messages": items }), || items.iter().map(chat_line).collect::<Vec<_>>().join("\n"));
         }
         Cmd::Replay { bot, run, out } => return replay(engine, json, &bot, run.as_deref(), &out).await,
         Cmd::Runs { bot, last } => {
-            let runs = engine.runs_of(&bot, last).await?;
+            let runs = engine.runs_of(&engine.bot_ref(&bot).await?, last).await?;
             print(json, json!({ "runs": runs }), || {
                 if runs.is_empty() {
                     return format!("{bot} has no runs yet: botdesk run {bot} \"a task\"");
@@ -949,13 +949,13 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
         }
         Cmd::Activity { bot, follow } => return activity(engine, json, &bot, follow).await,
         Cmd::History { bot } => {
-            let h = engine.history(&bot).await?;
+            let h = engine.history(&engine.bot_ref(&bot).await?).await?;
             print(json, json!(h), || history_text(&h));
         }
         Cmd::Restore { bot, version, before_run, path } => {
             let r = match (version, before_run) {
                 (_, Some(run)) => engine.undo_run(&run).await?,
-                (Some(v), None) => engine.restore(&bot, v, path.as_deref()).await?,
+                (Some(v), None) => engine.restore(&engine.bot_ref(&bot).await?, v, path.as_deref()).await?,
                 (None, None) => unreachable!("clap requires one"),
             };
             print(json, json!(r), || {
@@ -1244,7 +1244,11 @@ fn answer_here(engine: &Engine, bot: &str) {
             _ => Verdict::Deny,
         };
         let note = (verdict == Verdict::Deny && !line.is_empty() && !matches!(line.to_ascii_lowercase().as_str(), "n" | "no")).then_some(line);
-        if let Err(e) = engine.answer_question(&bot, verdict, note).await {
+        let answered = match engine.bot_ref(&bot).await {
+            Ok(bot) => engine.answer_question(&bot, verdict, note).await.map(drop),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = answered {
             eprintln!("(not answered: {e})");
         }
     });
@@ -1317,7 +1321,7 @@ async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Resul
     let mut open: std::collections::BTreeSet<i64> = Default::default();
     let mut after = 0;
     loop {
-        for a in engine.activity(bot, after, 1000).await? {
+        for a in engine.activity(&engine.bot_ref(bot).await?, after, 1000).await? {
             after = a.id;
             show(&a);
             if a.status == ActivityStatus::Running {
@@ -1329,7 +1333,7 @@ async fn activity(engine: &Engine, json: bool, bot: &str, follow: bool) -> Resul
         }
         // Entries still running are shown again when they end.
         for id in open.clone() {
-            if let Some(a) = engine.activity(bot, id - 1, 1).await?.into_iter().next() {
+            if let Some(a) = engine.activity(&engine.bot_ref(bot).await?, id - 1, 1).await?.into_iter().next() {
                 if a.status != ActivityStatus::Running {
                     show(&a);
                     open.remove(&id);

@@ -184,8 +184,8 @@ impl Engine {
 
     /// Changes a bot's name or its model (its next run uses the new model; a run under way keeps
     /// the one it started with). Returns the bot as it is now.
-    pub async fn set_bot(&self, bot: &str, name: Option<&str>, model: Option<&str>) -> Result<BotView> {
-        let (b, _) = self.bot_and_computer(bot).await?;
+    pub async fn set_bot(&self, bot: &crate::BotRef, name: Option<&str>, model: Option<&str>) -> Result<BotView> {
+        let (b, _) = self.bot_and_computer(bot.id.as_str()).await?;
         if let Some(m) = model {
             self.inner.store.model(m).await?; // a model that exists
         }

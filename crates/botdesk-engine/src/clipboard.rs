@@ -91,7 +91,8 @@ sys.exit('the program holding the clipboard did not answer within 3 s')
 impl Engine {
     /// Puts the person's text on the bot's clipboard (CLIPBOARD and PRIMARY of its display), only
     /// while they control its screen.
-    pub async fn set_clipboard(&self, bot: &str, text: &str) -> Result<()> {
+    pub async fn set_clipboard(&self, bot: &crate::BotRef, text: &str) -> Result<()> {
+        let bot = bot.id.as_str();
         if text.len() > MAX_CLIPBOARD {
             return Err(EngineError::invalid(format!("the clipboard holds {} bytes; at most {} KiB of text reach the bot", text.len(), MAX_CLIPBOARD / 1024)));
         }
@@ -103,7 +104,8 @@ impl Engine {
     }
 
     /// The text on the bot's clipboard (its display's CLIPBOARD), empty when there is none.
-    pub async fn clipboard_text(&self, bot: &str) -> Result<String> {
+    pub async fn clipboard_text(&self, bot: &crate::BotRef) -> Result<String> {
+        let bot = bot.id.as_str();
         let out = self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), GET.into(), MAX_CLIPBOARD.to_string()], None).await?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }

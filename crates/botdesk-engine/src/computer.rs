@@ -184,8 +184,8 @@ impl Engine {
     }
 
     /// Starts a bot's computer, as its first use would, and returns once it is ready.
-    pub async fn start_bot_computer(&self, bot: &str) -> Result<()> {
-        let (_, computer) = self.bot_and_computer(bot).await?;
+    pub async fn start_bot_computer(&self, bot: &crate::BotRef) -> Result<()> {
+        let (_, computer) = self.bot_and_computer(bot.id.as_str()).await?;
         self.ensure_running(&computer).await.map(drop)
     }
 

@@ -45,7 +45,7 @@ enum Kind {
 impl Engine {
     /// Writes one of a bot's runs (`run`: its id; None: the latest) to `out`, as its extension
     /// says: `.html`, `.mp4` or `.webm`.
-    pub async fn export_replay(&self, bot: &str, run: Option<&str>, out: &Path) -> Result<Exported> {
+    pub async fn export_replay(&self, bot: &crate::BotRef, run: Option<&str>, out: &Path) -> Result<Exported> {
         let kind = match out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
             Some("html") => Kind::Html,
             Some("mp4") => Kind::Mp4,

@@ -97,8 +97,8 @@ fn put_into(root: std::path::PathBuf, folder: &str, edits: &[(String, Take)]) ->
 
 impl Engine {
     /// The versions of a bot's folder, newest first, with what changed in its folder in each.
-    pub async fn history(&self, bot: &str) -> Result<History> {
-        let (b, c) = self.bot_and_computer(bot).await?;
+    pub async fn history(&self, bot: &crate::BotRef) -> Result<History> {
+        let (b, c) = self.bot_and_computer(bot.id.as_str()).await?;
         let folder = crate::bots::view(b.clone(), &c).folder.clone();
         let key = self.resolve(&b, &c, "")?.as_str().to_string();
         let store = self.inner.data.home(&c.home_key);
@@ -127,8 +127,8 @@ impl Engine {
 
     /// Restores the bot's folder (`path` None) or one path in it as it was in `version`. Refused
     /// while the bot works on a task.
-    pub async fn restore(&self, bot: &str, version: u64, path: Option<&str>) -> Result<RestoreReport> {
-        let (b, c) = self.bot_and_computer(bot).await?;
+    pub async fn restore(&self, bot: &crate::BotRef, version: u64, path: Option<&str>) -> Result<RestoreReport> {
+        let (b, c) = self.bot_and_computer(bot.id.as_str()).await?;
         let shown = path.unwrap_or("").trim_matches('/').to_string();
         let target = self.resolve(&b, &c, &shown)?;
         let from = self.inner.data.home(&c.home_key).join(format!("v{version}"));

@@ -46,15 +46,15 @@ pub const SEPARATOR: &str = "__";
 
 impl Engine {
     /// A bot's MCP servers.
-    pub async fn bot_mcp_servers(&self, bot: &str) -> Result<Vec<BotMcpServer>> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn bot_mcp_servers(&self, bot: &crate::BotRef) -> Result<Vec<BotMcpServer>> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         Ok(self.inner.store.bot_mcp_servers(&bot.id).await?)
     }
 
     /// Adds an MCP server to a bot: a command run on stdio inside its computer (`command`), or a
     /// remote server's address (`url`) reached from inside it. Its runs start it from the next one.
-    pub async fn add_bot_mcp_server(&self, bot: &str, name: &str, command: Vec<String>, url: Option<String>) -> Result<BotMcpServer> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn add_bot_mcp_server(&self, bot: &crate::BotRef, name: &str, command: Vec<String>, url: Option<String>) -> Result<BotMcpServer> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         check_name(name)?;
         match (&url, command.is_empty()) {
             (None, true) => return Err(EngineError::invalid("say the server's command (after --) or its --url")),
@@ -79,8 +79,8 @@ impl Engine {
         Ok(server)
     }
 
-    pub async fn remove_bot_mcp_server(&self, bot: &str, name: &str) -> Result<()> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn remove_bot_mcp_server(&self, bot: &crate::BotRef, name: &str) -> Result<()> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         Ok(self.inner.store.remove_bot_mcp_server(&bot.id, name).await?)
     }
 

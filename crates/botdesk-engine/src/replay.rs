@@ -151,7 +151,7 @@ const FRAME_WIDTH: u32 = 960;
 
 impl crate::Engine {
     /// One of a bot's runs for the app's replay (`run`: its id; None: the latest).
-    pub async fn replay_view(&self, bot: &str, run: Option<&str>) -> crate::Result<ReplayView> {
+    pub async fn replay_view(&self, bot: &crate::BotRef, run: Option<&str>) -> crate::Result<ReplayView> {
         use crate::runs::{NoteEvent, TrajectoryStep as S};
         let t = self.trajectory(bot, run).await?;
         let steps = t

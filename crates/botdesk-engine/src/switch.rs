@@ -48,13 +48,13 @@ pub struct SwitchReport {
 impl Engine {
     /// Moves a bot to the Team computer or to its own Private computer, keeping both homes.
     /// Refused while the bot runs or the person has control of it.
-    pub async fn switch_bot(&self, bot: &str, to: ComputerScope) -> Result<SwitchReport> {
+    pub async fn switch_bot(&self, bot: &crate::BotRef, to: ComputerScope) -> Result<SwitchReport> {
         self.switch_bot_to(bot, to, None).await
     }
 
     /// [`Engine::switch_bot`] onto a computer of `host` (None: the host the bot is on).
-    pub async fn switch_bot_to(&self, bot: &str, to: ComputerScope, host: Option<&str>) -> Result<SwitchReport> {
-        let (bot, from) = self.bot_and_computer(bot).await?;
+    pub async fn switch_bot_to(&self, bot: &crate::BotRef, to: ComputerScope, host: Option<&str>) -> Result<SwitchReport> {
+        let (bot, from) = self.bot_and_computer(bot.id.as_str()).await?;
         let host = HostName::new(host.unwrap_or(from.host.as_str()));
         if !host.is_local() {
             self.inner.store.host(host.as_str()).await?;

@@ -22,7 +22,8 @@ pub struct Terminal {
 }
 
 impl Engine {
-    pub async fn open_terminal(&self, bot: &str, cols: u16, rows: u16) -> Result<Terminal> {
+    pub async fn open_terminal(&self, bot: &crate::BotRef, cols: u16, rows: u16) -> Result<Terminal> {
+        let bot = bot.id.as_str();
         let Some(control) = self.control_of(bot).await? else {
             return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to open a shell on its computer"));
         };

@@ -119,13 +119,13 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
 
     // Refused while the bot has a task.
     let run = w.engine.create_run("keeper", "wait").await.unwrap();
-    let e = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap_err();
+    let e = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Private).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::BotRunning, "{}", e.message);
     assert!(e.message.contains("Stop the bot first"), "{}", e.message);
     w.engine.fail_queued_run(&run.id, "not needed").await.unwrap();
 
     // Team → Private: its folder becomes the Private home, its login comes along.
-    let r = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap();
+    let r = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Private).await.unwrap();
     assert_eq!((r.from.as_str(), r.to.as_str(), r.profile), ("team", "private-keeper", true), "{r:?}");
     assert!(r.copied >= 2 && r.kept_newer.is_empty(), "{r:?}");
     let now = w.engine.bot("keeper").await.unwrap();
@@ -148,7 +148,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     as_root(&keeper.computer.id, &format!("printf '# Edited on Team\\n' > /home/botdesk/{}", on_team("notes/today.md")));
 
     // Private → Team: new work comes along, the newer Team copy is kept and named, the login too.
-    let r = w.engine.switch_bot("keeper", ComputerScope::Team).await.unwrap();
+    let r = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Team).await.unwrap();
     assert_eq!((r.from.as_str(), r.to.as_str(), r.profile), ("private-keeper", "team", true), "{r:?}");
     assert_eq!(r.kept_newer, ["notes/today.md"], "{r:?}");
     assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/private.md", 100).await.unwrap()), "made while private\n");
@@ -162,7 +162,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     assert!(private.home.join("current/site.py").exists());
 
     // And back again: the same Private computer, now with the newer Team copy.
-    let r = w.engine.switch_bot("keeper", ComputerScope::Private).await.unwrap();
+    let r = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Private).await.unwrap();
     assert_eq!((r.to.as_str(), r.kept_newer.len()), ("private-keeper", 0), "{r:?}");
     assert_eq!(w.engine.list_computers().await.unwrap().len(), 2);
     assert_eq!(text(w.engine.files_read(&w.bot("keeper").await, "notes/today.md", 100).await.unwrap()), "# Edited on Team\n");
@@ -252,9 +252,9 @@ async fn git_work_and_read_only_folders_survive_stop_destroy_restore_and_both_sw
         w.engine.shell(&w.bot("dev").await, "cd work/repo && GIT_OPTIONAL_LOCKS=0 git status --porcelain -uno && git log --format=%s").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "two\none\n"));
 
-    w.engine.switch_bot("dev", ComputerScope::Private).await.unwrap();
+    w.engine.switch_bot(&w.bot("dev").await, ComputerScope::Private).await.unwrap();
     assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after Team → Private");
-    w.engine.switch_bot("dev", ComputerScope::Team).await.unwrap();
+    w.engine.switch_bot(&w.bot("dev").await, ComputerScope::Team).await.unwrap();
     assert_eq!(fingerprint(&w.engine, "dev", "work/repo").await, expected, "after Private → Team");
 }
 
@@ -316,7 +316,7 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     ] {
         as_root(&bot.computer.id, &plant);
         w.engine.checkpoint(&bot.computer.id).await.unwrap();
-        let e = w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap_err();
+        let e = w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Private).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
         assert_eq!(w.engine.bot("planter").await.unwrap().computer.scope, ComputerScope::Team, "the bot stays where it was");
         canary.untouched();
@@ -329,7 +329,7 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     let e = w.engine.stored_list(&w.bot("planter").await, "").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
     assert!(w.engine.stored_read(&w.bot("planter").await, "secret.txt", 100).await.is_err());
-    let e = w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap_err();
+    let e = w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Private).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
     canary.untouched();
     let (code, _) = w.engine.shell(&w.bot("neighbour").await, "true").await.unwrap();
@@ -338,11 +338,11 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
 
     // 3. Private → Team while a plant on the Team computer makes its folder a link to its
     // neighbour's: the Team computer refuses to place anything through it.
-    w.engine.switch_bot("planter", ComputerScope::Private).await.unwrap();
+    w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Private).await.unwrap();
     w.engine.files_write(&w.bot("planter").await, "private-work.txt", bytes::Bytes::from_static(b"from private"), false).await.unwrap();
     let neighbour = w.engine.bot("neighbour").await.unwrap();
     as_root(&bot.computer.id, &format!("rm -rf {folder} && ln -s {home}/bots/{} {folder}", neighbour.id));
-    assert!(w.engine.switch_bot("planter", ComputerScope::Team).await.is_err(), "nothing is placed through a planted link");
+    assert!(w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Team).await.is_err(), "nothing is placed through a planted link");
     let (code, out) = w.engine.shell(&w.bot("neighbour").await, "ls").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "mine.txt\n"), "the neighbour's folder is untouched");
 
@@ -420,7 +420,7 @@ async fn a_team_bot_swapping_its_folders_never_turns_a_restore_onto_a_root_file(
     let bot = w.engine.create_bot("racer", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write(&w.bot("racer").await, "swap/inside.txt", bytes::Bytes::from_static(b"inside"), false).await.unwrap();
     w.engine.checkpoint(&bot.computer.id).await.unwrap();
-    let version = w.engine.history("racer").await.unwrap().versions[0].version;
+    let version = w.engine.history(&w.bot("racer").await).await.unwrap().versions[0].version;
     as_root(&bot.computer.id, "printf root-only > /var/canary && chmod 600 /var/canary");
     let swapper = r#"
 import ctypes, os, time
@@ -436,7 +436,7 @@ while time.time() < end and not os.path.exists('stop'):
     let mut placed = 0;
     for _ in 0..8 {
         // Caught with the link in place, a restore may fail; it never goes through the link.
-        if w.engine.restore("racer", version, Some("swap/inside.txt")).await.is_ok() {
+        if w.engine.restore(&w.bot("racer").await, version, Some("swap/inside.txt")).await.is_ok() {
             placed += 1;
         }
         as_root(&bot.computer.id, "test \"$(stat -c %a:%u:%s /var/canary)\" = 600:0:9 || { stat /var/canary >&2; exit 1; }");
@@ -457,13 +457,13 @@ async fn thirty_checkpoints_keep_thirty_versions_and_a_restore_needs_no_computer
         w.engine.files_write(&w.bot("keeper").await, "count.txt", bytes::Bytes::from(format!("{i}\n")), false).await.unwrap();
         assert_eq!(w.engine.checkpoint(&bot.computer.id).await.unwrap().version, i);
     }
-    let h = w.engine.history("keeper").await.unwrap();
+    let h = w.engine.history(&w.bot("keeper").await).await.unwrap();
     assert_eq!(h.versions.len(), 30, "{h:?}");
     assert!(h.versions[..29].iter().all(|v| v.changes.written == 1 && v.changes.removed == 0 && v.label == "checkpoint"), "{h:?}");
     assert!(h.disk_bytes < 5 << 20, "30 versions share the 4 MiB file: {} bytes", h.disk_bytes);
 
     w.engine.destroy_computer(&bot.computer.id).await.unwrap();
-    let r = w.engine.restore("keeper", 5, Some("count.txt")).await.unwrap();
+    let r = w.engine.restore(&w.bot("keeper").await, 5, Some("count.txt")).await.unwrap();
     assert_eq!((r.live, r.from, r.saved, r.version), (false, 5, Some(31), 32), "{r:?}");
     assert_eq!(&w.engine.stored_read(&w.bot("keeper").await, "count.txt", 100).await.unwrap()[..], b"5\n");
     assert_eq!(&w.engine.files_read(&w.bot("keeper").await, "count.txt", 100).await.unwrap()[..], b"5\n", "the computer starts from the restored version");

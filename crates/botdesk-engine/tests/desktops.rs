@@ -584,7 +584,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
     // The person's shell runs no startup file: a bot can write every one of the home's.
     let planted = w.engine.shell(&w.bot("p").await, "echo 'echo PLANTED-IN-RC' >> ~/.bashrc; echo 'echo PLANTED-IN-PROFILE' >> ~/.profile").await.unwrap();
     assert_eq!(planted.0, 0, "{}", planted.1);
-    let mut t = w.engine.open_terminal("p", 80, 24).await.unwrap();
+    let mut t = w.engine.open_terminal(&w.bot("p").await, 80, 24).await.unwrap();
     w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"echo shell-$((6*7))\n")).await.unwrap();
     let mut said = String::new();
     while !said.contains("shell-42") {
@@ -602,7 +602,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
         assert!(std::time::Instant::now() < deadline, "the closed shell's daemon lives on");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let t = w.engine.open_terminal("p", 80, 24).await.unwrap();
+    let t = w.engine.open_terminal(&w.bot("p").await, 80, 24).await.unwrap();
     w.engine.terminal_input(&t.id, bytes::Bytes::from_static(b"sleep 777\n")).await.unwrap();
     let sleeping = || running("[s]leep 777");
     started("[s]leep 777").await;
@@ -805,13 +805,13 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     let w = world(None, &["clip"]).await;
     let d = w.engine.open_desktop(&w.bot("clip").await).await.unwrap();
     let text = "héllo wörld — 世界 € ß";
-    assert_eq!(w.engine.set_clipboard("clip", text).await.unwrap_err().code, ErrorCode::Stale, "refused without control");
-    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "", "nothing was set");
+    assert_eq!(w.engine.set_clipboard(&w.bot("clip").await, text).await.unwrap_err().code, ErrorCode::Stale, "refused without control");
+    assert_eq!(w.engine.clipboard_text(&w.bot("clip").await).await.unwrap(), "", "nothing was set");
     let lease = w.engine.take_control("clip").await.unwrap();
     let big = "x".repeat(MAX_CLIPBOARD + 1);
-    assert_eq!(w.engine.set_clipboard("clip", &big).await.unwrap_err().code, ErrorCode::Invalid);
-    w.engine.set_clipboard("clip", text).await.unwrap();
-    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), text);
+    assert_eq!(w.engine.set_clipboard(&w.bot("clip").await, &big).await.unwrap_err().code, ErrorCode::Invalid);
+    w.engine.set_clipboard(&w.bot("clip").await, text).await.unwrap();
+    assert_eq!(w.engine.clipboard_text(&w.bot("clip").await).await.unwrap(), text);
     // An xterm on the bot's display pastes it (Shift+Insert: the PRIMARY selection).
     let (code, out) = w
         .engine
@@ -829,8 +829,8 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // A new text replaces it; the old owner lets go (one owner left, nothing piles up).
-    w.engine.set_clipboard("clip", "second").await.unwrap();
-    assert_eq!(w.engine.clipboard_text("clip").await.unwrap(), "second");
+    w.engine.set_clipboard(&w.bot("clip").await, "second").await.unwrap();
+    assert_eq!(w.engine.clipboard_text(&w.bot("clip").await).await.unwrap(), "second");
     let t0 = Instant::now();
     loop {
         let (_, owners) = w.engine.shell(&w.bot("clip").await, "pgrep -fc '[X]lib import X, Xatom' || true").await.unwrap();
@@ -846,7 +846,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     // command line or environment that the bot (inside) or another user of this machine (the
     // test's own user, outside) can read holds a screen token, the agent token or the text.
     let secret_text = "pässwörd-7f3e1c";
-    w.engine.set_clipboard("clip", secret_text).await.unwrap();
+    w.engine.set_clipboard(&w.bot("clip").await, secret_text).await.unwrap();
     let view = w.engine.screen_target(&w.bot("clip").await).await.unwrap();
     let control = w.engine.take_control_screen("clip").await.unwrap();
     let (cancel, (tx, _rx)) = (tokio_util::sync::CancellationToken::new(), tokio::sync::mpsc::unbounded_channel());

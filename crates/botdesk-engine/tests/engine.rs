@@ -318,8 +318,8 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
     engine.set_model_prices("priced", Some(botdesk_engine::Prices { input: 1.0, output: 1.0, cache_read: 0.0, cache_write: 0.0 })).await.unwrap();
     engine.create_bot("pusher", ComputerScope::Team, Some("priced"), "").await.unwrap();
     let words: Vec<String> = ["command", "git push*--force", "spend", "0"].map(String::from).to_vec();
-    let set = engine.set_bot_approvals("pusher", botdesk_engine::Approvals::from_words(&words).unwrap()).await.unwrap();
-    assert_eq!(engine.bot_approvals("pusher").await.unwrap(), set);
+    let set = engine.set_bot_approvals(&engine.bot_ref("pusher").await.unwrap(), botdesk_engine::Approvals::from_words(&words).unwrap()).await.unwrap();
+    assert_eq!(engine.bot_approvals(&engine.bot_ref("pusher").await.unwrap()).await.unwrap(), set);
 
     // The person, from another task: allows the spend, denies the push with a note.
     let person = {
@@ -327,10 +327,10 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
         tokio::spawn(async move {
             let mut answered = vec![];
             while answered.len() < 2 {
-                if let Some(q) = engine.open_question("pusher").await.unwrap() {
+                if let Some(q) = engine.open_question(&engine.bot_ref("pusher").await.unwrap()).await.unwrap() {
                     let (verdict, note) =
                         if q.kind == "spend" { (botdesk_engine::Verdict::Allow, None) } else { (botdesk_engine::Verdict::Deny, Some("not on main")) };
-                    engine.answer_question("pusher", verdict, note).await.unwrap();
+                    engine.answer_question(&engine.bot_ref("pusher").await.unwrap(), verdict, note).await.unwrap();
                     answered.push((q.kind, q.question));
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
@@ -348,8 +348,14 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
         answered[1],
         ("command".to_string(), "pusher wants to run a command matching `git push*--force`: cd x && git push origin main --force".to_string())
     );
-    let activity: Vec<String> =
-        engine.activity("pusher", 0, 100).await.unwrap().into_iter().filter(|a| a.kind == botdesk_engine::APPROVAL_ACTIVITY).map(|a| a.target).collect();
+    let activity: Vec<String> = engine
+        .activity(&engine.bot_ref("pusher").await.unwrap(), 0, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == botdesk_engine::APPROVAL_ACTIVITY)
+        .map(|a| a.target)
+        .collect();
     assert_eq!(activity.len(), 4, "{activity:?}");
     assert!(activity[3].ends_with("denied (nobody answered within 3 s)"), "{activity:?}");
     assert!(activity[0].starts_with("approvals set: asks before commands containing `git push*--force`; a run's spend past $0.00"), "{activity:?}");

@@ -245,7 +245,7 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
         // The file is in the bot's own folder.
         assert_eq!(&w.engine.files_read(&w.bot(bot).await, "report.txt", 1000).await.unwrap()[..], format!("report by {bot}\n").as_bytes());
         // The chat: the task, the replies, every tool call with its result, a screenshot thumbnail.
-        let chat = w.engine.chat(bot, 100).await.unwrap();
+        let chat = w.engine.chat(&w.bot(bot).await, 100).await.unwrap();
         assert_eq!(chat[0].role.as_str(), "user");
         assert_eq!(chat.last().unwrap().text, format!("{bot} is done."));
         let calls: Vec<&ChatCall> = chat.iter().flat_map(|m| &m.calls).collect();
@@ -259,7 +259,7 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
         assert!(shell.contains("key=[redacted]") && shell.contains(&format!("report by {bot}")), "{shell}");
         assert!(calls[5].arguments.contains("key=[redacted]"), "{}", calls[5].arguments);
         // Activity: write_file and shell, nothing for the reads and the browser.
-        let act = w.engine.activity(bot, 0, 100).await.unwrap();
+        let act = w.engine.activity(&w.bot(bot).await, 0, 100).await.unwrap();
         let kinds: Vec<(&str, &str)> = act.iter().map(|a| (a.kind.as_str(), a.status.as_str())).collect();
         assert_eq!(kinds, [("write_file", "done"), ("shell", "done")], "{act:#?}");
         assert_eq!(act[1].exit_code, Some(0));
@@ -339,7 +339,7 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     // desktop was not even opened.
     let (code, _) = w.engine.shell(&w.bot("refuser").await, "test ! -e /etc/evil").await.unwrap();
     assert_eq!(code, 0);
-    let chat = w.engine.chat("refuser", 100).await.unwrap();
+    let chat = w.engine.chat(&w.bot("refuser").await, 100).await.unwrap();
     let errors = chat.iter().flat_map(|m| &m.calls).filter(|c| c.status.as_str() == "error").count();
     assert_eq!(errors, 8);
 }
@@ -361,7 +361,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     // Wait until the command runs, then Stop.
     let t0 = Instant::now();
     loop {
-        let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
+        let act = w.engine.activity(&w.bot("sleeper").await, 0, 10).await.unwrap();
         if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running" && a.target.contains("sleep 120")) {
             break;
         }
@@ -374,12 +374,12 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     // A hang guard only: how fast Stop ends a run is measured by `cargo xtask bench`.
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Cancelled);
-    let act = w.engine.activity("sleeper", 0, 10).await.unwrap();
+    let act = w.engine.activity(&w.bot("sleeper").await, 0, 10).await.unwrap();
     assert_eq!(act.last().unwrap().exit_code, Some(130), "{act:?}");
     // ([s]: the pattern must not match the probe's own command line.)
     let (_, left) = w.engine.shell(&w.bot("sleeper").await, "pgrep -af '[s]leep 600[12]' || true").await.unwrap();
     assert_eq!(left.trim(), "", "processes of the stopped run remain");
-    let chat = w.engine.chat("sleeper", 10).await.unwrap();
+    let chat = w.engine.chat(&w.bot("sleeper").await, 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
     // The lease is free: a new run can start at once.
     server.push(Step::reply(Reply::text("fine")));
@@ -411,7 +411,7 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
         assert!(t0.elapsed() < Duration::from_secs(60), "never waited: {statuses:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let chat = w.engine.chat("needy", 10).await.unwrap();
+    let chat = w.engine.chat(&w.bot("needy").await, 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
     w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     let run = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
@@ -469,7 +469,7 @@ async fn a_key_printed_in_halves_on_stdout_and_stderr_is_redacted_everywhere() {
     let run = w.engine.run_task("leaky", "print it").await.unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    let act = w.engine.activity("leaky", 0, 10).await.unwrap();
+    let act = w.engine.activity(&w.bot("leaky").await, 0, 10).await.unwrap();
     assert_eq!(act[0].output_tail, "[redacted]\n");
     assert!(!act[0].target.contains(half), "{}", act[0].target);
     // Not in what the UI was sent, nor anywhere in the data directory.
@@ -513,7 +513,7 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
     let growth = peak_rss() - before;
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert!(growth < 64 << 20, "peak memory grew by {} MiB", growth >> 20);
-    let act = w.engine.activity("printer", 0, 10).await.unwrap();
+    let act = w.engine.activity(&w.bot("printer").await, 0, 10).await.unwrap();
     let shell = act.iter().find(|a| a.kind == "shell").unwrap();
     assert!(
         shell.output_tail.ends_with("y\ny\n\nthe end\n") && shell.output_tail.chars().count() <= 16_000,
@@ -561,7 +561,7 @@ async fn the_first_observe_of_every_run_has_an_image() {
     // The latest run's trajectory: the task, both looks and the answer, in order; its first
     // look's screenshot is the very image the model was given.
     use base64::Engine as _;
-    let t = w.engine.trajectory("looker", None).await.unwrap();
+    let t = w.engine.trajectory(&w.bot("looker").await, None).await.unwrap();
     assert_eq!((t.format, t.bot.name.as_str(), t.run.status), (TRAJECTORY_FORMAT, "looker", RunStatus::Completed));
     let kinds: Vec<String> = t.steps.iter().map(|s| serde_json::to_value(s).unwrap()["kind"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds, ["task", "tool", "tool", "message"], "{:?}", t.steps);
@@ -585,7 +585,7 @@ async fn the_first_observe_of_every_run_has_an_image() {
     images_in(&server.requests()[4].body["messages"], &mut sent);
     let sent = base64::engine::general_purpose::STANDARD.decode(sent.last().expect("an image sent")).unwrap();
     assert_eq!(sent, kept, "the kept screenshot is not the one the model was given");
-    assert!(w.engine.trajectory("looker", Some("no-such-run")).await.unwrap_err().message.contains("has no run"));
+    assert!(w.engine.trajectory(&w.bot("looker").await, Some("no-such-run")).await.unwrap_err().message.contains("has no run"));
 }
 
 /// A write_file cut off at the output limit is answered with the limit; the bot then writes the
@@ -675,9 +675,9 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     assert_eq!(w.engine.model_prices(&model).await.unwrap(), None, "an unknown model has no prices");
     let prices = Prices { input: 3.0, output: 15.0, cache_read: 0.3, cache_write: 3.75 };
     w.engine.set_model_prices(&model, Some(prices)).await.unwrap();
-    assert_eq!(w.engine.bot_budget("thrifty").await.unwrap(), Budget { tokens: Budget::DEFAULT_TOKENS, usd: None });
+    assert_eq!(w.engine.bot_budget(&w.bot("thrifty").await).await.unwrap(), Budget { tokens: Budget::DEFAULT_TOKENS, usd: None });
     // One call's prompt is about 2,000 tokens: the budget lasts two calls.
-    let budget = w.engine.set_bot_budget("thrifty", Some(2_500), None).await.unwrap();
+    let budget = w.engine.set_bot_budget(&w.bot("thrifty").await, Some(2_500), None).await.unwrap();
     assert_eq!(budget.tokens, 2_500);
     for _ in 0..3 {
         server.push(Step::reply(Reply::call("shell", json!({"command": "echo spending"}))));
@@ -692,13 +692,13 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
     assert!(used.prompt() + used.output >= 2_500, "{used:?}");
     let usd = usd.expect("a cost, the prices being known");
     assert!((usd - prices.cost(&used)).abs() < 1e-9 && usd > 0.0, "{usd} for {used:?}");
-    let chat = w.engine.chat("thrifty", 100).await.unwrap();
+    let chat = w.engine.chat(&w.bot("thrifty").await, 100).await.unwrap();
     let last = chat.iter().rev().find(|m| m.usage.is_some()).unwrap();
     assert_eq!((last.usage, last.cost_usd), (Some(used), Some(usd)));
     assert_eq!(chat.last().unwrap().failure, Some(botdesk_core::RunFailure::OverBudget), "the failed run's last message says what it failed of");
     // Bad budgets are refused.
-    assert_eq!(w.engine.set_bot_budget("thrifty", Some(0), None).await.unwrap_err().code, ErrorCode::Invalid);
-    assert_eq!(w.engine.set_bot_budget("thrifty", None, Some(f64::NAN)).await.unwrap_err().code, ErrorCode::Invalid);
+    assert_eq!(w.engine.set_bot_budget(&w.bot("thrifty").await, Some(0), None).await.unwrap_err().code, ErrorCode::Invalid);
+    assert_eq!(w.engine.set_bot_budget(&w.bot("thrifty").await, None, Some(f64::NAN)).await.unwrap_err().code, ErrorCode::Invalid);
 }
 
 /// A follow-up task sees the earlier runs in the model's form: each task, its tool calls with
@@ -730,7 +730,7 @@ async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
 async fn until_shell_runs(engine: &Engine, bot: &str) {
     let t0 = Instant::now();
     loop {
-        let act = engine.activity(bot, 0, 10).await.unwrap();
+        let act = engine.activity(&engine.bot_ref(bot).await.unwrap(), 0, 10).await.unwrap();
         if act.iter().any(|a| a.kind == "shell" && a.status.as_str() == "running") {
             return;
         }
@@ -783,7 +783,7 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     let paused = pause.await.unwrap().unwrap();
     assert!(paused.is_some(), "a run was paused");
     // The command ended before the pause, whole.
-    let act = w.engine.activity("pausable", 0, 10).await.unwrap();
+    let act = w.engine.activity(&w.bot("pausable").await, 0, 10).await.unwrap();
     let shell = act.iter().find(|a| a.kind == "shell").unwrap();
     assert_eq!((shell.status.as_str(), shell.exit_code), ("done", Some(0)), "{act:?}");
     assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot), BotState { status: BotStatus::WaitingForYou, run: RunHold::PausedForYou });
@@ -799,7 +799,7 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    let chat = w.engine.chat("pausable", 20).await.unwrap();
+    let chat = w.engine.chat(&w.bot("pausable").await, 20).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Paused:")), "{chat:#?}");
     assert!(
         chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Resumed: you had the screen for") && m.text.contains("logged in as ada")),
@@ -875,7 +875,7 @@ async fn a_pause_not_reached_in_time_is_withdrawn_and_the_run_goes_on() {
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.requests().len(), 2, "the run went on without pausing");
-    let chat = w.engine.chat("busy", 20).await.unwrap();
+    let chat = w.engine.chat(&w.bot("busy").await, 20).await.unwrap();
     assert!(!chat.iter().any(|m| m.text.starts_with("Paused:")), "{chat:#?}");
 }
 
@@ -981,7 +981,7 @@ async fn ui_tars_clicks_land_where_its_own_coordinates_say() {
         assert_eq!(server.failures(), Vec::<String>::new(), "{model}");
         assert_eq!(run.status, RunStatus::Completed, "{model}: {run:?}");
         assert_eq!(w.engine.screenshot(&w.bot(bot).await, ImageFormat::Png).await.unwrap().cursor, want, "{model}");
-        assert_eq!(w.engine.chat(bot, 1).await.unwrap()[0].text, "Thought: done.\nAction: finished(content='Clicked.')", "{model}");
+        assert_eq!(w.engine.chat(&w.bot(bot).await, 1).await.unwrap()[0].text, "Thought: done.\nAction: finished(content='Clicked.')", "{model}");
     }
 }
 
@@ -1021,7 +1021,7 @@ async fn safety_check_for(w: &mut World, model: &str) {
         async move {
             let deadline = Instant::now() + Duration::from_secs(120);
             loop {
-                if let Some(q) = engine.open_question(&bot).await.unwrap() {
+                if let Some(q) = engine.open_question(&engine.bot_ref(&bot).await.unwrap()).await.unwrap() {
                     return q;
                 }
                 assert!(Instant::now() < deadline, "the run never asked");
@@ -1034,16 +1034,16 @@ async fn safety_check_for(w: &mut World, model: &str) {
     let states = w.engine.bot_statuses().await.unwrap();
     let (_, state) = states.iter().find(|(id, _)| *id == q.bot_id).unwrap();
     assert_eq!(*state, BotState { status: BotStatus::WaitingForYou, run: RunHold::AsksYou });
-    w.engine.answer_question(&bot, Verdict::Allow, None).await.unwrap();
+    w.engine.answer_question(&w.bot(&bot).await, Verdict::Allow, None).await.unwrap();
     let q2 = asked(w).await;
     assert_ne!(q2.id, q.id);
-    w.engine.answer_question(&bot, Verdict::Deny, Some("not this site")).await.unwrap();
+    w.engine.answer_question(&w.bot(&bot).await, Verdict::Deny, Some("not this site")).await.unwrap();
     let run = run.await.unwrap().unwrap();
     assert_eq!((run.status, run.failure), (RunStatus::Failed, Some(botdesk_core::RunFailure::Declined)), "{model}: {run:?}");
     assert!(run.error.as_deref().unwrap_or("").contains("not this site"), "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert!(w.engine.answer_question(&bot, Verdict::Allow, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
-    let chat = w.engine.chat(&bot, 20).await.unwrap();
+    assert!(w.engine.answer_question(&w.bot(&bot).await, Verdict::Allow, None).await.unwrap_err().message.contains("nothing waiting for your answer"));
+    let chat = w.engine.chat(&w.bot(&bot).await, 20).await.unwrap();
     assert!(
         chat.iter().any(|m| m.text.contains(&format!("{bot} asks you:"))) && chat.iter().any(|m| m.text.contains("You declined: not this site")),
         "{chat:?}"
@@ -1109,13 +1109,13 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     write("wiper", "draft.txt", "edited by me\n").await.unwrap();
     write("wiper", "late.txt", "added later\n").await.unwrap();
 
-    let h = w.engine.history("wiper").await.unwrap();
+    let h = w.engine.history(&w.bot("wiper").await).await.unwrap();
     let labels: Vec<&str> = h.versions.iter().map(|v| v.label.as_str()).collect();
     let short = &run.id[..8];
     assert_eq!(labels, [format!("after run {short}"), format!("before run {short}")], "{h:?}");
     assert_eq!(h.versions[0].changes, Changes { written: 1, removed: 1, bytes: 15 }, "{h:?}");
     assert!(h.versions[0].current && h.disk_bytes > 0);
-    let chat = w.engine.chat("wiper", 10).await.unwrap();
+    let chat = w.engine.chat(&w.bot("wiper").await, 10).await.unwrap();
     assert_eq!(chat.last().unwrap().files_changed, Some(2), "the chat offers to undo the run's 2 file changes");
 
     let r = w.engine.undo_run(&run.id).await.unwrap();
@@ -1128,15 +1128,15 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "draft.txt", 100).await.unwrap()), "edited by me\n", "what changed since is kept");
     assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "late.txt", 100).await.unwrap()), "added later\n");
     assert_eq!(text(w.engine.files_read(&w.bot("bystander").await, "mine.txt", 100).await.unwrap()), "after\n", "another bot's work is not touched");
-    let h = w.engine.history("wiper").await.unwrap();
+    let h = w.engine.history(&w.bot("wiper").await).await.unwrap();
     assert_eq!((h.versions[0].label.as_str(), h.versions[0].changes.written), (format!("undid run {short}").as_str(), 1), "{h:?}");
     // And back: the undo undone from the version saved before it.
-    w.engine.restore("wiper", r.saved.unwrap(), None).await.unwrap();
+    w.engine.restore(&w.bot("wiper").await, r.saved.unwrap(), None).await.unwrap();
     assert!(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.is_err());
     assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "late.txt", 100).await.unwrap()), "added later\n");
     // One file of an old version, browsed first.
     assert_eq!(text(w.engine.stored_read_at(&w.bot("wiper").await, "notes/plan.md", 100, Some(1)).await.unwrap()), "# Plan\n");
-    w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
+    w.engine.restore(&w.bot("wiper").await, 1, Some("notes/plan.md")).await.unwrap();
     assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.unwrap()), "# Plan\n");
     assert_eq!(text(w.engine.files_read(&w.bot("wiper").await, "draft.txt", 100).await.unwrap()), "edited by me\n", "only that file came back");
     // The bot plants a link where a restore lands, a FIFO over its draft and a read-only folder
@@ -1148,17 +1148,17 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
         .await
         .unwrap();
     assert_eq!(code, 0, "{out}");
-    w.engine.restore("wiper", 1, Some("notes/plan.md")).await.unwrap();
-    w.engine.restore("wiper", 1, Some("draft.txt")).await.unwrap();
+    w.engine.restore(&w.bot("wiper").await, 1, Some("notes/plan.md")).await.unwrap();
+    w.engine.restore(&w.bot("wiper").await, 1, Some("draft.txt")).await.unwrap();
     let (code, out) = w
         .engine
         .shell(&w.bot("wiper").await, "test -d notes && ! test -L notes && cat notes/plan.md draft.txt && ls /etc/plan.md 2>&1; stat -c %a ro")
         .await
         .unwrap();
     assert_eq!((code, out.as_str()), (0, "# Plan\ndraft 1\nls: cannot access '/etc/plan.md': No such file or directory\n555\n"));
-    let e = w.engine.restore("wiper", 1, Some("nothing/here")).await.unwrap_err();
+    let e = w.engine.restore(&w.bot("wiper").await, 1, Some("nothing/here")).await.unwrap_err();
     assert!(e.message.contains("nothing/here is not in version 1"), "{e}");
-    let e = w.engine.restore("wiper", 99, None).await.unwrap_err();
+    let e = w.engine.restore(&w.bot("wiper").await, 99, None).await.unwrap_err();
     assert!(e.message.contains("wiper has no version 99"), "{e}");
 }
 
@@ -1170,7 +1170,7 @@ fn test_site() -> String {
 
 /// Lines of the bot's activity that are network refusals.
 async fn refusals(engine: &Engine, bot: &str) -> Vec<String> {
-    engine.activity(bot, 0, 500).await.unwrap().into_iter().filter(|a| a.kind == NETWORK_ACTIVITY).map(|a| a.target).collect()
+    engine.activity(&engine.bot_ref(bot).await.unwrap(), 0, 500).await.unwrap().into_iter().filter(|a| a.kind == NETWORK_ACTIVITY).map(|a| a.target).collect()
 }
 
 /// A bot's network policy, from the person's word to the computer: under `open` the site's
@@ -1204,7 +1204,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
         assert!(seen.iter().any(|l| l.starts_with(&want)), "{want} not in {seen:?}");
     }
     // The run's replay has each refusal where it happened: after the command that was refused.
-    let replay = w.engine.replay_view("wanderer", None).await.unwrap();
+    let replay = w.engine.replay_view(&w.bot("wanderer").await, None).await.unwrap();
     let kinds: Vec<(ReplayKind, &str)> = replay.steps.iter().map(|s| (s.kind, s.title.as_str())).collect();
     let first = replay.steps.iter().position(|s| s.kind == ReplayKind::Network).unwrap_or_else(|| panic!("no refusal in the replay: {kinds:?}"));
     assert!(replay.steps[first].text.starts_with(&format!("blocked: {site}:8080, a private address")), "{:?}", replay.steps[first]);
@@ -1212,8 +1212,8 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     assert_eq!(replay.steps.iter().filter(|s| s.kind == ReplayKind::Network).count(), 2, "{kinds:?}");
 
     // Allowed by its address (a private one): the command and the browser reach it.
-    let policy = w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), site.clone()]).unwrap()).await.unwrap();
-    assert_eq!(w.engine.bot_network("wanderer").await.unwrap(), policy);
+    let policy = w.engine.set_bot_network(&w.bot("wanderer").await, NetPolicy::from_words(&["allow".into(), site.clone()]).unwrap()).await.unwrap();
+    assert_eq!(w.engine.bot_network(&w.bot("wanderer").await).await.unwrap(), policy);
     let curl = |url: String| format!("curl -sS --max-time 20 {url}");
     let (code, out) = w.engine.shell(&w.bot("wanderer").await, &curl(http.clone())).await.unwrap();
     assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
@@ -1226,7 +1226,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     let hosts = format!("echo '{site} web.test other.test' >> /etc/hosts");
     let mapped = std::process::Command::new("docker").args(["exec", "-u", "0", &container_of(&bot.computer.id), "sh", "-c", &hosts]).output().unwrap();
     assert!(mapped.status.success(), "{mapped:?}");
-    w.engine.set_bot_network("wanderer", NetPolicy::from_words(&["allow".into(), "web.test".into()]).unwrap()).await.unwrap();
+    w.engine.set_bot_network(&w.bot("wanderer").await, NetPolicy::from_words(&["allow".into(), "web.test".into()]).unwrap()).await.unwrap();
     let (code, out) = w.engine.shell(&w.bot("wanderer").await, &curl("http://web.test:8080/".into())).await.unwrap();
     assert_eq!((code, out.contains("hello from the test site")), (0, true), "{out}");
     for url in ["http://other.test:8080/".to_string(), http.clone()] {
@@ -1252,7 +1252,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
         assert!(t0.elapsed() < Duration::from_secs(30), "the stream never started");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    w.engine.set_bot_network("wanderer", NetPolicy::Offline).await.unwrap();
+    w.engine.set_bot_network(&w.bot("wanderer").await, NetPolicy::Offline).await.unwrap();
     let set = Instant::now();
     while !w.engine.files_read(&w.bot("wanderer").await, "stream.log", 1 << 20).await.map(|b| String::from_utf8_lossy(&b).contains("ended")).unwrap_or(false) {
         // How soon is measured by `cargo xtask bench` (docs/benchmarks.md); here it must end.
@@ -1309,14 +1309,14 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
     let (site, public) = (test_site(), std::env::var("BOTDESK_TEST_SITE_PUBLIC").expect("BOTDESK_TEST_SITE_PUBLIC"));
     let mut w = world().await;
     let (server, _) = w.scripted_bot("keeper", Wire::Anthropic, action::CoordSpace::Pixels).await;
-    w.engine.set_bot_network("keeper", NetPolicy::from_words(&["allow".into(), site.clone(), public.clone()]).unwrap()).await.unwrap();
+    w.engine.set_bot_network(&w.bot("keeper").await, NetPolicy::from_words(&["allow".into(), site.clone(), public.clone()]).unwrap()).await.unwrap();
     let id = uuid::Uuid::new_v4().simple().to_string();
     let password = format!("pw-{id}");
     // 32 base32 characters (20 bytes), as an authenticator app shows a seed.
     let seed: String = id.chars().map(|c| "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567".as_bytes()[c.to_digit(16).unwrap() as usize * 2] as char).collect();
     let origin = format!("http://{public}:8080");
     let new = NewLogin { site: format!("{origin}/login"), username: "ada".into(), password: password.clone(), code_seed: Some(seed.clone()) };
-    let saved = w.engine.add_login("keeper", new).await.unwrap();
+    let saved = w.engine.add_login(&w.bot("keeper").await, new).await.unwrap();
     assert_eq!((saved.site.as_str(), saved.has_code), (origin.as_str(), true));
     let check = hex::encode(sha2::Sha256::digest(password.as_bytes()));
     let (elsewhere, mine) = (format!("http://{site}:8080/login?check={check}"), format!("{origin}/login?check={check}"));
@@ -1364,7 +1364,7 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
     assert!((0..6).any(|k| botdesk_core::login::totp(&seed_bytes, now - k * 30) == given), "the page got {given:?}, not a code of the seed");
 
     // Each use is in the activity, and says what was filled, never with what.
-    let activity = w.engine.activity("keeper", 0, 500).await.unwrap();
+    let activity = w.engine.activity(&w.bot("keeper").await, 0, 500).await.unwrap();
     let fills: Vec<(&str, botdesk_core::ActivityStatus)> =
         activity.iter().filter(|a| a.kind == "fill_login").map(|a| (a.output_tail.as_str(), a.status)).collect();
     assert_eq!(fills.len(), 2, "{fills:?}");
@@ -1377,7 +1377,7 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
         let body = seen.body.to_string();
         assert!(!secrets.iter().any(|s| body.contains(s)), "model request {i} holds a secret");
     }
-    let chat = serde_json::to_string(&w.engine.chat("keeper", 500).await.unwrap()).unwrap();
+    let chat = serde_json::to_string(&w.engine.chat(&w.bot("keeper").await, 500).await.unwrap()).unwrap();
     let activity = serde_json::to_string(&activity).unwrap();
     assert!(!secrets.iter().any(|s| chat.contains(s) || activity.contains(s)), "a secret is in the chat or the activity");
     let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "keeper").unwrap();
@@ -1394,7 +1394,7 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
     assert_eq!(found_under(w.dir.path(), &secrets), Vec::<String>::new(), "a secret is in the data directory");
 
     // Removed, it is gone from the keyring too.
-    w.engine.remove_login("keeper", &origin).await.unwrap();
-    assert_eq!(w.engine.logins("keeper").await.unwrap(), vec![]);
-    assert_eq!(w.engine.fill_login("keeper", &origin).await.unwrap_err().code, ErrorCode::NotFound);
+    w.engine.remove_login(&w.bot("keeper").await, &origin).await.unwrap();
+    assert_eq!(w.engine.logins(&w.bot("keeper").await).await.unwrap(), vec![]);
+    assert_eq!(w.engine.fill_login(&w.bot("keeper").await, &origin).await.unwrap_err().code, ErrorCode::NotFound);
 }

@@ -68,7 +68,7 @@ async fn a_data_directory_of_2026_12_01_opens_whole_and_its_checkpoints_restore(
     assert_eq!(scope("teamie"), Some((ComputerScope::Team, Some("scripted".into()))));
     assert_eq!(scope("solo"), Some((ComputerScope::Private, Some("scripted".into()))));
     // The chat with its tool calls, their screenshot and the run's cost; the activity.
-    let chat = e.chat("teamie", 50).await.unwrap();
+    let chat = e.chat(&e.bot_ref("teamie").await.unwrap(), 50).await.unwrap();
     let calls: Vec<&str> = chat.iter().flat_map(|m| m.calls.iter().map(|c| c.name.as_str())).collect();
     assert_eq!(calls, ["shell", "write_file", "browser_navigate", "computer_observe"], "{chat:?}");
     let shot = chat.iter().flat_map(|m| &m.calls).find_map(|c| c.image.clone()).expect("a screenshot in the chat");
@@ -76,7 +76,7 @@ async fn a_data_directory_of_2026_12_01_opens_whole_and_its_checkpoints_restore(
     let last = chat.last().unwrap();
     assert_eq!(last.text, "Done: notes.md written and the page opened.");
     assert!(last.usage.is_some_and(|u| u.output > 0) && last.cost_usd.is_some(), "{last:?}");
-    let activity = e.activity("teamie", 0, 50).await.unwrap();
+    let activity = e.activity(&e.bot_ref("teamie").await.unwrap(), 0, 50).await.unwrap();
     assert!(activity.iter().any(|a| a.kind == "shell" && a.output_tail.contains("served")), "{activity:?}");
     // The workspaces, offline, from their checkpoints.
     assert_eq!(&e.stored_read(&e.bot_ref("teamie").await.unwrap(), "notes.md", 1000).await.unwrap()[..], b"# Notes\nThe fixture's Team bot wrote this.\n");

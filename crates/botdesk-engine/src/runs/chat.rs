@@ -189,8 +189,8 @@ impl Engine {
     }
 
     /// A bot's chat, oldest first (the latest `limit` messages).
-    pub async fn chat(&self, bot: &str, limit: i64) -> Result<Vec<ChatItem>> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn chat(&self, bot: &crate::BotRef, limit: i64) -> Result<Vec<ChatItem>> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         let rows = self.inner.store.messages_of(&bot.id, limit).await?;
         let first = rows.first().map_or(i64::MAX, |m| m.id);
         let calls = self.inner.store.tool_calls_of(&bot.id, first).await?;
@@ -293,8 +293,8 @@ impl Engine {
     }
 
     /// A bot's latest runs, newest first, with what each cost.
-    pub async fn runs_of(&self, bot: &str, limit: u32) -> Result<Vec<RunSummary>> {
-        self.summaries(bot, None, limit).await
+    pub async fn runs_of(&self, bot: &crate::BotRef, limit: u32) -> Result<Vec<RunSummary>> {
+        self.summaries(bot.id.as_str(), None, limit).await
     }
 
     /// [`Self::runs_of`], or only the run with id `only` (none when the bot has no such run).
@@ -328,37 +328,37 @@ impl Engine {
 
     /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
     /// how many calls had none.
-    pub async fn bot_usage(&self, bot: &str) -> Result<(Usage, f64, u64)> {
-        let (bot, _) = self.bot_and_computer(bot).await?;
+    pub async fn bot_usage(&self, bot: &crate::BotRef) -> Result<(Usage, f64, u64)> {
+        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
         Ok(self.inner.store.bot_usage(&bot.id).await?)
     }
 
     /// What a bot's runs may spend each.
-    pub async fn bot_budget(&self, bot: &str) -> Result<botdesk_core::Budget> {
-        let (bot, _) = self.bot_and_computer(bot).await?;
+    pub async fn bot_budget(&self, bot: &crate::BotRef) -> Result<botdesk_core::Budget> {
+        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
         Ok(self.inner.store.bot_budget(&bot.id).await?)
     }
 
     /// Sets what a bot's runs may spend each: tokens (None: the default) and dollars (None: no limit).
-    pub async fn set_bot_budget(&self, bot: &str, tokens: Option<u64>, usd: Option<f64>) -> Result<botdesk_core::Budget> {
+    pub async fn set_bot_budget(&self, bot: &crate::BotRef, tokens: Option<u64>, usd: Option<f64>) -> Result<botdesk_core::Budget> {
         if tokens == Some(0) || usd.is_some_and(|u| !(u.is_finite() && u > 0.0)) {
             return Err(EngineError::invalid("a budget is a positive number of tokens or dollars"));
         }
-        let (b, _) = self.bot_and_computer(bot).await?;
+        let (b, _) = self.bot_and_computer(bot.id.as_str()).await?;
         self.inner.store.set_bot_budget(&b.id, tokens, usd).await?;
         self.bot_budget(bot).await
     }
 
     /// A bot's latest `limit` activity entries, oldest first (what the Terminal pane shows).
-    pub async fn latest_activity(&self, bot: &str, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn latest_activity(&self, bot: &crate::BotRef, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         self.refusals_for_reader(&bot).await;
         Ok(self.inner.store.latest_activity(&bot.id, limit).await?)
     }
 
     /// A bot's activity entries after `after` (ids grow), oldest first.
-    pub async fn activity(&self, bot: &str, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
-        let bot = self.inner.store.bot(bot).await?;
+    pub async fn activity(&self, bot: &crate::BotRef, after: i64, limit: i64) -> Result<Vec<botdesk_store::ActivityRow>> {
+        let bot = self.inner.store.bot(bot.id.as_str()).await?;
         self.refusals_for_reader(&bot).await;
         Ok(self.inner.store.activity_of(&bot.id, after, limit).await?)
     }

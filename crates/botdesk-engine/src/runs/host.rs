@@ -6,6 +6,8 @@ use super::*;
 pub(super) struct RunHost {
     pub(super) engine: Engine,
     pub(super) bot: botdesk_store::Bot,
+    /// The bot, resolved once for the run: what its engine calls take.
+    pub(super) me: crate::BotRef,
     pub(super) run: Run,
     pub(super) lease: Arc<tokio::sync::Mutex<ExecLease>>,
     pub(super) redactor: Redactor,
@@ -238,7 +240,7 @@ impl RunHost {
         let text = format!("Screen {}x{}{units}, cursor at ({x}, {y}){window}.", o.width, o.height);
         let browser_in_front = o.active_window.as_deref().is_some_and(|w| w.ends_with("Chromium"));
         let page_url = match self.page_urls && browser_in_front {
-            true => self.engine.browser_snapshot(&crate::BotRef::of(&self.bot)).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
+            true => self.engine.browser_snapshot(&self.me).await.ok().and_then(|s| s["url"].as_str().map(str::to_string)),
             false => None,
         };
         ToolOutput { text, image: o.image.map(|png| Image::screenshot(png, &o.frame_id)), is_error: false, page_url }
@@ -332,7 +334,7 @@ impl RunHost {
 
     pub(super) async fn read_file(&self, path: &str) -> ToolOutput {
         let max = botdesk_agent::tools::MAX_READ_BYTES;
-        match self.engine.files_read(&crate::BotRef::of(&self.bot), path, max).await {
+        match self.engine.files_read(&self.me, path, max).await {
             Ok(bytes) if bytes.is_empty() => ToolOutput::ok(format!("{path} is an empty file (0 bytes).")),
             Ok(bytes) => match String::from_utf8(bytes.to_vec()) {
                 Ok(text) if text.trim().is_empty() => ToolOutput::ok(format!("{path} holds only whitespace ({} bytes): {text:?}", text.len())),
@@ -354,7 +356,7 @@ impl RunHost {
             Some((p, n)) => (if p.is_empty() { "/" } else { p }, n),
             None => (".", path),
         };
-        let (dir, entries) = self.engine.files_list(&crate::BotRef::of(&self.bot), parent).await.map_err(|e| e.message)?;
+        let (dir, entries) = self.engine.files_list(&self.me, parent).await.map_err(|e| e.message)?;
         let file = entries.into_iter().find(|e| e.path.file_name() == Some(name)).ok_or_else(|| format!("{path} does not exist"))?;
         if file.kind != botdesk_core::FileKind::File {
             return Err(format!("{path} is not a file"));
@@ -372,7 +374,7 @@ fn sanitize(s: &str) -> String {
 impl Host for RunHost {
     async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
         let bot = self.bot.id.as_str();
-        let me = &crate::BotRef::of(&self.bot);
+        let me = &self.me;
         let e = &self.engine;
         let watched = self.watch_before(&tool).await;
         // The refusals the tool's own request brought (an action batch's), else read after it.
@@ -469,7 +471,7 @@ impl Host for RunHost {
                 Err(err) => self.err(err),
             },
             Tool::FillLogin { site } => {
-                let r = e.fill_login(bot, &site).await.map_err(|err| err.message);
+                let r = e.fill_login(me, &site).await.map_err(|err| err.message);
                 self.line(ToolKind::FillLogin, &site, &r).await;
                 r.map_or_else(ToolOutput::error, ToolOutput::ok)
             }
@@ -587,7 +589,7 @@ impl RunHost {
     /// `write_file`: replaces the file, or adds to its end (the file may grow to
     /// `MAX_WRITE_BYTES` this way; it is read and written whole). Returns the path and the size.
     pub(super) async fn write_file(&self, path: &str, content: String, append: bool) -> std::result::Result<(String, usize), String> {
-        let (bot, max) = (&crate::BotRef::of(&self.bot), botdesk_agent::tools::MAX_WRITE_BYTES);
+        let (bot, max) = (&self.me, botdesk_agent::tools::MAX_WRITE_BYTES);
         let mut data = Vec::new();
         if append {
             match self.engine.files_read(bot, path, max as u64).await {

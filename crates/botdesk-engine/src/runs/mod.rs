@@ -150,6 +150,7 @@ impl Engine {
         let host = RunHost {
             engine: self.clone(),
             bot: bot.clone(),
+            me: crate::BotRef::of(&bot),
             run: run.clone(),
             lease: Arc::new(tokio::sync::Mutex::new(lease)),
             redactor,

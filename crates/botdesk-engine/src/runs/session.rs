@@ -52,6 +52,7 @@ impl Engine {
         let host = Arc::new(RunHost {
             engine: self.clone(),
             bot: bot.clone(),
+            me: crate::BotRef::of(&bot),
             run: run.clone(),
             lease: Arc::new(tokio::sync::Mutex::new(lease)),
             redactor: redactor(None, self.login_secrets(&bot.id).await),

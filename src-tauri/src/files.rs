@@ -46,7 +46,8 @@ pub async fn list_files(engine: State<'_, Engine>, bot: String, path: String, ve
 /// Text (UTF-8, up to 2 MiB) or an image (up to 10 MiB) from the stored workspace (or a version).
 #[tauri::command]
 pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<Preview> {
-    let stat = engine.stored_stat_at(&engine.bot_ref(&bot).await?, &path, version).await?;
+    let me = engine.bot_ref(&bot).await?;
+    let stat = engine.stored_stat_at(&me, &path, version).await?;
     let size = stat.size;
     if stat.kind == FileKind::Dir {
         return Ok(Preview::Dir { size });
@@ -55,13 +56,13 @@ pub async fn preview_file(engine: State<'_, Engine>, bot: String, path: String, 
         if size > IMAGE_PREVIEW {
             return Ok(Preview::TooLarge { size });
         }
-        let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, IMAGE_PREVIEW, version).await?;
+        let data = engine.stored_read_at(&me, &path, IMAGE_PREVIEW, version).await?;
         return Ok(Preview::Image { url: format!("data:{mime};base64,{}", base64::engine::general_purpose::STANDARD.encode(&data)), size });
     }
     if size > TEXT_PREVIEW {
         return Ok(Preview::TooLarge { size });
     }
-    let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, TEXT_PREVIEW, version).await?;
+    let data = engine.stored_read_at(&me, &path, TEXT_PREVIEW, version).await?;
     Ok(match String::from_utf8(data.to_vec()) {
         Ok(text) if !text.contains('\0') => Preview::Text { text, size },
         _ => Preview::Binary { size },
@@ -84,14 +85,15 @@ pub const DOWNLOAD_LIMIT: u64 = 256 << 20;
 /// returns where.
 #[tauri::command]
 pub async fn download_file(engine: State<'_, Engine>, bot: String, path: String, version: Option<u64>) -> Res<String> {
-    let size = engine.stored_stat_at(&engine.bot_ref(&bot).await?, &path, version).await?.size;
+    let me = engine.bot_ref(&bot).await?;
+    let size = engine.stored_stat_at(&me, &path, version).await?.size;
     if size > DOWNLOAD_LIMIT {
         return Err(EngineError::new(
             ErrorCode::TooLarge,
             format!("{path} is {} MiB; Download takes files up to {} MiB (`botdesk files get` takes larger ones)", size >> 20, DOWNLOAD_LIMIT >> 20),
         ));
     }
-    let data = engine.stored_read_at(&engine.bot_ref(&bot).await?, &path, DOWNLOAD_LIMIT, version).await?;
+    let data = engine.stored_read_at(&me, &path, DOWNLOAD_LIMIT, version).await?;
     let dir = downloads_dir();
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::new(ErrorCode::Internal, format!("cannot create {}: {e}", dir.display())))?;
     let name = path.rsplit('/').next().filter(|n| !n.is_empty()).unwrap_or("download");

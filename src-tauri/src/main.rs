@@ -183,8 +183,9 @@ async fn remove_bot_mcp_server(engine: State<'_, Engine>, bot: String, name: Str
 
 #[tauri::command]
 async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
-    let (tokens, usd, unpriced_calls) = engine.bot_usage(&engine.bot_ref(&bot).await?).await?;
-    Ok(BotSpend { tokens, usd, unpriced_calls, budget: engine.bot_budget(&engine.bot_ref(&bot).await?).await? })
+    let me = engine.bot_ref(&bot).await?;
+    let (tokens, usd, unpriced_calls) = engine.bot_usage(&me).await?;
+    Ok(BotSpend { tokens, usd, unpriced_calls, budget: engine.bot_budget(&me).await? })
 }
 
 /// Send: starts a run of the task; its events follow as `run-event`.

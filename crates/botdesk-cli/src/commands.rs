@@ -68,8 +68,9 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
             print(json, json!({ "bot": b }), || format!("{}: model {}", b.name, b.model.as_deref().unwrap_or("none")));
         }
         BotCmd::Budget { name, tokens, usd } => {
+            let me = engine.bot_ref(&name).await?;
             if tokens.is_some() || usd.is_some() {
-                let current = engine.bot_budget(&engine.bot_ref(&name).await?).await?;
+                let current = engine.bot_budget(&me).await?;
                 let tokens = match tokens.as_deref() {
                     None => Some(current.tokens).filter(|t| *t != botdesk_engine::Budget::DEFAULT_TOKENS),
                     Some("default") => None,
@@ -86,10 +87,10 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
                         u.trim_start_matches('$').parse::<f64>().map_err(|_| EngineError::invalid(format!("--usd takes dollars or \"none\", not {u:?}")))?,
                     ),
                 };
-                engine.set_bot_budget(&engine.bot_ref(&name).await?, tokens, usd).await?;
+                engine.set_bot_budget(&me, tokens, usd).await?;
             }
-            let budget = engine.bot_budget(&engine.bot_ref(&name).await?).await?;
-            let (used, usd, unpriced) = engine.bot_usage(&engine.bot_ref(&name).await?).await?;
+            let budget = engine.bot_budget(&me).await?;
+            let (used, usd, unpriced) = engine.bot_usage(&me).await?;
             print(json, json!({"bot": name, "budget": budget, "spent": {"tokens": used, "usd": usd, "unpriced_calls": unpriced}}), || {
                 let limit = budget.usd.map(|u| format!(" or ${u:.2}")).unwrap_or_default();
                 let unpriced = if unpriced > 0 { format!(" ({unpriced} calls of models without prices not counted)") } else { String::new() };
@@ -97,24 +98,24 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
             });
         }
         BotCmd::Network { name, policy } => {
+            let me = engine.bot_ref(&name).await?;
             let policy = match policy.is_empty() {
-                true => engine.bot_network(&engine.bot_ref(&name).await?).await?,
-                false => {
-                    engine.set_bot_network(&engine.bot_ref(&name).await?, botdesk_engine::NetPolicy::from_words(&policy).map_err(EngineError::invalid)?).await?
-                }
+                true => engine.bot_network(&me).await?,
+                false => engine.set_bot_network(&me, botdesk_engine::NetPolicy::from_words(&policy).map_err(EngineError::invalid)?).await?,
             };
             print(json, json!({"bot": name, "network": policy}), || format!("{name}: {policy}"));
         }
         BotCmd::Approvals { name, policy } => {
+            let me = engine.bot_ref(&name).await?;
             let approvals = match policy.is_empty() {
-                true => engine.bot_approvals(&engine.bot_ref(&name).await?).await?,
+                true => engine.bot_approvals(&me).await?,
                 false => {
                     let mut approvals = botdesk_engine::Approvals::from_words(&policy).map_err(EngineError::invalid)?;
                     // The "always" answers stay, unless the bot is to ask for nothing.
                     if approvals != botdesk_engine::Approvals::default() {
-                        approvals.always = engine.bot_approvals(&engine.bot_ref(&name).await?).await?.always;
+                        approvals.always = engine.bot_approvals(&me).await?.always;
                     }
-                    engine.set_bot_approvals(&engine.bot_ref(&name).await?, approvals).await?
+                    engine.set_bot_approvals(&me, approvals).await?
                 }
             };
             print(json, json!({"bot": name, "approvals": approvals}), || format!("{name} {approvals}"));

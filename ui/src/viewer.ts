@@ -2,14 +2,9 @@
 // dirty rectangles and are drawn on a canvas scaled to fit; input is mapped back to exact
 // framebuffer coordinates and sent only while the person holds control.
 import { keysymOf } from "./keysym";
+import { type ConnState, decodeFrame, decodeNotice, key, pointer, viewport } from "./wire";
 
-export type ConnState =
-  | { state: "connecting" }
-  | { state: "connected"; control: boolean }
-  | { state: "reconnecting"; attempt: number; retry_in_ms: number; error: string }
-  /** Nobody watched this screen for a while; it reconnects as soon as a viewer opens. */
-  | { state: "idle" }
-  | { state: "closed" };
+export type { ConnState };
 
 /** Counters the app tests and benchmarks read (window.__botdesk). */
 /** A clipboard change this soon after the person's Ctrl+C on a bot's screen is theirs to take. */
@@ -124,37 +119,28 @@ export class Viewer {
   }
 
   private onText(text: string) {
-    const m = JSON.parse(text);
-    if (m.type === "state") this.setState(m as ConnState);
-    else if (m.type === "clipboard" && this.control) this.onBotClipboard(Date.now() - this.copyKeyAt < COPY_WINDOW_MS);
+    const m = decodeNotice(text);
+    if (m?.type === "state") this.setState(m.state);
+    else if (m?.type === "clipboard" && this.control) this.onBotClipboard(Date.now() - this.copyKeyAt < COPY_WINDOW_MS);
   }
 
   private onBinary(buf: ArrayBuffer) {
-    const v = new DataView(buf);
-    const kind = v.getUint8(0);
-    if (kind === 2) {
-      const w = v.getUint16(1, true), h = v.getUint16(3, true);
-      const sw = v.getUint16(5, true), sh = v.getUint16(7, true);
-      if (sw && sh && (sw !== this.screenW || sh !== this.screenH)) {
-        this.screenW = sw;
-        this.screenH = sh;
+    const f = decodeFrame(buf);
+    if (f?.kind === "size") {
+      if (f.screen_w && f.screen_h && (f.screen_w !== this.screenW || f.screen_h !== this.screenH)) {
+        this.screenW = f.screen_w;
+        this.screenH = f.screen_h;
         this.fit();
       }
-      if (w && h && (w !== this.canvas.width || h !== this.canvas.height)) {
-        this.canvas.width = w;
-        this.canvas.height = h;
+      if (f.w && f.h && (f.w !== this.canvas.width || f.h !== this.canvas.height)) {
+        this.canvas.width = f.w;
+        this.canvas.height = f.h;
       }
-    } else if (kind === 1) {
-      const n = v.getUint16(1, true);
-      let off = 3;
-      for (let i = 0; i < n; i++) {
-        const x = v.getUint16(off, true), y = v.getUint16(off + 2, true), w = v.getUint16(off + 4, true), h = v.getUint16(off + 6, true);
-        off += 8;
-        const len = w * h * 4;
-        if (w && h) this.ctx.putImageData(new ImageData(new Uint8ClampedArray(buf, off, len), w, h), x, y);
-        off += len;
+    } else if (f?.kind === "rects") {
+      for (const r of f.rects) {
+        if (r.w && r.h) this.ctx.putImageData(new ImageData(new Uint8ClampedArray(buf, r.offset, r.len), r.w, r.h), r.x, r.y);
         stats.rectsDrawn++;
-        stats.screensDrawn += (w * h) / (this.canvas.width * this.canvas.height); // whole screens' worth
+        stats.screensDrawn += (r.w * r.h) / (this.canvas.width * this.canvas.height); // whole screens' worth
       }
       stats.framesDrawn++;
       stats.lastDrawAt = performance.now();
@@ -190,7 +176,7 @@ export class Viewer {
     const msg = JSON.stringify(vp);
     if (msg !== this.sentViewport && this.ws?.readyState === WebSocket.OPEN) {
       this.sentViewport = msg;
-      this.ws.send(JSON.stringify({ t: "v", ...vp }));
+      this.ws.send(viewport(vp.w, vp.h));
     }
   }
 
@@ -213,8 +199,8 @@ export class Viewer {
     return { w, h };
   }
 
-  private send(msg: object) {
-    if (this.control && this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  private send(msg: string) {
+    if (this.control && this.ws?.readyState === WebSocket.OPEN) this.ws.send(msg);
   }
 
   /** Exact mapping from the scaled canvas back to framebuffer pixels. */
@@ -230,19 +216,19 @@ export class Viewer {
     const mask = (b: number) => (b === 0 ? 1 : b === 1 ? 2 : b === 2 ? 4 : 0);
     c.addEventListener("mousemove", (e) => {
       const [x, y] = this.at(e);
-      this.send({ t: "p", x, y, b: this.buttons });
+      this.send(pointer(x, y, this.buttons));
     });
     c.addEventListener("mousedown", (e) => {
       c.focus();
       this.buttons |= mask(e.button);
       const [x, y] = this.at(e);
-      this.send({ t: "p", x, y, b: this.buttons });
+      this.send(pointer(x, y, this.buttons));
       e.preventDefault();
     });
     c.addEventListener("mouseup", (e) => {
       this.buttons &= ~mask(e.button);
       const [x, y] = this.at(e);
-      this.send({ t: "p", x, y, b: this.buttons });
+      this.send(pointer(x, y, this.buttons));
     });
     c.addEventListener("contextmenu", (e) => e.preventDefault());
     c.addEventListener(
@@ -250,8 +236,8 @@ export class Viewer {
       (e) => {
         const [x, y] = this.at(e);
         const bit = e.deltaY < 0 ? 8 : e.deltaY > 0 ? 16 : e.deltaX < 0 ? 32 : 64;
-        this.send({ t: "p", x, y, b: this.buttons | bit });
-        this.send({ t: "p", x, y, b: this.buttons });
+        this.send(pointer(x, y, this.buttons | bit));
+        this.send(pointer(x, y, this.buttons));
         e.preventDefault();
       },
       { passive: false },
@@ -269,20 +255,20 @@ export class Viewer {
           .readText()
           .then((text) => (text ? this.sendClipboard(text) : undefined))
           .catch(() => {})
-          .finally(() => this.send({ t: "k", s, d: true }));
+          .finally(() => this.send(key(s, true)));
         return;
       }
-      this.send({ t: "k", s, d: true });
+      this.send(key(s, true));
     });
     c.addEventListener("keyup", (e) => {
       const s = this.pressed.get(e.code || e.key) ?? keysymOf(e);
       this.pressed.delete(e.code || e.key);
       if (s === null) return;
       e.preventDefault();
-      this.send({ t: "k", s, d: false });
+      this.send(key(s, false));
     });
     c.addEventListener("blur", () => {
-      for (const s of this.pressed.values()) this.send({ t: "k", s, d: false });
+      for (const s of this.pressed.values()) this.send(key(s, false));
       this.pressed.clear();
     });
   }

@@ -16,6 +16,8 @@
 //! `{"t":"r"}` (full refresh), `{"t":"v","w":..,"h":..}` (its
 //! size on screen in device pixels; pointer coordinates stay in screen pixels). Anything else is ignored with a
 //! log line; it never closes the session.
+//! `wire.json` holds golden examples of all of it; this module's test and the viewer's own
+//! (`ui/tests/wire.test.ts`, through `tests/ui_wire.rs`) replay them.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -352,7 +354,7 @@ fn scale_into(out: &mut Vec<u8>, fb: &crate::Framebuffer, r: Rect, (ow, oh): (u1
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::{Resolve, Session};
+    use crate::session::{ConnState, Resolve, Session};
     use proptest::prelude::*;
     use std::sync::Arc;
 
@@ -441,5 +443,62 @@ mod tests {
         // A one-pixel change maps to the output pixel it falls in.
         let msgs: Vec<Message> = rects_msgs(&s, &[Rect { x: 3, y: 1, w: 1, h: 1 }], Some((2, 1))).into_iter().flatten().collect();
         assert_eq!(rects_of(&msgs[0]), vec![(1, 0, 1, 1)]);
+    }
+
+    /// The golden fixtures of the wire format (`wire.json`), which the viewer's own test
+    /// (`ui/tests/wire.test.ts`) replays too: what the server sends for a screen, its state
+    /// messages, and how it reads the viewer's input.
+    #[tokio::test]
+    async fn replays_the_golden_wire_fixtures() {
+        let fx: serde_json::Value = serde_json::from_str(include_str!("../wire.json")).unwrap();
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let unhex = |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect::<Vec<u8>>();
+        let num = |v: &serde_json::Value| v.as_u64().unwrap();
+        let screen = &fx["screen"];
+        let (w, h) = (num(&screen["w"]) as u16, num(&screen["h"]) as u16);
+        let s = session_with(w, h);
+        s.shared.fb.lock().unwrap().put_bgrx(Rect { x: 0, y: 0, w, h }, &unhex(screen["bgrx"].as_str().unwrap())).unwrap();
+        for case in fx["to_viewer"].as_array().unwrap() {
+            let viewport = case["viewport"].as_array().map(|v| (num(&v[0]) as u32, num(&v[1]) as u32));
+            let msgs = match case["rects"].as_array() {
+                None => full_frame(&s, viewport),
+                Some(rects) => {
+                    let rects: Vec<Rect> =
+                        rects.iter().map(|r| Rect { x: num(&r[0]) as u16, y: num(&r[1]) as u16, w: num(&r[2]) as u16, h: num(&r[3]) as u16 }).collect();
+                    rects_msgs(&s, &rects, viewport)
+                }
+            };
+            let sent: Vec<String> = msgs.into_iter().flatten().map(|m| hex(&m.into_data())).collect();
+            let want: Vec<String> = case["messages"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
+            assert_eq!(sent, want, "{}", case["what"]);
+        }
+        let updates = [
+            Update::State(ConnState::Connecting),
+            Update::State(ConnState::Connected { control: true }),
+            Update::State(ConnState::Reconnecting { attempt: 2, retry_in_ms: 1000, error: "connection refused".into() }),
+            Update::State(ConnState::Idle),
+            Update::State(ConnState::Closed),
+            Update::ClipboardChanged,
+        ];
+        let texts = fx["to_viewer_text"].as_array().unwrap();
+        assert_eq!(texts.len(), updates.len());
+        for (u, case) in updates.iter().zip(texts) {
+            let Some(Message::Text(t)) = state_msg(u) else { panic!("{u:?} is a text message") };
+            let sent: serde_json::Value = serde_json::from_str(&t).unwrap();
+            let want: serde_json::Value = serde_json::from_str(case["text"].as_str().unwrap()).unwrap();
+            assert_eq!(sent, want);
+        }
+        for case in fx["from_viewer"].as_array().unwrap() {
+            let read = match serde_json::from_str::<ViewerMsg>(case["text"].as_str().unwrap()).unwrap() {
+                ViewerMsg::Viewport { w, h } => serde_json::json!({"viewport": {"w": w, "h": h}}),
+                m => match to_input(m) {
+                    Input::Pointer { x, y, buttons } => serde_json::json!({"pointer": {"x": x, "y": y, "buttons": buttons}}),
+                    Input::Key { keysym, down } => serde_json::json!({"key": {"keysym": keysym, "down": down}}),
+                    Input::FullRefresh => serde_json::json!("refresh"),
+                    other => panic!("{other:?} does not come from a viewer"),
+                },
+            };
+            assert_eq!(read, case["input"], "{}", case["text"]);
+        }
     }
 }

@@ -90,7 +90,7 @@ impl BotsFeed {
         if sent.seq == 0 || sent.bots != now {
             // Control that appeared or vanished elsewhere (the CLI) moves the session too.
             for row in &now {
-                self.screens.follow_control(&row.bot.id, row.state.status == BotStatus::YouHaveControl);
+                self.screens.follow_control(row.bot.id.as_str(), row.state.status == BotStatus::YouHaveControl);
             }
             *sent = BotList { seq: sent.seq + 1, bots: now };
             tracing::debug!(seq = sent.seq, states = ?sent.bots.iter().map(|r| (r.bot.name.as_str(), r.state.status)).collect::<Vec<_>>(), "bots changed");
@@ -136,6 +136,7 @@ async fn every_second(engine: &Engine, screens: &Screens, n: u64) {
     if n.is_multiple_of(10) {
         crate::malloc::trim();
         for bot in screens.recently_used(ACTIVE) {
+            let bot = botdesk_engine::BotId::new(bot);
             if let Ok(Some(lease)) = engine.control_of(&bot).await {
                 if let Err(e) = engine.renew_control(&bot, &lease.lease_id).await {
                     tracing::warn!("renewing control of {bot}: {e}");

@@ -149,6 +149,10 @@ pub struct FileWatch(Mutex<Option<(String, CancellationToken)>>);
 
 #[tauri::command]
 pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State<'_, FileWatch>, bot: Option<String>) -> Res<()> {
+    let id = match &bot {
+        Some(b) => Some(engine.bot_ref(b).await?.id),
+        None => None,
+    };
     let mut current = watch.0.lock().unwrap();
     if current.as_ref().is_some_and(|(b, _)| Some(b) == bot.as_ref()) {
         return Ok(());
@@ -156,9 +160,9 @@ pub async fn watch_files(app: AppHandle, engine: State<'_, Engine>, watch: State
     if let Some((_, stop)) = current.take() {
         stop.cancel();
     }
-    let Some(bot) = bot else { return Ok(()) };
+    let (Some(bot), Some(id)) = (bot, id) else { return Ok(()) };
     let stop = CancellationToken::new();
-    let mut changes = engine.watch_workspace(&bot, stop.clone());
+    let mut changes = engine.watch_workspace(&id, stop.clone());
     *current = Some((bot.clone(), stop));
     tauri::async_runtime::spawn(async move {
         while changes.recv().await.is_some() {

@@ -191,7 +191,7 @@ async fn bot_spend(engine: State<'_, Engine>, bot: String) -> Res<BotSpend> {
 /// Send: starts a run of the task; its events follow as `run-event`.
 #[tauri::command]
 async fn send_task(engine: State<'_, Engine>, bot: String, task: String) -> Res<String> {
-    engine.start_run(&bot, &task).await
+    engine.start_run(&engine.bot_ref(&bot).await?.id, &task).await
 }
 
 /// A screenshot from the chat, as a data URL.
@@ -362,11 +362,12 @@ async fn open_screen_window(app: tauri::AppHandle, engine: State<'_, Engine>, bo
 /// unless `pause` asks the run to pause at its next step boundary first (this waits for it).
 #[tauri::command]
 async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, pause: Option<bool>) -> Res<ControlLease> {
+    let bot = engine.bot_ref(&bot).await?.id;
     if pause.unwrap_or(false) {
         engine.pause_run(&bot, botdesk_engine::PAUSE_WAIT).await?;
     }
     let c = engine.take_control_screen(&bot).await?;
-    screens.retarget(&bot);
+    screens.retarget(bot.as_str());
     Ok(c.lease)
 }
 
@@ -375,17 +376,19 @@ async fn take_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>
 #[tauri::command]
 async fn release_control(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String, skipped: Option<bool>, note: Option<String>) -> Res<()> {
     let result = if skipped.unwrap_or(false) { TakeoverResult::Skipped } else { TakeoverResult::Finished };
+    let bot = engine.bot_ref(&bot).await?.id;
     if let Some(lease) = engine.control_of(&bot).await? {
         engine.release_control(&bot, &lease.lease_id, result, note.as_deref()).await?;
     }
-    screens.retarget(&bot);
+    screens.retarget(bot.as_str());
     Ok(())
 }
 
 #[tauri::command]
 async fn stop_bot(engine: State<'_, Engine>, screens: State<'_, Arc<Screens>>, bot: String) -> Res<Vec<String>> {
+    let bot = engine.bot_ref(&bot).await?.id;
     let cancelled = engine.stop_bot(&bot).await?;
-    screens.retarget(&bot);
+    screens.retarget(bot.as_str());
     Ok(cancelled)
 }
 

@@ -129,7 +129,7 @@ fn the_app_keeps_a_spare_computer_that_the_next_new_bot_takes() {
 
     // A new bot (made by another process, as the CLI would) takes it: its computer is the spare.
     let bot = rt.block_on(engine.create_bot("fresh", ComputerScope::Private, None, "")).unwrap();
-    assert_eq!(bot.computer.id, spare, "the new computer is the spare");
+    assert_eq!(bot.computer.id.as_str(), spare, "the new computer is the spare");
     let exit = rt
         .block_on(engine.exec(
             &rt.block_on(engine.bot_ref("fresh")).unwrap(),

@@ -422,12 +422,12 @@ fn a_task_sent_in_the_chat_runs_and_its_tool_calls_show_up() {
     d.click("#send-task");
     notifications.wait_for("writer needs you", "It needs you to take its screen: please accept the cookies");
     let lease = loop {
-        if let Ok(l) = rt.block_on(engine.take_control("writer")) {
+        if let Ok(l) = rt.block_on(async { engine.take_control(&engine.bot_ref("writer").await.unwrap().id).await }) {
             break l;
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    rt.block_on(engine.release_control("writer", &lease.lease_id, TakeoverResult::Finished, None)).unwrap();
+    rt.block_on(async { engine.release_control(&engine.bot_ref("writer").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, None).await }).unwrap();
     d.wait_js(
         "the run going on after the handback",
         "return [...document.querySelectorAll('.msg.assistant .text')].some(e => e.textContent === 'Thanks, going on.')",

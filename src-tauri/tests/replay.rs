@@ -56,7 +56,7 @@ fn a_runs_replay_plays_and_scrubs_with_its_clicks_drawn_where_they_were() {
     };
     rt.block_on(engine.add_model(new, None)).unwrap();
     let bot = rt.block_on(engine.create_bot("player", ComputerScope::Private, Some(&model_id), "")).unwrap();
-    let run = rt.block_on(engine.run_task("player", "click three times")).unwrap();
+    let run = rt.block_on(async { engine.run_task(&engine.bot_ref("player").await.unwrap().id, "click three times").await }).unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{:?}", run.error);
     assert_eq!(server.failures(), Vec::<String>::new());
     assert!(engine.recording(&run.id).is_some(), "the run was recorded");

@@ -242,7 +242,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // Release: view-only again; typing goes nowhere.
     d.click("#control-button");
     d.wait_js("view-only again", &format!("return {VIEWER}?.dataset.control === 'false' && {VIEWER}?.dataset.state === 'connected' && document.querySelector('#screen-mode')?.textContent === 'View only'"), Duration::from_secs(20));
-    assert!(side.rt.block_on(side.engine.control_of("tester")).unwrap().is_none(), "the lease is gone");
+    assert!(side.rt.block_on(async { side.engine.control_of(&side.engine.bot_ref("tester").await.unwrap().id).await }).unwrap().is_none(), "the lease is gone");
     // Release killed the shell and what it started.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while side.sh("tester", "pgrep -fc 'slee[p] 4321'").1.trim() != "0" {
@@ -260,7 +260,7 @@ fn a_bots_screen_in_its_tab_with_take_control_and_release() {
     // A run holds the bot: the header offers to pause it and take control (tested with a real
     // run in take.rs), and Stop, which ends the run.
     let run = side.rt.block_on(async {
-        let run = side.engine.create_run("tester", "a task").await.unwrap();
+        let run = side.engine.create_run(&side.engine.bot_ref("tester").await.unwrap().id, "a task").await.unwrap();
         side.engine.lease_run(&run.id).await.unwrap();
         run
     });

@@ -213,7 +213,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
 
     // Pause and take during a run.
     let engine = side.engine.clone();
-    let run = side.rt.spawn(async move { engine.run_task("worker", "type something for me").await });
+    let run = side.rt.spawn(async move { engine.run_task(&engine.bot_ref("worker").await.unwrap().id, "type something for me").await });
     wait("the run's command", || side.shell_running("worker"));
     pause_offered(&d, &side);
     d.click("#control-button");
@@ -258,7 +258,7 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
 
     // Stop during a pause ends the run; the person keeps the screen until they release it.
     let engine = side.engine.clone();
-    let run = side.rt.spawn(async move { engine.run_task("worker", "wait a little").await });
+    let run = side.rt.spawn(async move { engine.run_task(&engine.bot_ref("worker").await.unwrap().id, "wait a little").await });
     wait("the second run's command", || side.shell_running("worker"));
     pause_offered(&d, &side);
     d.click("#control-button");
@@ -282,7 +282,8 @@ fn a_big_screen_and_pause_and_take_during_a_run() {
 
     // An MCP client drives the bot (the session `botdesk mcp` opens for it, here from the engine
     // beside the app): the sidebar and the header say who, until the session lets go.
-    let session = side.rt.block_on(side.engine.open_client_session("worker", "MCP: claude-code")).unwrap();
+    let session =
+        side.rt.block_on(async { side.engine.open_client_session(&side.engine.bot_ref("worker").await.unwrap().id, "MCP: claude-code").await }).unwrap();
     let out = side.rt.block_on(session.call("shell", json!({"command": "echo driven from outside"}), &Default::default()));
     assert!(!out.is_error && out.text.contains("driven from outside"), "{}", out.text);
     d.wait_js(

@@ -9,7 +9,7 @@ export type ComputerId = string;
  */
 export type ComputerScope = "team" | "private";
 
-export type ComputerBrief = { id: string, name: string, scope: ComputerScope, 
+export type ComputerBrief = { id: ComputerId, name: string, scope: ComputerScope, 
 /**
  * The Docker host it runs on (`local`: this machine).
  */
@@ -18,7 +18,7 @@ host: string, };
 /**
  * What a front end shows for a bot.
  */
-export type BotView = { id: string, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
+export type BotView = { id: BotId, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
 /**
  * The bot's own folder in the workspace (`bots/<id>` on a Team computer, `.` on a Private one).
  */
@@ -47,7 +47,7 @@ export type BotRow = {
 /**
  * Who drives the bot when a client outside the app does (e.g. "MCP: claude-code").
  */
-driver: string | null, id: string, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
+driver: string | null, id: BotId, name: string, computer: ComputerBrief, model: string | null, instructions: string, 
 /**
  * The bot's own folder in the workspace (`bots/<id>` on a Team computer, `.` on a Private one).
  */

@@ -139,7 +139,7 @@ pub async fn run(dir: &Path) -> Figures {
     restores.sort();
     let (tar_restore, restore) = (tar_restores[1], restores[1]);
     let version_restore = crate::median(version_restores);
-    let _ = engine.remove_bot("ckpt").await;
+    let _ = engine.remove_bot(&engine.bot_ref("ckpt").await.unwrap().id).await;
     let _ = std::fs::remove_dir_all(&data);
     Figures { bytes, files, full, one_changed: one[one.len() / 2], restore, cp_full, tar_full, tar_restore, version_restore, disk_versions, disk_one, versions }
 }
@@ -193,12 +193,12 @@ pub async fn memory(dir: &Path, entries: usize) -> Memory {
     sh(&engine, "many", &["python3", "-c", &make]).await;
     let first = peak_of(&engine, &bot.computer.id).await;
     let next = peak_of(&engine, &bot.computer.id).await;
-    let _ = engine.remove_bot("many").await;
+    let _ = engine.remove_bot(&engine.bot_ref("many").await.unwrap().id).await;
     let _ = std::fs::remove_dir_all(&data);
     Memory { entries: entries as u64, first, next }
 }
 
-async fn peak_of(engine: &Engine, computer: &str) -> Peak {
+async fn peak_of(engine: &Engine, computer: &botdesk_engine::ComputerId) -> Peak {
     engine.settle().await;
     let before = rss();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

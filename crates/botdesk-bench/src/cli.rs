@@ -39,7 +39,7 @@ pub async fn run(dir: &Path) -> Vec<Row> {
     engine.screenshot(&bot, ImageFormat::Png).await.unwrap();
     engine.files_write(&engine.bot_ref("clibench").await.unwrap(), "small.txt", bytes::Bytes::from_static(b"a small file\n"), false).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
-    engine.checkpoint(computer.as_str()).await.unwrap();
+    engine.checkpoint(&computer).await.unwrap();
     let container = crate::desktops::container_of(computer.as_str());
     drop(engine);
 
@@ -82,7 +82,7 @@ pub async fn run(dir: &Path) -> Vec<Row> {
     }
     rows.extend(mcp(&data, shot).await);
     let engine = Engine::open(EngineConfig::new(&data, ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
-    engine.destroy_computer(computer.as_str()).await.unwrap();
+    engine.destroy_computer(&computer).await.unwrap();
     rows
 }
 

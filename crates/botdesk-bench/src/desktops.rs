@@ -43,7 +43,7 @@ pub async fn run(dir: &std::path::Path) -> (Vec<Row>, Density) {
     }
     engine.exec(&engine.bot_ref(&names[0]).await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let computer = engine.list_computers().await.unwrap()[0].id.clone();
-    let container = container_of(&computer);
+    let container = container_of(computer.as_str());
     // The anchors on bench0's display run as bench0: a Team bot's display admits its uid alone.
     let (_, uid) = engine.shell(&engine.bot_ref(&names[0]).await.unwrap(), "id -u; id -g").await.unwrap();
     let owner = uid.split_whitespace().collect::<Vec<_>>().join(":");

@@ -120,7 +120,7 @@ async fn new_computer_with_spare(dir: &std::path::Path, image: &str) -> Row {
         engine.keep_spare().await.expect("a spare computer"); // made and started beforehand, as the app does
         let t = Instant::now();
         let bot = engine.create_bot(&format!("new{i}"), ComputerScope::Private, None, "").await.unwrap();
-        engine.start_bot_computer(&engine.bot_ref(&bot.id).await.unwrap()).await.unwrap();
+        engine.start_bot_computer(&engine.bot_ref(bot.id.as_str()).await.unwrap()).await.unwrap();
         ours.push(t.elapsed());
         engine.destroy_computer(&bot.computer.id).await.unwrap();
         anchor.push(time_cmd(&["run", "--rm", "--user", "1000:1000", image, "true"]));

@@ -206,7 +206,7 @@ async fn export(dir: &Path, minute: &Path) -> (Duration, Duration, f64) {
     engine.add_model(model, None).await.unwrap();
     engine.save_settings(&botdesk_engine::Settings { record_screen: false, ..Default::default() }).unwrap();
     engine.create_bot("exporter", ComputerScope::Private, Some("bench-export"), "").await.unwrap();
-    let run = engine.run_task("exporter", "work for ten minutes").await.unwrap();
+    let run = engine.run_task(&engine.bot_ref("exporter").await.unwrap().id, "work for ten minutes").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     let s = engine.runs_of(&engine.bot_ref("exporter").await.unwrap(), 1).await.unwrap().remove(0);
     let minutes = s.duration_ms as f64 / 60_000.0;

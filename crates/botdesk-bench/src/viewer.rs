@@ -417,7 +417,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
     let _ = c.wait();
 
     // Input → pixel through the control transport.
-    let ctl = engine.take_control_screen(&bots[0]).await.unwrap();
+    let ctl = engine.take_control_screen(&engine.bot_ref(&bots[0]).await.unwrap().id).await.unwrap();
     let fwd = forward(ctl.port, ctl.control_token.clone()).await;
     let wsp = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     children.0.push(
@@ -443,7 +443,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
     let latency_anchor = median(lat["latencies"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect());
     let _ = c.kill();
     let _ = c.wait();
-    engine.release_control(&bots[0], &ctl.lease.lease_id, botdesk_engine::TakeoverResult::Finished, None).await.unwrap();
+    engine.release_control(&engine.bot_ref(&bots[0]).await.unwrap().id, &ctl.lease.lease_id, botdesk_engine::TakeoverResult::Finished, None).await.unwrap();
     drop(children);
 
     for c in engine.list_computers().await.unwrap() {
@@ -470,7 +470,7 @@ pub async fn run_with(engine: &Engine, data: &Path, dir: &Path, app: &Path, host
 async fn futures_ids(engine: &Engine, names: &[String]) -> Vec<String> {
     let mut ids = vec![];
     for n in names {
-        ids.push(engine.bot(n).await.unwrap().id);
+        ids.push(engine.bot(n).await.unwrap().id.to_string());
     }
     ids
 }

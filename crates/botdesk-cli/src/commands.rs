@@ -140,11 +140,11 @@ pub(crate) async fn bot(engine: &Engine, json: bool, cmd: BotCmd) -> Result<Exit
             }
         },
         BotCmd::Rm { name } => {
-            let bot = engine.remove_bot(&name).await?;
+            let bot = engine.remove_bot(&engine.bot_ref(&name).await?.id).await?;
             print(json, json!({"removed": bot}), || format!("removed bot {}; its files stay in the workspace", bot.name));
         }
         BotCmd::Stop { name } => {
-            let cancelled = engine.stop_bot(&name).await?;
+            let cancelled = engine.stop_bot(&engine.bot_ref(&name).await?.id).await?;
             print(json, json!({"bot": name, "cancelled_runs": cancelled}), || format!("stopped {name}; cancelled {} run(s)", cancelled.len()));
         }
         BotCmd::Switch { name, to, host } => {
@@ -366,7 +366,7 @@ pub(crate) async fn computer(engine: &Engine, json: bool, cmd: ComputerCmd) -> R
             });
         }
         ComputerCmd::Stop { id } => {
-            let c = engine.stop_computer(&id).await?;
+            let c = engine.stop_computer(&engine.computer_id(&id).await?).await?;
             print(json, serde_json::to_value(&c).unwrap(), || match &c.not_saved {
                 None => format!("stopped computer {} ({}); its disk is kept", c.name, c.id),
                 Some(why) => format!("stopped computer {} ({}); {why}; its disk keeps the work", c.name, c.id),
@@ -378,6 +378,7 @@ pub(crate) async fn computer(engine: &Engine, json: bool, cmd: ComputerCmd) -> R
             });
         }
         ComputerCmd::Destroy { id, unsaved } => {
+            let id = engine.computer_id(&id).await?;
             let c = if unsaved { engine.destroy_computer_unsaved(&id).await? } else { engine.destroy_computer(&id).await? };
             print(json, serde_json::to_value(&c).unwrap(), || match &c.not_saved {
                 None => format!(
@@ -390,7 +391,7 @@ pub(crate) async fn computer(engine: &Engine, json: bool, cmd: ComputerCmd) -> R
             });
         }
         ComputerCmd::Checkpoint { id } => {
-            let r = engine.checkpoint(&id).await?;
+            let r = engine.checkpoint(&engine.computer_id(&id).await?).await?;
             print(json, serde_json::to_value(&r).unwrap(), || {
                 let skipped = r.skipped.iter().map(|s| format!("\n  skipped {}: {}", s.path, s.why)).collect::<String>();
                 format!("checkpoint v{}: {} files, {} bytes, {} written, {} ms{skipped}", r.version, r.files, r.bytes, r.copied, r.millis)
@@ -402,7 +403,7 @@ pub(crate) async fn computer(engine: &Engine, json: bool, cmd: ComputerCmd) -> R
             print(json, serde_json::to_value(&r).unwrap(), || format!("adopted {}, removed {}", r.adopted.len(), r.removed.len()));
         }
         ComputerCmd::Release { id, confirm } => {
-            let out = engine.release_computer(&id, confirm).await?;
+            let out = engine.release_computer(&engine.computer_id(&id).await?, confirm).await?;
             print(json, serde_json::to_value(&out).unwrap(), || match &out.reservation {
                 None => format!("computer {} was not reserved", out.computer),
                 Some(r) => format!("released computer {} ({} reservation, stage {})", out.computer, r.action, r.stage),
@@ -414,25 +415,27 @@ pub(crate) async fn computer(engine: &Engine, json: bool, cmd: ComputerCmd) -> R
 
 pub(crate) async fn control(engine: &Engine, json: bool, cmd: ControlCmd) -> Result<ExitCode, EngineError> {
     match cmd {
-        ControlCmd::Take { bot, pause } => {
+        ControlCmd::Take { bot: name, pause } => {
+            let bot = engine.bot_ref(&name).await?;
             if pause {
                 if !json {
-                    eprintln!("pausing {bot}: it finishes its current step first…");
+                    eprintln!("pausing {name}: it finishes its current step first…");
                 }
-                engine.pause_run(&bot, botdesk_engine::PAUSE_WAIT).await?;
+                engine.pause_run(&bot.id, botdesk_engine::PAUSE_WAIT).await?;
             }
-            let lease = engine.take_control(&bot).await?;
+            let lease = engine.take_control(&bot.id).await?;
             print(json, serde_json::to_value(&lease).unwrap(), || {
-                format!("you have control of {bot}'s screen until {} (lease {})", lease.expires_at, lease.lease_id)
+                format!("you have control of {name}'s screen until {} (lease {})", lease.expires_at, lease.lease_id)
             });
         }
-        ControlCmd::Release { bot, skipped, note } => {
-            let Some(lease) = engine.control_of(&bot).await? else {
-                return Err(EngineError::new(botdesk_engine::ErrorCode::Stale, format!("you do not have control of {bot}'s screen")));
+        ControlCmd::Release { bot: name, skipped, note } => {
+            let bot = engine.bot_ref(&name).await?;
+            let Some(lease) = engine.control_of(&bot.id).await? else {
+                return Err(EngineError::new(botdesk_engine::ErrorCode::Stale, format!("you do not have control of {name}'s screen")));
             };
             let result = if skipped { botdesk_engine::TakeoverResult::Skipped } else { botdesk_engine::TakeoverResult::Finished };
-            let resumed = engine.release_control(&bot, &lease.lease_id, result, note.as_deref()).await?;
-            print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {bot}'s screen"));
+            let resumed = engine.release_control(&bot.id, &lease.lease_id, result, note.as_deref()).await?;
+            print(json, json!({"released": lease.lease_id, "resumed_run": resumed}), || format!("released {name}'s screen"));
         }
     }
     Ok(ExitCode::SUCCESS)

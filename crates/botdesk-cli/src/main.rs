@@ -970,7 +970,7 @@ async fn command(engine: &Engine, cli: Cli) -> Result<ExitCode, EngineError> {
 
 /// Holds a run's execution lease with heartbeats (a diagnostic, and the multi-process test's driver).
 async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, EngineError> {
-    let run = engine.create_run(bot, "hold the execution lease").await?;
+    let run = engine.create_run(&engine.bot_ref(bot).await?.id, "hold the execution lease").await?;
     let (run, mut lease) = match engine.lease_run(&run.id).await {
         Ok(x) => x,
         Err(e) => {
@@ -995,20 +995,22 @@ async fn hold_lease(engine: &Engine, bot: &str, ms: u64) -> Result<ExitCode, Eng
 /// view (or control) token for each connection. A viewer must answer VNC authentication with the
 /// password printed here, drawn anew for each forward (see `forward`).
 async fn screen_forward(engine: &Engine, json: bool, bot: &str, port: u16, control: bool) -> Result<ExitCode, EngineError> {
+    let name = bot;
+    let bot = engine.bot_ref(name).await?;
     let (gateway, token) = if control {
-        let c = engine.take_control_screen(bot).await?;
+        let c = engine.take_control_screen(&bot.id).await?;
         (c.port, c.control_token)
     } else {
-        let d = engine.open_desktop(&engine.bot_ref(bot).await?).await?;
+        let d = engine.open_desktop(&bot).await?;
         (d.port, d.view_token)
     };
     let io = |e: std::io::Error| EngineError::invalid(format!("screen forward: {e}"));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.map_err(io)?;
     let local = listener.local_addr().map_err(io)?;
     let password = std::sync::Arc::new(forward::Password::new());
-    print(json, json!({"bot": bot, "listen": local.to_string(), "control": control, "password": password.as_str()}), || {
+    print(json, json!({"bot": name, "listen": local.to_string(), "control": control, "password": password.as_str()}), || {
         format!(
-            "{bot}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}` and the password {}. Ctrl-C stops.",
+            "{name}'s screen ({}) is on {local}: open it with `vncviewer 127.0.0.1::{}` and the password {}. Ctrl-C stops.",
             if control { "control" } else { "view only" },
             local.port(),
             password.as_str()
@@ -1173,10 +1175,10 @@ fn chat_line(item: &botdesk_engine::ChatItem) -> String {
 
 /// Runs a task and streams its events until it ends.
 async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<ExitCode, EngineError> {
-    let bot_id = engine.bot(bot).await?.id;
+    let me = engine.bot_ref(bot).await?;
     let mut events = engine.run_events();
     let runner = engine.clone();
-    let (b, t) = (bot.to_string(), task.to_string());
+    let (b, t) = (me.id.clone(), task.to_string());
     let mut handle = tokio::spawn(async move { runner.run_task(&b, &t).await });
     let mut names = std::collections::HashMap::new();
     let mut stopping = false;
@@ -1184,7 +1186,7 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
     let finished = loop {
         tokio::select! {
             ev = events.recv() => match ev {
-                Ok(ev) if ev.bot() == bot_id => {
+                Ok(ev) if ev.bot() == me.id.as_str() => {
                     print_event(json, &ev, &mut names);
                     if let (true, botdesk_engine::RunEvent::Question { .. }) = (ask_here, &ev) {
                         answer_here(engine, bot);
@@ -1198,12 +1200,12 @@ async fn run_task(engine: &Engine, json: bool, bot: &str, task: &str) -> Result<
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
                 eprintln!("stopping {bot}…");
-                engine.stop_bot(bot).await?;
+                engine.stop_bot(&me.id).await?;
             }
         }
     };
     while let Ok(ev) = events.try_recv() {
-        if ev.bot() == bot_id {
+        if ev.bot() == me.id.as_str() {
             print_event(json, &ev, &mut names);
         }
     }

@@ -61,7 +61,7 @@ struct Slot {
 pub struct Server {
     engine: Engine,
     tools: Arc<Vec<Tool>>,
-    slots: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>>,
+    slots: Arc<Mutex<HashMap<botdesk_engine::BotId, Arc<tokio::sync::Mutex<Slot>>>>>,
 }
 
 /// Serves MCP on stdin and stdout until the client closes them; then every session ends.
@@ -324,10 +324,10 @@ impl Server {
                     continue;
                 }
                 event = events.recv() => match event {
-                    Ok(RunEvent::Tool { bot: b, call, .. }) if b == bot.id && call.status == botdesk_core::CallStatus::Running => {
+                    Ok(RunEvent::Tool { bot: b, call, .. }) if b == bot.id.as_str() && call.status == botdesk_core::CallStatus::Running => {
                         format!("{} {}", call.name, call.arguments.chars().take(200).collect::<String>())
                     }
-                    Ok(RunEvent::Message { bot: b, item }) if b == bot.id && item.role == botdesk_core::MessageRole::Assistant && !item.text.trim().is_empty() => {
+                    Ok(RunEvent::Message { bot: b, item }) if b == bot.id.as_str() && item.role == botdesk_core::MessageRole::Assistant && !item.text.trim().is_empty() => {
                         answer = item.text.clone();
                         item.text.chars().take(200).collect()
                     }
@@ -351,11 +351,11 @@ impl Server {
     }
 
     /// The bot named (or with the id) in the call's `bot` argument.
-    async fn bot(&self, args: &Map<String, Value>) -> Result<botdesk_engine::BotView, CallToolResult> {
+    async fn bot(&self, args: &Map<String, Value>) -> Result<botdesk_engine::BotRef, CallToolResult> {
         let Some(name) = args.get("bot").and_then(Value::as_str) else {
             return Err(tool_error("missing \"bot\": the name (or id) of the bot to use; list_bots lists them"));
         };
-        self.engine.bot(name).await.map_err(|e| match e.code {
+        self.engine.bot_ref(name).await.map_err(|e| match e.code {
             botdesk_engine::ErrorCode::NotFound => tool_error(&format!("there is no bot named {name:?}; list_bots lists them")),
             _ => tool_error(&e.to_string()),
         })

@@ -38,13 +38,13 @@ async fn main() {
     engine.set_model_prices("scripted", Some(botdesk_engine::Prices { input: 1.0, output: 2.0, cache_read: 0.1, cache_write: 1.25 })).await.unwrap();
     engine.create_bot("teamie", ComputerScope::Team, Some("scripted"), "Keep notes.").await.unwrap();
     engine.create_bot("solo", ComputerScope::Private, Some("scripted"), "").await.unwrap();
-    let run = engine.run_task("teamie", "Write notes and open the page").await.unwrap();
+    let run = engine.run_task(&engine.bot_ref("teamie").await.unwrap().id, "Write notes and open the page").await.unwrap();
     assert_eq!(run.error, None, "{run:?}");
-    let run = engine.run_task("solo", "Write a file").await.unwrap();
+    let run = engine.run_task(&engine.bot_ref("solo").await.unwrap().id, "Write a file").await.unwrap();
     assert_eq!(run.error, None, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
     for c in engine.list_computers().await.unwrap() {
-        engine.destroy_computer(c.id.as_str()).await.unwrap();
+        engine.destroy_computer(&c.id).await.unwrap();
     }
     engine.settle().await;
     println!("fixture written to {}", out.display());

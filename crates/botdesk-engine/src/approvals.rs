@@ -19,8 +19,7 @@ fn parse_stored(json: &str) -> Result<Approvals> {
 impl Engine {
     /// A bot's approvals.
     pub async fn bot_approvals(&self, bot: &crate::BotRef) -> Result<Approvals> {
-        let bot = bot.id.as_str();
-        let b = self.inner.store.bot(bot).await?;
+        let b = self.inner.store.bot(bot.id.as_str()).await?;
         self.approvals_of(&b.id).await
     }
 
@@ -31,8 +30,7 @@ impl Engine {
     /// Sets what a bot must ask first (with the answers given "always"); it holds from its runs'
     /// next action on.
     pub async fn set_bot_approvals(&self, bot: &crate::BotRef, mut approvals: Approvals) -> Result<Approvals> {
-        let bot = bot.id.as_str();
-        let b = self.inner.store.bot(bot).await?;
+        let b = self.inner.store.bot(bot.id.as_str()).await?;
         approvals.normalize().map_err(EngineError::invalid)?;
         self.store_approvals(&b, &approvals).await?;
         self.guardrail_activity(&b, None, APPROVAL_ACTIVITY, &format!("approvals set: {approvals}")).await;

@@ -47,7 +47,7 @@ pub struct BotState {
 /// What a front end shows for a bot.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct BotView {
-    pub id: String,
+    pub id: BotId,
     pub name: String,
     pub computer: ComputerBrief,
     pub model: Option<String>,
@@ -58,7 +58,7 @@ pub struct BotView {
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct ComputerBrief {
-    pub id: String,
+    pub id: ComputerId,
     pub name: String,
     pub scope: ComputerScope,
     /// The Docker host it runs on (`local`: this machine).
@@ -185,7 +185,7 @@ impl Engine {
     /// Changes a bot's name or its model (its next run uses the new model; a run under way keeps
     /// the one it started with). Returns the bot as it is now.
     pub async fn set_bot(&self, bot: &crate::BotRef, name: Option<&str>, model: Option<&str>) -> Result<BotView> {
-        let (b, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, _) = self.bot_and_computer(&bot.id).await?;
         if let Some(m) = model {
             self.inner.store.model(m).await?; // a model that exists
         }
@@ -246,9 +246,9 @@ impl Engine {
         let idle = BotState { status: BotStatus::Idle, run: RunHold::None };
         let mut rows = vec![];
         for bot in self.list_bots().await? {
-            let runs = self.inner.store.active_runs(&BotId::new(bot.id.clone())).await?;
+            let runs = self.inner.store.active_runs(&bot.id).await?;
             let driver = runs.iter().find_map(|r| r.task.strip_prefix(crate::runs::DRIVEN_BY)).map(str::to_string);
-            rows.push(dto::BotRow { state: states.remove(&bot.id).unwrap_or(idle), bot, driver });
+            rows.push(dto::BotRow { state: states.remove(bot.id.as_str()).unwrap_or(idle), bot, driver });
         }
         Ok(rows)
     }
@@ -266,15 +266,16 @@ impl Engine {
     }
 
     pub async fn bot(&self, name_or_id: &str) -> Result<BotView> {
-        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+        let bot = self.inner.store.bot(name_or_id).await?;
+        let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
         Ok(view(bot, &computer))
     }
 
     /// Removes a bot. Its Private computer goes with it, also one kept from a switch to Team (its
     /// container is destroyed; its workspace stays on disk). On a Team computer the bot's folder
     /// stays too.
-    pub async fn remove_bot(&self, name_or_id: &str) -> Result<BotView> {
-        let (bot, computer) = self.bot_and_computer(name_or_id).await?;
+    pub async fn remove_bot(&self, bot: &BotId) -> Result<BotView> {
+        let (bot, computer) = self.bot_and_computer(bot).await?;
         let shown = view(bot.clone(), &computer);
         if let Some(c) = self.inner.store.private_computer_of(&bot.id).await? {
             self.inner
@@ -292,8 +293,8 @@ impl Engine {
         Ok(shown)
     }
 
-    pub(crate) async fn bot_and_computer(&self, name_or_id: &str) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
-        let bot = self.inner.store.bot(name_or_id).await?;
+    pub(crate) async fn bot_and_computer(&self, bot: &BotId) -> Result<(botdesk_store::Bot, botdesk_store::Computer)> {
+        let bot = self.inner.store.bot(bot.as_str()).await?;
         let computer = self.inner.store.computer(bot.computer_id.as_str()).await?;
         Ok((bot, computer))
     }
@@ -305,9 +306,9 @@ pub(crate) fn view(bot: botdesk_store::Bot, c: &botdesk_store::Computer) -> BotV
         ComputerScope::Private => ".".into(),
     };
     BotView {
-        id: bot.id.to_string(),
+        id: bot.id.clone(),
         name: bot.name,
-        computer: ComputerBrief { id: c.id.to_string(), name: c.name.clone(), scope: c.scope, host: c.host.to_string() },
+        computer: ComputerBrief { id: c.id.clone(), name: c.name.clone(), scope: c.scope, host: c.host.to_string() },
         model: bot.model,
         instructions: bot.instructions,
         folder,

@@ -134,7 +134,7 @@ impl Engine {
     /// Shows the targets on `bot`'s desktop and asks `model` to click each; see the module.
     pub async fn calibrate(&self, model: &str, bot: &crate::BotRef) -> Result<Calibration> {
         let (client, m, _) = self.model_client(model).await?;
-        self.browser(bot.id.as_str(), BrowserCommand::Navigate { url: page() }).await?;
+        self.browser(&bot.id, BrowserCommand::Navigate { url: page() }).await?;
         // The page drawn (a moment for the browser to paint).
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         let shot = self.screenshot(bot, ImageFormat::Png).await?;

@@ -23,7 +23,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use botdesk_core::home_stream::{LoadMode, LoadSummary};
-use botdesk_core::{BotUser, CallCtx, ComputerRef, ExecRequest, FolderOwner, HomeIn, MachineStatus, WorkspacePath};
+use botdesk_core::{BotUser, CallCtx, ComputerId, ComputerRef, ExecRequest, FolderOwner, HomeIn, MachineStatus, WorkspacePath};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio_util::io::SyncIoBridge;
@@ -142,15 +142,15 @@ pub(crate) fn everything(_: &str) -> bool {
 impl Engine {
     /// Checkpoints a computer's workspace: browsers closed gracefully first, then its home
     /// streamed into a new version of its home store. Serialised per home, also across processes.
-    pub async fn checkpoint(&self, computer: &str) -> Result<CheckpointReport> {
+    pub async fn checkpoint(&self, computer: &ComputerId) -> Result<CheckpointReport> {
         self.checkpoint_closing(computer, Browsers::All, Why::Asked).await
     }
 
     /// A checkpoint that first closes `browsers`, made for `why`. The computer must be running on
     /// its home volume.
-    pub(crate) async fn checkpoint_closing(&self, computer: &str, browsers: Browsers, why: Why) -> Result<CheckpointReport> {
+    pub(crate) async fn checkpoint_closing(&self, computer: &ComputerId, browsers: Browsers, why: Why) -> Result<CheckpointReport> {
         let started = Instant::now();
-        let c = self.inner.store.computer(computer).await?;
+        let c = self.inner.store.computer(computer.as_str()).await?;
         if c.home_volume.is_none() {
             return Err(EngineError::new(ErrorCode::NotFound, format!("computer {} has no workspace yet", c.name)));
         }
@@ -295,8 +295,8 @@ impl Engine {
     /// Replaces a running computer's home with its latest checkpoint, through the computer (what a
     /// destroyed computer gets when it starts again; `cargo xtask bench` measures it). Work newer
     /// than that checkpoint is lost: take one first. None when there is no checkpoint.
-    pub async fn restore_latest(&self, computer: &str) -> Result<Option<CheckpointReport>> {
-        let c = self.inner.store.computer(computer).await?;
+    pub async fn restore_latest(&self, computer: &ComputerId) -> Result<Option<CheckpointReport>> {
+        let c = self.inner.store.computer(computer.as_str()).await?;
         let cref = self.ensure_running(&c).await?;
         self.restore_into(&c, &cref).await
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::{Engine, EngineError, ErrorCode, Result};
+use botdesk_core::BotId;
 
 /// The most clipboard text that goes either way (UTF-8 bytes): one X property.
 pub const MAX_CLIPBOARD: usize = 64 * 1024;
@@ -92,35 +93,33 @@ impl Engine {
     /// Puts the person's text on the bot's clipboard (CLIPBOARD and PRIMARY of its display), only
     /// while they control its screen.
     pub async fn set_clipboard(&self, bot: &crate::BotRef, text: &str) -> Result<()> {
-        let bot = bot.id.as_str();
         if text.len() > MAX_CLIPBOARD {
             return Err(EngineError::invalid(format!("the clipboard holds {} bytes; at most {} KiB of text reach the bot", text.len(), MAX_CLIPBOARD / 1024)));
         }
-        if self.control_of(bot).await?.is_none() {
+        if self.control_of(&bot.id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Stale, "take control of the screen to give the bot your clipboard"));
         }
         let text = bytes::Bytes::copy_from_slice(text.as_bytes());
-        self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), SET.into()], Some(text)).await.map(drop)
+        self.on_display(&bot.id, vec!["python3".into(), "-I".into(), "-c".into(), SET.into()], Some(text)).await.map(drop)
     }
 
     /// The text on the bot's clipboard (its display's CLIPBOARD), empty when there is none.
     pub async fn clipboard_text(&self, bot: &crate::BotRef) -> Result<String> {
-        let bot = bot.id.as_str();
-        let out = self.on_display(bot, vec!["python3".into(), "-I".into(), "-c".into(), GET.into(), MAX_CLIPBOARD.to_string()], None).await?;
+        let out = self.on_display(&bot.id, vec!["python3".into(), "-I".into(), "-c".into(), GET.into(), MAX_CLIPBOARD.to_string()], None).await?;
         Ok(String::from_utf8_lossy(&out).into_owned())
     }
 
     /// Runs a command as the bot on its display (its desktop must be open) within 10 s, with
     /// `stdin`; its output, of which the host keeps at most [`MAX_CLIPBOARD`] bytes (more stops
     /// it).
-    async fn on_display(&self, bot: &str, argv: Vec<String>, stdin: Option<bytes::Bytes>) -> Result<Vec<u8>> {
+    async fn on_display(&self, bot: &BotId, argv: Vec<String>, stdin: Option<bytes::Bytes>) -> Result<Vec<u8>> {
         let (b, computer) = self.bot_and_computer(bot).await?;
         if self.display_of(&computer.id, &b.id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("{}'s desktop is not open", b.name)));
         }
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
-        let exec = self.exec_for(b.id.as_str(), None, argv, stdin, None, Some(Duration::from_secs(10)), Some(tx), cancel.clone());
+        let exec = self.exec_for(&b.id, None, argv, stdin, None, Some(Duration::from_secs(10)), Some(tx), cancel.clone());
         let drain = async {
             let (mut out, mut err, mut over) = (Vec::new(), Vec::new(), false);
             while let Some(o) = rx.recv().await {

@@ -112,7 +112,7 @@ impl Computers {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ComputerView {
-    pub id: String,
+    pub id: ComputerId,
     pub name: String,
     pub scope: ComputerScope,
     /// What the provider reports now (`running`, `stopped`, `missing`), or the stored state when
@@ -175,6 +175,11 @@ impl Engine {
         format!("botdesk-{}-{id}-{}", &self.inner.data.label()[..8], &uuid::Uuid::new_v4().simple().to_string()[..8])
     }
 
+    /// Resolves a computer named by the person (its id or name) once, where a call comes in.
+    pub async fn computer_id(&self, id_or_name: &str) -> Result<ComputerId> {
+        Ok(self.inner.store.computer(id_or_name).await?.id)
+    }
+
     pub async fn list_computers(&self) -> Result<Vec<ComputerView>> {
         let mut out = vec![];
         for c in self.inner.store.list_computers().await? {
@@ -185,7 +190,7 @@ impl Engine {
 
     /// Starts a bot's computer, as its first use would, and returns once it is ready.
     pub async fn start_bot_computer(&self, bot: &crate::BotRef) -> Result<()> {
-        let (_, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (_, computer) = self.bot_and_computer(&bot.id).await?;
         self.ensure_running(&computer).await.map(drop)
     }
 
@@ -311,8 +316,8 @@ impl Engine {
     /// ("Other bots are still using this computer") or while it is reserved. A checkpoint that
     /// fails (a stalled helper, a full disk) never keeps it running: it stops, its disk keeps the
     /// work, and the view says so (`not_saved`).
-    pub async fn stop_computer(&self, id_or_name: &str) -> Result<ComputerView> {
-        let c = self.inner.store.computer(id_or_name).await?;
+    pub async fn stop_computer(&self, computer: &ComputerId) -> Result<ComputerView> {
+        let c = self.inner.store.computer(computer.as_str()).await?;
         let not_saved = match self.checkpoint_before(&c, Before::Stop).await {
             Ok(()) => None,
             Err(e) if e.code == ErrorCode::Busy || e.code == ErrorCode::Conflict => return Err(e),
@@ -357,19 +362,19 @@ impl Engine {
     /// fails: see [`Engine::destroy_computer_unsaved`]). Fenced like stop: it takes the
     /// computer's reservation, so it is refused while a bot holds a lease there. The home store
     /// keeps the workspace: the next use restores it.
-    pub async fn destroy_computer(&self, id_or_name: &str) -> Result<ComputerView> {
-        self.destroy(id_or_name, false).await
+    pub async fn destroy_computer(&self, computer: &ComputerId) -> Result<ComputerView> {
+        self.destroy(computer, false).await
     }
 
     /// [`Engine::destroy_computer`] that goes ahead when the checkpoint fails (a bot that wedges
     /// every save cannot keep its computer alive): the last saved version is kept, what changed
     /// since is lost, and the view says which version that is (`not_saved`).
-    pub async fn destroy_computer_unsaved(&self, id_or_name: &str) -> Result<ComputerView> {
-        self.destroy(id_or_name, true).await
+    pub async fn destroy_computer_unsaved(&self, computer: &ComputerId) -> Result<ComputerView> {
+        self.destroy(computer, true).await
     }
 
-    async fn destroy(&self, id_or_name: &str, unsaved: bool) -> Result<ComputerView> {
-        let c = self.inner.store.computer(id_or_name).await?;
+    async fn destroy(&self, computer: &ComputerId, unsaved: bool) -> Result<ComputerView> {
+        let c = self.inner.store.computer(computer.as_str()).await?;
         let res = self.inner.store.reserve(&c.id, ReservationAction::Stop, std::process::id() as i64, &leases::boot_id(), self.now()).await?;
         let beat = self.beating(&res);
         let mut not_saved = None;
@@ -425,7 +430,7 @@ impl Engine {
             Before::Suspend => Why::Suspend,
             Before::Destroy => Why::Destroy,
         };
-        self.checkpoint_closing(c.id.as_str(), Browsers::All, why)
+        self.checkpoint_closing(&c.id, Browsers::All, why)
             .await
             .map(drop)
             .map_err(|e| e.context(format!("not {} computer {}: its workspace could not be saved first", doing.doing(), c.name)))
@@ -446,7 +451,7 @@ impl Engine {
         let state = self.inner.store.computer(c.id.as_str()).await?.state;
         Ok(ComputerView {
             home: self.inner.data.home(&c.home_key),
-            id: c.id.to_string(),
+            id: c.id.clone(),
             name: c.name,
             scope: c.scope,
             status,

@@ -79,7 +79,7 @@ impl Desk {
 
 impl Engine {
     /// Resolves the bot's desktop (opened if needed) into a [`Desk`].
-    pub(crate) async fn desk(&self, bot: &str) -> Result<Desk> {
+    pub(crate) async fn desk(&self, bot: &BotId) -> Result<Desk> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         self.desktop_of(&bot, &computer, Reuse::Trusted).await?;
         self.handle(&computer.id).desk(&bot.id).ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released meanwhile"))
@@ -134,7 +134,7 @@ impl Engine {
 
     /// Opens the bot's desktop (lazily: display, window manager and view transport start now).
     pub async fn open_desktop(&self, bot: &BotRef) -> Result<DesktopView> {
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         self.open_desktop_of(&bot, &computer).await
     }
 
@@ -212,7 +212,7 @@ impl Engine {
     /// Releases the bot's desktop: tokens revoked, transports, browser, window manager and X
     /// stopped and verified gone, then the slot is free. A failed teardown keeps it reserved.
     pub async fn release_desktop(&self, bot: &BotRef) -> Result<bool> {
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         let Some(d) = self.inner.store.begin_release_desktop(&computer.id, &bot.id).await? else { return Ok(false) };
         self.forget_display(&computer.id, d.slot);
         let cref = computer.cref();
@@ -234,7 +234,7 @@ impl Engine {
                 }
             }
         }
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         self.observe_of(&bot, &computer, format).await
     }
 
@@ -264,14 +264,14 @@ impl Engine {
         space: action::CoordSpace,
     ) -> Result<(usize, action::Settled)> {
         let batch = action::parse_batch(actions).map_err(|e| EngineError::invalid(e.to_string()))?;
-        self.act_batch(bot.id.as_str(), batch, settle_ms, space).await
+        self.act_batch(&bot.id, batch, settle_ms, space).await
     }
 
     /// [`Engine::act_in`] with a batch already parsed and checked by `action::parse_batch` (a
     /// model's `computer_act`).
     pub(crate) async fn act_batch(
         &self,
-        bot: &str,
+        bot: &BotId,
         mut batch: Vec<action::Action>,
         settle_ms: Option<u64>,
         space: action::CoordSpace,
@@ -291,9 +291,9 @@ impl Engine {
 
     /// Take control with a screen: the control lease, plus a control transport on the bot's
     /// display reachable through the gateway with its own token.
-    pub async fn take_control_screen(&self, bot_name: &str) -> Result<ControlView> {
-        let lease = self.take_control(bot_name).await?;
-        let (bot, computer) = self.bot_and_computer(bot_name).await?;
+    pub async fn take_control_screen(&self, bot: &BotId) -> Result<ControlView> {
+        let lease = self.take_control(bot).await?;
+        let (bot, computer) = self.bot_and_computer(bot).await?;
         let view = self.open_desktop_of(&bot, &computer).await?;
         let cref = computer.cref();
         let d = self.inner.store.desktop_of(&computer.id, &bot.id).await?.ok_or_else(|| EngineError::new(ErrorCode::Stale, "the desktop was released"))?;
@@ -315,12 +315,12 @@ impl Engine {
     /// holds control of this bot, the view transport otherwise (the desktop opens if needed).
     pub async fn screen_target(&self, bot: &BotRef) -> Result<ScreenTarget> {
         // Watching never boots a computer the person (or idle suspend) stopped.
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         if !matches!(self.stored_state(&computer.id).await?, ComputerState::Running | ComputerState::Booting) {
             return Err(EngineError::new(ErrorCode::NotRunning, format!("{}'s computer is stopped; open the desktop to start it", b.name)));
         }
-        if self.control_of(bot.id.as_str()).await?.is_some() {
-            let c = self.take_control_screen(bot.id.as_str()).await?;
+        if self.control_of(&bot.id).await?.is_some() {
+            let c = self.take_control_screen(&bot.id).await?;
             return Ok(ScreenTarget { port: c.port, token: c.control_token, control: true, compressed: !computer.host.is_local() });
         }
         let v = self.open_desktop(bot).await?;
@@ -343,7 +343,7 @@ impl Engine {
 }
 
 impl Engine {
-    pub(crate) async fn browser(&self, bot: &str, command: BrowserCommand) -> Result<serde_json::Value> {
+    pub(crate) async fn browser(&self, bot: &BotId, command: BrowserCommand) -> Result<serde_json::Value> {
         let (bot, computer) = self.bot_and_computer(bot).await?;
         self.browser_of(&bot, &computer, command).await
     }
@@ -361,12 +361,12 @@ impl Engine {
     /// returns the page snapshot.
     pub async fn browser_navigate(&self, bot: &BotRef, url: &str) -> Result<serde_json::Value> {
         browser::check_url(url).map_err(EngineError::invalid)?;
-        self.browser(bot.id.as_str(), BrowserCommand::Navigate { url: url.to_string() }).await
+        self.browser(&bot.id, BrowserCommand::Navigate { url: url.to_string() }).await
     }
 
     /// Page text plus up to 80 visible interactive elements with refs (passwords masked).
     pub async fn browser_snapshot(&self, bot: &BotRef) -> Result<serde_json::Value> {
-        self.browser(bot.id.as_str(), BrowserCommand::Snapshot).await
+        self.browser(&bot.id, BrowserCommand::Snapshot).await
     }
 
     /// What the person's Browser pane shows: the page of the bot's Chromium as the bot's own
@@ -374,7 +374,7 @@ impl Engine {
     /// browser shows as closed.
     pub async fn browser_view(&self, bot: &BotRef) -> Result<BrowserView> {
         let closed = BrowserView { closed: true, page: None, tabs: vec![] };
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         if self.display_of(&computer.id, &b.id).await?.is_none() {
             return Ok(closed);
         }
@@ -400,7 +400,7 @@ impl Engine {
     /// The person drives the bot's browser from the Browser pane: only while they hold control
     /// of its screen. Returns the new page snapshot.
     pub async fn browser_go(&self, bot: &BotRef, go: BrowserGo) -> Result<serde_json::Value> {
-        let id = bot.id.as_str();
+        let id = &bot.id;
         if self.control_of(id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Stale, "take control of the screen to drive the bot's browser"));
         }
@@ -419,7 +419,7 @@ impl Engine {
             self.browser_navigate(bot, target).await?;
             return Ok(format!("Opened {target} in your browser."));
         }
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let path = self.resolve(&b, &computer, target)?;
         let inside = path.in_computer();
         let cref = self.ensure_running(&computer).await?;
@@ -434,7 +434,7 @@ impl Engine {
 
     /// Starts a graphical program on the bot's display and returns once it started.
     pub async fn launch_app(&self, bot: &BotRef, command: &str) -> Result<String> {
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let view = self.open_desktop_of(&b, &computer).await?;
         let cref = computer.cref();
         let script = r#"cmd="$1"; set -- $1; command -v "$1" >/dev/null 2>&1 || { echo "there is no program named $1 on this computer" >&2; exit 127; }; setsid -f sh -c "$cmd" >/dev/null 2>&1 </dev/null"#;
@@ -467,12 +467,12 @@ impl Engine {
     /// Click / fill / type by ref (at most 24); returns the new snapshot.
     pub async fn browser_act(&self, bot: &BotRef, actions: &serde_json::Value) -> Result<serde_json::Value> {
         let actions = browser::parse_actions(actions).map_err(EngineError::invalid)?;
-        self.browser_act_batch(bot.id.as_str(), actions).await
+        self.browser_act_batch(&bot.id, actions).await
     }
 
     /// [`Engine::browser_act`] with the actions already parsed and checked by
     /// `browser::parse_actions` (a model's `browser_act`).
-    pub(crate) async fn browser_act_batch(&self, bot: &str, actions: Vec<browser::BrowserAction>) -> Result<serde_json::Value> {
+    pub(crate) async fn browser_act_batch(&self, bot: &BotId, actions: Vec<browser::BrowserAction>) -> Result<serde_json::Value> {
         self.browser(bot, BrowserCommand::Act { actions }).await
     }
 }

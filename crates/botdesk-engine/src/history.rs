@@ -98,7 +98,7 @@ fn put_into(root: std::path::PathBuf, folder: &str, edits: &[(String, Take)]) ->
 impl Engine {
     /// The versions of a bot's folder, newest first, with what changed in its folder in each.
     pub async fn history(&self, bot: &crate::BotRef) -> Result<History> {
-        let (b, c) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, c) = self.bot_and_computer(&bot.id).await?;
         let folder = crate::bots::view(b.clone(), &c).folder.clone();
         let key = self.resolve(&b, &c, "")?.as_str().to_string();
         let store = self.inner.data.home(&c.home_key);
@@ -128,7 +128,7 @@ impl Engine {
     /// Restores the bot's folder (`path` None) or one path in it as it was in `version`. Refused
     /// while the bot works on a task.
     pub async fn restore(&self, bot: &crate::BotRef, version: u64, path: Option<&str>) -> Result<RestoreReport> {
-        let (b, c) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, c) = self.bot_and_computer(&bot.id).await?;
         let shown = path.unwrap_or("").trim_matches('/').to_string();
         let target = self.resolve(&b, &c, &shown)?;
         let from = self.inner.data.home(&c.home_key).join(format!("v{version}"));
@@ -160,7 +160,7 @@ impl Engine {
     /// since (then it stays, named in `kept`). The present is saved first, so this too can be undone.
     pub async fn undo_run(&self, run_id: &str) -> Result<RestoreReport> {
         let run = self.inner.store.run(run_id).await?;
-        let (b, c) = self.bot_and_computer(run.bot_id.as_str()).await?;
+        let (b, c) = self.bot_and_computer(&run.bot_id).await?;
         if c.id != run.computer_id {
             return Err(EngineError::invalid(format!("{} works on another computer since this run; see `botdesk history {}`", b.name, b.name)));
         }
@@ -217,7 +217,7 @@ impl Engine {
         if live {
             // The whole home holds the browser profiles: their browsers close first.
             let browsers = if folder.is_empty() { Browsers::All } else { Browsers::None };
-            self.checkpoint_closing(c.id.as_str(), browsers, Why::BeforeRestore).await?;
+            self.checkpoint_closing(&c.id, browsers, Why::BeforeRestore).await?;
         }
         let store = self.inner.data.home(&c.home_key);
         let handle = self.handle(&c.id);
@@ -285,7 +285,7 @@ impl Engine {
         let latest = home_store::current_version(&self.inner.data.home(&c.home_key)).map(|(n, _)| n);
         let starts_from_latest = c.home_volume.is_none() || self.inner.store.home_saved(&c.id).await.unwrap_or(false);
         let version = if running {
-            match self.checkpoint_closing(c.id.as_str(), Browsers::None, Why::BeforeRun { run_id: run_id.to_string() }).await {
+            match self.checkpoint_closing(&c.id, Browsers::None, Why::BeforeRun { run_id: run_id.to_string() }).await {
                 Ok(r) => Some(r.version),
                 Err(e) => {
                     tracing::warn!(run = run_id, "no version before the run: {e}");
@@ -310,7 +310,7 @@ impl Engine {
         let runs = self.handle(computer).take_waiting_runs();
         let Some(first) = runs.first() else { return };
         // Boxed: the checkpoint brings the computer up again (it is up: nothing waits then).
-        match Box::pin(self.checkpoint_closing(computer.as_str(), Browsers::None, Why::BeforeRun { run_id: first.clone() })).await {
+        match Box::pin(self.checkpoint_closing(computer, Browsers::None, Why::BeforeRun { run_id: first.clone() })).await {
             Ok(r) => {
                 for run in &runs {
                     self.record_run_start(run, r.version).await;

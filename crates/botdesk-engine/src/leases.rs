@@ -133,18 +133,18 @@ impl Engine {
         self.inner.policy
     }
 
-    async fn bot_refs(&self, bot: &str) -> Result<(BotId, ComputerId)> {
-        let b = self.inner.store.bot(bot).await?;
-        Ok((b.id, b.computer_id))
+    /// The computer a bot is on now (a switch moves it).
+    async fn computer_of(&self, bot: &BotId) -> Result<ComputerId> {
+        Ok(self.inner.store.bot(bot.as_str()).await?.computer_id)
     }
 
     // ---------------------------------------------------------------------------------------------
     // Runs and execution leases
 
     /// Queues a run for a bot.
-    pub async fn create_run(&self, bot: &str, task: &str) -> Result<Run> {
-        let (bot, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.create_run(&bot, &computer, task, self.now()).await?)
+    pub async fn create_run(&self, bot: &BotId, task: &str) -> Result<Run> {
+        let computer = self.computer_of(bot).await?;
+        Ok(self.inner.store.create_run(bot, &computer, task, self.now()).await?)
     }
 
     /// Claims the bot's execution lease for a queued run (holder = run id) and moves it to
@@ -265,23 +265,23 @@ impl Engine {
     }
 
     /// Stop: cancels the bot's active runs, ends its leases and releases its desktop.
-    pub async fn stop_bot(&self, bot: &str) -> Result<Vec<String>> {
-        let (bot, computer) = self.bot_refs(bot).await?;
+    pub async fn stop_bot(&self, bot: &BotId) -> Result<Vec<String>> {
+        let computer = self.computer_of(bot).await?;
         let now = self.now();
         let mut cancelled = vec![];
-        for run in self.inner.store.active_runs(&bot).await? {
+        for run in self.inner.store.active_runs(bot).await? {
             if self.inner.store.transition_run(&run.id, run.status, RunStatus::Cancelled, now, None, Some("stopped by the person")).await.is_ok() {
                 self.cancel_local_run(&run.id);
                 cancelled.push(run.id);
             }
         }
-        self.inner.store.end_bot_leases(&bot).await?;
+        self.inner.store.end_bot_leases(bot).await?;
         // Everything the runs started ends with them, also what their commands left running and
         // whatever a driver in another process is running now.
         for run in &cancelled {
             self.stop_leftovers(run).await;
         }
-        if self.inner.store.desktop_of(&computer, &bot).await?.is_some() {
+        if self.inner.store.desktop_of(&computer, bot).await?.is_some() {
             match self.release_desktop(&self.bot_ref(bot.as_str()).await?).await {
                 Ok(_) => {}
                 Err(e) if matches!(e.code, ErrorCode::DockerUnavailable | ErrorCode::NotRunning) => {}
@@ -301,9 +301,8 @@ impl Engine {
     /// run started is ended. If the run does not
     /// reach a boundary in time the request is withdrawn and the run goes on. Then take control
     /// as usual.
-    pub async fn pause_run(&self, bot: &str, within: Duration) -> Result<Option<String>> {
-        let (bot_id, _) = self.bot_refs(bot).await?;
-        let run = match self.inner.store.request_pause(&bot_id, self.now()).await {
+    pub async fn pause_run(&self, bot: &BotId, within: Duration) -> Result<Option<String>> {
+        let run = match self.inner.store.request_pause(bot, self.now()).await {
             Ok(r) => r,
             Err(botdesk_store::StoreError::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -333,17 +332,17 @@ impl Engine {
 
     /// Take control of a bot's screen. Refused with Busy "Stop the bot first" while the bot runs,
     /// unless its run waits for a takeover; taking it again returns the existing lease.
-    pub async fn take_control(&self, bot: &str) -> Result<ControlLease> {
-        let (bot, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.take_control(&computer, &bot, self.now(), self.inner.policy.control_ttl).await?)
+    pub async fn take_control(&self, bot: &BotId) -> Result<ControlLease> {
+        let computer = self.computer_of(bot).await?;
+        Ok(self.inner.store.take_control(&computer, bot, self.now(), self.inner.policy.control_ttl).await?)
     }
 
     /// The person is active: extend control.
-    pub async fn renew_control(&self, bot: &str, lease_id: &str) -> Result<ControlLease> {
-        let (bot_id, computer) = self.bot_refs(bot).await?;
+    pub async fn renew_control(&self, bot: &BotId, lease_id: &str) -> Result<ControlLease> {
+        let computer = self.computer_of(bot).await?;
         let lease = self.inner.store.renew_control(&computer, lease_id, self.now(), self.inner.policy.control_ttl).await?;
         // Its screen token lasts as long, inside the computer.
-        if let Some(token) = self.inner.store.desktop_of(&computer, &bot_id).await?.and_then(|d| d.control_token) {
+        if let Some(token) = self.inner.store.desktop_of(&computer, bot).await?.and_then(|d| d.control_token) {
             match self.inner.provider.expire_token_at(&self.cref_of(&computer).await?, &token, lease.expires_at).await {
                 Ok(()) | Err(ComputerError::NotRunning(_)) => {}
                 Err(e) => return Err(e.into()),
@@ -354,18 +353,18 @@ impl Engine {
 
     /// Release hands the screen back and resumes a waiting or paused run (`finished` or
     /// `skipped`), which is told `note` (at most [`MAX_NOTE`] characters) if given.
-    pub async fn release_control(&self, bot: &str, lease_id: &str, result: TakeoverResult, note: Option<&str>) -> Result<Option<String>> {
+    pub async fn release_control(&self, bot: &BotId, lease_id: &str, result: TakeoverResult, note: Option<&str>) -> Result<Option<String>> {
         let note = note.map(str::trim).filter(|n| !n.is_empty());
         if let Some(n) = note {
             if n.chars().count() > MAX_NOTE {
                 return Err(EngineError::invalid(format!("the note is {} characters; at most {MAX_NOTE} reach the bot", n.chars().count())));
             }
         }
-        let (bot_id, computer) = self.bot_refs(bot).await?;
+        let computer = self.computer_of(bot).await?;
         let resumed = self.inner.store.release_control(&computer, lease_id, result, note, self.now()).await?;
-        self.close_terminals(&bot_id);
-        self.end_control_shells(&bot_id, &computer, lease_id).await;
-        self.revoke_control_transport(&bot_id, &computer).await?;
+        self.close_terminals(bot);
+        self.end_control_shells(bot, &computer, lease_id).await;
+        self.revoke_control_transport(bot, &computer).await?;
         Ok(resumed)
     }
 
@@ -384,15 +383,15 @@ impl Engine {
     }
 
     /// The current control lease of a bot's computer, if it names this bot.
-    pub async fn control_of(&self, bot: &str) -> Result<Option<ControlLease>> {
-        let (bot, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.control(&computer, self.now()).await?.filter(|c| c.bot_id == bot))
+    pub async fn control_of(&self, bot: &BotId) -> Result<Option<ControlLease>> {
+        let computer = self.computer_of(bot).await?;
+        Ok(self.inner.store.control(&computer, self.now()).await?.filter(|c| &c.bot_id == bot))
     }
 
     /// Whether input to this bot's screen is allowed under this control lease.
-    pub async fn authorize_input(&self, bot: &str, lease_id: &str) -> Result<()> {
-        let (bot, computer) = self.bot_refs(bot).await?;
-        Ok(self.inner.store.authorize_input(&computer, &bot, lease_id, self.now()).await?)
+    pub async fn authorize_input(&self, bot: &BotId, lease_id: &str) -> Result<()> {
+        let computer = self.computer_of(bot).await?;
+        Ok(self.inner.store.authorize_input(&computer, bot, lease_id, self.now()).await?)
     }
 
     /// Housekeeping: revokes expired control (waiting runs resume as skipped) and marks silent
@@ -432,8 +431,8 @@ impl Engine {
     // Reservations
 
     /// Reserves a computer for this process (its pid and the machine's boot id are recorded).
-    pub async fn reserve_computer(&self, computer: &str, action: ReservationAction) -> Result<Reservation> {
-        let c = self.inner.store.computer(computer).await?;
+    pub async fn reserve_computer(&self, computer: &ComputerId, action: ReservationAction) -> Result<Reservation> {
+        let c = self.inner.store.computer(computer.as_str()).await?;
         Ok(self.inner.store.reserve(&c.id, action, std::process::id() as i64, &boot_id(), self.now()).await?)
     }
 
@@ -461,8 +460,8 @@ impl Engine {
     /// The owner's **Release computer**: frees a reservation once the worker is proven gone (its
     /// process is not running on this machine, or the machine rebooted), or when the owner
     /// confirms. A worker still running on this machine is never overridden.
-    pub async fn release_computer(&self, computer: &str, owner_confirms: bool) -> Result<ReleaseOutcome> {
-        let c = self.inner.store.computer(computer).await?;
+    pub async fn release_computer(&self, computer: &ComputerId, owner_confirms: bool) -> Result<ReleaseOutcome> {
+        let c = self.inner.store.computer(computer.as_str()).await?;
         let Some(res) = self.inner.store.reservation(&c.id).await? else {
             return Ok(ReleaseOutcome { computer: c.id.to_string(), reservation: None, proof: None });
         };

@@ -35,7 +35,7 @@ pub struct NewLogin {
 impl Engine {
     /// Saves (or replaces) a bot's login for a site.
     pub async fn add_login(&self, bot: &crate::BotRef, new: NewLogin) -> Result<BotLogin> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         let site = LoginSite::parse(&new.site).map_err(EngineError::invalid)?;
         let username = new.username.trim().to_string();
         if username.is_empty() || username.len() > 320 || username.chars().any(char::is_control) {
@@ -62,13 +62,13 @@ impl Engine {
 
     /// A bot's saved logins (sites and user names; never their secrets).
     pub async fn logins(&self, bot: &crate::BotRef) -> Result<Vec<BotLogin>> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         Ok(self.inner.store.bot_logins(&bot.id).await?)
     }
 
     /// Forgets a bot's login for a site (from the keyring too).
     pub async fn remove_login(&self, bot: &crate::BotRef, site: &str) -> Result<()> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         let site = LoginSite::parse(site).map_err(EngineError::invalid)?;
         if !self.inner.store.remove_bot_login(&bot.id, site.origin()).await? {
             return Err(EngineError::new(ErrorCode::NotFound, format!("{} has no login for {site}", bot.name)));
@@ -122,7 +122,7 @@ impl Engine {
     /// Fills the login form of the page in the bot's browser with its saved login for `site`,
     /// when the page is on that site; says what it filled (never with what).
     pub async fn fill_login(&self, bot: &crate::BotRef, site: &str) -> Result<String> {
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let saved = self.inner.store.bot_logins(&b.id).await?;
         let site = LoginSite::parse(site).map_err(EngineError::invalid)?;
         let Some(l) = saved.iter().find(|l| l.site == site.origin()) else {

@@ -15,16 +15,15 @@ pub const NETWORK_ACTIVITY: &str = "network";
 impl Engine {
     /// A bot's network policy.
     pub async fn bot_network(&self, bot: &crate::BotRef) -> Result<NetPolicy> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         parse_stored(&self.inner.store.bot_network(&bot.id).await?)
     }
 
     /// Sets a bot's network policy. On a running computer it holds within a second, for the
     /// connections already open too; otherwise from the computer's next start.
     pub async fn set_bot_network(&self, bot: &crate::BotRef, policy: NetPolicy) -> Result<NetPolicy> {
-        let bot = bot.id.as_str();
         policy.validate().map_err(EngineError::invalid)?;
-        let (bot, computer) = self.bot_and_computer(bot).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         let json = serde_json::to_string(&policy).expect("a policy serializes");
         self.inner.store.set_bot_network(&bot.id, &json).await?;
         tracing::info!(bot = %bot.id, "network policy: {policy}");

@@ -12,7 +12,7 @@ use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use botdesk_core::{CallCtx, ComputerError, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, WorkspacePath};
+use botdesk_core::{BotId, CallCtx, ComputerError, ComputerRef, ExecRequest, FileEntry, FileKind, MachineStatus, WorkspacePath};
 use bytes::Bytes;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,7 @@ impl Engine {
 
     /// [`Engine::stored_list`] in a kept version of the workspace (`version`), or as it is now.
     pub async fn stored_list_at(&self, bot: &BotRef, path: &str, version: Option<u64>) -> Result<(String, Vec<FileEntry>)> {
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let dir = self.resolve(&b, &computer, path)?;
         let own = dir == self.resolve(&b, &computer, "")?;
         let (ctx, at) = (crate::bot_ctx(&b, &computer), &dir);
@@ -169,7 +169,7 @@ impl Engine {
 
     /// [`Engine::stored_stat`] in a kept version of the workspace, or as it is now.
     pub async fn stored_stat_at(&self, bot: &BotRef, path: &str, version: Option<u64>) -> Result<FileEntry> {
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (parent, ctx) = (file.parent().unwrap_or_else(WorkspacePath::root), crate::bot_ctx(&b, &computer));
         let root = match version {
@@ -196,7 +196,7 @@ impl Engine {
 
     /// [`Engine::stored_read`] in a kept version of the workspace, or as it is now.
     pub async fn stored_read_at(&self, bot: &BotRef, path: &str, max_bytes: u64, version: Option<u64>) -> Result<Bytes> {
-        let (b, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let file = self.resolve(&b, &computer, path)?;
         let (ctx, at) = (crate::bot_ctx(&b, &computer), &file);
         let root = match version {
@@ -235,9 +235,9 @@ impl Engine {
     /// runs, the helper's inotify watch inside the computer (never through a link; the host walks
     /// nothing); otherwise a new checkpoint. Also when the computer starts or stops. Ends when
     /// `cancel` fires or the receiver is dropped.
-    pub fn watch_workspace(&self, bot: &str, cancel: CancellationToken) -> tokio::sync::mpsc::Receiver<()> {
+    pub fn watch_workspace(&self, bot: &BotId, cancel: CancellationToken) -> tokio::sync::mpsc::Receiver<()> {
         let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let (engine, bot) = (self.clone(), bot.to_string());
+        let (engine, bot) = (self.clone(), bot.clone());
         tokio::spawn(async move {
             let mut was_live = None;
             let mut last_checkpoint = None;
@@ -286,7 +286,7 @@ impl Engine {
     /// Upload: writes a file into the bot's workspace through its computer, only while the person
     /// holds control of the bot's screen.
     pub async fn upload(&self, bot: &BotRef, path: &str, data: Bytes, max_bytes: u64) -> Result<String> {
-        if self.control_of(bot.id.as_str()).await?.is_none() {
+        if self.control_of(&bot.id).await?.is_none() {
             return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to upload files"));
         }
         if data.len() as u64 > max_bytes {

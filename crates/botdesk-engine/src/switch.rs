@@ -54,7 +54,7 @@ impl Engine {
 
     /// [`Engine::switch_bot`] onto a computer of `host` (None: the host the bot is on).
     pub async fn switch_bot_to(&self, bot: &crate::BotRef, to: ComputerScope, host: Option<&str>) -> Result<SwitchReport> {
-        let (bot, from) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, from) = self.bot_and_computer(&bot.id).await?;
         let host = HostName::new(host.unwrap_or(from.host.as_str()));
         if !host.is_local() {
             self.inner.store.host(host.as_str()).await?;
@@ -97,7 +97,7 @@ impl Engine {
         let cref = from.cref();
         let left = report.to != from.name;
         if left && from.scope == ComputerScope::Private && self.inner.provider.status(&cref).await? == MachineStatus::Running {
-            if let Err(e) = self.stop_computer(from.id.as_str()).await {
+            if let Err(e) = self.stop_computer(&from.id).await {
                 tracing::warn!("stopping {} after its bot moved: {e}", from.name);
             }
         }
@@ -110,7 +110,7 @@ impl Engine {
     async fn move_private(&self, bot: &botdesk_store::Bot, c: &botdesk_store::Computer, host: &HostName) -> Result<SwitchReport> {
         if c.home_volume.is_some() && self.inner.provider.status(&c.cref()).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&c.id, &bot.id).await?.map(|d| d.slot);
-            self.checkpoint_closing(c.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
+            self.checkpoint_closing(&c.id, slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
         self.release_desktop(&crate::BotRef::of(bot)).await?;
         self.move_computer(c, host).await?;
@@ -135,7 +135,7 @@ impl Engine {
         if c.host == *host {
             return Ok(());
         }
-        self.destroy_computer(c.id.as_str()).await.map_err(|e| e.context(format!("moving computer {} to host {host}", c.name)))?;
+        self.destroy_computer(&c.id).await.map_err(|e| e.context(format!("moving computer {} to host {host}", c.name)))?;
         Ok(self.inner.store.set_computer_host(&c.id, host).await?)
     }
 
@@ -145,7 +145,7 @@ impl Engine {
         let from_ref = from.cref();
         if from.home_volume.is_some() && self.inner.provider.status(&from_ref).await? == MachineStatus::Running {
             let slot = self.inner.store.desktop_of(&from.id, &bot.id).await?.map(|d| d.slot);
-            self.checkpoint_closing(from.id.as_str(), slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
+            self.checkpoint_closing(&from.id, slot.map_or(Browsers::None, Browsers::OnDisplay), Why::Switch).await?;
         }
         self.release_desktop(&crate::BotRef::of(bot)).await?;
 
@@ -203,7 +203,7 @@ impl Engine {
             copied += self.send_home(&dest_ref, sending).await?.files;
         }
         // The joined home's new content is durable before the bot moves.
-        self.checkpoint_closing(dest.id.as_str(), Browsers::None, Why::Switch).await?;
+        self.checkpoint_closing(&dest.id, Browsers::None, Why::Switch).await?;
 
         // 4. The bot moves.
         self.inner.store.move_bot(&bot.id, &from.id, &dest.id).await?;

@@ -23,11 +23,10 @@ pub struct Terminal {
 
 impl Engine {
     pub async fn open_terminal(&self, bot: &crate::BotRef, cols: u16, rows: u16) -> Result<Terminal> {
-        let bot = bot.id.as_str();
-        let Some(control) = self.control_of(bot).await? else {
+        let Some(control) = self.control_of(&bot.id).await? else {
             return Err(EngineError::new(ErrorCode::Busy, "take control of the bot's screen to open a shell on its computer"));
         };
-        let (b, computer) = self.bot_and_computer(bot).await?;
+        let (b, computer) = self.bot_and_computer(&bot.id).await?;
         let cref = self.ensure_running(&computer).await?;
         let cwd = self.resolve(&b, &computer, "")?;
         // The shell carries its control's tag: when that control ends, in this process or any
@@ -46,13 +45,13 @@ impl Engine {
             let (bot, _, input) = t.get(id).ok_or_else(|| EngineError::new(ErrorCode::NotFound, "this shell is closed"))?;
             (bot.clone(), input.clone())
         };
-        let Some(lease) = self.control_of(bot.as_str()).await? else {
+        let Some(lease) = self.control_of(&bot).await? else {
             self.close_terminals(&bot);
             return Err(EngineError::new(ErrorCode::Stale, "control of the screen ended, so the shell was closed"));
         };
         // Typing is the person's activity: it renews control (at most every 10 s).
         if lease.expires_at - self.now() < self.inner.policy.control_ttl - 10_000 {
-            self.renew_control(bot.as_str(), &lease.lease_id).await?;
+            self.renew_control(&bot, &lease.lease_id).await?;
         }
         input.send(data).await.map_err(|_| EngineError::new(ErrorCode::NotFound, "this shell has ended"))
     }
@@ -80,7 +79,7 @@ impl Engine {
         let bots: Vec<BotId> = self.inner.terminals.0.lock().unwrap().values().map(|(b, _, _)| b.clone()).collect();
         let mut closed = 0;
         for b in bots {
-            if self.control_of(b.as_str()).await?.is_none() {
+            if self.control_of(&b).await?.is_none() {
                 closed += self.close_terminals(&b);
             }
         }

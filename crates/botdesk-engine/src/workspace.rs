@@ -36,7 +36,7 @@ impl Engine {
         out: OutputSink,
         cancel: CancellationToken,
     ) -> Result<ExecExit> {
-        self.exec_for(bot.id.as_str(), None, argv, None, cwd, timeout, out, cancel).await
+        self.exec_for(&bot.id, None, argv, None, cwd, timeout, out, cancel).await
     }
 
     /// [`Engine::exec`] for a run (the command's processes carry the run's tag, so they are
@@ -44,7 +44,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn exec_for(
         &self,
-        bot: &str,
+        bot: &BotId,
         run: Option<&str>,
         argv: Vec<String>,
         stdin: Option<Bytes>,
@@ -83,7 +83,7 @@ impl Engine {
     }
 
     pub async fn files_list(&self, bot: &BotRef, path: &str) -> Result<(String, Vec<FileEntry>)> {
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         let dir = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         let mut entries = self.inner.provider.list(&cref, &dir, &crate::bot_ctx(&bot, &computer)).await?;
@@ -92,7 +92,7 @@ impl Engine {
     }
 
     pub async fn files_read(&self, bot: &BotRef, path: &str, max_bytes: u64) -> Result<Bytes> {
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         Ok(self.inner.provider.read(&cref, &file, max_bytes, &crate::bot_ctx(&bot, &computer)).await?)
@@ -100,7 +100,7 @@ impl Engine {
 
     /// Writes a file (parents created). Returns the workspace path written.
     pub async fn files_write(&self, bot: &BotRef, path: &str, data: Bytes, executable: bool) -> Result<String> {
-        let (bot, computer) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, computer) = self.bot_and_computer(&bot.id).await?;
         let file = self.resolve(&bot, &computer, path)?;
         let cref = self.ensure_running(&computer).await?;
         self.inner.provider.write(&cref, &file, data, executable, &crate::bot_ctx(&bot, &computer)).await?;

@@ -118,7 +118,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     assert_eq!(cookies(&w.engine, "keeper").await, "session=s3cr3t-login");
 
     // Refused while the bot has a task.
-    let run = w.engine.create_run("keeper", "wait").await.unwrap();
+    let run = w.engine.create_run(&w.engine.bot_ref("keeper").await.unwrap().id, "wait").await.unwrap();
     let e = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Private).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::BotRunning, "{}", e.message);
     assert!(e.message.contains("Stop the bot first"), "{}", e.message);
@@ -145,7 +145,7 @@ async fn switching_a_bot_between_team_and_private_keeps_both_homes_its_work_and_
     w.engine.files_write(&w.bot("keeper").await, "notes/today.md", bytes::Bytes::from_static(b"# Today, private\n"), false).await.unwrap();
     w.engine.files_write(&w.bot("keeper").await, "notes/private.md", bytes::Bytes::from_static(b"made while private\n"), false).await.unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    as_root(&keeper.computer.id, &format!("printf '# Edited on Team\\n' > /home/botdesk/{}", on_team("notes/today.md")));
+    as_root(keeper.computer.id.as_str(), &format!("printf '# Edited on Team\\n' > /home/botdesk/{}", on_team("notes/today.md")));
 
     // Private → Team: new work comes along, the newer Team copy is kept and named, the login too.
     let r = w.engine.switch_bot(&w.bot("keeper").await, ComputerScope::Team).await.unwrap();
@@ -299,7 +299,7 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     let bot = w.engine.create_bot("planter", ComputerScope::Team, None, "").await.unwrap();
     w.engine.create_bot("neighbour", ComputerScope::Team, None, "").await.unwrap();
     w.engine.files_write(&w.bot("neighbour").await, "mine.txt", bytes::Bytes::from_static(b"neighbour's"), false).await.unwrap();
-    let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(&bot.id));
+    let profile = botdesk_core::browser::profile_name(&bot.id);
     let home = "/home/botdesk";
     let folder = format!("{home}/bots/{}", bot.id);
     let c = canary.path();
@@ -314,17 +314,17 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
         format!("mkdir -p {home}/.browser-profiles && rm -rf {home}/.browser-profiles/{profile} && ln -s {c} {home}/.browser-profiles/{profile}"),
         format!("rm -rf {home}/.browser-profiles && ln -s {c} {home}/.browser-profiles"),
     ] {
-        as_root(&bot.computer.id, &plant);
+        as_root(bot.computer.id.as_str(), &plant);
         w.engine.checkpoint(&bot.computer.id).await.unwrap();
         let e = w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Private).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
         assert_eq!(w.engine.bot("planter").await.unwrap().computer.scope, ComputerScope::Team, "the bot stays where it was");
         canary.untouched();
     }
-    as_root(&bot.computer.id, &format!("rm -f {home}/.browser-profiles"));
+    as_root(bot.computer.id.as_str(), &format!("rm -f {home}/.browser-profiles"));
 
     // 2. Its own folder made a link to the canary: offline browsing and the switch refuse it.
-    as_root(&bot.computer.id, &format!("cd / && mv {folder} {folder}.real && ln -s {c} {folder}"));
+    as_root(bot.computer.id.as_str(), &format!("cd / && mv {folder} {folder}.real && ln -s {c} {folder}"));
     w.engine.stop_computer(&bot.computer.id).await.unwrap();
     let e = w.engine.stored_list(&w.bot("planter").await, "").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::PathEscapes, "{}", e.message);
@@ -334,14 +334,14 @@ async fn symlinks_a_bot_plants_never_lead_the_host_outside_its_files() {
     canary.untouched();
     let (code, _) = w.engine.shell(&w.bot("neighbour").await, "true").await.unwrap();
     assert_eq!(code, 0);
-    as_root(&bot.computer.id, &format!("rm {folder} && mv {folder}.real {folder}"));
+    as_root(bot.computer.id.as_str(), &format!("rm {folder} && mv {folder}.real {folder}"));
 
     // 3. Private → Team while a plant on the Team computer makes its folder a link to its
     // neighbour's: the Team computer refuses to place anything through it.
     w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Private).await.unwrap();
     w.engine.files_write(&w.bot("planter").await, "private-work.txt", bytes::Bytes::from_static(b"from private"), false).await.unwrap();
     let neighbour = w.engine.bot("neighbour").await.unwrap();
-    as_root(&bot.computer.id, &format!("rm -rf {folder} && ln -s {home}/bots/{} {folder}", neighbour.id));
+    as_root(bot.computer.id.as_str(), &format!("rm -rf {folder} && ln -s {home}/bots/{} {folder}", neighbour.id));
     assert!(w.engine.switch_bot(&w.bot("planter").await, ComputerScope::Team).await.is_err(), "nothing is placed through a planted link");
     let (code, out) = w.engine.shell(&w.bot("neighbour").await, "ls").await.unwrap();
     assert_eq!((code, out.as_str()), (0, "mine.txt\n"), "the neighbour's folder is untouched");
@@ -421,7 +421,7 @@ async fn a_team_bot_swapping_its_folders_never_turns_a_restore_onto_a_root_file(
     w.engine.files_write(&w.bot("racer").await, "swap/inside.txt", bytes::Bytes::from_static(b"inside"), false).await.unwrap();
     w.engine.checkpoint(&bot.computer.id).await.unwrap();
     let version = w.engine.history(&w.bot("racer").await).await.unwrap().versions[0].version;
-    as_root(&bot.computer.id, "printf root-only > /var/canary && chmod 600 /var/canary");
+    as_root(bot.computer.id.as_str(), "printf root-only > /var/canary && chmod 600 /var/canary");
     let swapper = r#"
 import ctypes, os, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -439,7 +439,7 @@ while time.time() < end and not os.path.exists('stop'):
         if w.engine.restore(&w.bot("racer").await, version, Some("swap/inside.txt")).await.is_ok() {
             placed += 1;
         }
-        as_root(&bot.computer.id, "test \"$(stat -c %a:%u:%s /var/canary)\" = 600:0:9 || { stat /var/canary >&2; exit 1; }");
+        as_root(bot.computer.id.as_str(), "test \"$(stat -c %a:%u:%s /var/canary)\" = 600:0:9 || { stat /var/canary >&2; exit 1; }");
     }
     assert!(placed > 0, "no restore got through");
     w.engine.files_write(&w.bot("racer").await, "stop", bytes::Bytes::new(), false).await.unwrap();
@@ -569,7 +569,7 @@ async fn a_save_helper_the_bot_stops_times_out_and_stop_and_destroy_still_work()
     assert_eq!(code, 0, "{out}");
     // In the background, every save helper is stopped as it starts (the class keeps the loop from
     // matching its own command line), so every checkpoint would hang.
-    as_root(&bot.computer.id, r#"(for i in $(seq 200000); do pkill -STOP -f "botdesk-helpe[r] save"; done) >/dev/null 2>&1 </dev/null & sleep 1"#);
+    as_root(bot.computer.id.as_str(), r#"(for i in $(seq 200000); do pkill -STOP -f "botdesk-helpe[r] save"; done) >/dev/null 2>&1 </dev/null & sleep 1"#);
     // A changed file makes the save long enough that the loop cannot miss it (a save of nothing
     // new can end within a round of the loop on a loaded machine).
     let (code, _) = w.engine.shell(&w.bot("stopper").await, "head -c 64M /dev/urandom > big.bin").await.unwrap();

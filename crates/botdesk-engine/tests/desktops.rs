@@ -177,7 +177,7 @@ async fn bots_drive_their_own_displays_in_parallel_and_a_25_action_batch_changes
         format!("(setsid python3 -c 'import socket, time; s = socket.create_server((\"127.0.0.1\", {port})); time.sleep(20)' >/dev/null 2>&1 &); sleep 0.5");
     w.engine.shell(&w.bot("a").await, &listen).await.unwrap();
     let computer = w.engine.bot("a").await.unwrap().computer.id;
-    let reached = service_says(&computer, &format!("python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"answered\")\nexcept OSError as e: print(\"no answer\")'"));
+    let reached = service_says(computer.as_str(), &format!("python3 -c 'import socket\ntry: socket.create_connection((\"127.0.0.1\", {port}), timeout=2); print(\"answered\")\nexcept OSError as e: print(\"no answer\")'"));
     assert_eq!(reached.trim(), "no answer", "a's listener on b's DevTools port answered the services");
 
     // 25 actions: refused before anything reaches the screen.
@@ -235,13 +235,13 @@ async fn a_display_that_died_under_the_engine_comes_back_on_the_next_observe() {
     w.engine.screenshot(&w.bot("d").await, ImageFormat::Png).await.unwrap();
     // Kill the display behind the engine's back (as a restarted computer would).
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
-    as_service(&computer, &format!("botdesk-display down {}", d.slot));
+    as_service(computer.as_str(), &format!("botdesk-display down {}", d.slot));
     let shot = w.engine.screenshot(&w.bot("d").await, ImageFormat::Png).await.unwrap();
     assert_eq!((shot.width, shot.height), (1280, 800));
     assert_eq!(w.engine.open_desktop(&w.bot("d").await).await.unwrap().slot, d.slot, "same slot, brought up again");
     // Another process (a CLI call) takes an open desktop to be up for a screenshot; when it died,
     // the screenshot brings it up and still comes.
-    as_service(&computer, &format!("botdesk-display down {}", d.slot));
+    as_service(computer.as_str(), &format!("botdesk-display down {}", d.slot));
     let other = Engine::open(EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine))).await.unwrap();
     let shot = other.screenshot(&other.bot_ref("d").await.unwrap(), ImageFormat::Png).await.unwrap();
     assert!(shot.image.is_some() && shot.width == 1280);
@@ -359,14 +359,14 @@ async fn input_through_a_control_capability_reaches_only_that_bots_display() {
     rfb_pointer(s, 33, 44);
     assert_ne!(cursor(&w.engine, "a").await, (33, 44), "a view token moved the pointer");
     // Control of A moves A's pointer and never B's.
-    let ctl = w.engine.take_control_screen("a").await.unwrap();
+    let ctl = w.engine.take_control_screen(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap();
     let (ok, s) = gateway(ctl.port, &ctl.control_token);
     assert_eq!(ok, "OK");
     rfb_pointer(s, 77, 88);
     assert_eq!(cursor(&w.engine, "a").await, (77, 88));
     assert_eq!(cursor(&w.engine, "b").await, b_before);
     // Release revokes the control capability.
-    w.engine.release_control("a", &ctl.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+    w.engine.release_control(&w.engine.bot_ref("a").await.unwrap().id, &ctl.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     assert_eq!(gateway(ctl.port, &ctl.control_token).0, "ERR unknown or revoked token");
 }
 
@@ -427,7 +427,7 @@ async fn browsers_keep_per_bot_profiles_across_kills_releases_and_slots() {
     assert!(text(&w.engine.browser_navigate(&w.bot("c").await, &format!("{site}/show.html")).await.unwrap()).contains("cookie: (none)"));
     // A hard kill of A's Chromium: the next use restarts it on the same profile, no restore bubble.
     let bot_a = w.engine.bot("a").await.unwrap();
-    let profile = botdesk_core::browser::profile_name(&botdesk_core::BotId::new(bot_a.id.clone()));
+    let profile = botdesk_core::browser::profile_name(&bot_a.id);
     let kill = vec!["pkill".into(), "-9".into(), "-f".into(), format!("user-data-dir=.*{profile}")];
     w.engine.exec(&w.bot("a").await, kill, None, None, None, CancellationToken::new()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -482,7 +482,7 @@ async fn a_bot_cannot_touch_the_screen_services_and_a_broken_gateway_fails_calls
         async move { e.shell(&e.bot_ref("h").await.unwrap(), &script).await.unwrap() }
     };
     let computer = w.engine.list_computers().await.unwrap().remove(0).id;
-    let as_service = |script: &str| as_service(&computer, script);
+    let as_service = |script: &str| as_service(computer.as_str(), script);
     let header = |field: usize, value: u32| {
         format!(
             "python3 -c \"import struct; f=open('/dev/shm/botdesk-fb/{}/Xvfb_screen0','r+b'); f.seek({}); f.write(struct.pack('>I',{value}))\"",
@@ -568,7 +568,7 @@ while True:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it() {
     let w = world(None, &["p"]).await;
-    w.engine.take_control("p").await.unwrap();
+    w.engine.take_control(&w.engine.bot_ref("p").await.unwrap().id).await.unwrap();
     // ([s]: the patterns must not match the probe's own command line.)
     let running = |pattern: &'static str| {
         let e = w.engine.clone();
@@ -610,7 +610,7 @@ async fn the_shells_of_a_lapsed_control_are_stopped_by_whichever_process_sees_it
     let mut cfg = EngineConfig::new(w._dir.path(), ProviderChoice::Machine(botdesk_docker::machine));
     cfg.clock = std::sync::Arc::new(OffsetClock(Policy::default().control_ttl + 60_000));
     let later = Engine::open(cfg).await.unwrap();
-    assert!(later.control_of("p").await.unwrap().is_none());
+    assert!(later.control_of(&later.bot_ref("p").await.unwrap().id).await.unwrap().is_none());
     assert_eq!(sleeping().await, "", "the lapsed control's shell left its command running");
 }
 
@@ -641,7 +641,7 @@ async fn a_program_a_bot_starts_from_its_shell_opens_on_its_own_display() {
     // A Team bot removed takes with it what it left running, also a daemon with its own session
     // and an empty environment; the other bots' processes stay.
     w.engine.shell(&w.bot("blind").await, "setsid env -i sleep 7773 </dev/null >/dev/null 2>&1 &").await.unwrap();
-    w.engine.remove_bot("blind").await.unwrap();
+    w.engine.remove_bot(&w.engine.bot_ref("blind").await.unwrap().id).await.unwrap();
     let (_, left) = w.engine.shell(&w.bot("first").await, "pgrep -af '[s]leep 7773|[f]rom-second' || true").await.unwrap();
     assert!(!left.contains("7773") && left.contains("from-second"), "{left}");
 }
@@ -781,7 +781,7 @@ async fn each_computer_is_alone_on_its_own_network_which_goes_with_it() {
     for c in w.engine.list_computers().await.unwrap() {
         let container = docker(&["ps", "-q", "--filter", &format!("label=botdesk.computer={}", c.id)]);
         let network = docker(&["inspect", "-f", "{{.HostConfig.NetworkMode}}", &container]);
-        assert!(network.starts_with("botdesk-") && network.ends_with(&c.id), "{network}");
+        assert!(network.starts_with("botdesk-") && network.ends_with(c.id.as_str()), "{network}");
         assert_eq!(docker(&["inspect", "-f", "{{len .NetworkSettings.Networks}}", &container]), "1", "on no other network");
         assert_eq!(
             docker(&["network", "inspect", "-f", "{{index .Options \"com.docker.network.bridge.enable_icc\"}} {{len .Containers}}", &network]),
@@ -807,7 +807,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     let text = "héllo wörld — 世界 € ß";
     assert_eq!(w.engine.set_clipboard(&w.bot("clip").await, text).await.unwrap_err().code, ErrorCode::Stale, "refused without control");
     assert_eq!(w.engine.clipboard_text(&w.bot("clip").await).await.unwrap(), "", "nothing was set");
-    let lease = w.engine.take_control("clip").await.unwrap();
+    let lease = w.engine.take_control(&w.engine.bot_ref("clip").await.unwrap().id).await.unwrap();
     let big = "x".repeat(MAX_CLIPBOARD + 1);
     assert_eq!(w.engine.set_clipboard(&w.bot("clip").await, &big).await.unwrap_err().code, ErrorCode::Invalid);
     w.engine.set_clipboard(&w.bot("clip").await, text).await.unwrap();
@@ -848,7 +848,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
     let secret_text = "pässwörd-7f3e1c";
     w.engine.set_clipboard(&w.bot("clip").await, secret_text).await.unwrap();
     let view = w.engine.screen_target(&w.bot("clip").await).await.unwrap();
-    let control = w.engine.take_control_screen("clip").await.unwrap();
+    let control = w.engine.take_control_screen(&w.engine.bot_ref("clip").await.unwrap().id).await.unwrap();
     let (cancel, (tx, _rx)) = (tokio_util::sync::CancellationToken::new(), tokio::sync::mpsc::unbounded_channel());
     let timed_out = w.engine.exec(&w.bot("clip").await, vec!["sleep".into(), "30".into()], None, Some(Duration::from_secs(1)), Some(tx), cancel).await.unwrap();
     assert_eq!(timed_out.outcome, botdesk_core::ExecOutcome::TimedOut, "{timed_out:?}");
@@ -893,7 +893,7 @@ async fn clipboard_text_goes_both_ways_whole_and_only_under_control_and_no_secre
         assert!(!inside.contains(secret), "the bot reads the {what} in a process list");
         assert!(!outside.contains(secret), "another user of this machine reads the {what} in a process list");
     }
-    w.engine.release_control("clip", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+    w.engine.release_control(&w.engine.bot_ref("clip").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
 }
 
 /// After its computer restarted from another process (its gateway now on a new port), the engine

@@ -74,12 +74,12 @@ async fn bots_are_validated_listed_and_removed() {
     assert_eq!(engine.create_bot("ONE", ComputerScope::Team, None, "").await.unwrap_err().code, ErrorCode::Conflict);
     let solo = engine.create_bot("solo", ComputerScope::Private, None, "").await.unwrap();
     stdout_of(&engine, "solo", &["true"], None).await;
-    let solo_ref = botdesk_core::ComputerRef::local(ComputerId::new(&solo.computer.id));
+    let solo_ref = botdesk_core::ComputerRef::local(solo.computer.id.clone());
     assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Running);
-    engine.remove_bot("solo").await.unwrap();
+    engine.remove_bot(&engine.bot_ref("solo").await.unwrap().id).await.unwrap();
     assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Missing, "a Private bot's machine goes with it");
     assert_eq!(engine.list_bots().await.unwrap().iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["one"]);
-    assert_eq!(engine.remove_bot("solo").await.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(engine.remove_bot(&engine.bot_ref("solo").await.unwrap().id).await.unwrap_err().code, ErrorCode::NotFound);
 }
 
 #[tokio::test]
@@ -87,9 +87,9 @@ async fn stop_and_destroy_then_the_next_use_starts_again() {
     let (engine, _fake, _dir) = fake_engine().await;
     engine.create_bot("a", ComputerScope::Team, None, "").await.unwrap();
     stdout_of(&engine, "a", &["true"], None).await;
-    assert_eq!(engine.stop_computer("team").await.unwrap().status, botdesk_engine::MachineStatus::Stopped);
+    assert_eq!(engine.stop_computer(&engine.computer_id("team").await.unwrap()).await.unwrap().status, botdesk_engine::MachineStatus::Stopped);
     assert_eq!(stdout_of(&engine, "a", &["echo", "back"], None).await, (0, "back\n".into()));
-    assert_eq!(engine.destroy_computer("team").await.unwrap().status, botdesk_engine::MachineStatus::Missing);
+    assert_eq!(engine.destroy_computer(&engine.computer_id("team").await.unwrap()).await.unwrap().status, botdesk_engine::MachineStatus::Missing);
     assert_eq!(stdout_of(&engine, "a", &["echo", "again"], None).await, (0, "again\n".into()));
     assert_eq!(engine.list_computers().await.unwrap()[0].status, botdesk_engine::MachineStatus::Running);
 }
@@ -122,7 +122,7 @@ async fn reconcile_adopts_known_and_removes_orphan_containers() {
 
     let report = engine.reconcile().await.unwrap();
     let team = engine.list_computers().await.unwrap()[0].id.clone();
-    assert_eq!(report.adopted, vec![team.clone()]);
+    assert_eq!(report.adopted, vec![team.to_string()]);
     assert_eq!(report.removed, vec!["corphan".to_string()]);
     assert!(orphan.list_managed().await.unwrap().iter().all(|f| f.computer != "corphan"));
     assert_eq!(other.list_managed().await.unwrap().len(), 1, "another data directory's container was touched");
@@ -151,7 +151,7 @@ async fn one_computers_boot_holds_up_no_other() {
     let engine = Engine::open(cfg).await.unwrap();
     let slow = engine.create_bot("slow", ComputerScope::Private, None, "").await.unwrap();
     engine.create_bot("quick", ComputerScope::Private, None, "").await.unwrap();
-    let hold = faulty.hold(ComputerId::new(&slow.computer.id));
+    let hold = faulty.hold(slow.computer.id.clone());
     let e = engine.clone();
     let slow_run = tokio::spawn(async move { stdout_of(&e, "slow", &["echo", "late"], None).await });
     hold.entered().await;
@@ -205,7 +205,7 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     };
     engine.add_model(model, Some(key.into())).await.unwrap();
     engine.create_bot("clicker", ComputerScope::Team, Some("scripted"), "").await.unwrap();
-    let run = engine.run_task("clicker", "click, then report").await.unwrap();
+    let run = engine.run_task(&engine.bot_ref("clicker").await.unwrap().id, "click, then report").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, botdesk_engine::RunStatus::Completed, "{:?}", run.error);
     assert!(server.requests().iter().all(|s| s.headers.get("authorization").map(String::as_str) == Some(&format!("Bearer {key}"))), "the key came from memory");
@@ -338,7 +338,7 @@ async fn a_run_asks_before_a_listed_command_and_past_its_spend() {
             answered
         })
     };
-    let run = engine.run_task("pusher", "push the work").await.unwrap();
+    let run = engine.run_task(&engine.bot_ref("pusher").await.unwrap().id, "push the work").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, botdesk_engine::RunStatus::Completed, "{:?}", run.error);
     let answered = person.await.unwrap();

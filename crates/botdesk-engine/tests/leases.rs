@@ -41,7 +41,7 @@ async fn world(policy: Policy) -> World {
 }
 
 async fn start(e: &Engine, bot: &str) -> (Run, ExecLease) {
-    let run = e.create_run(bot, "task").await.unwrap();
+    let run = e.create_run(&e.bot_ref(bot).await.unwrap().id, "task").await.unwrap();
     let (run, lease) = e.lease_run(&run.id).await.unwrap();
     (e.begin_run(&run).await.unwrap(), lease)
 }
@@ -51,7 +51,7 @@ async fn a_run_holds_its_lease_with_heartbeats_and_releases_it_at_the_end() {
     let w = world(Policy::default()).await;
     let (run, lease) = start(&w.engine, "a").await;
     assert_eq!(lease.screen_lease_id(), format!("{}:1", run.id));
-    let second = w.engine.create_run("a", "other").await.unwrap();
+    let second = w.engine.create_run(&w.engine.bot_ref("a").await.unwrap().id, "other").await.unwrap();
     assert_eq!(w.engine.lease_run(&second.id).await.unwrap_err().code, ErrorCode::Busy);
     w.engine.fail_queued_run(&second.id, "busy").await.unwrap();
     w.advance(200_000);
@@ -80,27 +80,30 @@ async fn a_dead_runs_lease_expires_and_its_run_is_marked_failed_on_reclaim() {
 async fn take_control_waits_for_stop_or_a_takeover_request_and_release_resumes_the_run() {
     let w = world(Policy::default()).await;
     let (run, lease) = start(&w.engine, "a").await;
-    let e = w.engine.take_control("a").await.unwrap_err();
+    let e = w.engine.take_control(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap_err();
     assert_eq!((e.code, e.message.as_str()), (ErrorCode::BotRunning, "Stop the bot first"));
     // The bot asks for the person; its lease is extended for the takeover.
     let (run, lease) = w.engine.wait_for_takeover(&run, &lease).await.unwrap();
     assert!(lease.expires_at >= w.clock.now_ms() + Policy::default().control_ttl);
-    let ctl = w.engine.take_control("a").await.unwrap();
-    assert_eq!(w.engine.take_control("a").await.unwrap(), ctl, "taking it again returns the same lease");
-    w.engine.authorize_input("a", &ctl.lease_id).await.unwrap();
-    assert!(w.engine.authorize_input("b", &ctl.lease_id).await.is_err());
-    assert_eq!(w.engine.release_control("a", &ctl.lease_id, TakeoverResult::Skipped, None).await.unwrap(), Some(run.id.clone()));
+    let ctl = w.engine.take_control(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap();
+    assert_eq!(w.engine.take_control(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap(), ctl, "taking it again returns the same lease");
+    w.engine.authorize_input(&w.engine.bot_ref("a").await.unwrap().id, &ctl.lease_id).await.unwrap();
+    assert!(w.engine.authorize_input(&w.engine.bot_ref("b").await.unwrap().id, &ctl.lease_id).await.is_err());
+    assert_eq!(
+        w.engine.release_control(&w.engine.bot_ref("a").await.unwrap().id, &ctl.lease_id, TakeoverResult::Skipped, None).await.unwrap(),
+        Some(run.id.clone())
+    );
     let resumed = w.engine.run_status(&run.id).await.unwrap();
     assert_eq!((resumed.status, resumed.takeover_result), (RunStatus::Running, Some(TakeoverResult::Skipped)));
     // Stop cancels the run and ends its lease; control is then allowed.
-    assert_eq!(w.engine.stop_bot("a").await.unwrap(), vec![run.id.clone()]);
+    assert_eq!(w.engine.stop_bot(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap(), vec![run.id.clone()]);
     assert_eq!(w.engine.run_status(&run.id).await.unwrap().status, RunStatus::Cancelled);
-    let ctl = w.engine.take_control("a").await.unwrap();
+    let ctl = w.engine.take_control(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap();
     // Expiry revokes input by itself.
     w.advance(Policy::default().control_ttl);
     let (revoked, _) = w.engine.expire().await.unwrap();
     assert_eq!(revoked.len(), 1);
-    assert!(w.engine.authorize_input("a", &ctl.lease_id).await.is_err());
+    assert!(w.engine.authorize_input(&w.engine.bot_ref("a").await.unwrap().id, &ctl.lease_id).await.is_err());
     let _ = lease;
 }
 
@@ -109,10 +112,10 @@ async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
     let w = world(Policy::default()).await;
     w.engine.exec(&w.engine.bot_ref("b").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     let (_run, _lease) = start(&w.engine, "a").await;
-    let e = w.engine.stop_computer("team").await.unwrap_err();
+    let e = w.engine.stop_computer(&w.engine.computer_id("team").await.unwrap()).await.unwrap_err();
     assert_eq!((e.code, e.message.as_str()), (ErrorCode::Busy, "Other bots are still using this computer"));
-    w.engine.stop_bot("a").await.unwrap();
-    let stopped = w.engine.stop_computer("team").await.unwrap();
+    w.engine.stop_bot(&w.engine.bot_ref("a").await.unwrap().id).await.unwrap();
+    let stopped = w.engine.stop_computer(&w.engine.computer_id("team").await.unwrap()).await.unwrap();
     assert_eq!((stopped.status.as_str(), stopped.state.as_str()), ("stopped", "stopped"));
     w.engine.exec(&w.engine.bot_ref("b").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
     assert_eq!(w.engine.list_computers().await.unwrap()[0].state, botdesk_core::state::ComputerState::Running);
@@ -122,33 +125,32 @@ async fn stopping_a_computer_is_refused_while_other_bots_use_it() {
 async fn release_computer_needs_proof_that_the_worker_is_gone_or_the_owners_word() {
     let w = world(Policy::default()).await;
     // This process's own reservation: never released from under it.
-    let res = w.engine.reserve_computer("team", ReservationAction::Update).await.unwrap();
-    assert_eq!(w.engine.release_computer("team", true).await.unwrap_err().code, ErrorCode::Busy);
+    let res = w.engine.reserve_computer(&w.engine.computer_id("team").await.unwrap(), ReservationAction::Update).await.unwrap();
+    assert_eq!(w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), true).await.unwrap_err().code, ErrorCode::Busy);
     w.engine.finish_reservation(&res, true, None).await.unwrap();
-    assert!(w.engine.release_computer("team", false).await.unwrap().reservation.is_none());
+    assert!(w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), false).await.unwrap().reservation.is_none());
 
     let store = botdesk_store::Store::open(&w.dir.path().join("botdesk.db")).await.unwrap();
     let team = w.engine.list_computers().await.unwrap()[0].id.clone();
-    let team = botdesk_core::ComputerId::new(team);
     // A worker process that has exited: proven gone.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = child.id() as i64;
     child.wait().unwrap();
     store.reserve(&team, ReservationAction::Recover, dead_pid, &boot_id(), w.clock.now_ms()).await.unwrap();
-    let out = w.engine.release_computer("team", false).await.unwrap();
+    let out = w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), false).await.unwrap();
     assert!(matches!(out.proof, Some(ReleaseProof::WorkerGone { pid }) if pid == dead_pid));
     // Reserved before a reboot: proven gone.
     store.reserve(&team, ReservationAction::Stop, 1, "an-older-boot", w.clock.now_ms()).await.unwrap();
-    assert!(matches!(w.engine.release_computer("team", false).await.unwrap().proof, Some(ReleaseProof::Rebooted)));
+    assert!(matches!(w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), false).await.unwrap().proof, Some(ReleaseProof::Rebooted)));
     // A live process on this machine: only the owner's confirmation frees it; interrupted or not.
     store.reserve(&team, ReservationAction::IdleSuspend, 1, &boot_id(), w.clock.now_ms()).await.unwrap();
     w.advance(Policy::default().reservation_silence);
     let (_, interrupted) = w.engine.expire().await.unwrap();
     assert_eq!(interrupted.len(), 1);
-    let e = w.engine.release_computer("team", false).await.unwrap_err();
+    let e = w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), false).await.unwrap_err();
     assert!(e.message.contains("may still be running"), "{}", e.message);
-    assert!(w.engine.create_run("a", "t").await.is_ok());
-    assert!(matches!(w.engine.release_computer("team", true).await.unwrap().proof, Some(ReleaseProof::OwnerConfirmed)));
+    assert!(w.engine.create_run(&w.engine.bot_ref("a").await.unwrap().id, "t").await.is_ok());
+    assert!(matches!(w.engine.release_computer(&w.engine.computer_id("team").await.unwrap(), true).await.unwrap().proof, Some(ReleaseProof::OwnerConfirmed)));
 }
 
 #[tokio::test]
@@ -166,7 +168,7 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
         "idle suspend below 30 s is refused"
     );
     w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-    let computer = botdesk_core::ComputerRef::local(botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone()));
+    let computer = botdesk_core::ComputerRef::local(w.engine.list_computers().await.unwrap()[0].id.clone());
     // Not idle yet.
     assert_eq!(w.engine.idle_suspend("team", || async { Ok(()) }).await.unwrap(), IdleOutcome::NotIdle);
     w.advance(60_000);
@@ -178,10 +180,11 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
     w.advance(60_000);
     // Activity during the checkpoint: re-checked, aborted.
     let engine = w.engine.clone();
-    let outcome = w.engine.idle_suspend("team", || async move { engine.create_run("b", "new work").await.map(drop) }).await.unwrap();
+    let outcome =
+        w.engine.idle_suspend("team", || async move { engine.create_run(&engine.bot_ref("b").await.unwrap().id, "new work").await.map(drop) }).await.unwrap();
     assert_eq!(outcome, IdleOutcome::Aborted);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Running);
-    w.engine.stop_bot("b").await.unwrap();
+    w.engine.stop_bot(&w.engine.bot_ref("b").await.unwrap().id).await.unwrap();
     // A failed checkpoint does not keep it running (a bot could wedge every save): suspended with
     // its disk, which keeps the work; the next use boots it again.
     let outcome = w.engine.idle_suspend("team", || async { Err(EngineError::invalid("disk full")) }).await.unwrap();
@@ -204,7 +207,7 @@ async fn idle_suspend_checkpoints_first_rechecks_and_a_failed_checkpoint_keeps_n
     let note = botdesk_core::WorkspacePath::parse("bots/note.txt").unwrap();
     w.fake.write(&computer, &note, bytes::Bytes::from_static(b"kept"), false, &Default::default()).await.unwrap();
     w.advance(60_000);
-    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id.clone(), IdleOutcome::Suspended)]);
+    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id.to_string(), IdleOutcome::Suspended)]);
     assert_eq!(w.fake.status(&computer).await.unwrap(), botdesk_core::MachineStatus::Stopped);
     let home = w.engine.list_computers().await.unwrap()[0].home.clone();
     assert_eq!(std::fs::read_to_string(home.join("current/bots/note.txt")).unwrap(), "kept");
@@ -247,7 +250,7 @@ async fn a_running_command_keeps_its_computer_from_idle_suspend() {
     assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![], "the running command did not keep its computer awake");
     w.advance(31_000);
     let id = w.engine.list_computers().await.unwrap()[0].id.clone();
-    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id, IdleOutcome::Suspended)]);
+    assert_eq!(w.engine.suspend_idle_computers().await.unwrap(), vec![(id.to_string(), IdleOutcome::Suspended)]);
 }
 
 /// One computer whose checkpoint hangs (a stopped helper, a host that drops packets) holds up
@@ -261,11 +264,11 @@ async fn a_hung_checkpoint_holds_up_no_other_suspend_nor_control_expiry() {
     let mut computers = vec![];
     for bot in ["a", "p", "q"] {
         w.engine.exec(&w.engine.bot_ref(bot).await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-        let id = botdesk_core::ComputerId::new(w.engine.bot(bot).await.unwrap().computer.id);
+        let id = w.engine.bot(bot).await.unwrap().computer.id;
         computers.push(botdesk_core::ComputerRef::local(id));
     }
     let [team, p, q] = &computers[..] else { unreachable!() };
-    let control = w.engine.take_control("q").await.unwrap();
+    let control = w.engine.take_control(&w.engine.bot_ref("q").await.unwrap().id).await.unwrap();
     w.fake.stall_saves(&team.id, true);
     let stopped = |c: &botdesk_core::ComputerRef| {
         let (fake, c) = (w.fake.clone(), c.clone());
@@ -337,11 +340,11 @@ async fn quitting_lists_what_keeps_running_suspends_it_and_the_watcher_suspends_
 async fn a_long_destroy_heartbeats_its_reservation_and_completes() {
     let w = world(Policy { reservation_heartbeat: 20, ..Policy::default() }).await;
     w.engine.exec(&w.engine.bot_ref("a").await.unwrap(), vec!["true".into()], None, None, None, Default::default()).await.unwrap();
-    let computer = botdesk_core::ComputerId::new(w.engine.list_computers().await.unwrap()[0].id.clone());
+    let computer = w.engine.list_computers().await.unwrap()[0].id.clone();
     w.fake.stall_saves(&computer, true);
     let destroy = tokio::spawn({
         let engine = w.engine.clone();
-        async move { engine.destroy_computer("team").await }
+        async move { engine.destroy_computer(&engine.computer_id("team").await.unwrap()).await }
     });
     // Its checkpoint hangs for 15 minutes of the clock (a silent worker is given 10).
     for _ in 0..3 {

@@ -47,7 +47,7 @@ async fn a_key_goes_to_the_keyring_only_and_another_process_reads_it() {
     // A bot names it; while it does, the model cannot be removed.
     engine.create_bot("writer", ComputerScope::Team, Some(&id), "").await.unwrap();
     assert_eq!(engine.remove_model(&id).await.unwrap_err().code, ErrorCode::Conflict);
-    engine.remove_bot("writer").await.unwrap();
+    engine.remove_bot(&engine.bot_ref("writer").await.unwrap().id).await.unwrap();
     engine.remove_model(&id).await.unwrap();
     assert_eq!(engine.model_key(&id).await.unwrap_err().code, ErrorCode::NotFound);
     // The keyring entry went with it: adding the id again starts from nothing.

@@ -221,9 +221,10 @@ async fn two_bots_on_one_team_computer_run_tasks_at_once_in_both_wire_formats() 
     }
     let mut events = w.engine.run_events();
 
+    let (ant, oai) = (w.bot("ant").await.id, w.bot("oai").await.id);
     let (a, o) = tokio::join!(
-        w.engine.run_task("ant", "Press the button, fill the form, write a report."),
-        w.engine.run_task("oai", "Press the button, fill the form, write a report.")
+        w.engine.run_task(&ant, "Press the button, fill the form, write a report."),
+        w.engine.run_task(&oai, "Press the button, fill the form, write a report.")
     );
     let (a, o) = (a.unwrap(), o.unwrap());
     assert_eq!(ant_server.failures(), Vec::<String>::new());
@@ -332,7 +333,7 @@ async fn every_refusal_reaches_the_model_as_an_error_and_the_run_goes_on() {
     ] {
         server.push(s);
     }
-    let run = w.engine.run_task("refuser", "try things").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("refuser").await.unwrap().id, "try things").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     // Nothing was written outside, and the 25-action batch never reached the screen: the bot's
@@ -357,7 +358,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     w.engine.create_bot("sleeper", ComputerScope::Team, Some(&model), "").await.unwrap();
     let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("sleeper", "sleep").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("sleeper").await.unwrap().id, "sleep").await });
     // Wait until the command runs, then Stop.
     let t0 = Instant::now();
     loop {
@@ -369,7 +370,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cancelled = w.engine.stop_bot("sleeper").await.unwrap();
+    let cancelled = w.engine.stop_bot(&w.engine.bot_ref("sleeper").await.unwrap().id).await.unwrap();
     assert_eq!(cancelled.len(), 1);
     // A hang guard only: how fast Stop ends a run is measured by `cargo xtask bench`.
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
@@ -383,7 +384,7 @@ async fn stop_ends_a_run_promptly_and_its_command_gets_exit_130() {
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text.starts_with("Stopped")), "{chat:#?}");
     // The lease is free: a new run can start at once.
     server.push(Step::reply(Reply::text("fine")));
-    assert_eq!(w.engine.run_task("sleeper", "again").await.unwrap().status, RunStatus::Completed);
+    assert_eq!(w.engine.run_task(&w.engine.bot_ref("sleeper").await.unwrap().id, "again").await.unwrap().status, RunStatus::Completed);
     // The second run was given the first one's chat.
     let seen = server.requests();
     let last = &seen.last().unwrap().body["messages"];
@@ -401,19 +402,19 @@ async fn request_takeover_waits_for_the_person_and_release_resumes_the_run() {
     let (model, _) = w.model(&server, Wire::OpenAi).await;
     w.engine.create_bot("needy", ComputerScope::Team, Some(&model), "").await.unwrap();
     let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("needy", "log in somewhere").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("needy").await.unwrap().id, "log in somewhere").await });
     let t0 = Instant::now();
     let lease = loop {
         let statuses = w.engine.bot_statuses().await.unwrap();
         if statuses.iter().any(|(_, s)| *s == BotState { status: BotStatus::WaitingForYou, run: RunHold::AskedForYou }) {
-            break w.engine.take_control("needy").await.expect("control is allowed while the bot waits for the person");
+            break w.engine.take_control(&w.engine.bot_ref("needy").await.unwrap().id).await.expect("control is allowed while the bot waits for the person");
         }
         assert!(t0.elapsed() < Duration::from_secs(60), "never waited: {statuses:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let chat = w.engine.chat(&w.bot("needy").await, 10).await.unwrap();
     assert!(chat.iter().any(|m| m.role.as_str() == "system" && m.text == "The bot needs you: please log in"), "{chat:#?}");
-    w.engine.release_control("needy", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+    w.engine.release_control(&w.engine.bot_ref("needy").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     let run = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(server.failures(), Vec::<String>::new());
@@ -431,7 +432,7 @@ async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_ane
     let (model, _) = w.model(&server, Wire::OpenAi).await;
     let bot = w.engine.create_bot("victim", ComputerScope::Team, Some(&model), "").await.unwrap();
     let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("victim", "work").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("victim").await.unwrap().id, "work").await });
     let t0 = Instant::now();
     // The command runs once its first line reached the workspace.
     while w.engine.stored_read(&w.bot("victim").await, "kept.txt", 100).await.is_err() {
@@ -439,7 +440,7 @@ async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_ane
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let id = container_of(&bot.computer.id);
+    let id = container_of(bot.computer.id.as_str());
     assert!(!id.is_empty());
     assert!(std::process::Command::new("docker").args(["kill", &id]).output().unwrap().status.success());
     let run = tokio::time::timeout(Duration::from_secs(30), run).await.expect("the run ended").unwrap().unwrap();
@@ -448,10 +449,10 @@ async fn a_computer_killed_mid_run_fails_the_run_and_the_next_task_starts_it_ane
     // The next task provisions again; the workspace is all there.
     server.push(Step::reply(Reply::call("read_file", json!({"path": "kept.txt"}))));
     server.push(Step::check(|s| ok_result(s, "kept"), Reply::text("still here")));
-    let again = w.engine.run_task("victim", "is it there?").await.unwrap();
+    let again = w.engine.run_task(&w.engine.bot_ref("victim").await.unwrap().id, "is it there?").await.unwrap();
     assert_eq!(again.status, RunStatus::Completed, "{again:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
-    assert_ne!(container_of(&bot.computer.id), "", "running again");
+    assert_ne!(container_of(bot.computer.id.as_str()), "", "running again");
 }
 
 #[tokio::test]
@@ -466,7 +467,7 @@ async fn a_key_printed_in_halves_on_stdout_and_stderr_is_redacted_everywhere() {
     server.push(Step::reply(Reply::call("shell", json!({ "command": command }))));
     server.push(Step::check(|s| ok_result(s, "exit code 0\n[redacted]\n").map(|_| ()), Reply::text("done")));
     let mut events = w.engine.run_events();
-    let run = w.engine.run_task("leaky", "print it").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("leaky").await.unwrap().id, "print it").await.unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
     let act = w.engine.activity(&w.bot("leaky").await, 0, 10).await.unwrap();
@@ -509,7 +510,7 @@ async fn a_command_printing_3_gb_leaves_memory_flat() {
     w.engine.shell(&w.bot("printer").await, "true").await.unwrap();
     reset_peak_rss();
     let before = peak_rss();
-    let run = w.engine.run_task("printer", "print a lot").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("printer").await.unwrap().id, "print a lot").await.unwrap();
     let growth = peak_rss() - before;
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert!(growth < 64 << 20, "peak memory grew by {} MiB", growth >> 20);
@@ -554,7 +555,7 @@ async fn the_first_observe_of_every_run_has_an_image() {
         server.push(Step::reply(Reply::call("computer_observe", json!({}))));
         server.push(Step::check(image(true), Reply::call("computer_observe", json!({}))));
         server.push(Step::check(image(false), Reply::text("Seen.")));
-        let done = w.engine.run_task("looker", "look at the screen").await.unwrap();
+        let done = w.engine.run_task(&w.engine.bot_ref("looker").await.unwrap().id, "look at the screen").await.unwrap();
         assert_eq!(done.status, RunStatus::Completed, "run {run}: {done:?}");
         assert_eq!(server.failures(), Vec::<String>::new(), "run {run}");
     }
@@ -612,7 +613,7 @@ async fn a_file_cut_at_the_output_limit_is_written_in_parts() {
     // Appending to either is refused; neither is followed nor opened for good.
     let (code, out) = w.engine.shell(&w.bot("writer").await, "echo keep > /tmp/outside.txt && ln -s /tmp/outside.txt link.md && mkfifo pipe.md").await.unwrap();
     assert_eq!(code, 0, "{out}");
-    let run = w.engine.run_task("writer", "write a book").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("writer").await.unwrap().id, "write a book").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(&w.engine.files_read(&w.bot("writer").await, "book.md", 1000).await.unwrap()[..], b"part one\npart two\n");
@@ -655,7 +656,7 @@ async fn a_0_to_1000_models_click_lands_on_the_right_pixel() {
     let sent = std::sync::Arc::new(std::sync::Mutex::new(vec![]));
     let (engine, seen) = (w.engine.clone(), sent.clone());
     server.on_request(move || seen.lock().unwrap().push(engine.provider_requests()));
-    let run = w.engine.run_task("scaled", "click the middle of the top half").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("scaled").await.unwrap().id, "click the middle of the top half").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     // A second act in a run is one request to the computer's gateway (the act brings the look
@@ -683,7 +684,7 @@ async fn a_run_stops_at_its_budget_and_its_cost_is_kept() {
         server.push(Step::reply(Reply::call("shell", json!({"command": "echo spending"}))));
     }
     server.push(Step::reply(Reply::text("Done.")));
-    let run = w.engine.run_task("thrifty", "spend").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("thrifty").await.unwrap().id, "spend").await.unwrap();
     assert_eq!(run.status, RunStatus::Failed, "{run:?}");
     assert!(run.error.as_deref().unwrap_or("").contains("the run reached its budget of 2500 tokens"), "{run:?}");
     assert_eq!(run.failure, Some(botdesk_core::RunFailure::OverBudget), "{run:?}");
@@ -709,7 +710,7 @@ async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
     let (server, _) = w.scripted_bot("keeper", Wire::OpenAi, Default::default()).await;
     server.push(Step::reply(Reply::call("shell", json!({"command": "echo the-answer-is-42"}))));
     server.push(Step::reply(Reply::text("The number is 42.")));
-    assert_eq!(w.engine.run_task("keeper", "find the number").await.unwrap().status, RunStatus::Completed);
+    assert_eq!(w.engine.run_task(&w.engine.bot_ref("keeper").await.unwrap().id, "find the number").await.unwrap().status, RunStatus::Completed);
     server.push(Step::check(
         |s| {
             let body = s.body["messages"].to_string();
@@ -722,7 +723,7 @@ async fn a_follow_up_sees_the_earlier_runs_tool_calls_and_answers() {
         },
         Reply::text("84."),
     ));
-    assert_eq!(w.engine.run_task("keeper", "and now double it").await.unwrap().status, RunStatus::Completed);
+    assert_eq!(w.engine.run_task(&w.engine.bot_ref("keeper").await.unwrap().id, "and now double it").await.unwrap().status, RunStatus::Completed);
     assert_eq!(server.failures(), Vec::<String>::new());
 }
 
@@ -740,7 +741,7 @@ async fn until_shell_runs(engine: &Engine, bot: &str) {
 }
 
 fn state_of(statuses: &[(String, BotState)], bot: &BotView) -> BotState {
-    statuses.iter().find(|(id, _)| *id == bot.id).map(|(_, s)| *s).unwrap()
+    statuses.iter().find(|(id, _)| *id == bot.id.as_str()).map(|(_, s)| *s).unwrap()
 }
 
 /// Pause and take: the person pauses a running task. The run stops at the next step boundary
@@ -770,12 +771,12 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     let (model, _) = w.model(&server, Wire::Anthropic).await;
     let bot = w.engine.create_bot("pausable", ComputerScope::Team, Some(&model), "").await.unwrap();
     let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("pausable", "work").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("pausable").await.unwrap().id, "work").await });
     until_shell_runs(&w.engine, "pausable").await;
     // Without --pause, control is refused while the bot runs.
-    assert_eq!(w.engine.take_control("pausable").await.unwrap_err().code, ErrorCode::BotRunning);
+    assert_eq!(w.engine.take_control(&w.engine.bot_ref("pausable").await.unwrap().id).await.unwrap_err().code, ErrorCode::BotRunning);
     let pausing = w.engine.clone();
-    let pause = tokio::spawn(async move { pausing.pause_run("pausable", Duration::from_secs(120)).await });
+    let pause = tokio::spawn(async move { pausing.pause_run(&pausing.bot_ref("pausable").await.unwrap().id, Duration::from_secs(120)).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     if !pause.is_finished() {
         assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot).status, BotStatus::Pausing);
@@ -787,14 +788,25 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
     let shell = act.iter().find(|a| a.kind == "shell").unwrap();
     assert_eq!((shell.status.as_str(), shell.exit_code), ("done", Some(0)), "{act:?}");
     assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot), BotState { status: BotStatus::WaitingForYou, run: RunHold::PausedForYou });
-    let lease = w.engine.take_control("pausable").await.expect("control is given once the run paused");
+    let lease = w.engine.take_control(&w.engine.bot_ref("pausable").await.unwrap().id).await.expect("control is given once the run paused");
     assert_eq!(state_of(&w.engine.bot_statuses().await.unwrap(), &bot), BotState { status: BotStatus::YouHaveControl, run: RunHold::PausedForYou });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(server.requests().len(), 1, "the model is not called while the person has the screen");
     let long = "x".repeat(MAX_NOTE + 1);
-    assert_eq!(w.engine.release_control("pausable", &lease.lease_id, TakeoverResult::Finished, Some(&long)).await.unwrap_err().code, ErrorCode::Invalid);
-    assert!(w.engine.control_of("pausable").await.unwrap().is_some(), "a refused release keeps control");
-    let resumed = w.engine.release_control("pausable", &lease.lease_id, TakeoverResult::Finished, Some("  logged in as ada ")).await.unwrap();
+    assert_eq!(
+        w.engine
+            .release_control(&w.engine.bot_ref("pausable").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, Some(&long))
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::Invalid
+    );
+    assert!(w.engine.control_of(&w.engine.bot_ref("pausable").await.unwrap().id).await.unwrap().is_some(), "a refused release keeps control");
+    let resumed = w
+        .engine
+        .release_control(&w.engine.bot_ref("pausable").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, Some("  logged in as ada "))
+        .await
+        .unwrap();
     assert_eq!(resumed, paused);
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
@@ -806,7 +818,7 @@ async fn pause_and_take_waits_for_the_step_and_release_resumes_with_the_note() {
         "{chat:#?}"
     );
     // Nothing to pause now: the take goes ahead at once.
-    assert_eq!(w.engine.pause_run("pausable", Duration::from_secs(1)).await.unwrap(), None);
+    assert_eq!(w.engine.pause_run(&w.engine.bot_ref("pausable").await.unwrap().id, Duration::from_secs(1)).await.unwrap(), None);
 }
 
 /// A paused run ends cleanly: Stop during the pause cancels it (the model is never called
@@ -826,12 +838,12 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
         server.push(Step::reply(Reply::call("shell", json!({"command": "setsid env -i sleep 6003 >/dev/null 2>&1 </dev/null & sleep 1"}))));
         let before = server.requests().len();
         let engine = w.engine.clone();
-        let run = tokio::spawn(async move { engine.run_task("paused", "work").await });
+        let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("paused").await.unwrap().id, "work").await });
         until_shell_runs(&w.engine, "paused").await;
-        assert!(w.engine.pause_run("paused", Duration::from_secs(120)).await.unwrap().is_some());
-        let lease = w.engine.take_control("paused").await.unwrap();
+        assert!(w.engine.pause_run(&w.engine.bot_ref("paused").await.unwrap().id, Duration::from_secs(120)).await.unwrap().is_some());
+        let lease = w.engine.take_control(&w.engine.bot_ref("paused").await.unwrap().id).await.unwrap();
         let why = if stop {
-            assert_eq!(w.engine.stop_bot("paused").await.unwrap().len(), 1);
+            assert_eq!(w.engine.stop_bot(&w.engine.bot_ref("paused").await.unwrap().id).await.unwrap().len(), 1);
             "stopped by the person"
         } else {
             // The person walks away: their control lapses and the housekeeping (the app's, or
@@ -846,14 +858,17 @@ async fn a_paused_run_ends_cleanly_when_stopped_or_never_handed_back() {
         assert_eq!(server.requests().len(), before + 1, "the model was not called after the pause");
         if stop {
             // Stop ends the run, not the person's control: they release when they are done.
-            assert_eq!(w.engine.release_control("paused", &lease.lease_id, TakeoverResult::Finished, None).await.unwrap(), None);
+            assert_eq!(
+                w.engine.release_control(&w.engine.bot_ref("paused").await.unwrap().id, &lease.lease_id, TakeoverResult::Finished, None).await.unwrap(),
+                None
+            );
         }
-        assert!(w.engine.control_of("paused").await.unwrap().is_none());
+        assert!(w.engine.control_of(&w.engine.bot_ref("paused").await.unwrap().id).await.unwrap().is_none());
         let (_, left) = w.engine.shell(&w.bot("paused").await, "pgrep -af '[s]leep 6003' || true").await.unwrap();
         assert_eq!(left.trim(), "", "the paused run's daemon lives on");
         // The bot is free for the next task.
         server.push(Step::reply(Reply::text("ok")));
-        assert_eq!(w.engine.run_task("paused", "again").await.unwrap().status, RunStatus::Completed);
+        assert_eq!(w.engine.run_task(&w.engine.bot_ref("paused").await.unwrap().id, "again").await.unwrap().status, RunStatus::Completed);
     }
     assert_eq!(server.failures(), Vec::<String>::new());
 }
@@ -867,9 +882,9 @@ async fn a_pause_not_reached_in_time_is_withdrawn_and_the_run_goes_on() {
     server.push(Step::reply(Reply::call("shell", json!({"command": "sleep 3"}))));
     server.push(Step::reply(Reply::text("done")));
     let engine = w.engine.clone();
-    let run = tokio::spawn(async move { engine.run_task("busy", "work").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref("busy").await.unwrap().id, "work").await });
     until_shell_runs(&w.engine, "busy").await;
-    let e = w.engine.pause_run("busy", Duration::from_millis(500)).await.unwrap_err();
+    let e = w.engine.pause_run(&w.engine.bot_ref("busy").await.unwrap().id, Duration::from_millis(500)).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Busy, "{e:?}");
     assert!(e.message.contains("it goes on"), "{e:?}");
     let run = tokio::time::timeout(Duration::from_secs(60), run).await.expect("the run ended").unwrap().unwrap();
@@ -956,7 +971,7 @@ async fn claudes_whole_action_set_works_on_a_real_desktop() {
     for s in steps {
         server.push(s);
     }
-    let run = w.engine.run_task("clicker", "try every action").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("clicker").await.unwrap().id, "try every action").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
 }
@@ -977,7 +992,7 @@ async fn ui_tars_clicks_land_where_its_own_coordinates_say() {
             Reply::text(&format!("Thought: the button.\nAction: {action}")),
         ));
         server.push(Step::reply(Reply::text("Thought: done.\nAction: finished(content='Clicked.')")));
-        let run = w.engine.run_task(bot, "click the button").await.unwrap();
+        let run = w.engine.run_task(&w.engine.bot_ref(bot).await.unwrap().id, "click the button").await.unwrap();
         assert_eq!(server.failures(), Vec::<String>::new(), "{model}");
         assert_eq!(run.status, RunStatus::Completed, "{model}: {run:?}");
         assert_eq!(w.engine.screenshot(&w.bot(bot).await, ImageFormat::Png).await.unwrap().cursor, want, "{model}");
@@ -1015,7 +1030,7 @@ async fn safety_check_for(w: &mut World, model: &str) {
         computer(json!({"type": "screenshot"}), vec![check("cu_sc_2")]),
     ));
     let (engine, name) = (w.engine.clone(), bot.clone());
-    let run = tokio::spawn(async move { engine.run_task(&name, "pay the bill").await });
+    let run = tokio::spawn(async move { engine.run_task(&engine.bot_ref(&name).await.unwrap().id, "pay the bill").await });
     let asked = |w: &World| {
         let (engine, bot) = (w.engine.clone(), bot.clone());
         async move {
@@ -1100,7 +1115,7 @@ async fn a_run_that_wipes_its_folder_is_undone_and_the_undo_too() {
     write("bystander", "mine.txt", "before\n").await.unwrap();
     server.push(Step::reply(Reply::call("shell", json!({"command": "echo changed-by-run > draft.txt && rm -rf notes && echo wiped"}))));
     server.push(Step::check(|s: &Seen| s.body.to_string().contains("wiped").then_some(()).ok_or("no output".into()), Reply::text("Cleaned up.")));
-    let run = w.engine.run_task("wiper", "clean up").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("wiper").await.unwrap().id, "clean up").await.unwrap();
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     assert_eq!(server.failures(), Vec::<String>::new());
     assert!(w.engine.files_read(&w.bot("wiper").await, "notes/plan.md", 100).await.is_err(), "the run removed it");
@@ -1196,7 +1211,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     ));
     server.push(Step::check(|s| ok_result(s, "Blocked by Botdesk"), Reply::call("browser_navigate", json!({ "url": https }))));
     server.push(Step::check(|s| ok_result(s, "Blocked by Botdesk"), Reply::text("Refused everywhere.")));
-    let run = w.engine.run_task("wanderer", "visit the site").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("wanderer").await.unwrap().id, "visit the site").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
     let seen = refusals(&w.engine, "wanderer").await;
@@ -1224,7 +1239,7 @@ async fn a_bots_network_policy_holds_for_its_commands_and_browser_and_every_refu
     // is refused).
     let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "wanderer").unwrap();
     let hosts = format!("echo '{site} web.test other.test' >> /etc/hosts");
-    let mapped = std::process::Command::new("docker").args(["exec", "-u", "0", &container_of(&bot.computer.id), "sh", "-c", &hosts]).output().unwrap();
+    let mapped = std::process::Command::new("docker").args(["exec", "-u", "0", &container_of(bot.computer.id.as_str()), "sh", "-c", &hosts]).output().unwrap();
     assert!(mapped.status.success(), "{mapped:?}");
     w.engine.set_bot_network(&w.bot("wanderer").await, NetPolicy::from_words(&["allow".into(), "web.test".into()]).unwrap()).await.unwrap();
     let (code, out) = w.engine.shell(&w.bot("wanderer").await, &curl("http://web.test:8080/".into())).await.unwrap();
@@ -1352,7 +1367,7 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
         })),
     ));
     server.push(Step::check(|s| ok_result(s, "welcome ada, code "), Reply::text("Logged in.")));
-    let run = w.engine.run_task("keeper", "log in to the site").await.unwrap();
+    let run = w.engine.run_task(&w.engine.bot_ref("keeper").await.unwrap().id, "log in to the site").await.unwrap();
     assert_eq!(server.failures(), Vec::<String>::new());
     assert_eq!(run.status, RunStatus::Completed, "{run:?}");
 
@@ -1383,7 +1398,7 @@ async fn a_saved_login_is_filled_on_its_site_only_and_its_secrets_are_found_nowh
     let bot = w.engine.list_bots().await.unwrap().into_iter().find(|b| b.name == "keeper").unwrap();
     // The secrets go to grep on its stdin: no process list shows them.
     let mut grep = std::process::Command::new("docker")
-        .args(["exec", "-i", "-u", "0", &container_of(&bot.computer.id), "grep", "-rlF", "-f", "-", "/home", "/tmp", "/var/lib/botdesk-screen"])
+        .args(["exec", "-i", "-u", "0", &container_of(bot.computer.id.as_str()), "grep", "-rlF", "-f", "-", "/home", "/tmp", "/var/lib/botdesk-screen"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

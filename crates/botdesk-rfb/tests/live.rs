@@ -99,7 +99,7 @@ async fn frames_input_control_and_reconnect() {
     assert!(loc.contains("X=5\n") && loc.contains("Y=5\n"), "view-only input moved the pointer: {loc}");
 
     // Take control: the session follows, and input arrives.
-    let c = w.engine.take_control_screen("v").await.unwrap();
+    let c = w.engine.take_control_screen(&w.engine.bot_ref("v").await.unwrap().id).await.unwrap();
     s.retarget();
     until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
     assert!(s.send(Input::Pointer { x: 300, y: 301, buttons: 0 }));
@@ -159,11 +159,11 @@ async fn frames_input_control_and_reconnect() {
     pointer_reaches(&w.engine, d.slot, (12, 14), "input over the WebSocket").await;
 
     // Release: the control transport is revoked, the session reconnects view-only by itself.
-    w.engine.release_control("v", &c.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
+    w.engine.release_control(&w.engine.bot_ref("v").await.unwrap().id, &c.lease.lease_id, TakeoverResult::Finished, None).await.unwrap();
     until("view-only again", || s.state() == ConnState::Connected { control: false }).await;
 
     // Control that expires turns the session view-only by itself (no retarget from anyone).
-    w.engine.take_control_screen("v").await.unwrap();
+    w.engine.take_control_screen(&w.engine.bot_ref("v").await.unwrap().id).await.unwrap();
     s.retarget();
     until("control again", || s.state() == ConnState::Connected { control: true }).await;
     tokio::time::sleep(Duration::from_millis(3_200)).await;
@@ -231,7 +231,7 @@ async fn a_screen_on_another_machine_comes_compressed() {
     // Raw, the first whole screen alone would be 1280×800×4 = 4,096,000 bytes.
     assert!(bytes < 1_000_000, "the whole screen came compressed: {bytes} bytes");
 
-    engine.take_control_screen("r").await.unwrap();
+    engine.take_control_screen(&engine.bot_ref("r").await.unwrap().id).await.unwrap();
     s.retarget();
     until("connected with control", || s.state() == ConnState::Connected { control: true }).await;
     assert!(s.send(Input::Pointer { x: 321, y: 123, buttons: 0 }));

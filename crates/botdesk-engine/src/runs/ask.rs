@@ -94,14 +94,14 @@ impl RunHost {
 impl Engine {
     /// The question a bot's run waits on, if any.
     pub async fn open_question(&self, bot: &crate::BotRef) -> Result<Option<botdesk_store::Question>> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         Ok(self.inner.store.open_question(&bot.id).await?)
     }
 
     /// Answers the question a bot's run waits on (from any process): allow (once or always for
     /// the site it is about), or decline with an optional note the model is told.
     pub async fn answer_question(&self, bot: &crate::BotRef, verdict: Verdict, note: Option<&str>) -> Result<botdesk_store::Question> {
-        let (b, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, _) = self.bot_and_computer(&bot.id).await?;
         let q = self
             .inner
             .store

@@ -294,11 +294,11 @@ impl Engine {
 
     /// A bot's latest runs, newest first, with what each cost.
     pub async fn runs_of(&self, bot: &crate::BotRef, limit: u32) -> Result<Vec<RunSummary>> {
-        self.summaries(bot.id.as_str(), None, limit).await
+        self.summaries(&bot.id, None, limit).await
     }
 
     /// [`Self::runs_of`], or only the run with id `only` (none when the bot has no such run).
-    pub(super) async fn summaries(&self, bot: &str, only: Option<&str>, limit: u32) -> Result<Vec<RunSummary>> {
+    pub(super) async fn summaries(&self, bot: &BotId, only: Option<&str>, limit: u32) -> Result<Vec<RunSummary>> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         let usages = self.inner.store.run_usages(&bot.id).await?;
         let now = self.now();
@@ -329,13 +329,13 @@ impl Engine {
     /// What all of a bot's runs cost: tokens, dollars over the calls whose prices were known, and
     /// how many calls had none.
     pub async fn bot_usage(&self, bot: &crate::BotRef) -> Result<(Usage, f64, u64)> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         Ok(self.inner.store.bot_usage(&bot.id).await?)
     }
 
     /// What a bot's runs may spend each.
     pub async fn bot_budget(&self, bot: &crate::BotRef) -> Result<botdesk_core::Budget> {
-        let (bot, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (bot, _) = self.bot_and_computer(&bot.id).await?;
         Ok(self.inner.store.bot_budget(&bot.id).await?)
     }
 
@@ -344,7 +344,7 @@ impl Engine {
         if tokens == Some(0) || usd.is_some_and(|u| !(u.is_finite() && u > 0.0)) {
             return Err(EngineError::invalid("a budget is a positive number of tokens or dollars"));
         }
-        let (b, _) = self.bot_and_computer(bot.id.as_str()).await?;
+        let (b, _) = self.bot_and_computer(&bot.id).await?;
         self.inner.store.set_bot_budget(&b.id, tokens, usd).await?;
         self.bot_budget(bot).await
     }

@@ -55,7 +55,7 @@ impl RunHost {
                 return Ok(desk.clone());
             }
         }
-        let desk = self.engine.desk(self.bot.id.as_str()).await?;
+        let desk = self.engine.desk(&self.bot.id).await?;
         *kept = Some(desk.clone());
         Ok(desk)
     }
@@ -295,8 +295,7 @@ impl RunHost {
         let entry = self.activity(ToolKind::Shell, command, ActivityStatus::Running).await;
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let argv = vec!["sh".into(), "-c".into(), command.into()];
-        let exec =
-            self.engine.exec_for(self.bot.id.as_str(), Some(&self.run.id), argv, None, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
+        let exec = self.engine.exec_for(&self.bot.id, Some(&self.run.id), argv, None, cwd, Some(Duration::from_secs(timeout_s)), Some(tx), cancel.clone());
         // Drained while the command runs, into a bounded tail: `yes` for half an hour costs nothing.
         let drain = async {
             let mut out = OutputTail::default();
@@ -373,7 +372,6 @@ fn sanitize(s: &str) -> String {
 #[async_trait]
 impl Host for RunHost {
     async fn execute(&self, call_id: &str, tool: Tool, cancel: &CancellationToken) -> ToolOutput {
-        let bot = self.bot.id.as_str();
         let me = &self.me;
         let e = &self.engine;
         let watched = self.watch_before(&tool).await;
@@ -466,7 +464,7 @@ impl Host for RunHost {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },
-            Tool::BrowserAct { actions } => match e.browser_act_batch(bot, actions).await {
+            Tool::BrowserAct { actions } => match e.browser_act_batch(&me.id, actions).await {
                 Ok(s) => ToolOutput::ok(crate::desktop::snapshot_text(&s)),
                 Err(err) => self.err(err),
             },

@@ -28,7 +28,8 @@ use async_trait::async_trait;
 use botdesk_agent::tools::{SafetyCheck, ToolKind};
 use botdesk_agent::{run::Host, Image, Message, ModelClient, ModelConfig, RunConfig, RunEnd, Tool, ToolCall, ToolOutput, ToolResult};
 use botdesk_core::{
-    action, ActThen, ActivityStatus, CallStatus, ImageFormat, MachineStatus, MessageRole, Observation, Redactor, RunFailure, RunStatus, TakeoverResult, Usage,
+    action, ActThen, ActivityStatus, BotId, CallStatus, ImageFormat, MachineStatus, MessageRole, Observation, Redactor, RunFailure, RunStatus, TakeoverResult,
+    Usage,
 };
 use botdesk_store::{ExecLease, Run};
 use serde::Serialize;
@@ -80,7 +81,7 @@ fn redactor(key: Option<&str>, logins: Vec<String>) -> Redactor {
 
 impl Engine {
     /// Starts a run in the background and returns its id (the app's Send).
-    pub async fn start_run(&self, bot: &str, task: &str) -> Result<String> {
+    pub async fn start_run(&self, bot: &BotId, task: &str) -> Result<String> {
         let prepared = self.prepare_run(bot, task).await?;
         let id = prepared.run.id.clone();
         let engine = self.clone();
@@ -89,13 +90,13 @@ impl Engine {
     }
 
     /// Runs a task to its end and returns the finished run (the CLI's `run`).
-    pub async fn run_task(&self, bot: &str, task: &str) -> Result<Run> {
+    pub async fn run_task(&self, bot: &BotId, task: &str) -> Result<Run> {
         let prepared = self.prepare_run(bot, task).await?;
         self.drive(prepared).await
     }
 
     /// Checks the bot's model and key, queues the run, takes the execution lease.
-    async fn prepare_run(&self, bot: &str, task: &str) -> Result<Prepared> {
+    async fn prepare_run(&self, bot: &BotId, task: &str) -> Result<Prepared> {
         if task.trim().is_empty() {
             return Err(EngineError::invalid("the task is empty"));
         }
@@ -108,7 +109,7 @@ impl Engine {
         })?;
         let (client, m, key) = self.model_client(&model_id).await?;
         self.recover_runs().await?;
-        let run = self.create_run(bot.id.as_str(), task).await?;
+        let run = self.create_run(&bot.id, task).await?;
         self.own_run(&run.id).await?;
         let (run, lease) = match self.lease_run(&run.id).await {
             Ok(x) => x,
@@ -238,7 +239,7 @@ impl Engine {
         if running {
             let slot = self.inner.store.desktop_of(&bot.computer_id, &bot.id).await.ok().flatten().map(|d| d.slot);
             let browsers = slot.map_or(Browsers::None, Browsers::OnDisplay);
-            match self.checkpoint_closing(bot.computer_id.as_str(), browsers, Why::Run { run_id: run.clone() }).await {
+            match self.checkpoint_closing(&bot.computer_id, browsers, Why::Run { run_id: run.clone() }).await {
                 Ok(r) => {
                     let team = with_home.as_ref().is_some_and(|c| c.scope == botdesk_core::ComputerScope::Team);
                     let folder = if team { botdesk_core::path::bot_folder(&bot.id).as_str().to_string() } else { String::new() };

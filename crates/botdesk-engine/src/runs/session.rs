@@ -34,10 +34,10 @@ pub type SessionOutput = ToolOutput;
 impl Engine {
     /// Takes `bot`'s execution lease for `driver` (e.g. "MCP: claude-code"). `Busy` while a run
     /// works, another client drives it or the person has its screen, saying which.
-    pub async fn open_client_session(&self, bot: &str, driver: &str) -> Result<ClientSession> {
+    pub async fn open_client_session(&self, bot: &BotId, driver: &str) -> Result<ClientSession> {
         let (bot, _) = self.bot_and_computer(bot).await?;
         self.recover_runs().await?;
-        let run = self.create_run(bot.id.as_str(), &format!("{DRIVEN_BY}{driver}")).await?;
+        let run = self.create_run(&bot.id, &format!("{DRIVEN_BY}{driver}")).await?;
         self.own_run(&run.id).await?;
         let (run, lease) = match self.lease_run(&run.id).await {
             Ok(x) => x,
@@ -86,7 +86,7 @@ impl Engine {
         if e.code != ErrorCode::Busy {
             return e;
         }
-        if let Ok(Some(_)) = self.control_of(bot.id.as_str()).await {
+        if let Ok(Some(_)) = self.control_of(&bot.id).await {
             return EngineError::new(ErrorCode::Busy, format!("the person has {}'s screen; try again once they hand it back", bot.name));
         }
         let runs = self.inner.store.active_runs(&bot.id).await.unwrap_or_default();

@@ -67,7 +67,7 @@ impl RunHost {
             }
             match self.engine.inner.store.run(&self.run.id).await {
                 Ok(r) if r.status == RunStatus::WaitingTakeover => {
-                    if unattended.is_some_and(|limit| since.elapsed() >= limit) && matches!(self.engine.control_of(self.bot.id.as_str()).await, Ok(None)) {
+                    if unattended.is_some_and(|limit| since.elapsed() >= limit) && matches!(self.engine.control_of(&self.bot.id).await, Ok(None)) {
                         // Control that lapsed ends the paused run with its own reason; else
                         // nobody took the screen at all.
                         if let Err(e) = self.engine.end_lapsed_control().await {

@@ -93,7 +93,7 @@ impl Engine {
     /// The trajectory of one of a bot's runs (`run`: its id; None: the latest).
     pub async fn trajectory(&self, bot: &crate::BotRef, run: Option<&str>) -> Result<Trajectory> {
         let b = self.inner.store.bot(bot.id.as_str()).await?;
-        let summary = self.summaries(bot.id.as_str(), run, 1).await?.into_iter().next();
+        let summary = self.summaries(&bot.id, run, 1).await?.into_iter().next();
         let summary = summary.ok_or_else(|| {
             let which = run.map_or("runs yet".to_string(), |id| format!("run {id:?} (botdesk runs {} lists them)", b.name));
             EngineError::new(ErrorCode::NotFound, format!("{} has no {which}", b.name))

@@ -27,7 +27,7 @@ pub fn tear_down(data_dir: &std::path::Path, models: &[String]) {
                     return;
                 }
             };
-            let mut ids: Vec<String> = engine.list_bots().await.unwrap_or_default().into_iter().map(|b| b.computer.id).collect();
+            let mut ids: Vec<botdesk_core::ComputerId> = engine.list_bots().await.unwrap_or_default().into_iter().map(|b| b.computer.id).collect();
             for attempt in 0..3 {
                 match engine.list_computers().await {
                     Ok(computers) => {
@@ -58,7 +58,7 @@ pub fn tear_down(data_dir: &std::path::Path, models: &[String]) {
                 }
                 if let Some(e) = last {
                     let _ = writeln!(std::io::stderr(), "tear-down: destroying computer {id} failed three times ({e}); removing its container by force");
-                    force_remove(&id);
+                    force_remove(id.as_str());
                 }
             }
             for b in engine.list_bots().await.unwrap_or_default() {

@@ -114,28 +114,14 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
     // Text of replies cut off at the output limit and continued, in order.
     let (mut so_far, mut continued) = (String::new(), 0);
     let mut spent = botdesk_core::Usage::default();
-    // Ollama may run the model with a smaller window than it is set to (and drops what does not
-    // fit without saying so): keep to the one it really has, or say how to raise it.
-    let mut window = client.config().context_window;
-    if let Some(served) = client.served_context(cancel).await {
-        let need = step_tokens(cfg, &specs, task, client.config().max_tokens);
-        if need > served.context {
-            return RunEnd::Failed(RunFailure::ContextTooSmall, crate::ollama::too_small(&client.config().model, &served, need));
-        }
-        if served.context < window {
-            host.note(&crate::ollama::smaller(&client.config().model, &served, window)).await;
-            window = served.context;
-        }
-    }
+    let window = match window_for(client, host, cfg, &specs, task, cancel).await {
+        Ok(w) => w,
+        Err(end) => return end,
+    };
     if cancel.is_cancelled() {
         return RunEnd::Cancelled;
     }
-    // The last call's prompt filled the context window past this (tokens): collapse now.
-    let nearly_full = window / 4 * 3;
-    let most_images = crate::conversation::images_for_window(window);
-    let mut last_prompt = 0;
-    // Steps since the last summary (or attempt): summaries come at most every SUMMARY_GAP steps.
-    let mut since_summary = usize::MAX;
+    let mut fill = Fill::new(window, work);
     // UI-TARS acts on the screenshot it is given: its first turn gets one.
     if client.config().dialect == Dialect::UiTars {
         let look = ToolCall::from_text("look_0".into(), tools::ToolKind::ComputerObserve.name().into(), "{}".into());
@@ -154,31 +140,12 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         if let Some(why) = cfg.budget.exceeded(&spent, cfg.prices.map(|p| p.cost(&spent))) {
             return RunEnd::Failed(RunFailure::OverBudget, why);
         }
-        if last_prompt >= nearly_full && since_summary < SUMMARY_GAP {
-            // Still nearly full soon after a summary: a line per call until the next one is due.
-            collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
-        } else if last_prompt >= nearly_full {
-            match summarize(client, host, cfg, &specs, &messages, work, cancel).await {
-                Ok(Some((first_kept, summary, usage))) => {
-                    spent.add(&usage);
-                    compact_to(&mut messages, work, first_kept, &summary);
-                    since_summary = 0;
-                }
-                Ok(None) => {}
-                Err(ModelError::Cancelled) => return RunEnd::Cancelled,
-                // No summary (the call failed, or the model gave no text): a line per call instead.
-                Err(e) => {
-                    tracing::warn!("the model's summary of the earlier steps failed ({e}); they collapse to a line per call");
-                    collapse_steps_to(&mut messages, work, 0, STEPS_KEPT_WHEN_FULL);
-                    since_summary = 0;
-                }
-            }
-        } else if client.config().context == ContextPolicy::Botdesk {
-            keep_context(&mut messages, work, most_images);
+        match make_room(client, host, cfg, &specs, &mut messages, &mut fill, cancel).await {
+            Ok(summary) => spent.add(&summary),
+            Err(end) => return end,
         }
-        prune_images_as(&mut messages, client.config().context, most_images);
         let req = Request { system: &cfg.system, messages: &messages, tools: &specs, tool_choice: ToolChoice::Auto };
-        let turn = match client.complete(&req, &mut HostListener(host), cancel).await {
+        let mut turn = match client.complete(&req, &mut HostListener(host), cancel).await {
             Ok(t) => t,
             Err(e) => match e.failure() {
                 Some(failure) => return RunEnd::Failed(failure, e.to_string()),
@@ -186,22 +153,17 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
             },
         };
         spent.add(&turn.usage);
-        last_prompt = turn.usage.prompt();
+        fill.last_prompt = turn.usage.prompt();
         host.usage(&turn.usage).await;
-        let mut turn = turn;
         if client.config().dialect == Dialect::UiTars && turn.calls.is_empty() {
-            match crate::uitars::actions(&turn.text) {
-                None => {}
-                Some(Ok(crate::uitars::Actions::Finished(answer))) => {
+            match uitars_calls(&mut turn, step) {
+                Ok(None) => {}
+                Ok(Some(answer)) => {
                     host.assistant(&turn.text, &[]).await;
                     return RunEnd::Completed(answer);
                 }
-                Some(Ok(crate::uitars::Actions::Calls(calls))) => {
-                    turn.calls =
-                        calls.into_iter().enumerate().map(|(i, (name, args))| ToolCall::from_text(format!("act_{step}_{i}"), name, args.to_string())).collect();
-                }
                 // Not an action it can do: it is told, and answers again.
-                Some(Err(why)) => {
+                Err(why) => {
                     host.assistant(&turn.text, &[]).await;
                     messages.push(turn.into_message());
                     messages
@@ -232,12 +194,104 @@ pub async fn run(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, history
         so_far.clear();
         let results = carry_out(client, host, &calls, cut, &cfg.mcp_tools, cancel).await;
         messages.push(Message { role: Role::User, blocks: results });
-        since_summary = since_summary.saturating_add(1);
+        fill.since_summary = fill.since_summary.saturating_add(1);
     }
     if cancel.is_cancelled() {
         return RunEnd::Cancelled;
     }
     RunEnd::Failed(RunFailure::StepLimit, format!("the bot reached its limit of {} steps without finishing", cfg.max_steps))
+}
+
+/// The context window the run keeps to. Ollama may run the model with a smaller window than it
+/// is set to (and drops what does not fit without saying so): then the one it really has (the
+/// person is told), and a window too small for one step ends the run saying how to raise it.
+async fn window_for(client: &ModelClient, host: &dyn Host, cfg: &RunConfig, specs: &[ToolSpec], task: &str, cancel: &CancellationToken) -> Result<u64, RunEnd> {
+    let mut window = client.config().context_window;
+    if let Some(served) = client.served_context(cancel).await {
+        let need = step_tokens(cfg, specs, task, client.config().max_tokens);
+        if need > served.context {
+            return Err(RunEnd::Failed(RunFailure::ContextTooSmall, crate::ollama::too_small(&client.config().model, &served, need)));
+        }
+        if served.context < window {
+            host.note(&crate::ollama::smaller(&client.config().model, &served, window)).await;
+            window = served.context;
+        }
+    }
+    Ok(window)
+}
+
+/// How full the context window is, as the run keeps it.
+struct Fill {
+    /// The first message of this run's own work (what came before is the chat's history).
+    work: usize,
+    /// The last call's prompt filled the window past this (tokens): collapse now.
+    nearly_full: u64,
+    most_images: usize,
+    /// The last call's prompt (tokens).
+    last_prompt: u64,
+    /// Steps since the last summary (or attempt): summaries come at most every `SUMMARY_GAP` steps.
+    since_summary: usize,
+}
+
+impl Fill {
+    fn new(window: u64, work: usize) -> Fill {
+        Fill { work, nearly_full: window / 4 * 3, most_images: crate::conversation::images_for_window(window), last_prompt: 0, since_summary: usize::MAX }
+    }
+}
+
+/// Makes room before a model call: when the last prompt nearly filled the window, a summary of
+/// the earlier steps (what it cost is returned), or a line per call when one came just before or
+/// it failed; otherwise the context policy's own trimming. Only a cancel ends the run here.
+async fn make_room(
+    client: &ModelClient,
+    host: &dyn Host,
+    cfg: &RunConfig,
+    specs: &[ToolSpec],
+    messages: &mut Vec<Message>,
+    fill: &mut Fill,
+    cancel: &CancellationToken,
+) -> Result<botdesk_core::Usage, RunEnd> {
+    let work = fill.work;
+    let mut cost = botdesk_core::Usage::default();
+    if fill.last_prompt >= fill.nearly_full && fill.since_summary < SUMMARY_GAP {
+        // Still nearly full soon after a summary: a line per call until the next one is due.
+        collapse_steps_to(messages, work, 0, STEPS_KEPT_WHEN_FULL);
+    } else if fill.last_prompt >= fill.nearly_full {
+        match summarize(client, host, cfg, specs, messages, work, cancel).await {
+            Ok(Some((first_kept, summary, usage))) => {
+                cost = usage;
+                compact_to(messages, work, first_kept, &summary);
+                fill.since_summary = 0;
+            }
+            Ok(None) => {}
+            Err(ModelError::Cancelled) => return Err(RunEnd::Cancelled),
+            // No summary (the call failed, or the model gave no text): a line per call instead.
+            Err(e) => {
+                tracing::warn!("the model's summary of the earlier steps failed ({e}); they collapse to a line per call");
+                collapse_steps_to(messages, work, 0, STEPS_KEPT_WHEN_FULL);
+                fill.since_summary = 0;
+            }
+        }
+    } else if client.config().context == ContextPolicy::Botdesk {
+        keep_context(messages, work, fill.most_images);
+    }
+    prune_images_as(messages, client.config().context, fill.most_images);
+    Ok(cost)
+}
+
+/// UI-TARS writes its actions as text: they become the turn's calls (`Ok(None)`), or it says it
+/// finished (`Ok(Some(answer))`), or the text is not an action it can do (`Err(why)`).
+fn uitars_calls(turn: &mut Turn, step: u32) -> Result<Option<String>, String> {
+    match crate::uitars::actions(&turn.text) {
+        None => Ok(None),
+        Some(Ok(crate::uitars::Actions::Finished(answer))) => Ok(Some(answer)),
+        Some(Ok(crate::uitars::Actions::Calls(calls))) => {
+            turn.calls =
+                calls.into_iter().enumerate().map(|(i, (name, args))| ToolCall::from_text(format!("act_{step}_{i}"), name, args.to_string())).collect();
+            Ok(None)
+        }
+        Some(Err(why)) => Err(why),
+    }
 }
 
 /// Carries out a turn's calls in order (`cut`: the output limit cut the turn off; `mcp_tools`:

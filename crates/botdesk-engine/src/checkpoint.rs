@@ -17,7 +17,7 @@
 
 use std::future::Future;
 use std::io::{BufReader, BufWriter};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio_util::io::SyncIoBridge;
 
 use crate::error::blocking;
-use crate::home_store::{self, Skipped};
+use crate::home_store::{self, Received, Skipped};
 use crate::versions::{Changed, Meta, Why};
 use crate::{Engine, EngineError, ErrorCode, Result, Settings};
 
@@ -139,6 +139,27 @@ pub(crate) fn everything(_: &str) -> bool {
     true
 }
 
+/// The latest version of a home store when a checkpoint starts: what the new one is linked from.
+struct Previous {
+    version: u64,
+    index: PathBuf,
+    root: PathBuf,
+}
+
+impl Previous {
+    /// Its tree and its index, as the home store's walk takes them.
+    fn paths(&self) -> (&Path, &Path) {
+        (self.root.as_path(), self.index.as_path())
+    }
+}
+
+/// Where a checkpoint's new version is received: its tree and its index, both partial until
+/// committed.
+struct NewVersion {
+    partial: PathBuf,
+    index: PathBuf,
+}
+
 impl Engine {
     /// Checkpoints a computer's workspace: browsers closed gracefully first, then its home
     /// streamed into a new version of its home store. Serialised per home, also across processes.
@@ -172,92 +193,22 @@ impl Engine {
             let file_lock = home_store::lock_store(&s)?;
             home_store::tidy(&s)?;
             let previous = match home_store::current_version(&s) {
-                Some((n, root)) => Some((n, home_store::index_file(&s, n, &root)?, root)),
+                Some((n, root)) => Some(Previous { version: n, index: home_store::index_file(&s, n, &root)?, root }),
                 None => None,
             };
             Ok((file_lock, previous))
         })
         .await
         .map_err(saving)?;
-        let version = previous.as_ref().map_or(1, |(n, ..)| n + 1);
-        let partial = store.join(format!("v{version}.partial"));
-        let index_to = home_store::partial_index_path(&store, version);
-        // The save request: its options, then the previous version's index, read from its file as
-        // the computer takes it.
-        let options = std::io::Cursor::new(home_store::save_options());
-        let manifest: HomeIn = match &previous {
-            Some((_, index, _)) => {
-                let file = tokio::fs::File::open(index).await.map_err(|e| saving(home_store::err("reading", index, e)))?;
-                Box::pin(options.chain(file))
-            }
-            None => Box::pin(options),
-        };
-        // The new version is linked from the previous one while the computer starts its walk.
-        let (p, s) = (partial.clone(), store.clone());
-        let prepared = blocking(move || {
-            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index.as_path()));
-            if let Err(e) = home_store::prepare(&p, prev) {
-                // An index that does not match its version (changed by hand) is not used again.
-                if let Some((n, ..)) = previous {
-                    home_store::drop_index(&s, n);
-                }
-                return Err(e);
-            }
-            Ok(previous)
-        });
-        let ctx = CallCtx::default();
-        let (out, prepared) = tokio::join!(self.inner.provider.save_home(&cref, manifest, &ctx), prepared);
-        let (out, previous) = match (out, prepared) {
-            (Ok(out), Ok(previous)) => (out, previous),
-            (out, prepared) => {
-                let p = partial.clone();
-                let _ = blocking(move || home_store::remove_tree(&p)).await;
-                let e = prepared.err().unwrap_or_else(|| out.err().expect("one of them failed").into());
-                return Err(saving(e));
-            }
-        };
-        let idle = Duration::from_millis(self.inner.policy.checkpoint_idle.max(1) as u64);
-        let records = SyncIoBridge::new(Bounded::new(out.records, idle, TOTAL_BOUND));
-        let p = partial.clone();
-        // The person's margin of free disk, looked at before and while the files come.
-        let keep_free = u64::from(self.settings().map(|s| s.keep_free_gib).unwrap_or_else(|_| Settings::default().keep_free_gib)) << 30;
-        let (store_dir, to) = (store.clone(), index_to.clone());
-        let received = blocking(move || {
-            let mut r = BufReader::with_capacity(256 * 1024, records);
-            let mut at = String::new();
-            let prev = previous.as_ref().map(|(_, index, root)| (root.as_path(), index.as_path()));
-            home_store::receive_within(&mut r, &p, prev, &to, &mut at, &|| home_store::check_free(&store_dir, keep_free))
-        })
-        .await;
-        // The computer's own verdict counts too: a stream that ended well from a helper that failed
-        // is not trusted, and a helper that failed says best why its stream broke off.
-        let finished = match &received {
-            // A helper the bot stopped after its last record never exits: the same idle bound.
-            Ok(_) => match tokio::time::timeout(idle, out.finished).await {
-                Ok(done) => done.map_err(EngineError::from),
-                Err(_) => Err(EngineError::new(
-                    ErrorCode::TimedOut,
-                    format!("the computer stopped sending (its save helper did not finish after its last record within {} s)", idle.as_secs_f64()),
-                )),
-            },
-            Err(e) if e.code != ErrorCode::Provider => Ok(()),
-            Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(5), out.finished).await {
-                Ok(Err(e)) => Err(EngineError::from(e)),
-                _ => Ok(()),
-            },
-        };
-        // (A failure on this side, such as the store's disk, or a stall, stays the one reported.)
-        let received = match (received, &finished) {
-            (Err(e), Err(helper)) if e.code == ErrorCode::Provider => Err(helper.clone()),
-            (r, _) => r,
-        };
-        let (p, i) = (partial.clone(), index_to.clone());
-        let got = match received.and_then(|got| finished.map(|()| got)) {
+        let version = previous.as_ref().map_or(1, |p| p.version + 1);
+        let to = NewVersion { partial: store.join(format!("v{version}.partial")), index: home_store::partial_index_path(&store, version) };
+        let got = match self.receive_version(&cref, &store, previous, &to).await {
             Ok(got) => got,
             Err(e) => {
+                let NewVersion { partial, index } = to;
                 let _ = blocking(move || {
-                    let _ = std::fs::remove_file(&i);
-                    home_store::remove_tree(&p)
+                    let _ = std::fs::remove_file(&index);
+                    home_store::remove_tree(&partial)
                 })
                 .await;
                 return Err(saving(e));
@@ -267,7 +218,7 @@ impl Engine {
         let keep = self.settings().map(|s| s.retention()).unwrap_or_else(|_| Settings::default().retention());
         let s = store.clone();
         blocking(move || {
-            let done = home_store::commit(&s, &partial, &index_to, &meta, keep);
+            let done = home_store::commit(&s, &to.partial, &to.index, &meta, keep);
             drop(file_lock);
             done
         })
@@ -290,6 +241,76 @@ impl Engine {
         };
         tracing::info!(computer = %c.id, version, files = report.files, copied = report.copied, skipped = report.skipped.len(), ms = report.millis, "checkpoint");
         Ok(report)
+    }
+
+    /// Streams the computer's home into the new version `to`: the save request carries the
+    /// previous version's index (so unchanged files are linked, not sent), and what comes back is
+    /// bounded by the idle and total bounds and the person's margin of free disk. The caller
+    /// removes what was received when this fails.
+    async fn receive_version(&self, cref: &ComputerRef, store: &Path, previous: Option<Previous>, to: &NewVersion) -> Result<Received> {
+        // The save request: its options, then the previous version's index, read from its file as
+        // the computer takes it.
+        let options = std::io::Cursor::new(home_store::save_options());
+        let manifest: HomeIn = match &previous {
+            Some(prev) => {
+                let file = tokio::fs::File::open(&prev.index).await.map_err(|e| home_store::err("reading", &prev.index, e))?;
+                Box::pin(options.chain(file))
+            }
+            None => Box::pin(options),
+        };
+        // The new version is linked from the previous one while the computer starts its walk.
+        let (p, s) = (to.partial.clone(), store.to_path_buf());
+        let prepared = blocking(move || {
+            if let Err(e) = home_store::prepare(&p, previous.as_ref().map(Previous::paths)) {
+                // An index that does not match its version (changed by hand) is not used again.
+                if let Some(prev) = previous {
+                    home_store::drop_index(&s, prev.version);
+                }
+                return Err(e);
+            }
+            Ok(previous)
+        });
+        let ctx = CallCtx::default();
+        let (out, prepared) = tokio::join!(self.inner.provider.save_home(cref, manifest, &ctx), prepared);
+        let (out, previous) = match (out, prepared) {
+            (Ok(out), Ok(previous)) => (out, previous),
+            (out, prepared) => return Err(prepared.err().unwrap_or_else(|| out.err().expect("one of them failed").into())),
+        };
+        let idle = Duration::from_millis(self.inner.policy.checkpoint_idle.max(1) as u64);
+        let records = SyncIoBridge::new(Bounded::new(out.records, idle, TOTAL_BOUND));
+        // The person's margin of free disk, looked at before and while the files come.
+        let keep_free = u64::from(self.settings().map(|s| s.keep_free_gib).unwrap_or_else(|_| Settings::default().keep_free_gib)) << 30;
+        let (store_dir, partial, index) = (store.to_path_buf(), to.partial.clone(), to.index.clone());
+        let received = blocking(move || {
+            let mut r = BufReader::with_capacity(256 * 1024, records);
+            let mut at = String::new();
+            home_store::receive_within(&mut r, &partial, previous.as_ref().map(Previous::paths), &index, &mut at, &|| {
+                home_store::check_free(&store_dir, keep_free)
+            })
+        })
+        .await;
+        // The computer's own verdict counts too: a stream that ended well from a helper that failed
+        // is not trusted, and a helper that failed says best why its stream broke off.
+        let finished = match &received {
+            // A helper the bot stopped after its last record never exits: the same idle bound.
+            Ok(_) => match tokio::time::timeout(idle, out.finished).await {
+                Ok(done) => done.map_err(EngineError::from),
+                Err(_) => Err(EngineError::new(
+                    ErrorCode::TimedOut,
+                    format!("the computer stopped sending (its save helper did not finish after its last record within {} s)", idle.as_secs_f64()),
+                )),
+            },
+            Err(e) if e.code != ErrorCode::Provider => Ok(()),
+            Err(_) => match tokio::time::timeout(std::time::Duration::from_secs(5), out.finished).await {
+                Ok(Err(e)) => Err(EngineError::from(e)),
+                _ => Ok(()),
+            },
+        };
+        // (A failure on this side, such as the store's disk, or a stall, stays the one reported.)
+        match (received, finished) {
+            (Err(e), Err(helper)) if e.code == ErrorCode::Provider => Err(helper),
+            (received, finished) => received.and_then(|got| finished.map(|()| got)),
+        }
     }
 
     /// Replaces a running computer's home with its latest checkpoint, through the computer (what a

@@ -79,7 +79,8 @@ async fn bots_are_validated_listed_and_removed() {
     engine.remove_bot(&engine.bot_ref("solo").await.unwrap().id).await.unwrap();
     assert_eq!(fake.status(&solo_ref).await.unwrap(), botdesk_core::MachineStatus::Missing, "a Private bot's machine goes with it");
     assert_eq!(engine.list_bots().await.unwrap().iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["one"]);
-    assert_eq!(engine.remove_bot(&engine.bot_ref("solo").await.unwrap().id).await.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(engine.remove_bot(&solo.id).await.unwrap_err().code, ErrorCode::NotFound, "removed already");
+    assert_eq!(engine.bot_ref("solo").await.unwrap_err().code, ErrorCode::NotFound);
 }
 
 #[tokio::test]
@@ -187,10 +188,19 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
             other => Err(format!("expected a result containing {want:?}, got {other:?}")),
         }
     };
+    // The second act's look does not come back with its answer (armed as the model is asked
+    // for it, after the first act): the run looks on its own, and the model still sees the screen.
+    let armed = counted.clone();
+    let arm_then_said = move |s: &Seen| {
+        armed.arm(botdesk_fake::Fault::ActWithoutLook);
+        said("Did 2 actions")(s)
+    };
+    let saw_both = move |s: &Seen| saw_image(s).and(said("Did 1 action")(s));
     let server = ScriptedServer::start(vec![
         Step::reply(Reply::call("computer_observe", json!({}))),
         Step::check(saw_image, Reply::call("computer_act", json!({"actions": [{"type": "click", "x": 100, "y": 200}, {"type": "type", "text": "hi"}]}))),
-        Step::check(said("Did 2 actions"), Reply::call("shell", json!({"command": "echo from-the-shell"}))),
+        Step::check(arm_then_said, Reply::call("computer_act", json!({"actions": [{"type": "key", "key": "Return"}]}))),
+        Step::check(saw_both, Reply::call("shell", json!({"command": "echo from-the-shell"}))),
         Step::check(said("from-the-shell"), Reply::call("write_file", json!({"path": "report.md", "content": "done"}))),
         Step::check(said("Wrote 4 bytes"), Reply::text("All done.")),
     ])
@@ -214,7 +224,7 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     use botdesk_engine::action::{Action, Button};
     assert_eq!(
         fake.actions(computer, *slot),
-        [Action::Click { x: 100, y: 200, button: Button::Left }, Action::Type { text: "hi".into() }],
+        [Action::Click { x: 100, y: 200, button: Button::Left }, Action::Type { text: "hi".into() }, Action::Key { key: "Return".into(), modifiers: vec![] }],
         "the batch reached the screen as the model gave it"
     );
     let report = engine.files_read(&engine.bot_ref("clicker").await.unwrap(), "report.md", 100).await.unwrap();
@@ -224,8 +234,9 @@ async fn a_run_works_the_fake_desktop_and_shell_with_its_key_in_memory() {
     // nothing around it (no status, no gateway check, no desktop opened again, no second look).
     let calls = counted.calls();
     let act = calls.iter().position(|c| *c == "act").expect("an act");
-    // The shell tool that follows begins with its computer's status.
-    assert_eq!(&calls[act - 2..act + 3], ["observe", "network_refusals", "act", "status", "exec"], "all calls: {calls:?}");
+    // The second act follows at once; its look came apart, and the shell tool that follows
+    // begins with its computer's status.
+    assert_eq!(&calls[act - 2..act + 5], ["observe", "network_refusals", "act", "act", "observe", "status", "exec"], "all calls: {calls:?}");
 }
 
 /// Recordings are removed `record_days` after their run ended, and the oldest first once all of

@@ -14,6 +14,9 @@ use std::{
 pub enum Fault {
     /// The next `provision` fails before reaching the provider.
     Provision,
+    /// The next `act` is done, but its answer comes without the look asked for (as when the
+    /// screen could not be read just after).
+    ActWithoutLook,
 }
 
 pub struct Faulty {
@@ -163,7 +166,11 @@ impl ComputerProvider for Faulty {
     }
     async fn act(&self, c: &ComputerRef, slot: u32, actions: &[action::Action], settle_ms: u64, then: &ActThen, ctx: &CallCtx) -> Result<ActAnswer> {
         self.note("act");
-        self.inner.act(c, slot, actions, settle_ms, then, ctx).await
+        let mut answer = self.inner.act(c, slot, actions, settle_ms, then, ctx).await?;
+        if self.take(|f| *f == Fault::ActWithoutLook).is_some() {
+            answer.look = None;
+        }
+        Ok(answer)
     }
     async fn open_shell(&self, c: &ComputerRef, cwd: &WorkspacePath, cols: u16, rows: u16, ctx: &CallCtx) -> Result<ShellSession> {
         self.note("open_shell");
